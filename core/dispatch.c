@@ -1,0 +1,167 @@
+/* dispatch.c: the op registry table and the one dispatcher every op goes
+ * through: argument and device checks, shape inference, output allocation,
+ * the backend's kernel. Kernels never allocate and never validate. */
+#include "internal.h"
+#include <math.h>
+#include <stdlib.h>
+
+const lu_op_desc lu_ops[LU_OP_COUNT] = {
+#define LUON_OP(name, nin, nout, kind) {#name, nin, nout, LU_##kind, lu_shape_##name, lu_cpu_##name},
+#include "luon_ops.def"
+#undef LUON_OP
+};
+
+int32_t luon_op_count(void) { return LU_OP_COUNT; }
+
+int32_t luon_op_find(const char *name) {
+  for (int i = 0; i < LU_OP_COUNT; i++)
+    if (strcmp(lu_ops[i].name, name) == 0) return i;
+  lu_error(LUON_EINVAL, "no op named '%s'", name ? name : "(null)");
+  return -1;
+}
+
+const char *luon_op_name(int32_t op) { return op >= 0 && op < LU_OP_COUNT ? lu_ops[op].name : NULL; }
+int32_t luon_op_num_inputs(int32_t op) { return op >= 0 && op < LU_OP_COUNT ? lu_ops[op].nin : 0; }
+int32_t luon_op_num_outputs(int32_t op) { return op >= 0 && op < LU_OP_COUNT ? lu_ops[op].nout : 0; }
+
+luon_status lu_axis(const char *op, int64_t axis, int ndim, int *out) {
+  if (axis < -ndim || axis >= ndim)
+    return lu_error(LUON_ESHAPE, "%s: axis %lld is out of bounds for an array of dimension %d", op,
+                    (long long)axis, ndim);
+  *out = (int)(axis < 0 ? axis + ndim : axis);
+  return LUON_OK;
+}
+
+luon_status lu_broadcast_shapes(const char *op, int na, const int64_t *sa, int nb,
+                                const int64_t *sb, int *ond, int64_t *oshape) {
+  int n = na > nb ? na : nb;
+  for (int i = 0; i < n; i++) {
+    int64_t a = i < n - na ? 1 : sa[i - (n - na)];
+    int64_t b = i < n - nb ? 1 : sb[i - (n - nb)];
+    if (a != b && a != 1 && b != 1)
+      return lu_error(LUON_ESHAPE, "%s: shapes %s and %s cannot be broadcast together", op,
+                      lu_shape_str(na, sa), lu_shape_str(nb, sb));
+    oshape[i] = a == 1 ? b : a;
+  }
+  *ond = n;
+  return LUON_OK;
+}
+
+void lu_broadcast_strides(const luon_tensor *t, int ndim, const int64_t *shape, int64_t *strides) {
+  int lead = ndim - t->ndim;
+  for (int i = 0; i < ndim; i++) {
+    int j = i - lead;
+    strides[i] = (j < 0 || (t->shape[j] == 1 && shape[i] != 1)) ? 0 : t->strides[j];
+  }
+}
+
+static bool shares_storage(const luon_tensor *a, int nin, luon_tensor *const *in) {
+  for (int i = 0; i < nin; i++)
+    if (in[i]->storage == a->storage) return true;
+  return false;
+}
+
+static luon_status run_kernel(const lu_op_desc *d, lu_call *c) {
+  if (c->dev.type == LUON_CPU) return d->cpu(c);
+  lu_kernel_fn k = lu_cuda.kernels[c->op];
+  if (!k)
+    return lu_error(LUON_EUNSUPPORTED, "%s: no CUDA kernel for this op yet (arrays on %s); "
+                    "copy the inputs to the CPU with copyto(npx.cpu())", d->name, lu_device_str(c->dev));
+  return k(c);
+}
+
+luon_status luon_op_call(int32_t op, int32_t nin, luon_tensor *const *in, const luon_attrs *attrs,
+                         int32_t *nout_p, luon_tensor **out) {
+  if (op < 0 || op >= LU_OP_COUNT) return lu_error(LUON_EINVAL, "op id %d does not exist", op);
+  const lu_op_desc *d = &lu_ops[op];
+  if ((d->nin >= 0 && nin != d->nin) || nin < 0 || nin > LUON_MAX_OP_INPUTS || (d->nin < 0 && nin < 1))
+    return lu_error(LUON_EINVAL, "%s: takes %s%d input%s, got %d", d->name, d->nin < 0 ? "1 to " : "",
+                    d->nin < 0 ? LUON_MAX_OP_INPUTS : d->nin, d->nin == 1 ? "" : "s", nin);
+  static const luon_attrs no_attrs;
+  lu_call c;
+  c.op = op;
+  c.nin = nin;
+  c.in = in;
+  c.attrs = attrs ? attrs : &no_attrs;
+  c.nout = d->nout;
+  c.scratch = NULL;
+  if (c.attrs->ni < 0 || c.attrs->ni > LUON_MAX_ATTR_INTS)
+    return lu_error(LUON_EINVAL, "%s: %d integer attributes (at most %d)", d->name, c.attrs->ni,
+                    LUON_MAX_ATTR_INTS);
+  for (int i = 0; i < nin; i++) {
+    if (!in[i]) return lu_error(LUON_EINVAL, "%s: input %d is NULL", d->name, i + 1);
+    if (lu_dtype_is_storage_only(in[i]->dtype) && op != LU_OP_copy)
+      return lu_error(LUON_EDTYPE, "%s: %s is a storage type; convert with astype('float32') first",
+                      d->name, luon_dtype_name(in[i]->dtype));
+  }
+  if (nin > 0) {
+    c.dev = in[0]->dev;
+    for (int i = 1; i < nin; i++)
+      if (!lu_device_eq(in[i]->dev, c.dev))
+        return lu_error(LUON_EDEVICE,
+                        "%s: input 1 is on %s but input %d is on %s; ops run where their inputs "
+                        "live, so copy one with copyto() or as_in_context() first",
+                        d->name, lu_device_str(c.dev), i + 1, lu_device_str(in[i]->dev));
+  } else {
+    c.dev = (lu_device){c.attrs->dev_type ? c.attrs->dev_type : LUON_CPU, c.attrs->dev_id};
+    LU_TRY(lu_device_check(c.dev));
+  }
+  if (c.attrs->dtype && !lu_dtype_valid(c.attrs->dtype))
+    return lu_error(LUON_EDTYPE, "%s: unknown dtype %d", d->name, c.attrs->dtype);
+
+  if (!d->shape || !d->cpu)
+    return lu_error(LUON_EINTERNAL, "%s: this build has no kernel for the op", d->name);
+  int cap = *nout_p;
+  LU_TRY(d->shape(&c));
+  if (c.nout < 0 || c.nout > cap || c.nout > LUON_MAX_OP_INPUTS)
+    return lu_error(LUON_EINVAL, "%s: makes %d outputs but room was given for %d", d->name, c.nout, cap);
+
+  luon_status s = LUON_OK;
+  bool wrote_into[LUON_MAX_OP_INPUTS] = {false};
+  if (d->kind == LU_NEW) {
+    for (int k = 0; k < c.nout; k++) {
+      luon_tensor *o = out[k];
+      c.out[k] = NULL;
+      if (o) {
+        if (o->ndim != c.out_ndim[k] ||
+            memcmp(o->shape, c.out_shape[k], sizeof(int64_t) * (size_t)o->ndim) != 0) {
+          s = lu_error(LUON_ESHAPE, "%s: the result has shape %s but out= has shape %s", d->name,
+                       lu_shape_str(c.out_ndim[k], c.out_shape[k]), lu_shape_str(o->ndim, o->shape));
+          break;
+        }
+        if (!lu_device_eq(o->dev, c.dev)) {
+          s = lu_error(LUON_EDEVICE, "%s: the result is on %s but out= is on %s", d->name,
+                       lu_device_str(c.dev), lu_device_str(o->dev));
+          break;
+        }
+        if (o->dtype == c.out_dtype[k] && !shares_storage(o, nin, in)) {
+          c.out[k] = luon_tensor_retain(o);
+          wrote_into[k] = true;
+          continue;
+        }
+      }
+      s = lu_tensor_new(c.out_dtype[k], c.out_ndim[k], c.out_shape[k], c.dev, &c.out[k]);
+      if (s != LUON_OK) break;
+    }
+    if (s == LUON_OK) s = run_kernel(d, &c);
+  } else {
+    for (int k = 0; k < c.nout; k++) c.out[k] = NULL;
+    s = d->cpu(&c); /* views are device independent */
+  }
+  free(c.scratch);
+  /* results that had to go through a temporary land in out= now */
+  for (int k = 0; k < c.nout && s == LUON_OK; k++) {
+    if (out[k] && !wrote_into[k]) {
+      s = luon_tensor_copy(out[k], c.out[k]);
+      luon_tensor_release(c.out[k]);
+      c.out[k] = luon_tensor_retain(out[k]);
+    }
+  }
+  if (s != LUON_OK) {
+    for (int k = 0; k < c.nout; k++) luon_tensor_release(c.out[k]);
+    return s;
+  }
+  for (int k = 0; k < c.nout; k++) out[k] = c.out[k];
+  *nout_p = c.nout;
+  return LUON_OK;
+}

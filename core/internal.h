@@ -1,0 +1,211 @@
+/* internal.h: structures and helpers shared by the files of core/ (and the
+ * CUDA backend). Not installed; hosts use luon.h only. */
+#ifndef LUON_INTERNAL_H
+#define LUON_INTERNAL_H
+
+#include "luon.h"
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#define LU_MAXD 8
+#define LU_MAX_CPU_DEVICES 64
+#define LU_MAX_GPU_DEVICES 16
+
+/* ---- errors ------------------------------------------------------------ */
+
+/* Set the thread-local message and return `status`. */
+luon_status lu_error(luon_status status, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Propagate a failed status. */
+#define LU_TRY(expr)                                                          \
+  do {                                                                        \
+    luon_status lu_try_s_ = (expr);                                           \
+    if (lu_try_s_ != LUON_OK) return lu_try_s_;                               \
+  } while (0)
+/* Text for a shape "(2,3)", valid until the 4th next call on this thread. */
+const char *lu_shape_str(int ndim, const int64_t *shape);
+
+/* ---- devices ----------------------------------------------------------- */
+
+typedef struct lu_device {
+  int32_t type;
+  int32_t id;
+} lu_device;
+
+static inline bool lu_device_eq(lu_device a, lu_device b) {
+  return a.type == b.type && a.id == b.id;
+}
+/* "cpu(1)"; valid until the 4th next call on this thread. */
+const char *lu_device_str(lu_device d);
+luon_status lu_device_check(lu_device d);
+
+/* ---- memory ------------------------------------------------------------ */
+
+/* A block from a device's caching allocator. */
+typedef struct lu_block {
+  void *ptr;
+  size_t bytes;           /* the size class actually held */
+  struct lu_block *next;  /* free-list link while cached */
+  lu_device dev;
+} lu_block;
+
+luon_status lu_alloc(lu_device dev, size_t bytes, lu_block **out);
+void lu_free(lu_block *b);
+
+/* ---- tensors ----------------------------------------------------------- */
+
+typedef struct lu_storage {
+  int32_t refcount;       /* atomic */
+  lu_device dev;
+  lu_block *block;        /* NULL for wrapped external memory */
+  void *ptr;              /* base address */
+  size_t bytes;
+} lu_storage;
+
+struct lu_node;           /* autograd (autograd.c) */
+
+struct luon_tensor {
+  int32_t refcount;       /* atomic */
+  int32_t dtype;
+  int32_t ndim;
+  lu_device dev;
+  int64_t shape[LU_MAXD];
+  int64_t strides[LU_MAXD]; /* elements */
+  int64_t offset;           /* elements */
+  int64_t size;
+  lu_storage *storage;
+  struct lu_node *node;     /* the autograd node that produced it, if recorded */
+  struct luon_tensor *grad; /* gradient buffer, if attached */
+  int32_t grad_req;
+};
+
+/* Element address of a tensor's first element. */
+static inline void *lu_data(const luon_tensor *t) {
+  return (char *)t->storage->ptr + t->offset * (int64_t)luon_dtype_size(t->dtype);
+}
+bool lu_is_contiguous(const luon_tensor *t);
+void lu_contiguous_strides(int ndim, const int64_t *shape, int64_t *strides);
+int64_t lu_numel(int ndim, const int64_t *shape);
+/* New contiguous tensor (+1). */
+luon_status lu_tensor_new(int32_t dtype, int ndim, const int64_t *shape, lu_device dev,
+                          luon_tensor **out);
+/* New view sharing t's storage (+1). */
+luon_status lu_tensor_view(luon_tensor *t, int ndim, const int64_t *shape,
+                           const int64_t *strides, int64_t offset, luon_tensor **out);
+
+/* ---- dtypes ------------------------------------------------------------ */
+
+bool lu_dtype_valid(int32_t dt);
+bool lu_dtype_is_float(int32_t dt);   /* f32, f64 (f16/bf16 are storage only) */
+bool lu_dtype_is_storage_only(int32_t dt);
+/* Result dtype of a binary op on a and b (NumPy-like promotion). */
+int32_t lu_dtype_promote(int32_t a, int32_t b);
+/* Convert n elements between dtypes; both contiguous host buffers. */
+void lu_convert(void *dst, int32_t dst_dt, const void *src, int32_t src_dt, int64_t n);
+float lu_half_to_float(uint16_t h);
+uint16_t lu_float_to_half(float f);
+float lu_bf16_to_float(uint16_t h);
+uint16_t lu_float_to_bf16(float f);
+
+/* ---- the op registry and dispatcher ------------------------------------ */
+
+enum lu_op_id {
+#define LUON_OP(name, nin, nout, kind) LU_OP_##name,
+#include "luon_ops.def"
+#undef LUON_OP
+  LU_OP_COUNT
+};
+
+enum lu_op_kind { LU_NEW = 0, LU_VIEW = 1 };
+
+/* One call of an op: the dispatcher fills inputs and attrs, the shape
+ * function fills the output metadata, the dispatcher allocates outputs
+ * (kind NEW), then the kernel runs. Kernels never allocate tensors. */
+typedef struct lu_call {
+  int32_t op;
+  int32_t nin, nout;
+  luon_tensor *const *in;
+  const luon_attrs *attrs;
+  lu_device dev;               /* where the op runs */
+  /* set by lu_shape_<op> for each output (kind NEW) */
+  int32_t out_dtype[LUON_MAX_OP_INPUTS];
+  int32_t out_ndim[LUON_MAX_OP_INPUTS];
+  int64_t out_shape[LUON_MAX_OP_INPUTS][LU_MAXD];
+  luon_tensor *out[LUON_MAX_OP_INPUTS];
+  void *scratch;               /* op-private, set by the shape function */
+  int64_t scratch_i[8];
+} lu_call;
+
+typedef luon_status (*lu_shape_fn)(lu_call *c);
+typedef luon_status (*lu_kernel_fn)(lu_call *c);
+
+typedef struct lu_op_desc {
+  const char *name;
+  int32_t nin, nout, kind;
+  lu_shape_fn shape;
+  lu_kernel_fn cpu;
+} lu_op_desc;
+
+extern const lu_op_desc lu_ops[LU_OP_COUNT];
+
+/* Weak, so that the registry links while an op is being written; the test
+ * suite fails if any registered op lacks its shape function or CPU kernel. */
+#define LUON_OP(name, nin, nout, kind)                                        \
+  __attribute__((weak)) luon_status lu_shape_##name(lu_call *c);              \
+  __attribute__((weak)) luon_status lu_cpu_##name(lu_call *c);
+#include "luon_ops.def"
+#undef LUON_OP
+
+/* Broadcast two shapes NumPy-style into out (ndim in *ond). */
+luon_status lu_broadcast_shapes(const char *op, int na, const int64_t *sa, int nb,
+                                const int64_t *sb, int *ond, int64_t *oshape);
+/* Strides of t seen as broadcast to (ndim, shape): 0 on broadcast axes. */
+void lu_broadcast_strides(const luon_tensor *t, int ndim, const int64_t *shape,
+                          int64_t *strides);
+/* Normalise a possibly negative axis; error names op and values. */
+luon_status lu_axis(const char *op, int64_t axis, int ndim, int *out);
+
+/* ---- parallel loops ---------------------------------------------------- */
+
+/* Run fn(ctx, begin, end) over [0, n) split across the CPU threads when n
+ * is at least `grain` per thread; else on the caller. */
+typedef void (*lu_range_fn)(void *ctx, int64_t begin, int64_t end);
+void lu_parallel_for(int64_t n, int64_t grain, lu_range_fn fn, void *ctx);
+int lu_num_threads(void);
+
+/* ---- random ------------------------------------------------------------ */
+
+/* Philox-4x32-10 keyed by the global seed; each call reserves `n` counter
+ * values from the device's stream and returns the first. */
+uint64_t lu_rng_reserve(lu_device dev, uint64_t n, uint64_t *key);
+/* Four 32-bit random words for (key, counter). */
+void lu_philox(uint64_t key, uint64_t counter, uint32_t out[4]);
+static inline float lu_u32_to_unit(uint32_t x) { /* [0, 1) */
+  return (float)(x >> 8) * (1.0f / 16777216.0f);
+}
+static inline double lu_u64_to_unit(uint32_t hi, uint32_t lo) {
+  return (double)((((uint64_t)hi << 32) | lo) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+/* ---- the CUDA backend (cuda/, loaded with dlopen) ----------------------- */
+
+/* The vtable libluon_cuda.so fills in luon_cuda_init. Absent: all NULL. */
+typedef struct lu_cuda_backend {
+  int32_t abi;                  /* LU_CUDA_ABI */
+  int32_t (*device_count)(void);
+  luon_status (*memory_info)(int32_t id, int64_t *free_b, int64_t *total_b);
+  luon_status (*malloc)(int32_t id, size_t bytes, void **ptr);
+  void (*free)(int32_t id, void *ptr);
+  luon_status (*memcpy)(void *dst, lu_device ddev, const void *src, lu_device sdev,
+                        size_t bytes);
+  luon_status (*sync)(int32_t id);
+  const char *(*last_error)(void);
+  lu_kernel_fn kernels[LU_OP_COUNT]; /* NULL: the op has no CUDA kernel */
+} lu_cuda_backend;
+#define LU_CUDA_ABI 1
+/* Entry point of libluon_cuda.so. */
+typedef luon_status (*lu_cuda_init_fn)(lu_cuda_backend *b);
+extern lu_cuda_backend lu_cuda;   /* zeroed when the backend is absent */
+
+#endif

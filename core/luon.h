@@ -1,0 +1,184 @@
+/* luon.h: the public C API of the luon runtime (tensors, devices, memory, ops).
+ * Plain C99. The block between the LUON_CDEF markers is also, verbatim, the
+ * LuaJIT ffi.cdef that bindings/ generates at build time: keep it parseable
+ * by LuaJIT (no #define, no #ifdef, enums with explicit values). */
+#ifndef LUON_H
+#define LUON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* LUON_CDEF_BEGIN */
+
+/* Every call returns a status (or NULL) and leaves a message for
+ * luon_last_error() on failure. Nothing here aborts, exits or prints. */
+typedef enum luon_status {
+  LUON_OK = 0,
+  LUON_EINVAL = 1,        /* a bad argument (named in the message) */
+  LUON_ESHAPE = 2,        /* shapes that do not fit together */
+  LUON_EDTYPE = 3,        /* a dtype the op does not take */
+  LUON_EDEVICE = 4,       /* inputs on different devices, or no such device */
+  LUON_ENOMEM = 5,        /* allocation failed: bytes asked and free in the message */
+  LUON_EIO = 6,           /* a file could not be read or written */
+  LUON_EFORMAT = 7,       /* a file's contents are corrupt or of the wrong kind */
+  LUON_EUNSUPPORTED = 8,  /* a valid request this build or backend cannot do */
+  LUON_EDEVICE_LOST = 9,  /* a sticky device fault: restart the process */
+  LUON_EGRAD = 10,        /* autograd misuse */
+  LUON_EINTERNAL = 11     /* a bug in luon */
+} luon_status;
+
+/* The message of the last failed call on this thread ("" if none). */
+const char *luon_last_error(void);
+/* Set the message (used by bindings that detect errors themselves). */
+void luon_set_error(const char *msg);
+
+typedef enum luon_dtype {
+  LUON_DTYPE_F32 = 1,
+  LUON_DTYPE_F64 = 2,
+  LUON_DTYPE_F16 = 3,     /* storage only: convert with astype before computing */
+  LUON_DTYPE_BF16 = 4,    /* storage only */
+  LUON_DTYPE_I32 = 5,
+  LUON_DTYPE_I64 = 6,
+  LUON_DTYPE_U8 = 7,
+  LUON_DTYPE_BOOL = 8,    /* one byte, 0 or 1 */
+  LUON_DTYPE_COUNT = 9
+} luon_dtype;
+
+/* Name ("float32") and element size of a dtype; NULL/0 when invalid. */
+const char *luon_dtype_name(int32_t dtype);
+int32_t luon_dtype_size(int32_t dtype);
+
+typedef enum luon_device_type {
+  LUON_CPU = 1,
+  LUON_GPU = 2
+} luon_device_type;
+
+typedef enum luon_limits {
+  LUON_MAX_DIMS = 8,
+  LUON_MAX_ATTR_INTS = 32,
+  LUON_MAX_ATTR_FLOATS = 4,
+  LUON_MAX_OP_INPUTS = 8
+} luon_limits;
+
+/* A tensor: a reference-counted view (shape, strides, offset) of a
+ * reference-counted storage on one device. Strides and offset count
+ * elements, not bytes. Opaque; read it with luon_tensor_info. */
+typedef struct luon_tensor luon_tensor;
+
+typedef struct luon_tensor_info {
+  int32_t dtype;
+  int32_t ndim;
+  int32_t dev_type;
+  int32_t dev_id;
+  int64_t size;                        /* number of elements */
+  int64_t offset;                      /* in elements, into the storage */
+  int64_t shape[8];                    /* LUON_MAX_DIMS */
+  int64_t strides[8];                  /* in elements */
+  void *data;                          /* address of element 0 (device memory on GPUs) */
+  int32_t contiguous;                  /* row-major and dense */
+  int32_t requires_grad;               /* has a gradient buffer attached (autograd) */
+} luon_tensor_info;
+
+/* Fill *info. Cheap: no synchronisation. */
+luon_status luon_tensor_info_get(const luon_tensor *t, luon_tensor_info *info);
+/* Reference counting. retain returns t; release frees at zero (NULL is fine). */
+luon_tensor *luon_tensor_retain(luon_tensor *t);
+void luon_tensor_release(luon_tensor *t);
+
+/* A new uninitialised tensor (+1 in *out). shape may be NULL when ndim is 0. */
+luon_status luon_tensor_empty(int32_t dtype, int32_t ndim, const int64_t *shape,
+                              int32_t dev_type, int32_t dev_id, luon_tensor **out);
+/* A new tensor holding a copy of host memory `src` (row-major, of `dtype`). */
+luon_status luon_tensor_from_host(const void *src, int32_t dtype, int32_t ndim,
+                                  const int64_t *shape, int32_t dev_type, int32_t dev_id,
+                                  luon_tensor **out);
+/* Copy a tensor's elements, row-major, into host memory `dst` of `bytes`
+ * bytes (converting to `dtype`). Waits for the work that writes t. */
+luon_status luon_tensor_to_host(const luon_tensor *t, void *dst, int32_t dtype, size_t bytes);
+/* A view of t with another shape/strides/offset over the same storage (+1). */
+luon_status luon_tensor_view(luon_tensor *t, int32_t ndim, const int64_t *shape,
+                             const int64_t *strides, int64_t offset, luon_tensor **out);
+/* Copy src into dst (same shape; dtype converted; devices may differ). */
+luon_status luon_tensor_copy(luon_tensor *dst, const luon_tensor *src);
+/* Wait until all work writing t is done. */
+luon_status luon_tensor_wait(const luon_tensor *t);
+
+/* Devices. cpu(i) for any i >= 0 are logical devices over host memory;
+ * gpu(i) exist when the CUDA backend loaded and found cards. */
+int32_t luon_gpu_count(void);
+/* Free and total bytes of gpu(id); LUON_EUNSUPPORTED without CUDA. */
+luon_status luon_gpu_memory_info(int32_t id, int64_t *free_bytes, int64_t *total_bytes);
+/* Why the CUDA backend did not load ("" if it did). */
+const char *luon_cuda_status(void);
+/* Name of a device, "cpu(0)"; valid until the next call on this thread. */
+const char *luon_device_name(int32_t dev_type, int32_t dev_id);
+/* Check that a device exists (LUON_EDEVICE with a message if not). */
+luon_status luon_device_check(int32_t dev_type, int32_t dev_id);
+/* Wait for all work on a device. */
+luon_status luon_device_sync(int32_t dev_type, int32_t dev_id);
+
+/* Memory statistics of one device's caching allocator. */
+typedef struct luon_memory_stats {
+  int64_t in_use;        /* bytes handed out and not yet returned */
+  int64_t cached;        /* bytes held in the cache for reuse */
+  int64_t peak;          /* highest in_use since start or reset */
+  int64_t allocs;        /* allocations served */
+  int64_t cache_hits;    /* of which from the cache */
+} luon_memory_stats;
+luon_status luon_memory_stats_get(int32_t dev_type, int32_t dev_id, luon_memory_stats *out);
+/* Return one device's cached blocks to the system. */
+luon_status luon_memory_empty_cache(int32_t dev_type, int32_t dev_id);
+luon_status luon_memory_reset_peak(int32_t dev_type, int32_t dev_id);
+
+/* Process-wide counters the Lua layer reads through a pointer, without a
+ * call: native bytes allocated since the binding last stepped the GC. */
+typedef struct luon_counters {
+  int64_t bytes_since_gc;
+  int64_t tensors_live;
+} luon_counters;
+luon_counters *luon_counters_get(void);
+
+/* Ops. Every op is reached by name through the registry (core/luon_ops.def).
+ * Attributes are op-specific and documented beside each registry line. */
+typedef struct luon_attrs {
+  int32_t dtype;                 /* result dtype where the op takes one, 0 = default */
+  int32_t dev_type;              /* device of ops without inputs (creation, random) */
+  int32_t dev_id;
+  int32_t ni;                    /* number of ints used in i[] */
+  int64_t i[32];                 /* LUON_MAX_ATTR_INTS: axes, shapes, flags */
+  double f[4];                   /* LUON_MAX_ATTR_FLOATS: scalars */
+} luon_attrs;
+
+/* The id of an op by name, or -1 (with a message) when there is none. */
+int32_t luon_op_find(const char *name);
+int32_t luon_op_count(void);
+/* Name, inputs (-1: variadic) and outputs (-1: given by attrs) of op id. */
+const char *luon_op_name(int32_t op);
+int32_t luon_op_num_inputs(int32_t op);
+int32_t luon_op_num_outputs(int32_t op);
+
+/* Run op `op` on nin inputs. *nout is the capacity of out[] on entry and the
+ * number of outputs on return. An out[k] that is non-NULL on entry is written
+ * in place (shape must match; dtype is converted); otherwise a new tensor is
+ * returned in out[k] (+1). attrs may be NULL. */
+luon_status luon_op_call(int32_t op, int32_t nin, luon_tensor *const *in,
+                         const luon_attrs *attrs, int32_t *nout, luon_tensor **out);
+
+/* Random numbers: one seeded generator per device (counter-based). */
+luon_status luon_random_seed(int64_t seed);
+
+/* Threads used by CPU kernels (default: the number of cores). */
+void luon_set_num_threads(int32_t n);
+int32_t luon_get_num_threads(void);
+
+/* LUON_CDEF_END */
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,126 @@
+/* parallel.c: a small persistent thread pool for CPU kernels. The caller
+ * takes the first chunk itself; workers spin briefly, then sleep, so they
+ * do not steal cycles from OpenBLAS or the data loader between ops. */
+#include "internal.h"
+#include <pthread.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#define MAX_THREADS 64
+
+static struct {
+  pthread_mutex_t lock;
+  pthread_cond_t wake, done_cv;
+  int nthreads;          /* including the caller */
+  int started;
+  /* the current job */
+  lu_range_fn fn;
+  void *ctx;
+  int64_t n, chunk;
+  int64_t generation;
+  int pending;           /* workers still running the job */
+} pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0,
+          NULL, NULL, 0, 0, 0, 0};
+static pthread_mutex_t call_lock = PTHREAD_MUTEX_INITIALIZER; /* one job at a time */
+
+static void *worker(void *arg) {
+  int idx = (int)(intptr_t)arg;
+  int64_t seen = 0;
+  for (;;) {
+    pthread_mutex_lock(&pool.lock);
+    while (pool.generation == seen) pthread_cond_wait(&pool.wake, &pool.lock);
+    seen = pool.generation;
+    lu_range_fn fn = pool.fn;
+    void *ctx = pool.ctx;
+    int64_t b = pool.chunk * idx, e = b + pool.chunk;
+    if (e > pool.n) e = pool.n;
+    pthread_mutex_unlock(&pool.lock);
+    if (b < e) fn(ctx, b, e);
+    pthread_mutex_lock(&pool.lock);
+    if (--pool.pending == 0) pthread_cond_signal(&pool.done_cv);
+    pthread_mutex_unlock(&pool.lock);
+  }
+  return NULL;
+}
+
+static int default_threads(void) {
+  const char *env = getenv("LUON_NUM_THREADS");
+  int n = env ? atoi(env) : 0;
+  if (n <= 0) n = (int)sysconf(_SC_NPROCESSORS_ONLN);
+  if (n < 1) n = 1;
+  return n > MAX_THREADS ? MAX_THREADS : n;
+}
+
+static void start_workers(void) {
+  /* called with pool.lock held */
+  if (pool.nthreads == 0) pool.nthreads = default_threads();
+  while (pool.started < pool.nthreads - 1) {
+    pthread_t th;
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&th, &at, worker, (void *)(intptr_t)(pool.started + 1)) != 0) {
+      pthread_attr_destroy(&at);
+      pool.nthreads = pool.started + 1; /* run with what we have */
+      break;
+    }
+    pthread_attr_destroy(&at);
+    pool.started++;
+  }
+}
+
+void luon_set_num_threads(int32_t n) {
+  pthread_mutex_lock(&call_lock);
+  pthread_mutex_lock(&pool.lock);
+  if (n < 1) n = 1;
+  if (n > MAX_THREADS) n = MAX_THREADS;
+  if (n - 1 > pool.started) {
+    pool.nthreads = n;
+    start_workers();
+  } else {
+    pool.nthreads = n; /* extra workers stay asleep */
+  }
+  pthread_mutex_unlock(&pool.lock);
+  pthread_mutex_unlock(&call_lock);
+}
+
+int32_t luon_get_num_threads(void) {
+  pthread_mutex_lock(&pool.lock);
+  if (pool.nthreads == 0) pool.nthreads = default_threads();
+  int n = pool.nthreads;
+  pthread_mutex_unlock(&pool.lock);
+  return n;
+}
+
+int lu_num_threads(void) { return luon_get_num_threads(); }
+
+void lu_parallel_for(int64_t n, int64_t grain, lu_range_fn fn, void *ctx) {
+  if (n <= 0) return;
+  if (grain < 1) grain = 1;
+  int nt = lu_num_threads();
+  int64_t want = n / grain;
+  if (want < 2 || nt < 2 || pthread_mutex_trylock(&call_lock) != 0) {
+    /* small work, one thread, or a nested/concurrent call: run inline */
+    fn(ctx, 0, n);
+    return;
+  }
+  if (want > nt) want = nt;
+  pthread_mutex_lock(&pool.lock);
+  start_workers();
+  if (want > pool.started + 1) want = pool.started + 1;
+  int64_t chunk = (n + want - 1) / want;
+  pool.fn = fn;
+  pool.ctx = ctx;
+  pool.n = n;
+  pool.chunk = chunk;
+  /* wake exactly the workers with a chunk; others see an empty range */
+  pool.pending = pool.started;
+  pool.generation++;
+  pthread_cond_broadcast(&pool.wake);
+  pthread_mutex_unlock(&pool.lock);
+  fn(ctx, 0, chunk < n ? chunk : n);
+  pthread_mutex_lock(&pool.lock);
+  while (pool.pending > 0) pthread_cond_wait(&pool.done_cv, &pool.lock);
+  pthread_mutex_unlock(&pool.lock);
+  pthread_mutex_unlock(&call_lock);
+}

@@ -1,0 +1,67 @@
+/* rng.c: counter-based random numbers (Philox-4x32-10). One counter per
+ * device, one global key (the seed), so a seeded run is reproducible and a
+ * kernel can draw element i from (key, start + i) on any thread or backend. */
+#include "internal.h"
+#include <pthread.h>
+#include <time.h>
+#include <unistd.h>
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t seed_key;
+static bool seeded;
+static uint64_t cpu_counter[LU_MAX_CPU_DEVICES];
+static uint64_t gpu_counter[LU_MAX_GPU_DEVICES];
+
+static uint64_t mix(uint64_t z) { /* splitmix64 finaliser */
+  z += 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+luon_status luon_random_seed(int64_t seed) {
+  pthread_mutex_lock(&lock);
+  seed_key = mix((uint64_t)seed);
+  seeded = true;
+  memset(cpu_counter, 0, sizeof cpu_counter);
+  memset(gpu_counter, 0, sizeof gpu_counter);
+  pthread_mutex_unlock(&lock);
+  return LUON_OK;
+}
+
+uint64_t lu_rng_reserve(lu_device dev, uint64_t n, uint64_t *key) {
+  pthread_mutex_lock(&lock);
+  if (!seeded) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    seed_key = mix((uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20) ^ ((uint64_t)getpid() << 40));
+    seeded = true;
+  }
+  uint64_t *ctr = dev.type == LUON_GPU ? &gpu_counter[dev.id % LU_MAX_GPU_DEVICES]
+                                       : &cpu_counter[dev.id % LU_MAX_CPU_DEVICES];
+  uint64_t start = *ctr;
+  *ctr += n;
+  /* each device draws from its own stream of the same key */
+  *key = seed_key ^ mix((uint64_t)dev.type << 32 | (uint32_t)dev.id);
+  pthread_mutex_unlock(&lock);
+  return start;
+}
+
+void lu_philox(uint64_t key, uint64_t counter, uint32_t out[4]) {
+  uint32_t c0 = (uint32_t)counter, c1 = (uint32_t)(counter >> 32), c2 = 0, c3 = 0;
+  uint32_t k0 = (uint32_t)key, k1 = (uint32_t)(key >> 32);
+  for (int r = 0; r < 10; r++) {
+    uint64_t p0 = (uint64_t)0xD2511F53u * c0, p1 = (uint64_t)0xCD9E8D57u * c2;
+    uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0, n2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1;
+    c1 = (uint32_t)p1;
+    c3 = (uint32_t)p0;
+    c0 = n0;
+    c2 = n2;
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  out[0] = c0;
+  out[1] = c1;
+  out[2] = c2;
+  out[3] = c3;
+}

@@ -1,0 +1,277 @@
+/* tensor.c: tensors as reference-counted views of reference-counted
+ * storages; creation, views, host transfer and copies between devices. */
+#include "internal.h"
+#include <stdlib.h>
+
+
+int64_t lu_numel(int ndim, const int64_t *shape) {
+  int64_t n = 1;
+  for (int i = 0; i < ndim; i++) n *= shape[i];
+  return n;
+}
+
+void lu_contiguous_strides(int ndim, const int64_t *shape, int64_t *strides) {
+  int64_t s = 1;
+  for (int i = ndim - 1; i >= 0; i--) {
+    strides[i] = s;
+    s *= shape[i] > 1 ? shape[i] : 1;
+  }
+}
+
+bool lu_is_contiguous(const luon_tensor *t) {
+  int64_t s = 1;
+  for (int i = t->ndim - 1; i >= 0; i--) {
+    if (t->shape[i] != 1 && t->strides[i] != s) return false;
+    s *= t->shape[i];
+  }
+  return true;
+}
+
+static luon_status check_shape(const char *fn, int ndim, const int64_t *shape) {
+  if (ndim < 0 || ndim > LU_MAXD)
+    return lu_error(LUON_ESHAPE, "%s: %d dimensions, at most %d are supported", fn, ndim, LU_MAXD);
+  int64_t n = 1;
+  for (int i = 0; i < ndim; i++) {
+    if (shape[i] < 0)
+      return lu_error(LUON_ESHAPE, "%s: negative dimension %lld in shape %s", fn,
+                      (long long)shape[i], lu_shape_str(ndim, shape));
+    if (shape[i] && n > INT64_MAX / 16 / shape[i])
+      return lu_error(LUON_ESHAPE, "%s: shape %s is too large", fn, lu_shape_str(ndim, shape));
+    n *= shape[i];
+  }
+  return LUON_OK;
+}
+
+static luon_tensor *tensor_alloc(void) {
+  luon_tensor *t = calloc(1, sizeof *t);
+  if (t) {
+    t->refcount = 1;
+    luon_counters *c = luon_counters_get();
+    __atomic_add_fetch(&c->tensors_live, 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&c->bytes_since_gc, (int64_t)sizeof *t, __ATOMIC_RELAXED);
+  }
+  return t;
+}
+
+luon_status lu_tensor_new(int32_t dtype, int ndim, const int64_t *shape, lu_device dev,
+                          luon_tensor **out) {
+  LU_TRY(check_shape("empty", ndim, shape));
+  if (!lu_dtype_valid(dtype)) return lu_error(LUON_EDTYPE, "empty: unknown dtype %d", dtype);
+  int64_t n = lu_numel(ndim, shape);
+  size_t bytes = (size_t)n * (size_t)luon_dtype_size(dtype);
+  lu_storage *st = malloc(sizeof *st);
+  luon_tensor *t = tensor_alloc();
+  if (!st || !t) {
+    free(st);
+    free(t);
+    return lu_error(LUON_ENOMEM, "empty: out of host memory for a tensor header");
+  }
+  luon_status s = lu_alloc(dev, bytes, &st->block);
+  if (s != LUON_OK) {
+    free(st);
+    free(t);
+    luon_counters_get()->tensors_live--;
+    return s;
+  }
+  st->refcount = 1;
+  st->dev = dev;
+  st->ptr = st->block->ptr;
+  st->bytes = bytes;
+  t->dtype = dtype;
+  t->ndim = ndim;
+  t->dev = dev;
+  for (int i = 0; i < ndim; i++) t->shape[i] = shape[i];
+  lu_contiguous_strides(ndim, shape, t->strides);
+  t->size = n;
+  t->storage = st;
+  *out = t;
+  return LUON_OK;
+}
+
+luon_status lu_tensor_view(luon_tensor *src, int ndim, const int64_t *shape,
+                           const int64_t *strides, int64_t offset, luon_tensor **out) {
+  LU_TRY(check_shape("view", ndim, shape));
+  int64_t n = lu_numel(ndim, shape);
+  if (n > 0) { /* the view must stay inside the storage */
+    int64_t lo = offset, hi = offset;
+    for (int i = 0; i < ndim; i++) {
+      int64_t span = (shape[i] - 1) * strides[i];
+      if (span < 0) lo += span; else hi += span;
+    }
+    int64_t cap = (int64_t)(src->storage->bytes / (size_t)luon_dtype_size(src->dtype));
+    if (lo < 0 || hi >= cap)
+      return lu_error(LUON_ESHAPE, "view: shape %s with offset %lld reaches outside the storage of %lld elements",
+                      lu_shape_str(ndim, shape), (long long)offset, (long long)cap);
+  }
+  luon_tensor *t = tensor_alloc();
+  if (!t) return lu_error(LUON_ENOMEM, "view: out of host memory for a tensor header");
+  t->dtype = src->dtype;
+  t->ndim = ndim;
+  t->dev = src->dev;
+  for (int i = 0; i < ndim; i++) {
+    t->shape[i] = shape[i];
+    t->strides[i] = strides[i];
+  }
+  t->offset = offset;
+  t->size = n;
+  t->storage = src->storage;
+  __atomic_add_fetch(&src->storage->refcount, 1, __ATOMIC_RELAXED);
+  *out = t;
+  return LUON_OK;
+}
+
+luon_tensor *luon_tensor_retain(luon_tensor *t) {
+  if (t) __atomic_add_fetch(&t->refcount, 1, __ATOMIC_RELAXED);
+  return t;
+}
+
+void luon_tensor_release(luon_tensor *t) {
+  if (!t || __atomic_sub_fetch(&t->refcount, 1, __ATOMIC_ACQ_REL) != 0) return;
+  lu_storage *st = t->storage;
+  if (st && __atomic_sub_fetch(&st->refcount, 1, __ATOMIC_ACQ_REL) == 0) {
+    lu_free(st->block);
+    free(st);
+  }
+  luon_tensor_release(t->grad);
+  __atomic_sub_fetch(&luon_counters_get()->tensors_live, 1, __ATOMIC_RELAXED);
+  free(t);
+}
+
+luon_status luon_tensor_info_get(const luon_tensor *t, luon_tensor_info *info) {
+  if (!t) return lu_error(LUON_EINVAL, "tensor_info: NULL tensor");
+  info->dtype = t->dtype;
+  info->ndim = t->ndim;
+  info->dev_type = t->dev.type;
+  info->dev_id = t->dev.id;
+  info->size = t->size;
+  info->offset = t->offset;
+  for (int i = 0; i < LU_MAXD; i++) {
+    info->shape[i] = i < t->ndim ? t->shape[i] : 0;
+    info->strides[i] = i < t->ndim ? t->strides[i] : 0;
+  }
+  info->data = lu_data(t);
+  info->contiguous = lu_is_contiguous(t);
+  info->requires_grad = t->grad != NULL;
+  return LUON_OK;
+}
+
+luon_status luon_tensor_empty(int32_t dtype, int32_t ndim, const int64_t *shape, int32_t dev_type,
+                              int32_t dev_id, luon_tensor **out) {
+  lu_device d = {dev_type, dev_id};
+  LU_TRY(lu_device_check(d));
+  return lu_tensor_new(dtype, ndim, shape, d, out);
+}
+
+luon_status luon_tensor_view(luon_tensor *t, int32_t ndim, const int64_t *shape,
+                             const int64_t *strides, int64_t offset, luon_tensor **out) {
+  if (!t) return lu_error(LUON_EINVAL, "view: NULL tensor");
+  return lu_tensor_view(t, ndim, shape, strides, offset, out);
+}
+
+/* Host <-> device transfer of `bytes` between contiguous buffers. */
+static luon_status transfer(void *dst, lu_device dd, const void *src, lu_device sd, size_t bytes) {
+  if (bytes == 0) return LUON_OK;
+  if (dd.type == LUON_CPU && sd.type == LUON_CPU) {
+    memcpy(dst, src, bytes);
+    return LUON_OK;
+  }
+  if (!lu_cuda.memcpy) return lu_error(LUON_EDEVICE, "copy: the CUDA backend is not loaded");
+  return lu_cuda.memcpy(dst, dd, src, sd, bytes);
+}
+
+luon_status luon_tensor_from_host(const void *src, int32_t dtype, int32_t ndim,
+                                  const int64_t *shape, int32_t dev_type, int32_t dev_id,
+                                  luon_tensor **out) {
+  luon_tensor *t;
+  LU_TRY(luon_tensor_empty(dtype, ndim, shape, dev_type, dev_id, &t));
+  luon_status s = transfer(lu_data(t), t->dev, src, (lu_device){LUON_CPU, 0},
+                           (size_t)t->size * (size_t)luon_dtype_size(dtype));
+  if (s != LUON_OK) {
+    luon_tensor_release(t);
+    return s;
+  }
+  *out = t;
+  return LUON_OK;
+}
+
+/* A contiguous tensor with t's values on t's device: t itself (+1) or a copy. */
+static luon_status contiguous(luon_tensor *t, luon_tensor **out) {
+  if (lu_is_contiguous(t)) {
+    *out = luon_tensor_retain(t);
+    return LUON_OK;
+  }
+  int32_t nout = 1;
+  *out = NULL;
+  return luon_op_call(LU_OP_copy, 1, &t, NULL, &nout, out);
+}
+
+luon_status luon_tensor_to_host(const luon_tensor *tc, void *dst, int32_t dtype, size_t bytes) {
+  luon_tensor *t = (luon_tensor *)tc;
+  if (!t) return lu_error(LUON_EINVAL, "to_host: NULL tensor");
+  if (!lu_dtype_valid(dtype)) return lu_error(LUON_EDTYPE, "to_host: unknown dtype %d", dtype);
+  size_t need = (size_t)t->size * (size_t)luon_dtype_size(dtype);
+  if (bytes < need)
+    return lu_error(LUON_EINVAL, "to_host: buffer of %zu bytes, %zu needed", bytes, need);
+  luon_tensor *c;
+  LU_TRY(contiguous(t, &c));
+  luon_status s = LUON_OK;
+  if (c->dev.type == LUON_CPU) {
+    lu_convert(dst, dtype, lu_data(c), c->dtype, c->size);
+  } else if (dtype == c->dtype) {
+    s = transfer(dst, (lu_device){LUON_CPU, 0}, lu_data(c), c->dev, need);
+  } else {
+    void *tmp = malloc((size_t)c->size * (size_t)luon_dtype_size(c->dtype) + 1);
+    if (!tmp) s = lu_error(LUON_ENOMEM, "to_host: out of host memory");
+    if (s == LUON_OK)
+      s = transfer(tmp, (lu_device){LUON_CPU, 0}, lu_data(c), c->dev,
+                   (size_t)c->size * (size_t)luon_dtype_size(c->dtype));
+    if (s == LUON_OK) lu_convert(dst, dtype, tmp, c->dtype, c->size);
+    free(tmp);
+  }
+  luon_tensor_release(c);
+  return s;
+}
+
+luon_status luon_tensor_copy(luon_tensor *dst, const luon_tensor *srcc) {
+  luon_tensor *src = (luon_tensor *)srcc;
+  if (!dst || !src) return lu_error(LUON_EINVAL, "copyto: NULL tensor");
+  if (dst->ndim != src->ndim || memcmp(dst->shape, src->shape, sizeof(int64_t) * (size_t)src->ndim))
+    return lu_error(LUON_ESHAPE, "copyto: cannot copy an array of shape %s into one of shape %s",
+                    lu_shape_str(src->ndim, src->shape), lu_shape_str(dst->ndim, dst->shape));
+  int32_t nout = 1;
+  luon_tensor *out[1] = {dst};
+  if (dst->dev.type == LUON_CPU && src->dev.type == LUON_CPU) {
+    /* logical CPU devices share memory: one strided, converting pass */
+    lu_call c;
+    memset(&c, 0, sizeof c);
+    c.op = LU_OP_copy;
+    c.nin = 1;
+    c.nout = 1;
+    c.in = &src;
+    c.dev = dst->dev;
+    c.out[0] = dst;
+    return lu_cpu_copy(&c);
+  }
+  if (lu_device_eq(dst->dev, src->dev)) return luon_op_call(LU_OP_copy, 1, &src, NULL, &nout, out);
+  /* across devices: contiguous on the source, transfer, convert on the target */
+  luon_tensor *c, *tmp = NULL;
+  LU_TRY(contiguous(src, &c));
+  luon_status s;
+  size_t bytes = (size_t)c->size * (size_t)luon_dtype_size(c->dtype);
+  if (dst->dtype == c->dtype && lu_is_contiguous(dst)) {
+    s = transfer(lu_data(dst), dst->dev, lu_data(c), c->dev, bytes);
+  } else {
+    s = lu_tensor_new(c->dtype, c->ndim, c->shape, dst->dev, &tmp);
+    if (s == LUON_OK) s = transfer(lu_data(tmp), tmp->dev, lu_data(c), c->dev, bytes);
+    if (s == LUON_OK) s = luon_op_call(LU_OP_copy, 1, &tmp, NULL, &nout, out);
+  }
+  luon_tensor_release(tmp);
+  luon_tensor_release(c);
+  return s;
+}
+
+luon_status luon_tensor_wait(const luon_tensor *t) {
+  if (!t) return lu_error(LUON_EINVAL, "wait: NULL tensor");
+  if (t->dev.type == LUON_GPU && lu_cuda.sync) return lu_cuda.sync(t->dev.id);
+  return LUON_OK;
+}
