@@ -166,6 +166,21 @@ void lu_broadcast_strides(const luon_tensor *t, int ndim, const int64_t *shape,
 /* Normalise a possibly negative axis; error names op and values. */
 luon_status lu_axis(const char *op, int64_t axis, int ndim, int *out);
 
+/* ---- strided iteration (core/iter.c) -------------------------------------- */
+
+/* Walk an N-d index space `shape` over up to LU_ITER_MAX_OPS operands, each
+ * with its own base pointer and strides in BYTES (0 on broadcast axes).
+ * Adjacent axes that are contiguous for every operand are merged, then fn is
+ * called once per innermost row with n elements, the row's operand pointers
+ * and the operands' innermost byte strides. Rows are split across threads
+ * when the total is at least `grain` elements per thread (0: never). */
+#define LU_ITER_MAX_OPS 4
+typedef void (*lu_row_fn)(void *ctx, int64_t n, char *const *ptrs, const int64_t *strides);
+void lu_foreach_row(int ndim, const int64_t *shape, int nops, char *const *base,
+                    const int64_t (*strides)[LU_MAXD], int64_t grain, lu_row_fn fn, void *ctx);
+/* Byte strides of t broadcast to (ndim, shape), for lu_foreach_row. */
+void lu_byte_strides(const luon_tensor *t, int ndim, const int64_t *shape, int64_t *out);
+
 /* ---- parallel loops ---------------------------------------------------- */
 
 /* Run fn(ctx, begin, end) over [0, n) split across the CPU threads when n
