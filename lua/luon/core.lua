@@ -1,0 +1,259 @@
+-- luon.core: the machinery under np and npx: dtypes, devices, wrapping C
+-- tensors for the garbage collector, calling registry ops by name, and the
+-- argument conventions (positional, then one trailing table of keywords).
+local binding = require("luon.ffi")
+local ffi, C = binding.ffi, binding.C
+
+local M = {ffi = ffi, C = C}
+
+---------------------------------------------------------------------------
+-- Errors
+
+-- Raise the last C error at `level` (default: the caller of our caller).
+local function raise(level)
+  error(ffi.string(C.luon_last_error()), (level or 2) + 1)
+end
+M.raise = raise
+
+function M.check(status, level)
+  if status ~= 0 then raise((level or 2) + 1) end
+end
+
+---------------------------------------------------------------------------
+-- Dtypes: names <-> enum values (ORDER luon_dtype)
+
+local dtype_ids = {float32 = 1, float64 = 2, float16 = 3, bfloat16 = 4,
+                   int32 = 5, int64 = 6, uint8 = 7, bool = 8}
+local dtype_names = {}
+for name, id in pairs(dtype_ids) do dtype_names[id] = name end
+-- aliases NumPy users type
+dtype_ids.float, dtype_ids.double, dtype_ids.half = 1, 2, 3
+dtype_ids.int, dtype_ids.long = 6, 6
+dtype_ids.bool_ = 8
+local ctypes = {"float", "double", "uint16_t", "uint16_t", "int32_t", "int64_t", "uint8_t", "uint8_t"}
+M.dtype_ids, M.dtype_names, M.ctypes = dtype_ids, dtype_names, ctypes
+M.FLOAT32, M.FLOAT64, M.INT32, M.INT64, M.UINT8, M.BOOL = 1, 2, 5, 6, 7, 8
+
+-- The enum value of a dtype given by name (or enum); nil stays nil.
+function M.dtype_id(dt, fname, level)
+  if dt == nil then return nil end
+  local id = dtype_ids[dt] or (dtype_names[dt] and dt)
+  if not id then
+    error(("%s: unknown dtype %s (expected one of float32, float64, float16, bfloat16, " ..
+           "int32, int64, uint8, bool)"):format(fname or "dtype", tostring(dt)), (level or 2) + 1)
+  end
+  return id
+end
+
+function M.is_float(id) return id == 1 or id == 2 or id == 3 or id == 4 end
+
+---------------------------------------------------------------------------
+-- Devices: one cached table per (type, id), so == and table keys both work.
+
+local Device = {}
+Device.__index = Device
+M.Device = Device
+local device_cache = {cpu = {}, gpu = {}}
+local type_ids = {cpu = 1, gpu = 2}
+local type_names = {[1] = "cpu", [2] = "gpu"}
+
+function Device.__tostring(d) return ("%s(%d)"):format(d.device_type, d.device_id) end
+function Device.__eq(a, b) return a.type_id == b.type_id and a.device_id == b.device_id end
+
+function M.device(kind, id, level)
+  id = id or 0
+  local cache = device_cache[kind]
+  if not cache then
+    error(("unknown device type %s (expected 'cpu' or 'gpu')"):format(tostring(kind)), (level or 2) + 1)
+  end
+  if type(id) ~= "number" or id < 0 or id % 1 ~= 0 then
+    error(("%s(%s): a device id is an integer >= 0"):format(kind, tostring(id)), (level or 2) + 1)
+  end
+  local d = cache[id]
+  if not d then
+    d = setmetatable({device_type = kind, device_id = id, type_id = type_ids[kind]}, Device)
+    cache[id] = d
+  end
+  return d
+end
+
+function M.device_from_ids(type_id, id)
+  return M.device(type_names[type_id], id)
+end
+
+function M.is_device(d) return getmetatable(d) == Device end
+
+-- The scoped default device (npx.with_device).
+M.default_device = M.device("cpu", 0)
+
+-- Resolve a device argument: a Device, nil (the default), or "gpu(1)"/"cpu".
+function M.resolve_device(d, fname, level)
+  if d == nil then return M.default_device end
+  if getmetatable(d) == Device then
+    local st = C.luon_device_check(d.type_id, d.device_id)
+    if st ~= 0 then
+      error(fname .. ": " .. ffi.string(C.luon_last_error()), (level or 2) + 1)
+    end
+    return d
+  end
+  if type(d) == "string" then
+    local kind, id = d:match("^(%a+)%(?(%d*)%)?$")
+    if kind and type_ids[kind] then
+      return M.resolve_device(M.device(kind, tonumber(id) or 0), fname, (level or 2) + 1)
+    end
+  end
+  error(("%s: device must be a Device such as npx.cpu(0) or npx.gpu(0), got %s")
+        :format(fname, tostring(d)), (level or 2) + 1)
+end
+
+---------------------------------------------------------------------------
+-- Tensors and the garbage collector
+
+local release = C.luon_tensor_release
+local counters = C.luon_counters_get()
+-- Native bytes allocated between forced collections. LuaJIT sees only the
+-- 16-byte cdata of each tensor, so we collect for it.
+M.gc_threshold = 64 * 1024 * 1024
+
+local function gc_pressure()
+  if counters.bytes_since_gc > M.gc_threshold then
+    counters.bytes_since_gc = 0
+    collectgarbage("collect")
+  end
+end
+M.gc_pressure = gc_pressure
+
+-- Hand a new (+1) tensor pointer to the GC.
+local function wrap(p)
+  return ffi.gc(p, release)
+end
+M.wrap = wrap
+
+local info = ffi.new("luon_tensor_info")
+M.info = info
+-- Fill the shared info struct for t and return it.
+function M.info_of(t)
+  C.luon_tensor_info_get(t, info)
+  return info
+end
+
+---------------------------------------------------------------------------
+-- Calling ops
+
+local op_ids = {}
+for i = 0, C.luon_op_count() - 1 do op_ids[ffi.string(C.luon_op_name(i))] = i end
+M.op_ids = op_ids
+
+local ins = ffi.new("luon_tensor*[8]")
+local outs = ffi.new("luon_tensor*[8]")
+local nout = ffi.new("int32_t[1]")
+local attrs = ffi.new("luon_attrs")
+local ENOMEM = 5
+
+-- A zeroed attribute struct, shared: fill it and pass it to call at once.
+function M.attrs()
+  ffi.fill(attrs, ffi.sizeof(attrs))
+  return attrs
+end
+
+-- Put a Lua list of integers into attrs.i starting at index `from`.
+function M.set_ints(a, list, from)
+  from = from or 0
+  for k = 1, #list do a.i[from + k - 1] = list[k] end
+  a.ni = from + #list
+end
+
+local function run(op, n, a, out, cap)
+  nout[0] = cap or 1
+  for k = 0, (cap or 1) - 1 do outs[k] = out and out[k + 1] or nil end
+  local st = C.luon_op_call(op, n, ins, a, nout, outs)
+  if st == ENOMEM then
+    collectgarbage("collect"); collectgarbage("collect")
+    nout[0] = cap or 1
+    for k = 0, (cap or 1) - 1 do outs[k] = out and out[k + 1] or nil end
+    st = C.luon_op_call(op, n, ins, a, nout, outs)
+  end
+  return st
+end
+
+-- Run op id with inputs given as a Lua list; one output unless `cap`.
+-- Returns the new array (or, with cap, a list of them). `out` is an
+-- optional list of arrays to write into. Errors are raised at `level`.
+function M.call(op, inputs, a, level, out, cap)
+  local n = #inputs
+  for k = 1, n do ins[k - 1] = inputs[k] end
+  if run(op, n, a, out, cap) ~= 0 then raise((level or 2) + 1) end
+  gc_pressure()
+  if not cap then
+    if out then return out[1] end
+    return wrap(outs[0])
+  end
+  local res = {}
+  for k = 0, nout[0] - 1 do
+    res[k + 1] = (out and out[k + 1]) or wrap(outs[k])
+  end
+  return res
+end
+
+-- The hot paths: one or two inputs, no attributes, one new output.
+function M.call1(op, x, a)
+  ins[0] = x
+  if run(op, 1, a) ~= 0 then raise(3) end
+  gc_pressure()
+  return wrap(outs[0])
+end
+
+function M.call2(op, x, y)
+  ins[0], ins[1] = x, y
+  outs[0] = nil
+  nout[0] = 1
+  local st = C.luon_op_call(op, 2, ins, nil, nout, outs)
+  if st ~= 0 and (st ~= ENOMEM or run(op, 2, nil) ~= 0) then raise(3) end
+  if counters.bytes_since_gc > M.gc_threshold then gc_pressure() end
+  return ffi.gc(outs[0], release)
+end
+
+---------------------------------------------------------------------------
+-- Argument conventions
+
+-- Split trailing keyword table from positional args: returns kw (maybe {}).
+function M.kw(...)
+  local n = select("#", ...)
+  if n == 0 then return {}, 0 end
+  local last = select(n, ...)
+  if type(last) == "table" and getmetatable(last) == nil and last[1] == nil then
+    return last, n - 1
+  end
+  return {}, n
+end
+
+-- A shape argument: a Lua list of integers, or one integer.
+function M.shape_arg(s, fname, level)
+  if type(s) == "number" then s = {s} end
+  if type(s) ~= "table" then
+    error(("%s: shape must be a list of integers such as {3, 4}, got %s"):format(fname, tostring(s)),
+          (level or 2) + 1)
+  end
+  for k = 1, #s do
+    local v = s[k]
+    if type(v) ~= "number" or v % 1 ~= 0 then
+      error(("%s: shape entries must be integers, got %s at position %d"):format(fname, tostring(v), k),
+            (level or 2) + 1)
+    end
+    if v < 0 then
+      error(("%s: negative dimensions are not allowed (shape {%s})"):format(fname, table.concat(s, ", ")),
+            (level or 2) + 1)
+    end
+  end
+  if #s > 8 then
+    error(("%s: %d dimensions, at most 8 are supported"):format(fname, #s), (level or 2) + 1)
+  end
+  return s
+end
+
+M.tensor_ctype = ffi.typeof("luon_tensor*")
+function M.is_array(x)
+  return type(x) == "cdata" and ffi.istype(M.tensor_ctype, x)
+end
+
+return M

@@ -1,0 +1,23 @@
+-- luon: a deep-learning runtime for Lua. require("luon") gives np, npx,
+-- and clock(); autograd and gluon join them as they are built.
+local core = require("luon.core")
+local np = require("luon.np")
+require("luon.ndarray")
+local npx = require("luon.npx")
+
+local ffi = core.ffi
+ffi.cdef [[
+typedef struct luon_timespec { long tv_sec; long tv_nsec; } luon_timespec;
+int clock_gettime(int clk_id, luon_timespec *tp);
+]]
+local ts = ffi.new("luon_timespec")
+
+local luon = {np = np, npx = npx, version = "0.1.0"}
+
+-- Seconds from a monotonic clock, as a float (for timing loops).
+function luon.clock()
+  ffi.C.clock_gettime(1, ts) -- CLOCK_MONOTONIC
+  return tonumber(ts.tv_sec) + tonumber(ts.tv_nsec) * 1e-9
+end
+
+return luon

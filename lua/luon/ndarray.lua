@@ -1,0 +1,334 @@
+-- luon.ndarray: the ndarray type. An ndarray is a `luon_tensor*` cdata owned
+-- by the GC (ffi.gc); this module gives it properties (.shape, .dtype,
+-- .device, .size, .ndim), methods, operators and NumPy-like printing.
+local core = require("luon.core")
+local np = require("luon.np")
+local ffi, C = core.ffi, core.C
+local is_array = core.is_array
+
+local methods = {}
+local props = {}
+
+---------------------------------------------------------------------------
+-- Properties
+
+local info_of = core.info_of
+
+function props.shape(x)
+  local info = info_of(x)
+  local s = {}
+  for k = 0, info.ndim - 1 do s[k + 1] = tonumber(info.shape[k]) end
+  return s
+end
+function props.ndim(x) return info_of(x).ndim end
+function props.size(x) return tonumber(info_of(x).size) end
+function props.dtype(x) return core.dtype_names[info_of(x).dtype] end
+function props.device(x)
+  local info = info_of(x)
+  return core.device_from_ids(info.dev_type, info.dev_id)
+end
+props.ctx = props.device
+props.context = props.device
+function props.T(x) return np.transpose(x) end
+function props.strides(x)
+  local info = info_of(x)
+  local s = {}
+  for k = 0, info.ndim - 1 do s[k + 1] = tonumber(info.strides[k]) end
+  return s
+end
+
+---------------------------------------------------------------------------
+-- Methods from np: x:sum(...) is np.sum(x, ...)
+
+for _, name in ipairs({"sum", "mean", "max", "min", "prod", "argmax", "argmin", "reshape",
+                       "transpose", "swapaxes", "expand_dims", "squeeze", "broadcast_to",
+                       "split", "take", "clip", "abs", "exp", "log", "sqrt", "square", "tanh",
+                       "sign", "negative", "matmul", "dot", "ravel",
+                       "equal", "not_equal", "greater", "greater_equal", "less", "less_equal",
+                       "add", "subtract", "multiply", "divide", "power", "maximum", "minimum"}) do
+  methods[name] = np[name]
+end
+methods.flatten = np.ravel
+
+function methods.astype(x, dtype, kw)
+  local dt = core.dtype_id(dtype, "astype", 2)
+  if dt == nil then error("astype: a dtype is required", 2) end
+  if kw and kw.copy == false and info_of(x).dtype == dt then return x end
+  local a = core.attrs()
+  a.dtype = dt
+  return core.call(core.op_ids.copy, {x}, a, 2)
+end
+
+function methods.copy(x)
+  return core.call(core.op_ids.copy, {x}, nil, 2)
+end
+
+-- copyto(device): a new array there. copyto(array): copy into it, return it.
+function methods.copyto(x, other)
+  if is_array(other) then
+    if other == x then return other end
+    core.check(C.luon_tensor_copy(other, x), 2)
+    return other
+  end
+  if core.is_device(other) then
+    local dev = core.resolve_device(other, "copyto", 2)
+    local info = info_of(x)
+    local sh = ffi.new("int64_t[8]")
+    for k = 0, info.ndim - 1 do sh[k] = info.shape[k] end
+    local out = ffi.new("luon_tensor*[1]")
+    core.check(C.luon_tensor_empty(info.dtype, info.ndim, sh, dev.type_id, dev.device_id, out), 2)
+    local r = core.wrap(out[0])
+    core.check(C.luon_tensor_copy(r, x), 2)
+    return r
+  end
+  error(("copyto: expected a Device or an ndarray, got %s"):format(type(other)), 2)
+end
+
+function methods.to_device(x, dev)
+  dev = core.resolve_device(dev, "to_device", 2)
+  if x.device == dev then return x end
+  return methods.copyto(x, dev)
+end
+methods.as_in_context = methods.to_device
+methods.as_in_ctx = methods.to_device
+
+-- A host copy (on cpu(0)), as MXNet's asnumpy.
+function methods.asnumpy(x)
+  return methods.copyto(x, core.device("cpu", 0))
+end
+
+function methods.wait_to_read(x)
+  core.check(C.luon_tensor_wait(x), 2)
+  return x
+end
+
+-- Values into a flat Lua array of numbers (float64 view of any dtype).
+local function host_values(x)
+  local info = info_of(x)
+  local n = tonumber(info.size)
+  local is_bool = info.dtype == core.BOOL
+  local is_int = info.dtype == core.INT64
+  local buf, dt
+  if is_int then
+    buf, dt = ffi.new("int64_t[?]", n > 0 and n or 1), core.INT64
+  else
+    buf, dt = ffi.new("double[?]", n > 0 and n or 1), core.FLOAT64
+  end
+  core.check(C.luon_tensor_to_host(x, buf, dt, ffi.sizeof(buf)), 3)
+  return buf, n, is_bool, is_int
+end
+
+function methods.item(x)
+  local n = x.size
+  if n ~= 1 then
+    error(("item: only size-1 arrays can be converted to a Lua number (this one has shape %s)")
+          :format("(" .. table.concat(x.shape, ",") .. ")"), 2)
+  end
+  local buf, _, is_bool = host_values(x)
+  if is_bool then return buf[0] ~= 0 end
+  return tonumber(buf[0])
+end
+
+function methods.totable(x)
+  local shape = x.shape
+  local buf, _, is_bool = host_values(x)
+  local pos = 0
+  local function build(d)
+    if d > #shape then
+      local v = buf[pos]
+      pos = pos + 1
+      if is_bool then return v ~= 0 end
+      return tonumber(v)
+    end
+    local t = {}
+    for k = 1, shape[d] do t[k] = build(d + 1) end
+    return t
+  end
+  if #shape == 0 then return build(1) end
+  return build(1)
+end
+methods.tolist = methods.totable
+
+-- Row i (0-based, negative from the end) of axis 0: a view.
+function methods.at(x, i)
+  return methods.slice(x, i)
+end
+
+-- slice(spec1, spec2, ...): one spec per axis from axis 0. A number picks
+-- one index (the axis goes away); a list {start, stop, step} is a Python
+-- slice (nil parts are omitted: {nil, nil, -1} reverses); true or {} keeps
+-- the whole axis.
+local OMIT = -9223372036854775807LL - 1
+function methods.slice(x, ...)
+  local specs = {...}
+  local nspec = select("#", ...)
+  local shape = x.shape
+  if nspec > #shape then
+    error(("slice: %d indices for an array of dimension %d"):format(nspec, #shape), 2)
+  end
+  local a = core.attrs()
+  local drop = {}
+  for k = 1, nspec do
+    local s = specs[k]
+    local b, e, st
+    if type(s) == "number" then
+      if s % 1 ~= 0 then error(("slice: index %s is not an integer"):format(s), 2) end
+      local n = shape[k]
+      local i = s < 0 and s + n or s
+      if i < 0 or i >= n then
+        error(("slice: index %d is out of bounds for axis %d with size %d"):format(s, k - 1, n), 2)
+      end
+      b, e, st = i, i + 1, 1
+      drop[#drop + 1] = k - 1
+    elseif s == true or s == nil then
+      b, e, st = OMIT, OMIT, 1
+    elseif type(s) == "table" then
+      b, e, st = s[1], s[2], s[3]
+      if b == nil then b = OMIT end
+      if e == nil then e = OMIT end
+      st = st or 1
+    else
+      error(("slice: index %d must be a number, a {start, stop, step} list or true, got %s")
+            :format(k, type(s)), 2)
+    end
+    a.i[3 * (k - 1)], a.i[3 * (k - 1) + 1], a.i[3 * (k - 1) + 2] = b, e, st
+  end
+  a.ni = 3 * nspec
+  local r = core.call(core.op_ids.slice, {x}, a, 2)
+  if #drop > 0 then
+    local a2 = core.attrs()
+    core.set_ints(a2, drop)
+    r = core.call(core.op_ids.squeeze, {r}, a2, 2)
+  end
+  return r
+end
+
+---------------------------------------------------------------------------
+-- Printing, NumPy style: "[[1. 2.]\n [3. 4.]]", then " @gpu(0)" for every
+-- device but cpu(0). Large arrays are summarised with "...".
+
+local function fmt_float(v)
+  if v ~= v then return "nan" end
+  if v == math.huge then return "inf" end
+  if v == -math.huge then return "-inf" end
+  return nil
+end
+
+local function formatter(buf, n, is_bool, is_int)
+  if is_bool then return function(v) return v ~= 0 and "True" or "False" end end
+  if is_int then return function(v) return tostring(v):gsub("LL$", "") end end
+  local integral, maxabs, minabs = true, 0, math.huge
+  for k = 0, n - 1 do
+    local v = buf[k]
+    if v == v and v ~= math.huge and v ~= -math.huge then
+      if v % 1 ~= 0 then integral = false end
+      local av = math.abs(v)
+      if av > maxabs then maxabs = av end
+      if av ~= 0 and av < minabs then minabs = av end
+    end
+  end
+  local sci = maxabs >= 1e8 or (minabs < 1e-4 and not integral)
+  if sci then
+    return function(v)
+      return fmt_float(v) or ("%.4e"):format(v)
+    end
+  end
+  if integral then
+    return function(v) return fmt_float(v) or ("%d."):format(v) end
+  end
+  return function(v)
+    local s = fmt_float(v)
+    if s then return s end
+    s = ("%.4f"):format(v):gsub("0+$", "")
+    return s
+  end
+end
+
+local function is_dtype_int(info)
+  local d = info.dtype
+  return d == core.INT32 or d == core.INT64 or d == core.UINT8
+end
+
+local function format_values(x)
+  local info = info_of(x)
+  local shape = x.shape
+  local buf, n, is_bool = host_values(x)
+  local f = formatter(buf, n, is_bool, is_dtype_int(info))
+  local summarise = n > 1000
+  local strs, width = {}, 0
+  for k = 0, n - 1 do
+    local s = f(buf[k])
+    strs[k] = s
+    if #s > width then width = #s end
+  end
+  if #shape == 0 then return strs[0] or "" end
+  local strides = {}
+  local acc = 1
+  for d = #shape, 1, -1 do strides[d] = acc; acc = acc * shape[d] end
+  local function render(d, base, indent)
+    local parts = {}
+    local len = shape[d]
+    local function item(k)
+      if d == #shape then
+        local s = strs[base + k]
+        return (" "):rep(width - #s) .. s
+      end
+      return render(d + 1, base + k * strides[d], indent .. " ")
+    end
+    local sep = d == #shape and " " or ("\n"):rep(#shape - d) .. indent .. " "
+    if summarise and len > 6 then
+      for k = 0, 2 do parts[#parts + 1] = item(k) end
+      parts[#parts + 1] = "..."
+      for k = len - 3, len - 1 do parts[#parts + 1] = item(k) end
+    else
+      for k = 0, len - 1 do parts[#parts + 1] = item(k) end
+    end
+    return "[" .. table.concat(parts, sep) .. "]"
+  end
+  return render(1, 0, "")
+end
+
+local function tostring_array(x)
+  local s = format_values(x)
+  local info = info_of(x)
+  if info.ndim > 0 and not (info.dev_type == 1 and info.dev_id == 0) then
+    s = s .. " @" .. tostring(core.device_from_ids(info.dev_type, info.dev_id))
+  end
+  return s
+end
+
+---------------------------------------------------------------------------
+-- The metatype
+
+local add, sub, mul, div, pow = np.add, np.subtract, np.multiply, np.divide, np.power
+local neg_id = core.op_ids.negative
+local call1 = core.call1
+
+local mt = {
+  __index = function(x, k)
+    local m = methods[k]
+    if m then return m end
+    local p = props[k]
+    if p then return p(x) end
+    if type(k) == "number" then
+      error("ndarrays are not indexed with []: use x:at(i) or x:slice(...) (0-based)", 2)
+    end
+    return nil
+  end,
+  __add = add,
+  __sub = sub,
+  __mul = mul,
+  __div = div,
+  __pow = pow,
+  __unm = function(x) return call1(neg_id, x) end,
+  __len = function(x)
+    local info = info_of(x)
+    if info.ndim == 0 then error("len() of a 0-d array", 2) end
+    return tonumber(info.shape[0])
+  end,
+  __tostring = tostring_array,
+  __concat = function(a, b) return tostring(a) .. tostring(b) end,
+}
+ffi.metatype("struct luon_tensor", mt)
+
+return {methods = methods, props = props}

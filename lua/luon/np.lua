@@ -1,0 +1,508 @@
+-- luon.np: MXNet's numpy-compatible array API. Thin: every function turns
+-- its Lua arguments into registry-op attributes and calls the C core.
+-- Positional arguments first (NumPy order), then one table of keywords.
+local core = require("luon.core")
+local ffi, C = core.ffi, core.C
+local call, call1, call2, attrs, kw_of = core.call, core.call1, core.call2, core.attrs, core.kw
+local op = core.op_ids
+local is_array = core.is_array
+
+local np = {}
+np.random = {}
+
+-- dtype constants: np.float32 == "float32"
+for _, name in ipairs({"float32", "float64", "float16", "bfloat16", "int32", "int64", "uint8", "bool"}) do
+  np[name] = name
+end
+np.bool_ = "bool"
+
+local function check_array(x, fname, pos, level)
+  if not is_array(x) then
+    error(("%s: argument %d must be an ndarray, got %s"):format(fname, pos, type(x)), (level or 2) + 1)
+  end
+  return x
+end
+
+local function device_attrs(a, kw, fname, level)
+  local dev = core.resolve_device(kw.device or kw.ctx, fname, (level or 2) + 1)
+  a.dev_type, a.dev_id = dev.type_id, dev.device_id
+  a.dtype = core.dtype_id(kw.dtype, fname, (level or 2) + 1) or 0
+  return a
+end
+
+---------------------------------------------------------------------------
+-- Creation
+
+-- Shape of a nested Lua table (checked rectangular) and its leaves in order.
+local function flatten(obj, fname)
+  local shape = {}
+  local t = obj
+  while type(t) == "table" do
+    shape[#shape + 1] = #t
+    t = t[1]
+  end
+  local flat, n = {}, 0
+  local kind = nil
+  local function walk(v, depth, path)
+    if depth > #shape then
+      local tv = type(v)
+      if tv == "cdata" and is_array(v) then v, tv = v:item(), "number" end
+      if tv ~= "number" and tv ~= "boolean" then
+        error(("%s: element %s is a %s, expected a number or boolean"):format(fname, path, tv), 4)
+      end
+      kind = kind or tv
+      n = n + 1
+      flat[n] = v
+      return
+    end
+    if type(v) ~= "table" or #v ~= shape[depth] then
+      error(("%s: ragged nested table: element %s should be a list of %d"):format(
+        fname, path, shape[depth]), 4)
+    end
+    for k = 1, #v do walk(v[k], depth + 1, path .. "[" .. k .. "]") end
+  end
+  walk(obj, 1, "")
+  return shape, flat, n, kind
+end
+
+function np.array(obj, kw)
+  kw = kw or {}
+  if is_array(obj) then
+    local dt = core.dtype_id(kw.dtype, "array", 2)
+    local r = obj:copyto(core.resolve_device(kw.device or kw.ctx or obj.device, "array", 2))
+    if dt and dt ~= core.dtype_id(r.dtype) then r = r:astype(kw.dtype) end
+    return r
+  end
+  local shape, flat, n, kind = flatten(obj, "array")
+  local dt = core.dtype_id(kw.dtype, "array", 2) or (kind == "boolean" and core.BOOL or core.FLOAT32)
+  local dev = core.resolve_device(kw.device or kw.ctx, "array", 2)
+  if dt == 3 or dt == 4 then -- storage types: through float32
+    return np.array(obj, {dtype = "float32", device = dev}):astype(kw.dtype)
+  end
+  local buf = ffi.new(core.ctypes[dt] .. "[?]", n > 0 and n or 1)
+  for k = 1, n do
+    local v = flat[k]
+    if v == true then v = 1 elseif v == false then v = 0 end
+    buf[k - 1] = v
+  end
+  local sh = ffi.new("int64_t[8]")
+  for k = 1, #shape do sh[k - 1] = shape[k] end
+  local out = ffi.new("luon_tensor*[1]")
+  core.check(C.luon_tensor_from_host(buf, dt, #shape, sh, dev.type_id, dev.device_id, out), 2)
+  return core.wrap(out[0])
+end
+np.asarray = np.array
+
+local function full(shape, value, kw, fname)
+  shape = core.shape_arg(shape, fname, 3)
+  local a = device_attrs(attrs(), kw, fname, 3)
+  core.set_ints(a, shape)
+  a.f[0] = value
+  return call(op.full, {}, a, 3)
+end
+
+function np.zeros(shape, kw) return full(shape, 0, kw or {}, "zeros") end
+function np.ones(shape, kw) return full(shape, 1, kw or {}, "ones") end
+function np.full(shape, value, kw)
+  if type(value) == "boolean" then value = value and 1 or 0 end
+  if type(value) ~= "number" then
+    error(("full: fill value must be a number, got %s"):format(type(value)), 2)
+  end
+  return full(shape, value, kw or {}, "full")
+end
+function np.empty(shape, kw)
+  kw = kw or {}
+  shape = core.shape_arg(shape, "empty", 2)
+  local dev = core.resolve_device(kw.device, "empty", 2)
+  local dt = core.dtype_id(kw.dtype, "empty", 2) or core.FLOAT32
+  local sh = ffi.new("int64_t[8]")
+  for k = 1, #shape do sh[k - 1] = shape[k] end
+  local out = ffi.new("luon_tensor*[1]")
+  core.check(C.luon_tensor_empty(dt, #shape, sh, dev.type_id, dev.device_id, out), 2)
+  return core.wrap(out[0])
+end
+
+local function like(fname, maker)
+  return function(x, kw)
+    check_array(x, fname, 1, 2)
+    kw = kw or {}
+    return maker(x.shape, {dtype = kw.dtype or x.dtype, device = kw.device or x.device})
+  end
+end
+np.zeros_like = like("zeros_like", np.zeros)
+np.ones_like = like("ones_like", np.ones)
+np.empty_like = like("empty_like", np.empty)
+function np.full_like(x, value, kw)
+  check_array(x, "full_like", 1, 2)
+  kw = kw or {}
+  return np.full(x.shape, value, {dtype = kw.dtype or x.dtype, device = kw.device or x.device})
+end
+
+-- arange(stop) | arange(start, stop) | arange(start, stop, step), then kw.
+function np.arange(...)
+  local kw, n = kw_of(...)
+  local a1, a2, a3 = ...
+  local start, stop, step
+  if n <= 1 then start, stop, step = 0, a1, 1
+  else start, stop, step = a1, a2, (n >= 3 and a3) or 1 end
+  start, stop, step = kw.start or start, kw.stop or stop, kw.step or step
+  if type(start) ~= "number" or type(stop) ~= "number" or type(step) ~= "number" then
+    error("arange: start, stop and step must be numbers", 2)
+  end
+  local a = device_attrs(attrs(), kw, "arange", 2)
+  a.f[0], a.f[1], a.f[2] = start, stop, step
+  return call(op.arange, {}, a, 2)
+end
+
+function np.linspace(start, stop, num, kw)
+  if type(num) == "table" then kw, num = num, nil end
+  kw = kw or {}
+  num = num or kw.num or 50
+  local a = device_attrs(attrs(), kw, "linspace", 2)
+  a.f[0], a.f[1] = start, stop
+  a.i[0], a.i[1], a.ni = num, kw.endpoint == false and 0 or 1, 2
+  return call(op.linspace, {}, a, 2)
+end
+
+function np.eye(N, M, k, kw)
+  if type(M) == "table" then kw, M = M, nil end
+  if type(k) == "table" then kw, k = k, nil end
+  kw = kw or {}
+  local a = device_attrs(attrs(), kw, "eye", 2)
+  a.i[0], a.i[1], a.i[2], a.ni = N, M or kw.M or 0, k or kw.k or 0, 3
+  return call(op.eye, {}, a, 2)
+end
+np.identity = function(n, kw) return np.eye(n, nil, 0, kw) end
+
+---------------------------------------------------------------------------
+-- Random
+
+function np.random.seed(s)
+  if type(s) ~= "number" then error("random.seed: the seed must be an integer", 2) end
+  C.luon_random_seed(s)
+end
+
+-- uniform(low, high, size, kw) or uniform{low=, high=, size=, dtype=, device=}
+local function random_op(opid, fname, p1, p2)
+  return function(...)
+    local kw, n = kw_of(...)
+    local a1, a2, a3 = ...
+    local lo = (n >= 1 and a1) or kw[p1[1]] or p1[2]
+    local hi = (n >= 2 and a2) or kw[p2[1]] or p2[2]
+    local size = (n >= 3 and a3) or kw.size or {}
+    if type(size) == "number" then size = {size} end
+    size = core.shape_arg(size, fname, 2)
+    if hi == nil then
+      error(("%s: %s is required"):format(fname, p2[1]), 2)
+    end
+    local a = device_attrs(attrs(), kw, fname, 2)
+    core.set_ints(a, size)
+    a.f[0], a.f[1] = lo, hi
+    return call(opid, {}, a, 2)
+  end
+end
+np.random.uniform = random_op(op.random_uniform, "random.uniform", {"low", 0}, {"high", 1})
+np.random.normal = random_op(op.random_normal, "random.normal", {"loc", 0}, {"scale", 1})
+-- randint(high) | randint(low, high) | randint(low, high, size), then kw
+function np.random.randint(...)
+  local kw, n = kw_of(...)
+  local low, high, size = ...
+  if n < 1 then low = kw.low end
+  if n < 2 then high = kw.high end
+  if n < 3 then size = kw.size end
+  if high == nil then low, high = 0, low end
+  if type(low) ~= "number" or type(high) ~= "number" then
+    error("random.randint: low and high must be numbers", 2)
+  end
+  size = core.shape_arg(size or {}, "random.randint", 2)
+  local a = device_attrs(attrs(), kw, "random.randint", 2)
+  core.set_ints(a, size)
+  a.f[0], a.f[1] = low, high
+  return call(op.random_randint, {}, a, 2)
+end
+-- Shuffle the rows (axis 0) of x in place.
+function np.random.shuffle(x)
+  check_array(x, "random.shuffle", 1, 2)
+  local y = call(op.random_permute, {x}, nil, 2)
+  core.check(C.luon_tensor_copy(x, y), 2)
+end
+
+---------------------------------------------------------------------------
+-- Elementwise
+
+-- A 0-d array holding v, of a dtype that suits arithmetic with array x.
+local function scalar_for(v, x, fname)
+  if type(v) == "boolean" then v = v and 1 or 0 end
+  if type(v) ~= "number" then
+    error(("%s: operands must be ndarrays or numbers, got %s"):format(fname, type(v)), 4)
+  end
+  local info = core.info_of(x)
+  local dt = info.dtype
+  if not core.is_float(dt) then
+    if v % 1 ~= 0 then dt = core.FLOAT32 elseif dt == core.BOOL then dt = core.INT64 end
+  end
+  local a = attrs()
+  a.dtype, a.dev_type, a.dev_id = dt, info.dev_type, info.dev_id
+  a.f[0] = v
+  return call(op.full, {}, a, 4)
+end
+
+local function binary(name)
+  local id = op[name]
+  local f = function(a, b)
+    if is_array(a) then
+      if is_array(b) then return call2(id, a, b) end
+      return call2(id, a, scalar_for(b, a, name))
+    elseif is_array(b) then
+      return call2(id, scalar_for(a, b, name), b)
+    end
+    -- two plain numbers: a 0-d result on the default device
+    return call2(id, np.array(a), np.array(b))
+  end
+  np[name] = f
+  return f
+end
+for _, name in ipairs({"add", "subtract", "multiply", "divide", "power", "maximum", "minimum",
+                       "equal", "not_equal", "greater", "greater_equal", "less", "less_equal"}) do
+  binary(name)
+end
+np.true_divide = np.divide
+
+local function unary(name)
+  local id = op[name]
+  np[name] = function(x)
+    if not is_array(x) then x = np.array(x) end
+    return call1(id, x)
+  end
+end
+for _, name in ipairs({"negative", "abs", "sign", "exp", "log", "sqrt", "square", "tanh"}) do
+  unary(name)
+end
+np.absolute = np.abs
+
+function np.clip(x, a_min, a_max)
+  check_array(x, "clip", 1, 2)
+  if a_min == nil and a_max == nil then error("clip: a_min and a_max cannot both be nil", 2) end
+  local a = attrs()
+  a.f[0] = a_min or 0 / 0
+  a.f[1] = a_max or 0 / 0
+  return call1(op.clip, x, a)
+end
+
+function np.where(cond, x, y)
+  check_array(cond, "where", 1, 2)
+  if not is_array(x) then x = scalar_for(x, is_array(y) and y or cond, "where") end
+  if not is_array(y) then y = scalar_for(y, x, "where") end
+  return call(op.where, {cond, x, y}, nil, 2)
+end
+
+---------------------------------------------------------------------------
+-- Reductions: f(x, axis, kw) with axis a number, a list, or kw.axis
+
+local function axes_arg(axis, kw)
+  axis = axis == nil and kw.axis or axis
+  if axis == nil then return {} end
+  if type(axis) == "number" then return {axis} end
+  return axis
+end
+
+local function reduction(name)
+  local id = op[name]
+  np[name] = function(x, axis, kw)
+    check_array(x, name, 1, 2)
+    if type(axis) == "table" and axis[1] == nil and next(axis) ~= nil then kw, axis = axis, nil end
+    kw = kw or {}
+    local a = attrs()
+    a.i[0] = kw.keepdims and 1 or 0
+    core.set_ints(a, axes_arg(axis, kw), 1)
+    if kw.dtype then a.dtype = core.dtype_id(kw.dtype, name, 2) end
+    return call(id, {x}, a, 2)
+  end
+end
+for _, name in ipairs({"sum", "mean", "max", "min", "prod"}) do reduction(name) end
+np.amax, np.amin = np.max, np.min
+
+local function arg_reduction(name)
+  local id = op[name]
+  np[name] = function(x, axis, kw)
+    check_array(x, name, 1, 2)
+    if type(axis) == "table" then kw, axis = axis, nil end
+    kw = kw or {}
+    axis = axis == nil and kw.axis or axis
+    local a = attrs()
+    a.i[0] = kw.keepdims and 1 or 0
+    a.ni = 1
+    if axis ~= nil then a.i[1], a.ni = axis, 2 end
+    return call(id, {x}, a, 2)
+  end
+end
+arg_reduction("argmax")
+arg_reduction("argmin")
+
+---------------------------------------------------------------------------
+-- Shape and layout
+
+-- reshape(x, {2, -1}) or reshape(x, 2, -1)
+function np.reshape(x, shape, ...)
+  check_array(x, "reshape", 1, 2)
+  if type(shape) == "number" then shape = {shape, ...} end
+  if type(shape) ~= "table" then error("reshape: the new shape must be a list of integers", 2) end
+  local a = attrs()
+  core.set_ints(a, shape)
+  return call(op.reshape, {x}, a, 2)
+end
+
+function np.transpose(x, axes, ...)
+  check_array(x, "transpose", 1, 2)
+  if type(axes) == "number" then axes = {axes, ...} end
+  local a = attrs()
+  core.set_ints(a, axes or {})
+  return call(op.transpose, {x}, a, 2)
+end
+
+function np.swapaxes(x, a1, a2)
+  check_array(x, "swapaxes", 1, 2)
+  local nd = x.ndim
+  local perm = {}
+  for k = 1, nd do perm[k] = k - 1 end
+  local function norm(ax)
+    if type(ax) ~= "number" or ax < -nd or ax >= nd then
+      error(("swapaxes: axis %s is out of bounds for an array of dimension %d"):format(tostring(ax), nd), 3)
+    end
+    return ax < 0 and ax + nd or ax
+  end
+  local i, j = norm(a1), norm(a2)
+  perm[i + 1], perm[j + 1] = perm[j + 1], perm[i + 1]
+  return np.transpose(x, perm)
+end
+
+function np.expand_dims(x, axis)
+  check_array(x, "expand_dims", 1, 2)
+  local a = attrs()
+  a.i[0], a.ni = axis, 1
+  return call(op.expand_dims, {x}, a, 2)
+end
+
+function np.squeeze(x, axis, kw)
+  check_array(x, "squeeze", 1, 2)
+  if type(axis) == "table" and axis[1] == nil then kw, axis = axis, nil end
+  local a = attrs()
+  core.set_ints(a, axes_arg(axis, kw or {}))
+  return call(op.squeeze, {x}, a, 2)
+end
+
+function np.broadcast_to(x, shape)
+  check_array(x, "broadcast_to", 1, 2)
+  local a = attrs()
+  core.set_ints(a, core.shape_arg(shape, "broadcast_to", 2))
+  return call(op.broadcast_to, {x}, a, 2)
+end
+
+function np.ravel(x) return np.reshape(x, {-1}) end
+
+-- split(x, sections | {indices}, axis | {axis=}) -> Lua list of views
+function np.split(x, sections, axis, kw)
+  check_array(x, "split", 1, 2)
+  if type(axis) == "table" then kw, axis = axis, nil end
+  axis = axis or (kw and kw.axis) or 0
+  local nd = x.ndim
+  local ax = axis < 0 and axis + nd or axis
+  if ax < 0 or ax >= nd then
+    error(("split: axis %d is out of bounds for an array of dimension %d"):format(axis, nd), 2)
+  end
+  local len = x.shape[ax + 1]
+  local bounds = {}
+  if type(sections) == "number" then
+    if sections <= 0 or len % sections ~= 0 then
+      error(("split: array split does not result in an equal division (axis %d of length %d into %d sections)")
+            :format(axis, len, sections), 2)
+    end
+    for k = 1, sections - 1 do bounds[k] = k * (len / sections) end
+  elseif type(sections) == "table" then
+    bounds = sections
+  else
+    error("split: sections must be a number or a list of indices", 2)
+  end
+  local a = attrs()
+  a.i[0] = axis
+  core.set_ints(a, bounds, 1)
+  return call(op.split, {x}, a, 2, nil, #bounds + 1)
+end
+np.array_split = np.split
+
+function np.take(x, indices, axis, kw)
+  check_array(x, "take", 1, 2)
+  if type(axis) == "table" then kw, axis = axis, nil end
+  kw = kw or {}
+  axis = axis == nil and kw.axis or axis
+  if not is_array(indices) then indices = np.array(indices, {dtype = "int64", device = x.device}) end
+  local modes = {clip = 0, wrap = 1, raise = 2}
+  local mode = modes[kw.mode or "clip"]
+  if not mode then error(("take: mode must be 'clip', 'wrap' or 'raise', got %s"):format(tostring(kw.mode)), 2) end
+  local a = attrs()
+  a.i[0], a.i[1], a.ni = axis == nil and -999 or axis, mode, 2
+  return call(op.take, {x, indices}, a, 2)
+end
+
+local function join(name)
+  local id = op[name]
+  np[name] = function(arrays, axis, kw)
+    if type(axis) == "table" then kw, axis = axis, nil end
+    axis = axis or (kw and kw.axis) or 0
+    if type(arrays) ~= "table" or #arrays == 0 then
+      error(("%s: expected a non-empty list of arrays"):format(name), 2)
+    end
+    if #arrays > 8 then -- the dispatcher takes 8 inputs: join in groups
+      local groups = {}
+      for k = 1, #arrays, 8 do
+        local g = {}
+        for j = k, math.min(k + 7, #arrays) do g[#g + 1] = arrays[j] end
+        groups[#groups + 1] = g
+      end
+      if name == "stack" then
+        local ex = {}
+        for k = 1, #arrays do ex[k] = np.expand_dims(arrays[k], axis) end
+        return np.concatenate(ex, axis)
+      end
+      local parts = {}
+      for k = 1, #groups do parts[k] = np.concatenate(groups[k], axis) end
+      return np.concatenate(parts, axis)
+    end
+    for k = 1, #arrays do check_array(arrays[k], name, k, 2) end
+    local a = attrs()
+    a.i[0], a.ni = axis, 1
+    return call(id, arrays, a, 2)
+  end
+end
+join("concatenate")
+join("stack")
+np.concat = np.concatenate
+
+function np.matmul(a, b)
+  check_array(a, "matmul", 1, 2)
+  check_array(b, "matmul", 2, 2)
+  return call(op.matmul, {a, b}, nil, 2)
+end
+
+-- dot: NumPy's dot for 0-d (multiply), 1-d and 2-d operands (matmul), and
+-- N-d with 1-d or 2-d (sum over the last axis of a and the second-to-last of b).
+function np.dot(a, b)
+  check_array(a, "dot", 1, 2)
+  check_array(b, "dot", 2, 2)
+  local na, nb = a.ndim, b.ndim
+  if na == 0 or nb == 0 then return np.multiply(a, b) end
+  if nb <= 2 then return call(op.matmul, {a, b}, nil, 2) end
+  -- b N-d: move b's second-to-last axis to the front and flatten the rest
+  local bs = b.shape
+  local perm = {nb - 2}
+  for k = 0, nb - 1 do if k ~= nb - 2 then perm[#perm + 1] = k end end
+  local b2 = np.reshape(np.transpose(b, perm), {bs[nb - 1], -1})
+  local r = call(op.matmul, {a, b2}, nil, 2)
+  local shape = {}
+  local as = a.shape
+  for k = 1, na - 1 do shape[#shape + 1] = as[k] end
+  for k = 1, nb do if k ~= nb - 1 then shape[#shape + 1] = bs[k] end end
+  return np.reshape(r, shape)
+end
+
+return np
