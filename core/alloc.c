@@ -55,10 +55,17 @@ static int64_t host_available(void) {
   return pages > 0 && psize > 0 ? (int64_t)pages * psize : -1;
 }
 
-static void *raw_alloc(lu_device d, size_t bytes) {
+/* NULL on failure; *st says why (LUON_ENOMEM, or a device fault). */
+static void *raw_alloc(lu_device d, size_t bytes, luon_status *st) {
+  *st = LUON_ENOMEM;
   if (d.type == LUON_GPU) {
     void *p = NULL;
-    if (!lu_cuda.malloc || lu_cuda.malloc(d.id, bytes, &p) != LUON_OK) return NULL;
+    if (!lu_cuda.malloc) return NULL;
+    luon_status s = lu_cuda.malloc(d.id, bytes, &p);
+    if (s != LUON_OK) {
+      *st = lu_cuda_check(s);
+      return NULL;
+    }
     return p;
   }
   size_t align = bytes >= HUGE_ALIGN ? HUGE_ALIGN : 64;
@@ -114,15 +121,17 @@ luon_status lu_alloc(lu_device d, size_t bytes, lu_block **out) {
   pthread_mutex_unlock(&pl->lock);
   if (!b) {
     b = malloc(sizeof *b);
-    void *p = b ? raw_alloc(d, rounded) : NULL;
-    if (b && !p) { /* give the cache back to the system and retry once */
+    luon_status st = LUON_ENOMEM;
+    void *p = b ? raw_alloc(d, rounded, &st) : NULL;
+    if (b && !p && st == LUON_ENOMEM) { /* give the cache back to the system and retry once */
       pthread_mutex_lock(&pl->lock);
       drain(pl, d);
       pthread_mutex_unlock(&pl->lock);
-      p = raw_alloc(d, rounded);
+      p = raw_alloc(d, rounded, &st);
     }
     if (!p) {
       free(b);
+      if (st != LUON_ENOMEM) return st;
       int64_t fr = -1, total = -1;
       if (d.type == LUON_GPU && lu_cuda.memory_info) lu_cuda.memory_info(d.id, &fr, &total);
       if (d.type == LUON_CPU) fr = host_available();

@@ -66,6 +66,11 @@ static void cuda_load(void) {
   /* keep the library mapped: unloading CUDA runtimes at start is fragile */
 }
 
+luon_status lu_cuda_check(luon_status s) {
+  if (s != LUON_OK) lu_error(s, "%s", lu_cuda.last_error ? lu_cuda.last_error() : "CUDA error");
+  return s;
+}
+
 static void ensure_cuda(void) { pthread_once(&cuda_once, cuda_load); }
 
 int32_t luon_gpu_count(void) {
@@ -84,7 +89,7 @@ luon_status luon_gpu_memory_info(int32_t id, int64_t *free_b, int64_t *total_b) 
     return lu_error(LUON_EUNSUPPORTED,
                     "gpu_memory_info: no GPU is available (%s)", cuda_status);
   LU_TRY(lu_device_check((lu_device){LUON_GPU, id}));
-  return lu_cuda.memory_info(id, free_b, total_b);
+  return lu_cuda_check(lu_cuda.memory_info(id, free_b, total_b));
 }
 
 const char *lu_device_str(lu_device d) {
@@ -128,6 +133,6 @@ luon_status luon_device_check(int32_t type, int32_t id) {
 luon_status luon_device_sync(int32_t type, int32_t id) {
   lu_device d = {type, id};
   LU_TRY(lu_device_check(d));
-  if (type == LUON_GPU && lu_cuda.sync) return lu_cuda.sync(id);
+  if (type == LUON_GPU && lu_cuda.sync) return lu_cuda_check(lu_cuda.sync(id));
   return LUON_OK;
 }

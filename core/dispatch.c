@@ -67,7 +67,7 @@ static luon_status run_kernel(const lu_op_desc *d, lu_call *c) {
   if (!k)
     return lu_error(LUON_EUNSUPPORTED, "%s: no CUDA kernel for this op yet (arrays on %s); "
                     "copy the inputs to the CPU with copyto(npx.cpu())", d->name, lu_device_str(c->dev));
-  return k(c);
+  return lu_cuda_check(k(c));
 }
 
 luon_status luon_op_call(int32_t op, int32_t nin, luon_tensor *const *in, const luon_attrs *attrs,

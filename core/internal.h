@@ -222,5 +222,7 @@ typedef struct lu_cuda_backend {
 /* Entry point of libluon_cuda.so. */
 typedef luon_status (*lu_cuda_init_fn)(lu_cuda_backend *b);
 extern lu_cuda_backend lu_cuda;   /* zeroed when the backend is absent */
+/* A backend status with the backend's message copied into luon_last_error. */
+luon_status lu_cuda_check(luon_status s);
 
 #endif

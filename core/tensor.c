@@ -176,7 +176,7 @@ static luon_status transfer(void *dst, lu_device dd, const void *src, lu_device 
     return LUON_OK;
   }
   if (!lu_cuda.memcpy) return lu_error(LUON_EDEVICE, "copy: the CUDA backend is not loaded");
-  return lu_cuda.memcpy(dst, dd, src, sd, bytes);
+  return lu_cuda_check(lu_cuda.memcpy(dst, dd, src, sd, bytes));
 }
 
 luon_status luon_tensor_from_host(const void *src, int32_t dtype, int32_t ndim,
@@ -272,6 +272,6 @@ luon_status luon_tensor_copy(luon_tensor *dst, const luon_tensor *srcc) {
 
 luon_status luon_tensor_wait(const luon_tensor *t) {
   if (!t) return lu_error(LUON_EINVAL, "wait: NULL tensor");
-  if (t->dev.type == LUON_GPU && lu_cuda.sync) return lu_cuda.sync(t->dev.id);
+  if (t->dev.type == LUON_GPU && lu_cuda.sync) return lu_cuda_check(lu_cuda.sync(t->dev.id));
   return LUON_OK;
 }

@@ -1,0 +1,120 @@
+/* iter.c: the strided row iterator under elementwise kernels: merge axes that
+ * are contiguous for every operand, walk the rows in C order, split the work
+ * across threads. Knows nothing of dtypes or ops. */
+#include "internal.h"
+
+/* The index space after merging: outer axes (C order) and one inner row. */
+typedef struct walk {
+  int nd, nops;
+  int64_t shape[LU_MAXD];                   /* outer axes, innermost excluded */
+  int64_t st[LU_ITER_MAX_OPS][LU_MAXD];     /* bytes */
+  char *base[LU_ITER_MAX_OPS];
+  int64_t n;                                /* elements per row */
+  int64_t inner[LU_ITER_MAX_OPS];           /* bytes between a row's elements */
+  int64_t split, piece;                     /* a row is `split` pieces of `piece` elements */
+  lu_row_fn fn;
+  void *ctx;
+} walk;
+
+/* Operand pointers at the start of row r, and its outer index. */
+static void row_start(const walk *w, int64_t r, char **p, int64_t *idx) {
+  for (int k = 0; k < w->nops; k++) p[k] = w->base[k];
+  for (int d = w->nd - 1; d >= 0; d--) {
+    idx[d] = r % w->shape[d];
+    r /= w->shape[d];
+    for (int k = 0; k < w->nops; k++) p[k] += idx[d] * w->st[k][d];
+  }
+}
+
+static void row_next(const walk *w, char **p, int64_t *idx) {
+  for (int d = w->nd - 1; d >= 0; d--) {
+    for (int k = 0; k < w->nops; k++) p[k] += w->st[k][d];
+    if (++idx[d] < w->shape[d]) return;
+    idx[d] = 0;
+    for (int k = 0; k < w->nops; k++) p[k] -= w->st[k][d] * w->shape[d];
+  }
+}
+
+/* Pieces [b, e) of the index space; piece q is part q % split of row q / split. */
+static void run_pieces(void *ctx, int64_t b, int64_t e) {
+  const walk *w = ctx;
+  char *p[LU_ITER_MAX_OPS], *q[LU_ITER_MAX_OPS];
+  int64_t idx[LU_MAXD];
+  int64_t r = b / w->split;
+  row_start(w, r, p, idx);
+  while (b < e) {
+    int64_t row_end = (r + 1) * w->split, stop = e < row_end ? e : row_end;
+    int64_t lo = (b - r * w->split) * w->piece, hi = (stop - r * w->split) * w->piece;
+    if (hi > w->n) hi = w->n;
+    for (int k = 0; k < w->nops; k++) q[k] = p[k] + lo * w->inner[k];
+    if (hi > lo) w->fn(w->ctx, hi - lo, q, w->inner);
+    b = stop;
+    r++;
+    if (b < e) row_next(w, p, idx);
+  }
+}
+
+void lu_foreach_row(int ndim, const int64_t *shape, int nops, char *const *base,
+                    const int64_t (*strides)[LU_MAXD], int64_t grain, lu_row_fn fn, void *ctx) {
+  walk w;
+  w.nops = nops;
+  w.fn = fn;
+  w.ctx = ctx;
+  for (int k = 0; k < nops; k++) w.base[k] = base[k];
+  for (int i = 0; i < ndim; i++)
+    if (shape[i] == 0) return;
+  /* merged axes, innermost first: size-1 axes drop out, an axis joins the
+   * one inside it when every operand steps over that one exactly */
+  int m = 0;
+  int64_t ms[LU_MAXD], mst[LU_ITER_MAX_OPS][LU_MAXD];
+  for (int i = ndim - 1; i >= 0; i--) {
+    if (shape[i] == 1) continue;
+    bool join = m > 0;
+    for (int k = 0; k < nops && join; k++)
+      join = strides[k][i] == mst[k][m - 1] * ms[m - 1];
+    if (join) {
+      ms[m - 1] *= shape[i];
+      continue;
+    }
+    ms[m] = shape[i];
+    for (int k = 0; k < nops; k++) mst[k][m] = strides[k][i];
+    m++;
+  }
+  if (m == 0) { /* 0-d or all ones: one row of one element */
+    w.nd = 0;
+    w.n = 1;
+    for (int k = 0; k < nops; k++) w.inner[k] = 0;
+  } else {
+    w.n = ms[0];
+    for (int k = 0; k < nops; k++) w.inner[k] = mst[k][0];
+    w.nd = m - 1;
+    for (int d = 0; d < w.nd; d++) { /* back to C order */
+      w.shape[d] = ms[m - 1 - d];
+      for (int k = 0; k < nops; k++) w.st[k][d] = mst[k][m - 1 - d];
+    }
+  }
+  int64_t rows = 1;
+  for (int d = 0; d < w.nd; d++) rows *= w.shape[d];
+  w.split = 1;
+  w.piece = w.n;
+  int nt = grain > 0 && rows * w.n >= 2 * grain ? lu_num_threads() : 1;
+  if (nt < 2) {
+    run_pieces(&w, 0, rows);
+    return;
+  }
+  /* few long rows: cut each into pieces so that every thread gets several */
+  if (rows < 4 * (int64_t)nt) {
+    int64_t want = (4 * (int64_t)nt + rows - 1) / rows;
+    w.piece = (w.n + want - 1) / want;
+    if (w.piece < w.n) w.piece = (w.piece + 63) & ~(int64_t)63;
+    w.split = (w.n + w.piece - 1) / w.piece;
+  }
+  int64_t g = grain / w.piece;
+  lu_parallel_for(rows * w.split, g > 0 ? g : 1, run_pieces, &w);
+}
+
+void lu_byte_strides(const luon_tensor *t, int ndim, const int64_t *shape, int64_t *out) {
+  lu_broadcast_strides(t, ndim, shape, out);
+  int64_t es = luon_dtype_size(t->dtype);
+  for (int i = 0; i < ndim; i++) out[i] *= es;
+}

@@ -1,0 +1,243 @@
+/* index.c: ops that gather or join whole slices of their inputs (take,
+ * concatenate, stack). Any strides in and out; concatenate and stack promote
+ * dtypes and copy each input into its slab of the result with the copy op. */
+#include "internal.h"
+#include <stdlib.h>
+
+#define TAKE_FLAT (-999)
+
+/* Element offset of row-major element j of (ndim, shape, strides). */
+static int64_t unravel(int ndim, const int64_t *shape, const int64_t *strides, int64_t j) {
+  int64_t off = 0;
+  for (int d = ndim - 1; d >= 0 && j; d--) {
+    off += (j % shape[d]) * strides[d];
+    j /= shape[d];
+  }
+  return off;
+}
+
+/* Offsets of every row-major position of axes [d0, d1) of (shape, strides). */
+static int64_t *offsets(const int64_t *shape, const int64_t *strides, int d0, int d1, int64_t *n) {
+  *n = lu_numel(d1 - d0, shape + d0);
+  int64_t *o = malloc(sizeof(int64_t) * (size_t)(*n > 0 ? *n : 1));
+  if (o)
+    for (int64_t j = 0; j < *n; j++) o[j] = unravel(d1 - d0, shape + d0, strides + d0, j);
+  return o;
+}
+
+/* ---- take --------------------------------------------------------------- */
+
+/* a (d0..dn-1), indices (m0..mk-1), axis -> (d0..d[axis-1], m0..mk-1, d[axis+1]..dn-1);
+ * axis -999: a flattened, result (m0..mk-1). scratch_i[0] = axis (-1: flattened). */
+luon_status lu_shape_take(lu_call *c) {
+  const luon_tensor *x = c->in[0], *idx = c->in[1];
+  int64_t axis = c->attrs->i[0], mode = c->attrs->i[1];
+  if (mode < 0 || mode > 2)
+    return lu_error(LUON_EINVAL, "take: mode %lld is not 0 (clip), 1 (wrap) or 2 (raise)", (long long)mode);
+  int ax = -1, n = 0;
+  int64_t len = x->size;
+  if (axis != TAKE_FLAT) {
+    LU_TRY(lu_axis("take", axis, x->ndim, &ax));
+    len = x->shape[ax];
+  }
+  int nd = ax < 0 ? idx->ndim : x->ndim - 1 + idx->ndim;
+  if (nd > LU_MAXD)
+    return lu_error(LUON_ESHAPE, "take: the result would have %d dimensions, at most %d are supported "
+                    "(a %s, indices %s)", nd, LU_MAXD, lu_shape_str(x->ndim, x->shape),
+                    lu_shape_str(idx->ndim, idx->shape));
+  if (len == 0 && idx->size > 0)
+    return lu_error(LUON_ESHAPE, "take: cannot do a non-empty take from an empty axis (a %s, axis %lld)",
+                    lu_shape_str(x->ndim, x->shape), (long long)axis);
+  for (int d = 0; d < ax; d++) c->out_shape[0][n++] = x->shape[d];
+  for (int d = 0; d < idx->ndim; d++) c->out_shape[0][n++] = idx->shape[d];
+  for (int d = ax + 1; ax >= 0 && d < x->ndim; d++) c->out_shape[0][n++] = x->shape[d];
+  c->out_ndim[0] = nd;
+  c->out_dtype[0] = x->dtype;
+  c->scratch_i[0] = ax;
+  return LUON_OK;
+}
+
+typedef struct take_ctx {
+  const char *src;
+  char *dst;
+  size_t esize;
+  int64_t nidx, ninner;
+  const int64_t *src_outer, *src_idx, *src_inner; /* element offsets into a */
+  const int64_t *dst_outer, *dst_idx, *dst_inner; /* element offsets into the result */
+} take_ctx;
+
+/* rows r = (outer o, index j) over [begin, end), ninner elements each */
+static void take_rows(void *p, int64_t begin, int64_t end) {
+  const take_ctx *t = p;
+  size_t es = t->esize;
+  for (int64_t r = begin; r < end; r++) {
+    int64_t o = r / t->nidx, j = r % t->nidx;
+    const char *s = t->src + (t->src_outer[o] + t->src_idx[j]) * (int64_t)es;
+    char *d = t->dst + (t->dst_outer[o] + t->dst_idx[j]) * (int64_t)es;
+    for (int64_t k = 0; k < t->ninner; k++)
+      memcpy(d + t->dst_inner[k] * (int64_t)es, s + t->src_inner[k] * (int64_t)es, es);
+  }
+}
+
+/* The indices as int64 in row-major order (floats truncate), resolved by
+ * mode against len; error naming the first bad one in raise mode. */
+static luon_status read_indices(const luon_tensor *idx, int64_t mode, int64_t len, int ax,
+                                int64_t *out) {
+  int32_t dt = idx->dtype;
+  size_t es = (size_t)luon_dtype_size(dt);
+  const char *base = lu_data(idx);
+  for (int64_t j = 0; j < idx->size; j++) {
+    int64_t off = unravel(idx->ndim, idx->shape, idx->strides, j);
+    lu_convert(&out[j], LUON_DTYPE_I64, base + off * (int64_t)es, dt, 1);
+    int64_t v = out[j];
+    if (mode == 0) {
+      v = v < 0 ? 0 : v >= len ? len - 1 : v;
+    } else if (mode == 1) {
+      v %= len;
+      if (v < 0) v += len;
+    } else {
+      if (v < -len || v >= len) {
+        if (ax < 0)
+          return lu_error(LUON_EINVAL, "take: index %lld is out of bounds for size %lld", (long long)v,
+                          (long long)len);
+        return lu_error(LUON_EINVAL, "take: index %lld is out of bounds for axis %d with size %lld",
+                        (long long)v, ax, (long long)len);
+      }
+      if (v < 0) v += len;
+    }
+    out[j] = v;
+  }
+  return LUON_OK;
+}
+
+luon_status lu_cpu_take(lu_call *c) {
+  const luon_tensor *x = c->in[0], *idx = c->in[1];
+  luon_tensor *y = c->out[0];
+  if (y->size == 0) return LUON_OK;
+  int ax = (int)c->scratch_i[0], k = idx->ndim, a0 = ax < 0 ? 0 : ax;
+  int64_t len = ax < 0 ? x->size : x->shape[ax];
+  int64_t n_outer = 1, n_inner = 1, unused, zero = 0;
+  int64_t *ii = malloc(sizeof(int64_t) * (size_t)idx->size);
+  int64_t *dx = offsets(y->shape, y->strides, a0, a0 + k, &unused);
+  int64_t *so = NULL, *si = NULL, *do_ = NULL, *di = NULL;
+  if (ax >= 0) { /* outer and inner axes of a and of the result */
+    so = offsets(x->shape, x->strides, 0, ax, &n_outer);
+    si = offsets(x->shape, x->strides, ax + 1, x->ndim, &n_inner);
+    do_ = offsets(y->shape, y->strides, 0, ax, &unused);
+    di = offsets(y->shape, y->strides, ax + k, y->ndim, &unused);
+  }
+  luon_status s = LUON_OK;
+  if (!ii || !dx || (ax >= 0 && (!so || !si || !do_ || !di)))
+    s = lu_error(LUON_ENOMEM, "take: out of host memory for the offsets of %lld indices",
+                 (long long)idx->size);
+  if (s == LUON_OK) s = read_indices(idx, c->attrs->i[1], len, ax, ii);
+  if (s == LUON_OK) {
+    for (int64_t j = 0; j < idx->size; j++) /* index -> element offset into a */
+      ii[j] = ax < 0 ? unravel(x->ndim, x->shape, x->strides, ii[j]) : ii[j] * x->strides[ax];
+    take_ctx t = {lu_data(x), lu_data(y), (size_t)luon_dtype_size(x->dtype), idx->size, n_inner,
+                  so ? so : &zero, ii, si ? si : &zero, do_ ? do_ : &zero, dx, di ? di : &zero};
+    lu_parallel_for(n_outer * idx->size, (1 << 15) / n_inner + 1, take_rows, &t);
+  }
+  free(ii);
+  free(dx);
+  free(so);
+  free(si);
+  free(do_);
+  free(di);
+  return s;
+}
+
+/* ---- concatenate and stack ---------------------------------------------- */
+
+/* The common dtype of all inputs. */
+static int32_t promote_all(const lu_call *c) {
+  int32_t dt = c->in[0]->dtype;
+  for (int k = 1; k < c->nin; k++) dt = lu_dtype_promote(dt, c->in[k]->dtype);
+  return dt;
+}
+
+/* x1..xn, same shape except along axis -> joined along axis. */
+luon_status lu_shape_concatenate(lu_call *c) {
+  const luon_tensor *x0 = c->in[0];
+  int n = x0->ndim, ax;
+  if (n == 0) return lu_error(LUON_ESHAPE, "concatenate: zero-dimensional arrays cannot be concatenated");
+  LU_TRY(lu_axis("concatenate", c->attrs->i[0], n, &ax));
+  int64_t total = 0;
+  for (int k = 0; k < c->nin; k++) {
+    const luon_tensor *x = c->in[k];
+    if (x->ndim != n)
+      return lu_error(LUON_ESHAPE, "concatenate: all the input arrays must have the same number of dimensions, "
+                      "but input 1 has shape %s and input %d has shape %s",
+                      lu_shape_str(n, x0->shape), k + 1, lu_shape_str(x->ndim, x->shape));
+    for (int d = 0; d < n; d++)
+      if (d != ax && x->shape[d] != x0->shape[d])
+        return lu_error(LUON_ESHAPE, "concatenate: input %d has shape %s but input 1 has shape %s; "
+                        "they must match except along axis %d", k + 1, lu_shape_str(n, x->shape),
+                        lu_shape_str(n, x0->shape), ax);
+    total += x->shape[ax];
+  }
+  memcpy(c->out_shape[0], x0->shape, sizeof(int64_t) * (size_t)n);
+  c->out_shape[0][ax] = total;
+  c->out_ndim[0] = n;
+  c->out_dtype[0] = promote_all(c);
+  c->scratch_i[0] = ax;
+  return LUON_OK;
+}
+
+luon_status lu_cpu_concatenate(lu_call *c) {
+  luon_tensor *y = c->out[0];
+  int ax = (int)c->scratch_i[0];
+  int64_t pos = 0;
+  for (int k = 0; k < c->nin; k++) {
+    const luon_tensor *x = c->in[k];
+    if (x->size > 0) {
+      luon_tensor *slab;
+      LU_TRY(lu_tensor_view(y, y->ndim, x->shape, y->strides, y->offset + pos * y->strides[ax], &slab));
+      luon_status s = luon_tensor_copy(slab, x);
+      luon_tensor_release(slab);
+      LU_TRY(s);
+    }
+    pos += x->shape[ax];
+  }
+  return LUON_OK;
+}
+
+/* x1..xn, all (d0..dm-1) -> a new axis of size n at axis in [-m-1, m]. */
+luon_status lu_shape_stack(lu_call *c) {
+  const luon_tensor *x0 = c->in[0];
+  int n = x0->ndim, ax;
+  for (int k = 1; k < c->nin; k++) {
+    const luon_tensor *x = c->in[k];
+    if (x->ndim != n || memcmp(x->shape, x0->shape, sizeof(int64_t) * (size_t)n) != 0)
+      return lu_error(LUON_ESHAPE, "stack: all input arrays must have the same shape, but input 1 has "
+                      "shape %s and input %d has shape %s", lu_shape_str(n, x0->shape), k + 1,
+                      lu_shape_str(x->ndim, x->shape));
+  }
+  if (n + 1 > LU_MAXD)
+    return lu_error(LUON_ESHAPE, "stack: the result would have %d dimensions, at most %d are supported",
+                    n + 1, LU_MAXD);
+  LU_TRY(lu_axis("stack", c->attrs->i[0], n + 1, &ax));
+  for (int d = 0, j = 0; d <= n; d++) c->out_shape[0][d] = d == ax ? c->nin : x0->shape[j++];
+  c->out_ndim[0] = n + 1;
+  c->out_dtype[0] = promote_all(c);
+  c->scratch_i[0] = ax;
+  return LUON_OK;
+}
+
+luon_status lu_cpu_stack(lu_call *c) {
+  luon_tensor *y = c->out[0];
+  int ax = (int)c->scratch_i[0];
+  int64_t st[LU_MAXD];
+  for (int d = 0, j = 0; d < y->ndim; d++)
+    if (d != ax) st[j++] = y->strides[d];
+  for (int k = 0; k < c->nin; k++) {
+    const luon_tensor *x = c->in[k];
+    if (x->size == 0) continue;
+    luon_tensor *slab;
+    LU_TRY(lu_tensor_view(y, x->ndim, x->shape, st, y->offset + k * y->strides[ax], &slab));
+    luon_status s = luon_tensor_copy(slab, x);
+    luon_tensor_release(slab);
+    LU_TRY(s);
+  }
+  return LUON_OK;
+}

@@ -1,0 +1,214 @@
+/* random.c: random tensors from the device's Philox stream. Each call
+ * reserves one counter per element and element j draws the four words of
+ * (key, start + j), so values depend on the seed alone, not on threads or
+ * backend: a GPU kernel that does the same gives the same numbers. */
+#include "internal.h"
+#include <math.h>
+#include <stdlib.h>
+
+/* The shape i[0..ni) of a random op, and its dtype (dflt when 0). */
+static luon_status shape_from_attrs(lu_call *c, const char *op, int32_t dflt) {
+  const luon_attrs *a = c->attrs;
+  if (a->ni > LU_MAXD)
+    return lu_error(LUON_ESHAPE, "%s: %d dimensions, at most %d are supported", op, a->ni, LU_MAXD);
+  for (int d = 0; d < a->ni; d++) {
+    if (a->i[d] < 0)
+      return lu_error(LUON_ESHAPE, "%s: negative dimension %lld in shape %s", op, (long long)a->i[d],
+                      lu_shape_str(a->ni, a->i));
+    c->out_shape[0][d] = a->i[d];
+  }
+  c->out_ndim[0] = a->ni;
+  c->out_dtype[0] = a->dtype ? a->dtype : dflt;
+  return LUON_OK;
+}
+
+static luon_status need_float(const lu_call *c, const char *op) {
+  if (!lu_dtype_is_float(c->out_dtype[0]))
+    return lu_error(LUON_EDTYPE, "%s: dtype %s is not supported, use float32 or float64", op,
+                    luon_dtype_name(c->out_dtype[0]));
+  return LUON_OK;
+}
+
+/* A 64-bit word scaled to [0, range): the high half of x * range. */
+static uint64_t below(uint32_t hi, uint32_t lo, uint64_t range) {
+  uint64_t x = (uint64_t)hi << 32 | lo;
+  return (uint64_t)(((unsigned __int128)x * range) >> 64);
+}
+
+/* Writes n values of the result's dtype for elements j0.. into dst. */
+typedef void (*gen_fn)(const lu_call *c, uint64_t key, uint64_t ctr, int64_t n, void *dst);
+
+typedef struct gen_ctx {
+  const lu_call *c;
+  gen_fn gen;
+  uint64_t key, start;
+} gen_ctx;
+
+/* Elements [begin, end) of c->out[0], which may be a strided out= view. */
+static void gen_range(void *p, int64_t begin, int64_t end) {
+  const gen_ctx *g = p;
+  luon_tensor *y = g->c->out[0];
+  int64_t es = luon_dtype_size(y->dtype);
+  char *base = lu_data(y);
+  if (lu_is_contiguous(y)) {
+    g->gen(g->c, g->key, g->start + (uint64_t)begin, end - begin, base + begin * es);
+    return;
+  }
+  char buf[256 * 8];
+  for (int64_t j0 = begin; j0 < end; j0 += 256) {
+    int64_t n = end - j0 < 256 ? end - j0 : 256;
+    g->gen(g->c, g->key, g->start + (uint64_t)j0, n, buf);
+    for (int64_t j = 0; j < n; j++) {
+      int64_t off = 0, r = j0 + j;
+      for (int d = y->ndim - 1; d >= 0 && r; d--) {
+        off += (r % y->shape[d]) * y->strides[d];
+        r /= y->shape[d];
+      }
+      memcpy(base + off * es, buf + j * es, (size_t)es);
+    }
+  }
+}
+
+static luon_status generate(lu_call *c, gen_fn gen) {
+  gen_ctx g = {c, gen, 0, 0};
+  int64_t n = c->out[0]->size;
+  g.start = lu_rng_reserve(c->dev, (uint64_t)n, &g.key);
+  lu_parallel_for(n, 1 << 14, gen_range, &g);
+  return LUON_OK;
+}
+
+/* ---- uniform ------------------------------------------------------------ */
+
+/* () -> shape i, uniform on [f[0], f[1]); float32 (w0) or float64 (w0, w1). */
+luon_status lu_shape_random_uniform(lu_call *c) {
+  LU_TRY(shape_from_attrs(c, "random_uniform", LUON_DTYPE_F32));
+  return need_float(c, "random_uniform");
+}
+
+static void gen_uniform(const lu_call *c, uint64_t key, uint64_t ctr, int64_t n, void *dst) {
+  double lo = c->attrs->f[0], hi = c->attrs->f[1], w = hi - lo;
+  uint32_t r[4];
+  if (c->out[0]->dtype == LUON_DTYPE_F32) {
+    float *y = dst, top = nextafterf((float)hi, -INFINITY);
+    for (int64_t j = 0; j < n; j++) {
+      lu_philox(key, ctr + (uint64_t)j, r);
+      float v = (float)(lo + w * lu_u32_to_unit(r[0]));
+      y[j] = hi > lo && v > top ? top : v; /* rounding must not reach high */
+    }
+  } else {
+    double *y = dst, top = nextafter(hi, -INFINITY);
+    for (int64_t j = 0; j < n; j++) {
+      lu_philox(key, ctr + (uint64_t)j, r);
+      double v = lo + w * lu_u64_to_unit(r[0], r[1]);
+      y[j] = hi > lo && v > top ? top : v;
+    }
+  }
+}
+
+luon_status lu_cpu_random_uniform(lu_call *c) { return generate(c, gen_uniform); }
+
+/* ---- normal ------------------------------------------------------------- */
+
+/* () -> shape i, normal with mean f[0] and std f[1]: Box-Muller, the cosine
+ * branch, u1 from (w0, w1) and u2 from (w2, w3). */
+luon_status lu_shape_random_normal(lu_call *c) {
+  LU_TRY(shape_from_attrs(c, "random_normal", LUON_DTYPE_F32));
+  if (!(c->attrs->f[1] >= 0))
+    return lu_error(LUON_EINVAL, "random_normal: scale %g must be non-negative", c->attrs->f[1]);
+  return need_float(c, "random_normal");
+}
+
+static void gen_normal(const lu_call *c, uint64_t key, uint64_t ctr, int64_t n, void *dst) {
+  double loc = c->attrs->f[0], scale = c->attrs->f[1];
+  bool f32 = c->out[0]->dtype == LUON_DTYPE_F32;
+  uint32_t r[4];
+  for (int64_t j = 0; j < n; j++) {
+    lu_philox(key, ctr + (uint64_t)j, r);
+    double u1 = 1.0 - lu_u64_to_unit(r[0], r[1]); /* (0, 1]: log is finite */
+    double u2 = lu_u64_to_unit(r[2], r[3]);
+    double z = loc + scale * sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+    if (f32) ((float *)dst)[j] = (float)z;
+    else ((double *)dst)[j] = z;
+  }
+}
+
+luon_status lu_cpu_random_normal(lu_call *c) { return generate(c, gen_normal); }
+
+/* ---- randint ------------------------------------------------------------ */
+
+/* () -> shape i, integers uniform on [f[0], f[1]); int64 by default. The
+ * range is kept in scratch_i[0] (low) and scratch_i[1] (high - low). */
+luon_status lu_shape_random_randint(lu_call *c) {
+  LU_TRY(shape_from_attrs(c, "random_randint", LUON_DTYPE_I64));
+  double lo = c->attrs->f[0], hi = c->attrs->f[1];
+  int32_t dt = c->out_dtype[0];
+  if (dt != LUON_DTYPE_I32 && dt != LUON_DTYPE_I64 && dt != LUON_DTYPE_U8)
+    return lu_error(LUON_EDTYPE, "random_randint: dtype %s is not supported, use int32, int64 or uint8",
+                    luon_dtype_name(dt));
+  if (!(lo >= -9.2e18 && lo <= 9.2e18 && hi >= -9.2e18 && hi <= 9.2e18))
+    return lu_error(LUON_EINVAL, "random_randint: low %g and high %g must be finite 64-bit integers", lo, hi);
+  int64_t l = (int64_t)lo, h = (int64_t)hi;
+  if (h <= l)
+    return lu_error(LUON_EINVAL, "random_randint: high %lld must be greater than low %lld", (long long)h,
+                    (long long)l);
+  int64_t min = dt == LUON_DTYPE_U8 ? 0 : dt == LUON_DTYPE_I32 ? INT32_MIN : INT64_MIN;
+  int64_t max = dt == LUON_DTYPE_U8 ? 256 : dt == LUON_DTYPE_I32 ? (int64_t)INT32_MAX + 1 : INT64_MAX;
+  if (l < min || h > max)
+    return lu_error(LUON_EINVAL, "random_randint: [low, high) = [%lld, %lld) is out of range for %s",
+                    (long long)l, (long long)h, luon_dtype_name(dt));
+  c->scratch_i[0] = l;
+  c->scratch_i[1] = (int64_t)((uint64_t)h - (uint64_t)l);
+  return LUON_OK;
+}
+
+static void gen_randint(const lu_call *c, uint64_t key, uint64_t ctr, int64_t n, void *dst) {
+  uint64_t lo = (uint64_t)c->scratch_i[0], range = (uint64_t)c->scratch_i[1];
+  int32_t dt = c->out[0]->dtype;
+  uint32_t r[4];
+  for (int64_t j = 0; j < n; j++) {
+    lu_philox(key, ctr + (uint64_t)j, r);
+    uint64_t v = lo + below(r[0], r[1], range); /* wraps to the signed value */
+    if (dt == LUON_DTYPE_I64) ((int64_t *)dst)[j] = (int64_t)v;
+    else if (dt == LUON_DTYPE_I32) ((int32_t *)dst)[j] = (int32_t)(int64_t)v;
+    else ((uint8_t *)dst)[j] = (uint8_t)v;
+  }
+}
+
+luon_status lu_cpu_random_randint(lu_call *c) { return generate(c, gen_randint); }
+
+/* ---- permute ------------------------------------------------------------ */
+
+/* x (n, ...) -> the rows of x in a random order: a Fisher-Yates shuffle of
+ * 0..n-1 (step i draws from counter start + i), then take along axis 0. */
+luon_status lu_shape_random_permute(lu_call *c) {
+  const luon_tensor *x = c->in[0];
+  if (x->ndim == 0) return lu_error(LUON_ESHAPE, "random_permute: cannot permute a 0-dimensional array");
+  memcpy(c->out_shape[0], x->shape, sizeof(int64_t) * (size_t)x->ndim);
+  c->out_ndim[0] = x->ndim;
+  c->out_dtype[0] = x->dtype;
+  return LUON_OK;
+}
+
+luon_status lu_cpu_random_permute(lu_call *c) {
+  luon_tensor *x = c->in[0], *perm;
+  int64_t n = x->shape[0];
+  LU_TRY(lu_tensor_new(LUON_DTYPE_I64, 1, &n, c->dev, &perm));
+  int64_t *p = lu_data(perm);
+  uint64_t key, start = lu_rng_reserve(c->dev, (uint64_t)n, &key);
+  for (int64_t i = 0; i < n; i++) p[i] = i;
+  for (int64_t i = n - 1; i > 0; i--) {
+    uint32_t r[4];
+    lu_philox(key, start + (uint64_t)i, r);
+    int64_t j = (int64_t)below(r[0], r[1], (uint64_t)i + 1), t = p[i];
+    p[i] = p[j];
+    p[j] = t;
+  }
+  luon_tensor *in[2] = {x, perm}, *out[1] = {c->out[0]};
+  luon_attrs a = {0};
+  a.ni = 2; /* axis 0, mode clip: every index is valid */
+  int32_t nout = 1;
+  luon_status s = luon_op_call(LU_OP_take, 2, in, &a, &nout, out);
+  luon_tensor_release(perm);
+  if (s == LUON_OK) luon_tensor_release(out[0]); /* the same tensor as c->out[0], retained by the call */
+  return s;
+}
