@@ -3,13 +3,25 @@
  * the backend's kernel. Kernels never allocate and never validate. */
 #include "internal.h"
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 
 const lu_op_desc lu_ops[LU_OP_COUNT] = {
-#define LUON_OP(name, nin, nout, kind) {#name, nin, nout, LU_##kind, lu_shape_##name, lu_cpu_##name},
+#define LUON_OP(name, nin, nout, kind) {#name, nin, nout, LU_##kind, lu_shape_##name, lu_cpu_##name, lu_grad_##name},
 #include "luon_ops.def"
 #undef LUON_OP
 };
+
+luon_status lu_run(int32_t op, const luon_attrs *attrs, luon_tensor **out, int nin, ...) {
+  luon_tensor *in[LUON_MAX_OP_INPUTS];
+  va_list ap;
+  va_start(ap, nin);
+  for (int i = 0; i < nin && i < LUON_MAX_OP_INPUTS; i++) in[i] = va_arg(ap, luon_tensor *);
+  va_end(ap);
+  int32_t nout = 1;
+  *out = NULL;
+  return luon_op_call(op, nin, in, attrs, &nout, out);
+}
 
 int32_t luon_op_count(void) { return LU_OP_COUNT; }
 
@@ -142,6 +154,17 @@ luon_status luon_op_call(int32_t op, int32_t nin, luon_tensor *const *in, const 
       }
       s = lu_tensor_new(c.out_dtype[k], c.out_ndim[k], c.out_shape[k], c.dev, &c.out[k]);
       if (s != LUON_OK) break;
+    }
+    if (s == LUON_OK) s = run_kernel(d, &c);
+  } else if (d->kind == LU_INPLACE) {
+    for (int k = 0; k < c.nout; k++) c.out[k] = NULL;
+    for (int k = 0; k < c.nout; k++) {
+      if (out[k] && out[k] != in[k]) {
+        s = lu_error(LUON_EINVAL, "%s: updates its inputs in place; out= must be input %d", d->name, k + 1);
+        break;
+      }
+      c.out[k] = luon_tensor_retain(in[k]);
+      wrote_into[k] = true;
     }
     if (s == LUON_OK) s = run_kernel(d, &c);
   } else {

@@ -117,7 +117,7 @@ enum lu_op_id {
   LU_OP_COUNT
 };
 
-enum lu_op_kind { LU_NEW = 0, LU_VIEW = 1 };
+enum lu_op_kind { LU_NEW = 0, LU_VIEW = 1, LU_INPLACE = 2 };
 
 /* One call of an op: the dispatcher fills inputs and attrs, the shape
  * function fills the output metadata, the dispatcher allocates outputs
@@ -137,6 +137,26 @@ typedef struct lu_call {
   int64_t scratch_i[8];
 } lu_call;
 
+/* The backward of one recorded call, written with other ops: from the
+ * forward's inputs, outputs and attrs and the gradients of its outputs
+ * (dout[k], NULL when output k got none), set din[i] (+1) for every input
+ * with need[i]; leave din[i] NULL for an input that has no gradient. */
+typedef struct lu_grad_call {
+  int32_t op;
+  const luon_attrs *attrs;
+  int32_t nin, nout;
+  luon_tensor *const *in;
+  luon_tensor *const *out;
+  luon_tensor *const *dout;
+  const bool *need;
+  luon_tensor **din;
+} lu_grad_call;
+typedef luon_status (*lu_grad_fn)(lu_grad_call *g);
+
+/* Run op with inputs given inline, one new output (+1) in *out:
+ * lu_run(LU_OP_multiply, NULL, &dx, 2, dy, y). For backward formulas. */
+luon_status lu_run(int32_t op, const luon_attrs *attrs, luon_tensor **out, int nin, ...);
+
 typedef luon_status (*lu_shape_fn)(lu_call *c);
 typedef luon_status (*lu_kernel_fn)(lu_call *c);
 
@@ -145,6 +165,7 @@ typedef struct lu_op_desc {
   int32_t nin, nout, kind;
   lu_shape_fn shape;
   lu_kernel_fn cpu;
+  lu_grad_fn grad;             /* NULL: the op has no gradient */
 } lu_op_desc;
 
 extern const lu_op_desc lu_ops[LU_OP_COUNT];
@@ -153,7 +174,8 @@ extern const lu_op_desc lu_ops[LU_OP_COUNT];
  * suite fails if any registered op lacks its shape function or CPU kernel. */
 #define LUON_OP(name, nin, nout, kind)                                        \
   __attribute__((weak)) luon_status lu_shape_##name(lu_call *c);              \
-  __attribute__((weak)) luon_status lu_cpu_##name(lu_call *c);
+  __attribute__((weak)) luon_status lu_cpu_##name(lu_call *c);              \
+  __attribute__((weak)) luon_status lu_grad_##name(lu_grad_call *g);
 #include "luon_ops.def"
 #undef LUON_OP
 

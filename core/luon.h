@@ -60,7 +60,7 @@ typedef enum luon_device_type {
 typedef enum luon_limits {
   LUON_MAX_DIMS = 8,
   LUON_MAX_ATTR_INTS = 32,
-  LUON_MAX_ATTR_FLOATS = 4,
+  LUON_MAX_ATTR_FLOATS = 8,
   LUON_MAX_OP_INPUTS = 8
 } luon_limits;
 
@@ -150,7 +150,7 @@ typedef struct luon_attrs {
   int32_t dev_id;
   int32_t ni;                    /* number of ints used in i[] */
   int64_t i[32];                 /* LUON_MAX_ATTR_INTS: axes, shapes, flags */
-  double f[4];                   /* LUON_MAX_ATTR_FLOATS: scalars */
+  double f[8];                   /* LUON_MAX_ATTR_FLOATS: scalars */
 } luon_attrs;
 
 /* The id of an op by name, or -1 (with a message) when there is none. */
@@ -170,6 +170,10 @@ luon_status luon_op_call(int32_t op, int32_t nin, luon_tensor *const *in,
 
 /* Random numbers: one seeded generator per device (counter-based). */
 luon_status luon_random_seed(int64_t seed);
+
+/* sizeof of a struct of this header as the C compiler lays it out, by name
+ * ("luon_tensor_info"), or -1: the bindings check the FFI agrees. */
+int64_t luon_abi_sizeof(const char *struct_name);
 
 /* Threads used by CPU kernels (default: the number of cores). */
 void luon_set_num_threads(int32_t n);

@@ -1,0 +1,13 @@
+/* abi.c: struct sizes of luon.h as compiled, so the LuaJIT bindings (which
+ * parse the same declarations) can check that their layout agrees. */
+#include "internal.h"
+
+int64_t luon_abi_sizeof(const char *name) {
+#define SIZE(T) if (strcmp(name, #T) == 0) return (int64_t)sizeof(T);
+  SIZE(luon_tensor_info)
+  SIZE(luon_memory_stats)
+  SIZE(luon_counters)
+  SIZE(luon_attrs)
+#undef SIZE
+  return -1;
+}
