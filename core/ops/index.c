@@ -241,3 +241,49 @@ luon_status lu_cpu_stack(lu_call *c) {
   }
   return LUON_OK;
 }
+
+/* ---- backward rules ------------------------------------------------------ */
+
+/* dy[..., b:e, ...] along axis ax (a view, +1 in *out). */
+static luon_status slab(luon_tensor *dy, int ax, int64_t b, int64_t e, luon_tensor **out) {
+  luon_attrs a;
+  memset(&a, 0, sizeof a);
+  for (int d = 0; d <= ax; d++) {
+    a.i[a.ni++] = d == ax ? b : INT64_MIN;
+    a.i[a.ni++] = d == ax ? e : INT64_MIN;
+    a.i[a.ni++] = 1;
+  }
+  return lu_run(LU_OP_slice, &a, out, 1, dy);
+}
+
+/* concatenate: dx_k = the slab of dy that x_k filled */
+luon_status lu_grad_concatenate(lu_grad_call *g) {
+  int ax;
+  LU_TRY(lu_axis("concatenate", g->attrs->i[0], g->in[0]->ndim, &ax));
+  int64_t pos = 0;
+  for (int k = 0; k < g->nin; k++) {
+    int64_t len = g->in[k]->shape[ax];
+    if (g->need[k]) LU_TRY(slab(g->dout[0], ax, pos, pos + len, &g->din[k]));
+    pos += len;
+  }
+  return LUON_OK;
+}
+
+/* stack: dx_k = dy at index k of the new axis */
+luon_status lu_grad_stack(lu_grad_call *g) {
+  int ax;
+  LU_TRY(lu_axis("stack", g->attrs->i[0], g->in[0]->ndim + 1, &ax));
+  for (int k = 0; k < g->nin; k++) {
+    if (!g->need[k]) continue;
+    luon_tensor *s;
+    LU_TRY(slab(g->dout[0], ax, k, k + 1, &s));
+    luon_attrs a;
+    memset(&a, 0, sizeof a);
+    a.ni = 1;
+    a.i[0] = ax;
+    luon_status st = lu_run(LU_OP_squeeze, &a, &g->din[k], 1, s);
+    luon_tensor_release(s);
+    LU_TRY(st);
+  }
+  return LUON_OK;
+}

@@ -330,3 +330,103 @@ luon_status lu_cpu_split(lu_call *c) {
   }
   return LUON_OK;
 }
+
+/* ---- backward rules ------------------------------------------------------ */
+
+/* dy seen with x's shape (a view when strides allow). */
+static luon_status reshape_like(luon_tensor *dy, const luon_tensor *x, luon_tensor **out) {
+  luon_attrs a;
+  memset(&a, 0, sizeof a);
+  a.ni = x->ndim;
+  memcpy(a.i, x->shape, sizeof(int64_t) * (size_t)x->ndim);
+  return lu_run(LU_OP_reshape, &a, out, 1, dy);
+}
+
+/* Zeros of (ndim, shape) with dy's dtype on dy's device. */
+static luon_status zeros(const luon_tensor *dy, int ndim, const int64_t *shape, luon_tensor **out) {
+  luon_attrs a;
+  memset(&a, 0, sizeof a);
+  a.dtype = dy->dtype;
+  a.dev_type = dy->dev.type;
+  a.dev_id = dy->dev.id;
+  a.ni = ndim;
+  memcpy(a.i, shape, sizeof(int64_t) * (size_t)ndim);
+  return lu_run(LU_OP_full, &a, out, 0);
+}
+
+/* reshape, expand_dims, squeeze: dx = dy reshaped back to x's shape */
+luon_status lu_grad_reshape(lu_grad_call *g) { return reshape_like(g->dout[0], g->in[0], &g->din[0]); }
+luon_status lu_grad_expand_dims(lu_grad_call *g) { return reshape_like(g->dout[0], g->in[0], &g->din[0]); }
+luon_status lu_grad_squeeze(lu_grad_call *g) { return reshape_like(g->dout[0], g->in[0], &g->din[0]); }
+
+/* transpose by p: dx = dy transposed by the inverse permutation */
+luon_status lu_grad_transpose(lu_grad_call *g) {
+  int n = g->in[0]->ndim;
+  luon_attrs a;
+  memset(&a, 0, sizeof a);
+  a.ni = n;
+  for (int d = 0; d < n; d++) {
+    int64_t p = g->attrs->ni ? g->attrs->i[d] : n - 1 - d;
+    a.i[p < 0 ? p + n : p] = d;
+  }
+  return lu_run(LU_OP_transpose, &a, &g->din[0], 1, g->dout[0]);
+}
+
+/* broadcast_to: dx = dy summed over the new leading axes and the axes where
+ * x had size 1, then seen with x's shape */
+luon_status lu_grad_broadcast_to(lu_grad_call *g) {
+  const luon_tensor *x = g->in[0], *dy = g->dout[0];
+  int lead = dy->ndim - x->ndim;
+  luon_attrs a;
+  memset(&a, 0, sizeof a);
+  a.ni = 1; /* i[0] keepdims = 0 */
+  for (int d = 0; d < dy->ndim; d++)
+    if (d < lead || (x->shape[d - lead] == 1 && dy->shape[d] != 1)) a.i[a.ni++] = d;
+  if (a.ni == 1) return reshape_like(g->dout[0], x, &g->din[0]);
+  luon_tensor *s;
+  LU_TRY(lu_run(LU_OP_sum, &a, &s, 1, g->dout[0]));
+  luon_status st = reshape_like(s, x, &g->din[0]);
+  luon_tensor_release(s);
+  return st;
+}
+
+/* slice: dx = zeros of x's shape with dy written into the same slice */
+luon_status lu_grad_slice(lu_grad_call *g) {
+  const luon_tensor *x = g->in[0];
+  luon_tensor *dx, *part;
+  LU_TRY(zeros(g->dout[0], x->ndim, x->shape, &dx));
+  luon_status s = lu_run(LU_OP_slice, g->attrs, &part, 1, dx);
+  if (s == LUON_OK) {
+    s = luon_tensor_copy(part, g->dout[0]);
+    luon_tensor_release(part);
+  }
+  if (s != LUON_OK) {
+    luon_tensor_release(dx);
+    return s;
+  }
+  g->din[0] = dx;
+  return LUON_OK;
+}
+
+/* split: dx = the pieces' gradients joined along the axis (zeros for a
+ * piece that got none) */
+luon_status lu_grad_split(lu_grad_call *g) {
+  luon_tensor *parts[LUON_MAX_OP_INPUTS] = {NULL};
+  luon_tensor *dy0 = NULL;
+  for (int k = 0; k < g->nout && !dy0; k++) dy0 = g->dout[k];
+  luon_status s = LUON_OK;
+  for (int k = 0; k < g->nout && s == LUON_OK; k++)
+    s = g->dout[k] ? (parts[k] = luon_tensor_retain(g->dout[k]), LUON_OK)
+                   : zeros(dy0, g->out[k]->ndim, g->out[k]->shape, &parts[k]);
+  if (s == LUON_OK) {
+    luon_attrs a;
+    memset(&a, 0, sizeof a);
+    a.ni = 1;
+    a.i[0] = g->attrs->i[0];
+    int32_t nout = 1;
+    g->din[0] = NULL;
+    s = luon_op_call(LU_OP_concatenate, g->nout, parts, &a, &nout, &g->din[0]);
+  }
+  for (int k = 0; k < g->nout; k++) luon_tensor_release(parts[k]);
+  return s;
+}

@@ -1,7 +1,7 @@
 /* test_shape.c: the view ops (reshape, transpose, expand_dims, squeeze,
  * slice, broadcast_to, split) and the gathering ops (take, concatenate,
  * stack) through the public API, against hand-computed values. */
-#include "luon.h"
+#include "internal.h" /* the backward rules, called directly */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -563,6 +563,89 @@ static void test_concat_stack(void) {
   luon_tensor_release(q0);
 }
 
+/* Run op `name`'s backward rule on (in, out, dout); din[0..nin) (+1). */
+static void backward(const char *name, int nin, luon_tensor **in, const luon_attrs *a, int nout,
+                     luon_tensor **out, luon_tensor **dout, luon_tensor **din) {
+  int32_t op = luon_op_find(name);
+  bool need[8] = {true, true, true, true, true, true, true, true};
+  static const luon_attrs none;
+  lu_grad_call g = {op, a ? a : &none, nin, nout, in, out, dout, need, din};
+  CHECK(lu_ops[op].grad && lu_ops[op].grad(&g) == LUON_OK, "%s backward: %s", name, luon_last_error());
+}
+
+static void test_grads(void) {
+  int64_t s23[2] = {2, 3}, s3[1] = {3};
+  luon_tensor *x = iota(2, s23), *dy, *din[3] = {NULL};
+  /* slice x[::-1, 1:]: dx has dy reversed back into columns 1..2 */
+  const int64_t O = INT64_MIN;
+  int64_t t[6] = {O, O, -1, 1, O, 1}, s22[2] = {2, 2};
+  luon_attrs a = ints(6, t);
+  luon_tensor *y = ok1("slice", 1, &x, &a);
+  double g4[4] = {1, 2, 3, 4};
+  dy = make(LUON_DTYPE_F64, 2, s22, g4);
+  backward("slice", 1, &x, &a, 1, &y, &dy, din);
+  double w[6] = {0, 3, 4, 0, 1, 2};
+  expect("slice backward", din[0], 2, s23, w);
+  release_all(din, 1);
+  luon_tensor_release(dy);
+  luon_tensor_release(y);
+
+  /* broadcast_to (3,) -> (2,3): dx sums over the new axis */
+  luon_tensor *v = iota(1, s3);
+  a = ints(2, s23);
+  double g6[6] = {1, 2, 3, 10, 20, 30};
+  dy = make(LUON_DTYPE_F64, 2, s23, g6);
+  backward("broadcast_to", 1, &v, &a, 1, &dy, &dy, din);
+  double ws[3] = {11, 22, 33};
+  expect("broadcast_to backward", din[0], 1, s3, ws);
+  release_all(din, 1);
+
+  /* transpose (1,0): dx = dy transposed back */
+  int64_t p[2] = {1, 0}, s32[2] = {3, 2};
+  a = ints(2, p);
+  luon_tensor *dyt = make(LUON_DTYPE_F64, 2, s32, g6);
+  backward("transpose", 1, &x, &a, 1, &dyt, &dyt, din);
+  double wt[6] = {1, 3, 20, 2, 10, 30};
+  expect("transpose backward", din[0], 2, s23, wt);
+  release_all(din, 1);
+  luon_tensor_release(dyt);
+
+  /* concatenate (2,1),(2,2) on axis 1 and split back */
+  int64_t s21[2] = {2, 1}, ax = 1, sp[2] = {1, 1};
+  luon_tensor *c2[2] = {iota(2, s21), iota(2, s22)};
+  a = ints(1, &ax);
+  backward("concatenate", 2, c2, &a, 1, &dy, &dy, din);
+  double w0[2] = {1, 10}, w1[4] = {2, 3, 20, 30};
+  expect("concatenate backward 1", din[0], 2, s21, w0);
+  expect("concatenate backward 2", din[1], 2, s22, w1);
+  release_all(din, 2);
+  a = ints(2, sp);
+  luon_tensor *pieces[2] = {NULL, NULL}, *dp[2] = {NULL, NULL};
+  int32_t nout = 2;
+  OK(luon_op_call(luon_op_find("split"), 1, &x, &a, &nout, pieces));
+  dp[1] = c2[1]; /* piece 1 got no gradient: zeros */
+  backward("split", 1, &x, &a, 2, pieces, dp, din);
+  double wsp[6] = {0, 0, 1, 0, 2, 3};
+  expect("split backward", din[0], 2, s23, wsp);
+  release_all(din, 1);
+  release_all(pieces, 2);
+
+  /* stack two (3,) on axis 0: dx_k = row k of dy */
+  luon_tensor *st[2] = {v, v};
+  ax = 0;
+  a = ints(1, &ax);
+  backward("stack", 2, st, &a, 1, &dy, &dy, din);
+  double r0[3] = {1, 2, 3}, r1[3] = {10, 20, 30};
+  expect("stack backward 1", din[0], 1, s3, r0);
+  expect("stack backward 2", din[1], 1, s3, r1);
+  release_all(din, 2);
+  luon_tensor_release(c2[0]);
+  luon_tensor_release(c2[1]);
+  luon_tensor_release(dy);
+  luon_tensor_release(v);
+  luon_tensor_release(x);
+}
+
 int main(void) {
   int copy = have_copy();
   if (!copy) fprintf(stderr, "note: no copy op in this build; skipping the tests that copy\n");
@@ -574,6 +657,7 @@ int main(void) {
   test_split();
   test_take();
   if (copy) test_concat_stack();
+  if (copy) test_grads();
   if (failures) {
     fprintf(stderr, "%d failure(s)\n", failures);
     return 1;
