@@ -1,0 +1,577 @@
+/* elementwise.c: NumPy-broadcasting elementwise ops (arithmetic, comparisons,
+ * unary math, clip, where) and copy/astype, on any strides and dtypes. One
+ * kernel family per op, instantiated per dtype by macros; gradients live elsewhere. */
+#include "internal.h"
+#include <math.h>
+
+/* Hot loops get an AVX-512 and an AVX2 clone, picked at load time. */
+#define TC __attribute__((target_clones("avx512f", "avx2", "default")))
+#define CHUNK 256          /* elements per stack buffer on the converting path */
+#define PAR_GRAIN 16384    /* threads only from 2 * PAR_GRAIN elements */
+#define PAR_BLOCK 1024     /* flat parallel pieces start on multiples of this */
+
+/* ---- per-dtype loops ------------------------------------------------------- */
+
+/* X(op, suffix, C type, unsigned twin): integer math wraps through the twin
+ * instead of overflowing; bool computes in bytes and stores 0 or 1. */
+#define FLOAT_TYPES(X, op) X(op, f32, float, float) X(op, f64, double, double)
+#define INT_TYPES(X, op)                                                       \
+  X(op, i32, int32_t, uint32_t) X(op, i64, int64_t, uint64_t)                 \
+  X(op, u8, uint8_t, uint8_t) X(op, b8, uint8_t, uint8_t)
+#define ALL_TYPES(X, op) FLOAT_TYPES(X, op) INT_TYPES(X, op)
+#define DT_f32 LUON_DTYPE_F32
+#define DT_f64 LUON_DTYPE_F64
+#define DT_i32 LUON_DTYPE_I32
+#define DT_i64 LUON_DTYPE_I64
+#define DT_u8 LUON_DTYPE_U8
+#define DT_b8 LUON_DTYPE_BOOL
+#define FIX_f32(v) (v)
+#define FIX_f64(v) (v)
+#define FIX_i32(v) (v)
+#define FIX_i64(v) (v)
+#define FIX_u8(v) (v)
+#define FIX_b8(v) ((v) != 0)
+
+static inline bool nan_f(float x) { return isnan(x); }
+static inline bool nan_d(double x) { return isnan(x); }
+static inline bool nan_i(int64_t x) { (void)x; return false; }
+#define ISNAN(x) _Generic((x), float: nan_f, double: nan_d, default: nan_i)(x)
+
+/* Integer power by squaring, wrapping; negative exponents as 1/x^-y truncated. */
+static inline int64_t ipow(int64_t x, int64_t y) {
+  if (y < 0) return x == 1 ? 1 : x == -1 ? (y & 1 ? -1 : 1) : 0;
+  uint64_t r = 1, b = (uint64_t)x;
+  for (uint64_t e = (uint64_t)y; e; e >>= 1, b *= b)
+    if (e & 1) r *= b;
+  return (int64_t)r;
+}
+#define POW(x, y) _Generic((x), float: powf, double: pow, default: ipow)(x, y)
+#define EXP(x) _Generic((x), float: expf, default: exp)(x)
+#define LOG(x) _Generic((x), float: logf, default: log)(x)
+#define SQRT(x) _Generic((x), float: sqrtf, default: sqrt)(x)
+#define TANH(x) _Generic((x), float: tanhf, default: tanh)(x)
+
+static inline int32_t iabs32(int32_t x) { return x < 0 ? (int32_t)(0u - (uint32_t)x) : x; }
+static inline int64_t iabs64(int64_t x) { return x < 0 ? (int64_t)(0u - (uint64_t)x) : x; }
+static inline uint8_t iabs8(uint8_t x) { return x; }
+#define ABS(x)                                                                 \
+  _Generic((x), float: fabsf, double: fabs, int32_t: iabs32, int64_t: iabs64, \
+           default: iabs8)(x)
+
+/* Binary ops: result type R_op(T) and value E_op(suffix, T, U, x, y). */
+#define R_ARITH(T) T
+#define R_CMP(T) uint8_t
+#define E_add(s, T, U, x, y) FIX_##s((T)((U)(x) + (U)(y)))
+#define E_subtract(s, T, U, x, y) FIX_##s((T)((U)(x) - (U)(y)))
+#define E_multiply(s, T, U, x, y) FIX_##s((T)((U)(x) * (U)(y)))
+#define E_divide(s, T, U, x, y) ((x) / (y))
+#define E_power(s, T, U, x, y) FIX_##s((T)POW(x, y))
+#define E_maximum(s, T, U, x, y) ((x) > (y) || ISNAN(x) ? (x) : (y)) /* NaN wins */
+#define E_minimum(s, T, U, x, y) ((x) < (y) || ISNAN(x) ? (x) : (y))
+#define E_equal(s, T, U, x, y) ((x) == (y))
+#define E_not_equal(s, T, U, x, y) ((x) != (y))
+#define E_greater(s, T, U, x, y) ((x) > (y))
+#define E_greater_equal(s, T, U, x, y) ((x) >= (y))
+#define E_less(s, T, U, x, y) ((x) < (y))
+#define E_less_equal(s, T, U, x, y) ((x) <= (y))
+
+/* o[i] = x OP y over n elements: vv two arrays, vs y one value, sv x one value. */
+typedef void (*bin_fn)(int64_t n, const void *a, const void *b, void *o);
+typedef struct bin_k { bin_fn vv, vs, sv; } bin_k;
+
+#define DEF_BIN(op, s, T, U, R)                                                \
+  TC static void op##_##s##_vv(int64_t n, const void *pa, const void *pb, void *po) { \
+    const T *restrict a = pa, *restrict b = pb;                                \
+    R(T) *restrict o = po;                                                     \
+    for (int64_t i = 0; i < n; i++) o[i] = E_##op(s, T, U, a[i], b[i]);        \
+  }                                                                            \
+  TC static void op##_##s##_vs(int64_t n, const void *pa, const void *pb, void *po) { \
+    const T *restrict a = pa;                                                  \
+    const T y = *(const T *)pb;                                                \
+    R(T) *restrict o = po;                                                     \
+    for (int64_t i = 0; i < n; i++) o[i] = E_##op(s, T, U, a[i], y);           \
+  }                                                                            \
+  TC static void op##_##s##_sv(int64_t n, const void *pa, const void *pb, void *po) { \
+    const T x = *(const T *)pa, *restrict b = pb;                              \
+    R(T) *restrict o = po;                                                     \
+    for (int64_t i = 0; i < n; i++) o[i] = E_##op(s, T, U, x, b[i]);           \
+  }
+#define DEF_ARITH(op, s, T, U) DEF_BIN(op, s, T, U, R_ARITH)
+#define DEF_CMP(op, s, T, U) DEF_BIN(op, s, T, U, R_CMP)
+#define BIN_ENTRY(op, s, T, U) [DT_##s] = {op##_##s##_vv, op##_##s##_vs, op##_##s##_sv},
+#define BIN_KERNELS(op, DEF, TYPES)                                            \
+  TYPES(DEF, op)                                                               \
+  static const bin_k K_##op[LUON_DTYPE_COUNT] = {TYPES(BIN_ENTRY, op)};
+
+/* Comparisons with unsigned operands are meant to fold away. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wtype-limits"
+BIN_KERNELS(add, DEF_ARITH, ALL_TYPES)
+BIN_KERNELS(subtract, DEF_ARITH, ALL_TYPES)
+BIN_KERNELS(multiply, DEF_ARITH, ALL_TYPES)
+BIN_KERNELS(divide, DEF_ARITH, FLOAT_TYPES) /* integers divide in float32 */
+BIN_KERNELS(power, DEF_ARITH, ALL_TYPES)
+BIN_KERNELS(maximum, DEF_ARITH, ALL_TYPES)
+BIN_KERNELS(minimum, DEF_ARITH, ALL_TYPES)
+BIN_KERNELS(equal, DEF_CMP, ALL_TYPES)
+BIN_KERNELS(not_equal, DEF_CMP, ALL_TYPES)
+BIN_KERNELS(greater, DEF_CMP, ALL_TYPES)
+BIN_KERNELS(greater_equal, DEF_CMP, ALL_TYPES)
+BIN_KERNELS(less, DEF_CMP, ALL_TYPES)
+BIN_KERNELS(less_equal, DEF_CMP, ALL_TYPES)
+
+/* Unary ops: o[i] = E_op(suffix, T, U, x); p = op parameters (clip bounds as T). */
+typedef void (*un_fn)(int64_t n, const void *a, void *o, const void *p);
+#define E_negative(s, T, U, x) ((T)(-(U)(x)))
+#define E_abs(s, T, U, x) ((T)ABS(x))
+#define E_sign(s, T, U, x) ((T)((x) > 0 ? (T)1 : (x) < 0 ? (T)-1 : (x)))
+#define E_exp(s, T, U, x) EXP(x)
+#define E_log(s, T, U, x) LOG(x)
+#define E_sqrt(s, T, U, x) SQRT(x)
+#define E_square(s, T, U, x) FIX_##s((T)((U)(x) * (U)(x)))
+#define E_tanh(s, T, U, x) TANH(x)
+#define E_sigmoid(s, T, U, x) ((T)1 / ((T)1 + EXP(-(x)))) /* exp overflow gives 0, not NaN */
+#define E_relu(s, T, U, x) ((x) < 0 ? (T)0 : (x))          /* keeps NaN */
+#define E_clip(s, T, U, x) ((x) < lo ? lo : (x) > hi ? hi : (x))
+#define DEF_UN(op, s, T, U)                                                    \
+  TC static void op##_##s(int64_t n, const void *pa, void *po, const void *p) { \
+    const T *restrict a = pa;                                                  \
+    T *restrict o = po;                                                        \
+    const T lo = p ? ((const T *)p)[0] : 0, hi = p ? ((const T *)p)[1] : 0;    \
+    (void)lo, (void)hi;                                                        \
+    for (int64_t i = 0; i < n; i++) o[i] = E_##op(s, T, U, a[i]);              \
+  }
+#define UN_ENTRY(op, s, T, U) [DT_##s] = op##_##s,
+#define UN_KERNELS(op, TYPES)                                                  \
+  TYPES(DEF_UN, op)                                                            \
+  static const un_fn K_##op[LUON_DTYPE_COUNT] = {TYPES(UN_ENTRY, op)};
+
+UN_KERNELS(negative, ALL_TYPES)
+UN_KERNELS(abs, ALL_TYPES)
+UN_KERNELS(sign, ALL_TYPES)
+UN_KERNELS(exp, FLOAT_TYPES) /* exp..sigmoid: integers compute in float32 */
+UN_KERNELS(log, FLOAT_TYPES)
+UN_KERNELS(sqrt, FLOAT_TYPES)
+UN_KERNELS(square, ALL_TYPES)
+UN_KERNELS(tanh, FLOAT_TYPES)
+UN_KERNELS(sigmoid, FLOAT_TYPES)
+UN_KERNELS(relu, ALL_TYPES)
+UN_KERNELS(clip, ALL_TYPES)
+#pragma GCC diagnostic pop
+
+/* where: o[i] = c[i] ? x[i] : y[i], c bytes (0 false). */
+typedef void (*where_fn)(int64_t n, const uint8_t *c, const void *x, const void *y, void *o);
+#define DEF_WHERE(op, s, T, U)                                                 \
+  TC static void where_##s(int64_t n, const uint8_t *restrict c, const void *px, \
+                           const void *py, void *po) {                         \
+    const T *restrict x = px, *restrict y = py;                                \
+    T *restrict o = po;                                                        \
+    for (int64_t i = 0; i < n; i++) o[i] = c[i] ? x[i] : y[i];                 \
+  }
+#define WHERE_ENTRY(op, s, T, U) [DT_##s] = where_##s,
+ALL_TYPES(DEF_WHERE, _)
+static const where_fn K_where[LUON_DTYPE_COUNT] = {ALL_TYPES(WHERE_ENTRY, _)};
+
+/* ---- the strided, converting driver ---------------------------------------- */
+
+enum ew_kind { EW_BIN, EW_UN, EW_WHERE, EW_COPY };
+
+/* One elementwise call: operand 0 is the output, 1..nin the inputs. Inputs
+ * are read as `want[j]` (converted on the fly when their dtype differs). */
+typedef struct ew {
+  int kind, nin;
+  int32_t odt, osz;
+  int32_t idt[3], isz[3], want[3], wsz[3];
+  const bin_k *bk;
+  un_fn uf;
+  where_fn wf;
+  const void *param;
+  double pbuf[2];
+} ew;
+
+/* n elements of dtype sdt at src, `stride` bytes apart, into dst as ddt. */
+static void gather(void *dst, int32_t ddt, const char *src, int32_t sdt, int64_t stride, int64_t n) {
+  int64_t es = luon_dtype_size(sdt);
+  if (stride == es) {
+    lu_convert(dst, ddt, src, sdt, n);
+    return;
+  }
+  _Alignas(16) char tmp[CHUNK * 8];
+  char *d = ddt == sdt ? dst : tmp;
+  switch (es) {
+  case 1: for (int64_t i = 0; i < n; i++) d[i] = src[i * stride]; break;
+  case 2: for (int64_t i = 0; i < n; i++) memcpy(d + 2 * i, src + i * stride, 2); break;
+  case 4: for (int64_t i = 0; i < n; i++) memcpy(d + 4 * i, src + i * stride, 4); break;
+  default: for (int64_t i = 0; i < n; i++) memcpy(d + 8 * i, src + i * stride, 8); break;
+  }
+  if (d == tmp) lu_convert(dst, ddt, tmp, sdt, n);
+}
+
+/* n contiguous elements of es bytes into dst, `stride` bytes apart. */
+static void scatter(char *dst, int64_t stride, const char *src, int32_t es, int64_t n) {
+  switch (es) {
+  case 1: for (int64_t i = 0; i < n; i++) dst[i * stride] = src[i]; break;
+  case 2: for (int64_t i = 0; i < n; i++) memcpy(dst + i * stride, src + 2 * i, 2); break;
+  case 4: for (int64_t i = 0; i < n; i++) memcpy(dst + i * stride, src + 4 * i, 4); break;
+  default: for (int64_t i = 0; i < n; i++) memcpy(dst + i * stride, src + 8 * i, 8); break;
+  }
+}
+
+/* The general row: CHUNK elements at a time through stack buffers,
+ * converting and gathering inputs, scattering the output. */
+static void row_slow(const ew *e, int64_t n, char *const *ptr, const int64_t *st) {
+  _Alignas(64) char buf[4][CHUNK * 8];
+  bool odirect = st[0] == e->osz;
+  for (int64_t off = 0; off < n; off += CHUNK) {
+    int64_t m = n - off < CHUNK ? n - off : CHUNK;
+    char *o = odirect ? ptr[0] + off * st[0] : buf[0];
+    const void *in[3];
+    bool one[3] = {false, false, false};
+    for (int j = 0; j < e->nin; j++) {
+      const char *p = ptr[j + 1] + off * st[j + 1];
+      char *b = e->kind == EW_COPY ? o : buf[j + 1];
+      if (st[j + 1] == 0 && e->kind == EW_BIN && !(j == 1 && one[0])) {
+        lu_convert(b, e->want[j], p, e->idt[j], 1);
+        one[j] = true;
+        in[j] = b;
+      } else if (e->idt[j] == e->want[j] && st[j + 1] == e->wsz[j] && e->kind != EW_COPY) {
+        in[j] = p;
+      } else {
+        gather(b, e->want[j], p, e->idt[j], st[j + 1], m);
+        in[j] = b;
+      }
+    }
+    switch (e->kind) {
+    case EW_BIN:
+      if (one[1]) e->bk->vs(m, in[0], in[1], o);
+      else if (one[0]) e->bk->sv(m, in[0], in[1], o);
+      else e->bk->vv(m, in[0], in[1], o);
+      break;
+    case EW_UN: e->uf(m, in[0], o, e->param); break;
+    case EW_WHERE: e->wf(m, in[0], in[1], in[2], o); break;
+    case EW_COPY: break; /* gathered straight into o */
+    }
+    if (!odirect) scatter(ptr[0] + off * st[0], st[0], buf[0], e->osz, m);
+  }
+}
+
+/* One row for lu_foreach_row: the flat kernel when every operand is dense
+ * (or a broadcast value) and of the dtype the kernel reads, else row_slow. */
+static void row(void *ctx, int64_t n, char *const *ptr, const int64_t *st) {
+  const ew *e = ctx;
+  if (st[0] != e->osz) {
+    row_slow(e, n, ptr, st);
+    return;
+  }
+  switch (e->kind) {
+  case EW_BIN:
+    if (e->idt[0] != e->want[0] || e->idt[1] != e->want[1]) break;
+    if (st[1] == e->wsz[0] && st[2] == e->wsz[1]) {
+      e->bk->vv(n, ptr[1], ptr[2], ptr[0]);
+      return;
+    }
+    if (st[1] == e->wsz[0] && st[2] == 0) {
+      e->bk->vs(n, ptr[1], ptr[2], ptr[0]);
+      return;
+    }
+    if (st[1] == 0 && st[2] == e->wsz[1]) {
+      e->bk->sv(n, ptr[1], ptr[2], ptr[0]);
+      return;
+    }
+    break;
+  case EW_UN:
+    if (e->idt[0] == e->want[0] && st[1] == e->wsz[0]) {
+      e->uf(n, ptr[1], ptr[0], e->param);
+      return;
+    }
+    break;
+  case EW_WHERE:
+    if (e->isz[0] == 1 && st[1] == 1 && e->idt[1] == e->want[1] && st[2] == e->wsz[1] &&
+        e->idt[2] == e->want[2] && st[3] == e->wsz[2]) {
+      e->wf(n, (const uint8_t *)ptr[1], ptr[2], ptr[3], ptr[0]);
+      return;
+    }
+    break;
+  case EW_COPY:
+    if (st[1] == e->isz[0]) {
+      lu_convert(ptr[0], e->odt, ptr[1], e->idt[0], n);
+      return;
+    }
+    break;
+  }
+  row_slow(e, n, ptr, st);
+}
+
+typedef struct flat {
+  const ew *e;
+  int nops;
+  int64_t n;
+  char *base[4];
+  int64_t st[4];
+} flat;
+
+static void flat_range(void *ctx, int64_t b, int64_t end) {
+  const flat *f = ctx;
+  int64_t lo = b * PAR_BLOCK, hi = end * PAR_BLOCK < f->n ? end * PAR_BLOCK : f->n;
+  char *p[4];
+  for (int k = 0; k < f->nops; k++) p[k] = f->base[k] + lo * f->st[k];
+  row((void *)f->e, hi - lo, p, f->st);
+}
+
+/* Run e over c->out[0] (any strides) and c->in (broadcast to it). */
+static luon_status run(lu_call *c, ew *e) {
+  luon_tensor *out = c->out[0];
+  int64_t n = out->size;
+  if (n == 0) return LUON_OK;
+  e->osz = luon_dtype_size(e->odt);
+  flat f;
+  f.e = e;
+  f.nops = e->nin + 1;
+  f.n = n;
+  f.base[0] = lu_data(out);
+  f.st[0] = e->osz;
+  bool dense = lu_is_contiguous(out);
+  for (int j = 0; j < e->nin; j++) {
+    const luon_tensor *t = c->in[j];
+    e->idt[j] = t->dtype;
+    e->isz[j] = luon_dtype_size(t->dtype);
+    e->wsz[j] = luon_dtype_size(e->want[j]);
+    f.base[j + 1] = lu_data(t);
+    /* equal sizes under broadcasting mean equal shapes up to leading ones */
+    if (t->size == n && lu_is_contiguous(t)) f.st[j + 1] = e->isz[j];
+    else if (t->size == 1) f.st[j + 1] = 0;
+    else dense = false;
+  }
+  if (dense) {
+    if (n < 2 * PAR_GRAIN) row(e, n, f.base, f.st);
+    else lu_parallel_for((n + PAR_BLOCK - 1) / PAR_BLOCK, PAR_GRAIN / PAR_BLOCK, flat_range, &f);
+    return LUON_OK;
+  }
+  int64_t st[LU_ITER_MAX_OPS][LU_MAXD];
+  for (int i = 0; i < out->ndim; i++) st[0][i] = out->strides[i] * e->osz;
+  for (int j = 0; j < e->nin; j++) lu_byte_strides(c->in[j], out->ndim, out->shape, st[j + 1]);
+  lu_foreach_row(out->ndim, out->shape, f.nops, f.base, (const int64_t(*)[LU_MAXD])st, PAR_GRAIN,
+                 row, e);
+  return LUON_OK;
+}
+
+static luon_status check_out(lu_call *c, const char *name, int32_t dt) {
+  if (c->out[0]->dtype != dt)
+    return lu_error(LUON_EINTERNAL, "%s: output is %s, expected %s", name,
+                    luon_dtype_name(c->out[0]->dtype), luon_dtype_name(dt));
+  return LUON_OK;
+}
+
+/* ---- binary ops ------------------------------------------------------------- */
+
+enum { B_ARITH, B_DIV, B_CMP, B_SUB };
+typedef struct binop {
+  const char *name;
+  int kind;
+  const bin_k *k;
+} binop;
+
+/* The dtype both inputs are read as. */
+static int32_t bin_dtype(const binop *b, int32_t da, int32_t db) {
+  int32_t t = lu_dtype_promote(da, db);
+  return b->kind == B_DIV && !lu_dtype_is_float(t) ? LUON_DTYPE_F32 : t;
+}
+
+/* (..a) op (..b) -> broadcast shape */
+static luon_status bin_shape(lu_call *c, const binop *b) {
+  const luon_tensor *x = c->in[0], *y = c->in[1];
+  LU_TRY(lu_broadcast_shapes(b->name, x->ndim, x->shape, y->ndim, y->shape, &c->out_ndim[0],
+                             c->out_shape[0]));
+  int32_t t = bin_dtype(b, x->dtype, y->dtype);
+  if (b->kind == B_SUB && t == LUON_DTYPE_BOOL)
+    return lu_error(LUON_EDTYPE, "subtract: boolean subtract is not supported, use logical_xor "
+                    "or not_equal instead (inputs bool %s and bool %s)",
+                    lu_shape_str(x->ndim, x->shape), lu_shape_str(y->ndim, y->shape));
+  if (!lu_dtype_valid(t) || !b->k[t].vv)
+    return lu_error(LUON_EDTYPE, "%s: not supported for %s and %s", b->name,
+                    luon_dtype_name(x->dtype), luon_dtype_name(y->dtype));
+  c->out_dtype[0] = b->kind == B_CMP ? LUON_DTYPE_BOOL : t;
+  return LUON_OK;
+}
+
+static luon_status bin_run(lu_call *c, const binop *b) {
+  ew e;
+  e.kind = EW_BIN;
+  e.nin = 2;
+  int32_t t = bin_dtype(b, c->in[0]->dtype, c->in[1]->dtype);
+  e.want[0] = e.want[1] = t;
+  e.odt = b->kind == B_CMP ? LUON_DTYPE_BOOL : t;
+  e.bk = &b->k[t];
+  LU_TRY(check_out(c, b->name, e.odt));
+  return run(c, &e);
+}
+
+#define BINOP(op, kind)                                                        \
+  static const binop B_##op = {#op, kind, K_##op};                             \
+  luon_status lu_shape_##op(lu_call *c) { return bin_shape(c, &B_##op); }      \
+  luon_status lu_cpu_##op(lu_call *c) { return bin_run(c, &B_##op); }
+BINOP(add, B_ARITH)
+BINOP(subtract, B_SUB)
+BINOP(multiply, B_ARITH)
+BINOP(divide, B_DIV)
+BINOP(power, B_ARITH)
+BINOP(maximum, B_ARITH)
+BINOP(minimum, B_ARITH)
+BINOP(equal, B_CMP)
+BINOP(not_equal, B_CMP)
+BINOP(greater, B_CMP)
+BINOP(greater_equal, B_CMP)
+BINOP(less, B_CMP)
+BINOP(less_equal, B_CMP)
+
+/* ---- unary ops -------------------------------------------------------------- */
+
+enum { U_KEEP, U_FLOAT, U_NEG, U_CLIP };
+typedef struct unop {
+  const char *name;
+  int kind;
+  const un_fn *k;
+} unop;
+
+static int32_t un_dtype(const unop *u, int32_t dt) {
+  return u->kind == U_FLOAT && !lu_dtype_is_float(dt) ? LUON_DTYPE_F32 : dt;
+}
+
+/* (..x) -> (..x) */
+static luon_status un_shape(lu_call *c, const unop *u) {
+  const luon_tensor *x = c->in[0];
+  int32_t t = un_dtype(u, x->dtype);
+  if (u->kind == U_NEG && t == LUON_DTYPE_BOOL)
+    return lu_error(LUON_EDTYPE, "negative: not supported for bool (input bool %s); use "
+                    "logical_not instead", lu_shape_str(x->ndim, x->shape));
+  if (!lu_dtype_valid(t) || !u->k[t])
+    return lu_error(LUON_EDTYPE, "%s: not supported for %s", u->name, luon_dtype_name(x->dtype));
+  c->out_ndim[0] = x->ndim;
+  memcpy(c->out_shape[0], x->shape, sizeof(int64_t) * (size_t)x->ndim);
+  c->out_dtype[0] = t;
+  return LUON_OK;
+}
+
+/* Clip bound v (NaN: none) as an integer within [mn, mx]. */
+static int64_t int_bound(double v, bool lower, int64_t mn, int64_t mx) {
+  if (isnan(v)) return lower ? mn : mx;
+  v = lower ? ceil(v) : floor(v);
+  if (v <= (double)mn) return mn;
+  if (v >= (double)mx) return mx;
+  return (int64_t)v;
+}
+
+/* attrs f[0], f[1] as two values of dtype dt in e->pbuf. */
+static void clip_bounds(ew *e, int32_t dt, const double *f) {
+  void *p = e->pbuf;
+  switch (dt) {
+  case LUON_DTYPE_F32:
+    ((float *)p)[0] = isnan(f[0]) ? -INFINITY : (float)f[0];
+    ((float *)p)[1] = isnan(f[1]) ? INFINITY : (float)f[1];
+    break;
+  case LUON_DTYPE_F64:
+    ((double *)p)[0] = isnan(f[0]) ? -INFINITY : f[0];
+    ((double *)p)[1] = isnan(f[1]) ? INFINITY : f[1];
+    break;
+  case LUON_DTYPE_I32:
+    ((int32_t *)p)[0] = (int32_t)int_bound(f[0], true, INT32_MIN, INT32_MAX);
+    ((int32_t *)p)[1] = (int32_t)int_bound(f[1], false, INT32_MIN, INT32_MAX);
+    break;
+  case LUON_DTYPE_I64:
+    ((int64_t *)p)[0] = int_bound(f[0], true, INT64_MIN, INT64_MAX);
+    ((int64_t *)p)[1] = int_bound(f[1], false, INT64_MIN, INT64_MAX);
+    break;
+  default: /* uint8, bool */
+    ((uint8_t *)p)[0] = (uint8_t)int_bound(f[0], true, 0, dt == LUON_DTYPE_BOOL ? 1 : 255);
+    ((uint8_t *)p)[1] = (uint8_t)int_bound(f[1], false, 0, dt == LUON_DTYPE_BOOL ? 1 : 255);
+    break;
+  }
+  e->param = p;
+}
+
+static luon_status un_run(lu_call *c, const unop *u) {
+  ew e;
+  e.kind = EW_UN;
+  e.nin = 1;
+  int32_t t = un_dtype(u, c->in[0]->dtype);
+  e.want[0] = e.odt = t;
+  e.uf = u->k[t];
+  e.param = NULL;
+  if (u->kind == U_CLIP) clip_bounds(&e, t, c->attrs->f);
+  LU_TRY(check_out(c, u->name, t));
+  return run(c, &e);
+}
+
+#define UNOP(op, kind)                                                         \
+  static const unop U_##op = {#op, kind, K_##op};                              \
+  luon_status lu_shape_##op(lu_call *c) { return un_shape(c, &U_##op); }       \
+  luon_status lu_cpu_##op(lu_call *c) { return un_run(c, &U_##op); }
+UNOP(negative, U_NEG)
+UNOP(abs, U_KEEP)
+UNOP(sign, U_KEEP)
+UNOP(exp, U_FLOAT)
+UNOP(log, U_FLOAT)
+UNOP(sqrt, U_FLOAT)
+UNOP(square, U_KEEP)
+UNOP(tanh, U_FLOAT)
+UNOP(sigmoid, U_FLOAT)
+UNOP(relu, U_KEEP)
+UNOP(clip, U_CLIP)
+
+/* ---- where ------------------------------------------------------------------ */
+
+/* (..cond), (..x), (..y) -> the three broadcast together; dtype promote(x, y) */
+luon_status lu_shape_where(lu_call *c) {
+  const luon_tensor *k = c->in[0], *x = c->in[1], *y = c->in[2];
+  int nd;
+  int64_t s[LU_MAXD];
+  if (lu_broadcast_shapes("where", k->ndim, k->shape, x->ndim, x->shape, &nd, s) != LUON_OK ||
+      lu_broadcast_shapes("where", nd, s, y->ndim, y->shape, &c->out_ndim[0], c->out_shape[0]) !=
+          LUON_OK)
+    return lu_error(LUON_ESHAPE, "where: shapes %s (condition), %s (x) and %s (y) cannot be "
+                    "broadcast together", lu_shape_str(k->ndim, k->shape),
+                    lu_shape_str(x->ndim, x->shape), lu_shape_str(y->ndim, y->shape));
+  int32_t t = lu_dtype_promote(x->dtype, y->dtype);
+  if (!lu_dtype_valid(t) || !K_where[t])
+    return lu_error(LUON_EDTYPE, "where: not supported for %s and %s", luon_dtype_name(x->dtype),
+                    luon_dtype_name(y->dtype));
+  c->out_dtype[0] = t;
+  return LUON_OK;
+}
+
+luon_status lu_cpu_where(lu_call *c) {
+  ew e;
+  e.kind = EW_WHERE;
+  e.nin = 3;
+  int32_t t = lu_dtype_promote(c->in[1]->dtype, c->in[2]->dtype);
+  e.want[0] = c->in[0]->dtype == LUON_DTYPE_U8 ? LUON_DTYPE_U8 : LUON_DTYPE_BOOL;
+  e.want[1] = e.want[2] = e.odt = t;
+  e.wf = K_where[t];
+  LU_TRY(check_out(c, "where", t));
+  return run(c, &e);
+}
+
+/* ---- copy ------------------------------------------------------------------- */
+
+/* (..x) -> (..x), dense, of dtype attrs->dtype (0: x's) */
+luon_status lu_shape_copy(lu_call *c) {
+  const luon_tensor *x = c->in[0];
+  c->out_ndim[0] = x->ndim;
+  memcpy(c->out_shape[0], x->shape, sizeof(int64_t) * (size_t)x->ndim);
+  c->out_dtype[0] = c->attrs->dtype ? c->attrs->dtype : x->dtype;
+  return LUON_OK;
+}
+
+/* Also called by luon_tensor_copy with out[0] any strided tensor of x's shape. */
+luon_status lu_cpu_copy(lu_call *c) {
+  ew e;
+  e.kind = EW_COPY;
+  e.nin = 1;
+  e.odt = e.want[0] = c->out[0]->dtype;
+  if (c->out[0]->ndim != c->in[0]->ndim ||
+      memcmp(c->out[0]->shape, c->in[0]->shape, sizeof(int64_t) * (size_t)c->in[0]->ndim) != 0)
+    return lu_error(LUON_ESHAPE, "copy: cannot copy an array of shape %s into one of shape %s",
+                    lu_shape_str(c->in[0]->ndim, c->in[0]->shape),
+                    lu_shape_str(c->out[0]->ndim, c->out[0]->shape));
+  return run(c, &e);
+}

@@ -1,0 +1,30 @@
+/* testutil.h: the CHECK macro of the C tests. A failed check prints its
+ * place and message to stderr and counts; main returns TEST_RESULT. */
+#ifndef LUON_TESTUTIL_H
+#define LUON_TESTUTIL_H
+
+#include <stdio.h>
+
+static int test_failures;
+
+#define CHECK(cond, ...)                                                      \
+  do {                                                                        \
+    if (!(cond)) {                                                            \
+      test_failures++;                                                        \
+      fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);         \
+      fprintf(stderr, __VA_ARGS__);                                           \
+      fprintf(stderr, "\n");                                                  \
+    }                                                                         \
+  } while (0)
+
+/* A call that must return LUON_OK; prints luon_last_error() when it does not. */
+#define CHECK_OK(expr)                                                        \
+  do {                                                                        \
+    luon_status check_ok_s_ = (expr);                                         \
+    CHECK(check_ok_s_ == LUON_OK, "status %d: %s", (int)check_ok_s_,          \
+          luon_last_error());                                                 \
+  } while (0)
+
+#define TEST_RESULT (test_failures ? (fprintf(stderr, "%d check(s) failed\n", test_failures), 1) : 0)
+
+#endif
