@@ -1,0 +1,293 @@
+/* matmul.c: NumPy matmul. (..., M, K) @ (..., K, N) -> (..., M, N) with batch
+ * broadcasting; a 1-d first input is (1, K), a 1-d second input (K, 1), and
+ * the added axis is dropped from the result. Floats go to BLAS, integers to
+ * a plain loop. Not here: dot/tensordot/einsum (composites in lua/). */
+#include "internal.h"
+#include <cblas.h>
+#include <limits.h>
+#include <stdlib.h>
+
+/* The problem as the shapes state it. */
+typedef struct mm {
+  int nb;                     /* batch axes of the result */
+  int64_t bshape[LU_MAXD];
+  int64_t M, K, N;
+  bool a1, b1;                /* 1-d inputs */
+} mm;
+
+static luon_status dims(const luon_tensor *a, const luon_tensor *b, mm *p) {
+  if (a->ndim == 0 || b->ndim == 0)
+    return lu_error(LUON_ESHAPE, "matmul: input %d is a 0-d array (shape %s and %s); use multiply "
+                    "to scale by a scalar", a->ndim == 0 ? 1 : 2, lu_shape_str(a->ndim, a->shape),
+                    lu_shape_str(b->ndim, b->shape));
+  p->a1 = a->ndim == 1;
+  p->b1 = b->ndim == 1;
+  p->M = p->a1 ? 1 : a->shape[a->ndim - 2];
+  p->K = a->shape[a->ndim - 1];
+  int64_t K2 = p->b1 ? b->shape[0] : b->shape[b->ndim - 2];
+  p->N = p->b1 ? 1 : b->shape[b->ndim - 1];
+  if (p->K != K2)
+    return lu_error(LUON_ESHAPE, "matmul: input 1 has shape %s but input 2 has shape %s: the inner "
+                    "dimensions %lld and %lld differ", lu_shape_str(a->ndim, a->shape),
+                    lu_shape_str(b->ndim, b->shape), (long long)p->K, (long long)K2);
+  int na = p->a1 ? 0 : a->ndim - 2, nb = p->b1 ? 0 : b->ndim - 2;
+  if (lu_broadcast_shapes("matmul", na, a->shape, nb, b->shape, &p->nb, p->bshape) != LUON_OK)
+    return lu_error(LUON_ESHAPE, "matmul: the batch dimensions %s and %s of inputs of shape %s and "
+                    "%s cannot be broadcast together", lu_shape_str(na, a->shape),
+                    lu_shape_str(nb, b->shape), lu_shape_str(a->ndim, a->shape),
+                    lu_shape_str(b->ndim, b->shape));
+  return LUON_OK;
+}
+
+/* Integer results are int32 or int64 (bool and uint8 count in int64). */
+static int32_t result_dtype(int32_t a, int32_t b) {
+  int32_t t = lu_dtype_promote(a, b);
+  return t == LUON_DTYPE_BOOL || t == LUON_DTYPE_U8 ? LUON_DTYPE_I64 : t;
+}
+
+luon_status lu_shape_matmul(lu_call *c) {
+  mm p;
+  LU_TRY(dims(c->in[0], c->in[1], &p));
+  int n = 0;
+  for (int i = 0; i < p.nb; i++) c->out_shape[0][n++] = p.bshape[i];
+  if (!p.a1) c->out_shape[0][n++] = p.M;
+  if (!p.b1) c->out_shape[0][n++] = p.N;
+  c->nout = 1;
+  c->out_ndim[0] = n;
+  c->out_dtype[0] = result_dtype(c->in[0]->dtype, c->in[1]->dtype);
+  return LUON_OK;
+}
+
+/* ---- kernels ------------------------------------------------------------- */
+
+/* (M,K) @ (K,N) -> (M,N), strides in elements, C with row stride ldc.
+ * The naive reference for the BLAS path (accumulates in double). */
+static void sgemm_ref(int64_t M, int64_t N, int64_t K, const float *A, int64_t sam, int64_t sak,
+                      const float *B, int64_t sbk, int64_t sbn, float *C, int64_t ldc) {
+  for (int64_t i = 0; i < M; i++)
+    for (int64_t j = 0; j < N; j++) {
+      double s = 0;
+      for (int64_t k = 0; k < K; k++) s += (double)A[i * sam + k * sak] * B[k * sbk + j * sbn];
+      C[i * ldc + j] = (float)s;
+    }
+}
+
+static void dgemm_ref(int64_t M, int64_t N, int64_t K, const double *A, int64_t sam, int64_t sak,
+                      const double *B, int64_t sbk, int64_t sbn, double *C, int64_t ldc) {
+  for (int64_t i = 0; i < M; i++)
+    for (int64_t j = 0; j < N; j++) {
+      double s = 0;
+      for (int64_t k = 0; k < K; k++) s += A[i * sam + k * sak] * B[k * sbk + j * sbn];
+      C[i * ldc + j] = s;
+    }
+}
+
+/* Integer (M,K) @ (K,N) rows [b, e): A any strides, B rows of unit stride.
+ * Unsigned arithmetic: overflow wraps as in NumPy instead of being UB. */
+typedef struct ijob {
+  const char *A, *B;
+  char *C;
+  int64_t N, K, sam, sak, sbk;
+  int32_t dt;
+} ijob;
+
+static void int_rows(void *ctx, int64_t b, int64_t e) {
+  const ijob *j = ctx;
+  for (int64_t i = b; i < e; i++) {
+    if (j->dt == LUON_DTYPE_I32) {
+      const int32_t *A = (const int32_t *)j->A, *B = (const int32_t *)j->B;
+      uint32_t *restrict c = (uint32_t *)j->C + i * j->N;
+      for (int64_t n = 0; n < j->N; n++) c[n] = 0;
+      for (int64_t k = 0; k < j->K; k++) {
+        uint32_t av = (uint32_t)A[i * j->sam + k * j->sak];
+        const int32_t *restrict br = B + k * j->sbk;
+        for (int64_t n = 0; n < j->N; n++) c[n] += av * (uint32_t)br[n];
+      }
+    } else {
+      const int64_t *A = (const int64_t *)j->A, *B = (const int64_t *)j->B;
+      uint64_t *restrict c = (uint64_t *)j->C + i * j->N;
+      for (int64_t n = 0; n < j->N; n++) c[n] = 0;
+      for (int64_t k = 0; k < j->K; k++) {
+        uint64_t av = (uint64_t)A[i * j->sam + k * j->sak];
+        const int64_t *restrict br = B + k * j->sbk;
+        for (int64_t n = 0; n < j->N; n++) c[n] += av * (uint64_t)br[n];
+      }
+    }
+  }
+}
+
+/* How BLAS reads a (rows, cols) matrix with element strides (sr, sc):
+ * NOTRANS or TRANS with *ld, or COPY when it cannot (strides 0 or < 0,
+ * neither axis dense). Strides of size-1 axes do not matter. */
+enum { NOTRANS, TRANS, COPY };
+static int layout(int64_t rows, int64_t cols, int64_t sr, int64_t sc, int64_t *ld) {
+  int64_t r1 = rows > 1 ? rows : 1, c1 = cols > 1 ? cols : 1;
+  if (rows <= 1) sr = c1;
+  if (cols <= 1) sc = 1;
+  if (sc == 1 && sr >= c1) { *ld = sr; return NOTRANS; }
+  if (sr == 1 && sc >= r1) { *ld = sc; return TRANS; }
+  if (rows <= 1 && sc >= 1) { *ld = sc; return TRANS; }
+  return COPY;
+}
+
+/* Copy a (rows, cols) matrix of dtype sdt with element strides (sr, sc)
+ * into dense row-major dst of dtype ddt. */
+static void pack(char *dst, int32_t ddt, const char *src, int32_t sdt, int64_t rows, int64_t cols,
+                 int64_t sr, int64_t sc) {
+  int64_t ds = luon_dtype_size(ddt), ss = luon_dtype_size(sdt);
+  for (int64_t r = 0; r < rows; r++) {
+    if (sc == 1) {
+      lu_convert(dst + r * cols * ds, ddt, src + r * sr * ss, sdt, cols);
+    } else {
+      for (int64_t k = 0; k < cols; k++)
+        lu_convert(dst + (r * cols + k) * ds, ddt, src + (r * sr + k * sc) * ss, sdt, 1);
+    }
+  }
+}
+
+/* Copy t->size contiguous elements of src into tensor t (any strides). */
+static void scatter(luon_tensor *t, const char *src) {
+  int64_t es = luon_dtype_size(t->dtype), idx[LU_MAXD] = {0}, off = 0;
+  char *dst = lu_data(t);
+  for (int64_t k = 0; k < t->size; k++) {
+    memcpy(dst + off * es, src + k * es, (size_t)es);
+    for (int d = t->ndim - 1; d >= 0; d--) {
+      off += t->strides[d];
+      if (++idx[d] < t->shape[d]) break;
+      off -= t->strides[d] * t->shape[d];
+      idx[d] = 0;
+    }
+  }
+}
+
+/* The naive kernels only, for checking BLAS (LUON_REF_KERNELS=1). */
+static bool ref_only(void) {
+  const char *e = getenv("LUON_REF_KERNELS");
+  return e && e[0] == '1';
+}
+
+/* One operand of one product, ready for a kernel. */
+typedef struct operand {
+  const char *p;
+  int64_t sr, sc;     /* element strides */
+  int how;            /* NOTRANS/TRANS with ld, for BLAS */
+  int64_t ld;
+} operand;
+
+/* Point o at (rows, cols) at src, packing into buf when dtype or strides
+ * do not suit the kernel (BLAS for floats; unit column stride for ints). */
+static void prepare(operand *o, const char *src, int32_t sdt, int32_t cdt, int64_t rows,
+                    int64_t cols, int64_t sr, int64_t sc, bool need_rows, char *buf) {
+  o->how = layout(rows, cols, sr, sc, &o->ld);
+  bool ok = sdt == cdt && (lu_dtype_is_float(cdt) ? o->how != COPY : !need_rows || sc == 1 || cols <= 1);
+  if (ok) {
+    o->p = src;
+    o->sr = sr;
+    o->sc = cols <= 1 ? 1 : sc;
+    return;
+  }
+  pack(buf, cdt, src, sdt, rows, cols, sr, sc);
+  o->p = buf;
+  o->sr = cols;
+  o->sc = 1;
+  o->how = NOTRANS;
+  o->ld = cols > 1 ? cols : 1;
+}
+
+luon_status lu_cpu_matmul(lu_call *c) {
+  const luon_tensor *a = c->in[0], *b = c->in[1];
+  luon_tensor *y = c->out[0];
+  mm p;
+  LU_TRY(dims(a, b, &p));
+  int32_t cdt = y->dtype;
+  int64_t M = p.M, K = p.K, N = p.N, cs = luon_dtype_size(cdt);
+  int64_t as = luon_dtype_size(a->dtype), bs = luon_dtype_size(b->dtype);
+  bool fl = lu_dtype_is_float(cdt);
+  if (fl && !ref_only() && (M > INT_MAX || N > INT_MAX || K > INT_MAX))
+    return lu_error(LUON_EUNSUPPORTED, "matmul: dimensions (%lld,%lld,%lld) exceed what BLAS takes",
+                    (long long)M, (long long)K, (long long)N);
+  /* (M,K) and (K,N) strides, and the batch strides of each input */
+  int64_t sam = p.a1 ? 0 : a->strides[a->ndim - 2], sak = a->strides[a->ndim - 1];
+  int64_t sbk = p.b1 ? b->strides[0] : b->strides[b->ndim - 2], sbn = p.b1 ? 1 : b->strides[b->ndim - 1];
+  int64_t abs_[LU_MAXD], bbs[LU_MAXD];
+  int na = p.a1 ? 0 : a->ndim - 2, nbb = p.b1 ? 0 : b->ndim - 2;
+  for (int i = 0; i < p.nb; i++) {
+    int ja = i - (p.nb - na), jb = i - (p.nb - nbb);
+    abs_[i] = ja < 0 || a->shape[ja] == 1 ? 0 : a->strides[ja];
+    bbs[i] = jb < 0 || b->shape[jb] == 1 ? 0 : b->strides[jb];
+  }
+  int64_t nbatch = lu_numel(p.nb, p.bshape);
+  if (y->size == 0) return LUON_OK;
+
+  bool direct = lu_is_contiguous(y);
+  char *out = direct ? lu_data(y) : malloc((size_t)(y->size * cs));
+  char *pa = NULL, *pb = NULL;
+  if (out) pa = malloc((size_t)(M * K * cs) + 1);
+  if (pa) pb = malloc((size_t)(K * N * cs) + 1);
+  if (!pb) {
+    if (!direct) free(out);
+    free(pa);
+    return lu_error(LUON_ENOMEM, "matmul: out of host memory for scratch of (%lld,%lld) and (%lld,%lld)",
+                    (long long)M, (long long)K, (long long)K, (long long)N);
+  }
+  if (K == 0) {
+    memset(out, 0, (size_t)(y->size * cs));
+    nbatch = 0;
+  }
+  /* a stack of matrices times one matrix: one product of (batch*M, K) */
+  bool b_shared = true;
+  int64_t expect = sam * M;
+  for (int i = p.nb - 1; i >= 0; i--) {
+    if (bbs[i] != 0) b_shared = false;
+    if (p.bshape[i] == 1) continue;
+    if (abs_[i] != expect) b_shared = false;
+    expect *= p.bshape[i];
+  }
+  if (b_shared && nbatch > 1 && a->dtype == cdt && sak == 1 && sam >= K && !p.a1) {
+    M *= nbatch;
+    nbatch = 1;
+  }
+
+  const char *a0 = lu_data(a), *b0 = lu_data(b);
+  int64_t idx[LU_MAXD] = {0}, aoff = 0, boff = 0;
+  for (int64_t t = 0; t < nbatch; t++) {
+    operand A, B;
+    prepare(&A, a0 + aoff * as, a->dtype, cdt, M, K, sam, sak, false, pa);
+    prepare(&B, b0 + boff * bs, b->dtype, cdt, K, N, sbk, sbn, true, pb);
+    char *C = out + t * M * N * cs;
+    if (fl && ref_only()) {
+      if (cdt == LUON_DTYPE_F32)
+        sgemm_ref(M, N, K, (const float *)A.p, A.sr, A.sc, (const float *)B.p, B.sr, B.sc, (float *)C, N);
+      else
+        dgemm_ref(M, N, K, (const double *)A.p, A.sr, A.sc, (const double *)B.p, B.sr, B.sc, (double *)C, N);
+    } else if (fl) {
+      enum CBLAS_TRANSPOSE ta = A.how == TRANS ? CblasTrans : CblasNoTrans;
+      enum CBLAS_TRANSPOSE tb = B.how == TRANS ? CblasTrans : CblasNoTrans;
+      if (cdt == LUON_DTYPE_F32)
+        cblas_sgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, 1.0f, (const float *)A.p,
+                    (int)A.ld, (const float *)B.p, (int)B.ld, 0.0f, (float *)C, (int)(N > 1 ? N : 1));
+      else
+        cblas_dgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, 1.0, (const double *)A.p,
+                    (int)A.ld, (const double *)B.p, (int)B.ld, 0.0, (double *)C, (int)(N > 1 ? N : 1));
+    } else {
+      ijob j = {A.p, B.p, C, N, K, A.sr, A.sc, B.sr, cdt};
+      int64_t grain = 65536 / (K * N > 0 ? K * N : 1);
+      lu_parallel_for(M, grain < 1 ? 1 : grain, int_rows, &j);
+    }
+    for (int d = p.nb - 1; d >= 0; d--) {
+      aoff += abs_[d];
+      boff += bbs[d];
+      if (++idx[d] < p.bshape[d]) break;
+      aoff -= abs_[d] * p.bshape[d];
+      boff -= bbs[d] * p.bshape[d];
+      idx[d] = 0;
+    }
+  }
+  if (!direct) {
+    scatter(y, out);
+    free(out);
+  }
+  free(pa);
+  free(pb);
+  return LUON_OK;
+}
