@@ -7,7 +7,6 @@ ffi.cdef [[
 void cblas_sgemm(int order, int ta, int tb, int m, int n, int k, float alpha, const float *a,
                  int lda, const float *b, int ldb, float beta, float *c, int ldc);
 ]]
-local ok, blas = pcall(ffi.load, "openblas")
 local n = 1024
 local a, b = np.random.uniform(-1, 1, {n, n}), np.random.uniform(-1, 1, {n, n})
 local flops = 2 * n * n * n
@@ -25,7 +24,10 @@ local function median(f)
 end
 
 local luon_gf = median(function() local c = np.matmul(a, b); c:wait_to_read() end)
-print(("   luon np.matmul     %.1f GFLOP/s"):format(luon_gf))
+-- after luon loaded OpenBLAS (choosing its kernel), the same library again
+local ok, blas = pcall(ffi.load, "libopenblas.so.0")
+print(("   luon np.matmul     %.1f GFLOP/s (OpenBLAS kernel: %s)"):format(
+  luon_gf, ffi.string(require("luon.ffi").C.luon_blas_info())))
 if ok then
   local info = ffi.new("luon_tensor_info")
   local C = require("luon.ffi").C

@@ -141,7 +141,9 @@ luon_status lu_alloc(lu_device d, size_t bytes, lu_block **out) {
     b->ptr = p;
     b->bytes = rounded;
     b->dev = d;
-    __atomic_add_fetch(&counters.bytes_since_gc, (int64_t)rounded, __ATOMIC_RELAXED);
+    __atomic_store_n(&counters.bytes_since_gc,
+                     __atomic_load_n(&counters.bytes_since_gc, __ATOMIC_RELAXED) + (int64_t)rounded,
+                     __ATOMIC_RELAXED);
     pthread_mutex_lock(&pl->lock);
     account(pl, b);
     pthread_mutex_unlock(&pl->lock);

@@ -146,7 +146,7 @@ luon_status luon_op_call(int32_t op, int32_t nin, luon_tensor *const *in, const 
                        lu_device_str(c.dev), lu_device_str(o->dev));
           break;
         }
-        if (o->dtype == c.out_dtype[k] && !shares_storage(o, nin, in)) {
+        if (o->dtype == c.out_dtype[k] && lu_is_contiguous(o) && !shares_storage(o, nin, in)) {
           c.out[k] = luon_tensor_retain(o);
           wrote_into[k] = true;
           continue;
@@ -181,6 +181,10 @@ luon_status luon_op_call(int32_t op, int32_t nin, luon_tensor *const *in, const 
     }
   }
   if (s != LUON_OK) {
+    for (int k = 0; k < c.nout; k++) luon_tensor_release(c.out[k]);
+    return s;
+  }
+  if (lu_recording && d->kind != LU_INPLACE && (s = lu_autograd_record(&c, c.out)) != LUON_OK) {
     for (int k = 0; k < c.nout; k++) luon_tensor_release(c.out[k]);
     return s;
   }

@@ -58,9 +58,10 @@ void lu_free(lu_block *b);
 typedef struct lu_storage {
   int32_t refcount;       /* atomic */
   lu_device dev;
-  lu_block *block;        /* NULL for wrapped external memory */
+  lu_block *block;        /* from the caching allocator; NULL when inline or external */
   void *ptr;              /* base address */
   size_t bytes;
+  void *owner;            /* the allocation holding this struct (freed with it) */
 } lu_storage;
 
 struct lu_node;           /* autograd (autograd.c) */
@@ -78,6 +79,8 @@ struct luon_tensor {
   struct lu_node *node;     /* the autograd node that produced it, if recorded */
   struct luon_tensor *grad; /* gradient buffer, if attached */
   int32_t grad_req;
+  int32_t out_index;        /* which output of node it is */
+  int64_t grad_gen;         /* the backward pass that last wrote grad */
 };
 
 /* Element address of a tensor's first element. */
@@ -188,6 +191,17 @@ void lu_broadcast_strides(const luon_tensor *t, int ndim, const int64_t *shape,
 /* Normalise a possibly negative axis; error names op and values. */
 luon_status lu_axis(const char *op, int64_t axis, int ndim, int *out);
 
+/* ---- BLAS (blas.c): OpenBLAS loaded on first use ------------------------- */
+
+/* LUON_OK once OpenBLAS is loaded (lu_sgemm/lu_dgemm load it themselves
+ * and fall back to a plain loop when it cannot be loaded). */
+luon_status lu_blas_ready(void);
+/* cblas_sgemm / cblas_dgemm (CblasRowMajor etc. from <cblas.h>). */
+void lu_sgemm(int order, int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda,
+              const float *b, int ldb, float beta, float *c, int ldc);
+void lu_dgemm(int order, int ta, int tb, int m, int n, int k, double alpha, const double *a,
+              int lda, const double *b, int ldb, double beta, double *c, int ldc);
+
 /* ---- strided iteration (core/iter.c) -------------------------------------- */
 
 /* Walk an N-d index space `shape` over up to LU_ITER_MAX_OPS operands, each
@@ -202,6 +216,16 @@ void lu_foreach_row(int ndim, const int64_t *shape, int nops, char *const *base,
                     const int64_t (*strides)[LU_MAXD], int64_t grain, lu_row_fn fn, void *ctx);
 /* Byte strides of t broadcast to (ndim, shape), for lu_foreach_row. */
 void lu_byte_strides(const luon_tensor *t, int ndim, const int64_t *shape, int64_t *out);
+
+/* ---- autograd (autograd.c) ---------------------------------------------- */
+
+/* Put a finished call on the tape when recording and an input needs a
+ * gradient; outs are the call's outputs. */
+luon_status lu_autograd_record(const lu_call *c, luon_tensor *const *outs);
+void lu_autograd_release_node(struct lu_node *n);
+#ifndef __cplusplus
+extern __attribute__((tls_model("initial-exec"))) _Thread_local int32_t lu_recording;
+#endif
 
 /* ---- parallel loops ---------------------------------------------------- */
 

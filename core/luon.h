@@ -168,12 +168,39 @@ int32_t luon_op_num_outputs(int32_t op);
 luon_status luon_op_call(int32_t op, int32_t nin, luon_tensor *const *in,
                          const luon_attrs *attrs, int32_t *nout, luon_tensor **out);
 
+/* Autograd. While recording is on (per thread), every op whose inputs need
+ * a gradient is put on the tape; backward walks it in reverse. */
+typedef enum luon_grad_req {
+  LUON_GRAD_NULL = 0,     /* no gradient */
+  LUON_GRAD_WRITE = 1,    /* backward overwrites .grad */
+  LUON_GRAD_ADD = 2       /* backward adds into .grad */
+} luon_grad_req;
+/* Switch recording / training mode on or off; return the previous value. */
+int32_t luon_autograd_set_recording(int32_t on);
+int32_t luon_autograd_set_training(int32_t on);
+int32_t luon_autograd_is_recording(void);
+int32_t luon_autograd_is_training(void);
+/* Give t a gradient buffer (zeros, same shape, dtype and device). */
+luon_status luon_tensor_attach_grad(luon_tensor *t, int32_t grad_req);
+/* t's gradient buffer (+1), or NULL with LUON_OK when it has none. */
+luon_status luon_tensor_grad(luon_tensor *t, luon_tensor **out);
+int32_t luon_tensor_grad_req(const luon_tensor *t);
+/* Drop t's link to the tape (t becomes a constant, as MXNet's detach). */
+luon_status luon_tensor_detach(luon_tensor *t, luon_tensor **out);
+/* Backward from n heads; head_grads may be NULL (ones) or hold NULLs.
+ * Without retain_graph the tape behind the heads is freed. */
+luon_status luon_autograd_backward(int32_t n, luon_tensor *const *heads,
+                                   luon_tensor *const *head_grads, int32_t retain_graph);
+
 /* Random numbers: one seeded generator per device (counter-based). */
 luon_status luon_random_seed(int64_t seed);
 
 /* sizeof of a struct of this header as the C compiler lays it out, by name
  * ("luon_tensor_info"), or -1: the bindings check the FFI agrees. */
 int64_t luon_abi_sizeof(const char *struct_name);
+
+/* The BLAS in use and its kernel family ("SkylakeX"), or why none loaded. */
+const char *luon_blas_info(void);
 
 /* Threads used by CPU kernels (default: the number of cores). */
 void luon_set_num_threads(int32_t n);

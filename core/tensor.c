@@ -42,15 +42,36 @@ static luon_status check_shape(const char *fn, int ndim, const int64_t *shape) {
   return LUON_OK;
 }
 
-static luon_tensor *tensor_alloc(void) {
-  luon_tensor *t = calloc(1, sizeof *t);
-  if (t) {
-    t->refcount = 1;
-    luon_counters *c = luon_counters_get();
-    __atomic_add_fetch(&c->tensors_live, 1, __ATOMIC_RELAXED);
-    __atomic_add_fetch(&c->bytes_since_gc, (int64_t)sizeof *t, __ATOMIC_RELAXED);
-  }
-  return t;
+/* A new tensor comes in one allocation with its storage header, and, when
+ * its data is tiny and on the CPU, with the data too: a 1-element op then
+ * costs one malloc and one free. The allocation is freed when the last of
+ * the tensor and the storage's views lets go (see luon_tensor_release). */
+#define INLINE_BYTES 64
+typedef struct tensor_alloc {
+  luon_tensor t;
+  lu_storage st;
+  _Alignas(64) unsigned char data[];
+} tensor_alloc;
+
+/* The counters are heuristics for the Lua GC: relaxed, unlocked updates
+ * (a lost update between threads is harmless) keep them off the op path. */
+#define BUMP(field, v) __atomic_store_n(&(field), __atomic_load_n(&(field), __ATOMIC_RELAXED) + (v), __ATOMIC_RELAXED)
+
+static void count_tensor(int64_t bytes) {
+  luon_counters *c = luon_counters_get();
+  BUMP(c->tensors_live, 1);
+  BUMP(c->bytes_since_gc, bytes);
+}
+
+static void init_tensor(luon_tensor *t) {
+  memset(t, 0, offsetof(luon_tensor, shape));
+  t->refcount = 1;
+  t->node = NULL;
+  t->grad = NULL;
+  t->grad_req = 0;
+  t->out_index = 0;
+  t->grad_gen = 0;
+  t->offset = 0;
 }
 
 luon_status lu_tensor_new(int32_t dtype, int ndim, const int64_t *shape, lu_device dev,
@@ -59,24 +80,28 @@ luon_status lu_tensor_new(int32_t dtype, int ndim, const int64_t *shape, lu_devi
   if (!lu_dtype_valid(dtype)) return lu_error(LUON_EDTYPE, "empty: unknown dtype %d", dtype);
   int64_t n = lu_numel(ndim, shape);
   size_t bytes = (size_t)n * (size_t)luon_dtype_size(dtype);
-  lu_storage *st = malloc(sizeof *st);
-  luon_tensor *t = tensor_alloc();
-  if (!st || !t) {
-    free(st);
-    free(t);
-    return lu_error(LUON_ENOMEM, "empty: out of host memory for a tensor header");
-  }
-  luon_status s = lu_alloc(dev, bytes, &st->block);
-  if (s != LUON_OK) {
-    free(st);
-    free(t);
-    luon_counters_get()->tensors_live--;
-    return s;
+  bool tiny = dev.type == LUON_CPU && bytes <= INLINE_BYTES;
+  size_t size = sizeof(tensor_alloc) + (tiny ? INLINE_BYTES : 0);
+  tensor_alloc *a = malloc(size);
+  if (!a) return lu_error(LUON_ENOMEM, "empty: out of host memory for a tensor header");
+  lu_storage *st = &a->st;
+  st->block = NULL;
+  if (tiny) {
+    st->ptr = a->data;
+  } else {
+    luon_status s = lu_alloc(dev, bytes, &st->block);
+    if (s != LUON_OK) {
+      free(a);
+      return s;
+    }
+    st->ptr = st->block->ptr;
   }
   st->refcount = 1;
   st->dev = dev;
-  st->ptr = st->block->ptr;
   st->bytes = bytes;
+  st->owner = a;
+  luon_tensor *t = &a->t;
+  init_tensor(t);
   t->dtype = dtype;
   t->ndim = ndim;
   t->dev = dev;
@@ -84,6 +109,7 @@ luon_status lu_tensor_new(int32_t dtype, int ndim, const int64_t *shape, lu_devi
   lu_contiguous_strides(ndim, shape, t->strides);
   t->size = n;
   t->storage = st;
+  count_tensor((int64_t)size);
   *out = t;
   return LUON_OK;
 }
@@ -103,8 +129,10 @@ luon_status lu_tensor_view(luon_tensor *src, int ndim, const int64_t *shape,
       return lu_error(LUON_ESHAPE, "view: shape %s with offset %lld reaches outside the storage of %lld elements",
                       lu_shape_str(ndim, shape), (long long)offset, (long long)cap);
   }
-  luon_tensor *t = tensor_alloc();
+  luon_tensor *t = malloc(sizeof *t);
   if (!t) return lu_error(LUON_ENOMEM, "view: out of host memory for a tensor header");
+  init_tensor(t);
+  count_tensor((int64_t)sizeof *t);
   t->dtype = src->dtype;
   t->ndim = ndim;
   t->dev = src->dev;
@@ -128,13 +156,17 @@ luon_tensor *luon_tensor_retain(luon_tensor *t) {
 void luon_tensor_release(luon_tensor *t) {
   if (!t || __atomic_sub_fetch(&t->refcount, 1, __ATOMIC_ACQ_REL) != 0) return;
   lu_storage *st = t->storage;
+  /* a tensor whose allocation also holds its storage lives on, unreachable,
+   * until the last view of the storage is gone */
+  bool owns_memory = !(st && st->owner == (void *)t);
+  if (t->node) lu_autograd_release_node(t->node);
+  luon_tensor_release(t->grad);
+  BUMP(luon_counters_get()->tensors_live, -1);
   if (st && __atomic_sub_fetch(&st->refcount, 1, __ATOMIC_ACQ_REL) == 0) {
     lu_free(st->block);
-    free(st);
+    free(st->owner);
   }
-  luon_tensor_release(t->grad);
-  __atomic_sub_fetch(&luon_counters_get()->tensors_live, 1, __ATOMIC_RELAXED);
-  free(t);
+  if (owns_memory) free(t);
 }
 
 luon_status luon_tensor_info_get(const luon_tensor *t, luon_tensor_info *info) {

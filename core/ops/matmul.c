@@ -264,10 +264,10 @@ luon_status lu_cpu_matmul(lu_call *c) {
       enum CBLAS_TRANSPOSE ta = A.how == TRANS ? CblasTrans : CblasNoTrans;
       enum CBLAS_TRANSPOSE tb = B.how == TRANS ? CblasTrans : CblasNoTrans;
       if (cdt == LUON_DTYPE_F32)
-        cblas_sgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, 1.0f, (const float *)A.p,
+        lu_sgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, 1.0f, (const float *)A.p,
                     (int)A.ld, (const float *)B.p, (int)B.ld, 0.0f, (float *)C, (int)(N > 1 ? N : 1));
       else
-        cblas_dgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, 1.0, (const double *)A.p,
+        lu_dgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, 1.0, (const double *)A.p,
                     (int)A.ld, (const double *)B.p, (int)B.ld, 0.0, (double *)C, (int)(N > 1 ? N : 1));
     } else {
       ijob j = {A.p, B.p, C, N, K, A.sr, A.sc, B.sr, cdt};

@@ -9,6 +9,25 @@ local M = {ffi = ffi, C = C}
 ---------------------------------------------------------------------------
 -- Errors
 
+-- error(msg, level) for luon's modules: the message is reported at the
+-- user's line, the first stack frame outside luon's own directory, whatever
+-- tail calls did to the fixed levels callers pass. Past a C frame (as in
+-- pcall(np.add, a, b)) it gives no position, as Lua does.
+local own_prefix = debug.getinfo(1, "S").source:match("^(@.*[/\\])")
+local lua_error = error
+local function error(msg, level)
+  if own_prefix then
+    for k = 2, 200 do
+      local info = debug.getinfo(k, "S")
+      if not info or info.what == "C" then lua_error(msg, 0) end
+      if info.source:sub(1, #own_prefix) ~= own_prefix then lua_error(msg, k) end
+    end
+  end
+  if level == 0 then lua_error(msg, 0) end
+  lua_error(msg, (level or 1) + 1)
+end
+M.error = error
+
 -- Raise the last C error at `level` (default: the caller of our caller).
 local function raise(level)
   error(ffi.string(C.luon_last_error()), (level or 2) + 1)
@@ -115,19 +134,88 @@ local counters = C.luon_counters_get()
 -- 16-byte cdata of each tensor, so we collect for it.
 M.gc_threshold = 64 * 1024 * 1024
 
-local function gc_pressure()
+local gc_pressure
+
+-- Handing tensors to the GC. ffi.gc costs about 400 ns per object in
+-- LuaJIT (its finalizer table), more than an op. Instead every tensor
+-- pointer sits in slot i of a C array and its cdata in slot i of a table
+-- with weak values: when a GC cycle has cleared a slot, the tensor is
+-- released by the next sweep. A sentinel finalizer tells when a cycle
+-- ended; forced collections (gc_pressure) sweep at once.
+local slots = setmetatable({}, {__mode = "v"})
+local cap, top = 4096, 0
+local ptrs = ffi.new("luon_tensor*[?]", cap + 1)
+local free_ids, nfree = {}, 0
+local cycle_done = false
+
+local function sentinel()
+  local u = newproxy(true)
+  getmetatable(u).__gc = function()
+    cycle_done = true
+    sentinel()
+  end
+end
+sentinel()
+
+local function sweep()
+  cycle_done = false
+  for i = 1, top do
+    if slots[i] == nil then
+      local p = ptrs[i]
+      if p ~= nil then
+        ptrs[i] = nil
+        release(p)
+        nfree = nfree + 1
+        free_ids[nfree] = i
+      end
+    end
+  end
+end
+M.sweep = sweep
+
+gc_pressure = function()
   if counters.bytes_since_gc > M.gc_threshold then
     counters.bytes_since_gc = 0
     collectgarbage("collect")
+    sweep()
   end
 end
 M.gc_pressure = gc_pressure
 
--- Hand a new (+1) tensor pointer to the GC.
+-- Hand a new (+1) tensor pointer to the GC; returns the array.
 local function wrap(p)
-  return ffi.gc(p, release)
+  if cycle_done then sweep() end
+  local i
+  if nfree > 0 then
+    i = free_ids[nfree]
+    nfree = nfree - 1
+  else
+    top = top + 1
+    i = top
+    if i > cap then
+      local bigger = ffi.new("luon_tensor*[?]", 2 * cap + 1)
+      ffi.copy(bigger, ptrs, ffi.sizeof("luon_tensor*") * (cap + 1))
+      ptrs, cap = bigger, 2 * cap
+    end
+  end
+  ptrs[i] = p
+  slots[i] = p
+  return p
 end
 M.wrap = wrap
+
+-- Release every tensor still held when the Lua state closes (embedding).
+local closer = newproxy(true)
+getmetatable(closer).__gc = function()
+  for i = 1, top do
+    local p = ptrs[i]
+    if p ~= nil then
+      ptrs[i] = nil
+      release(p)
+    end
+  end
+end
+M._closer = closer
 
 local info = ffi.new("luon_tensor_info")
 M.info = info
@@ -210,7 +298,7 @@ function M.call2(op, x, y)
   local st = C.luon_op_call(op, 2, ins, nil, nout, outs)
   if st ~= 0 and (st ~= ENOMEM or run(op, 2, nil) ~= 0) then raise(3) end
   if counters.bytes_since_gc > M.gc_threshold then gc_pressure() end
-  return ffi.gc(outs[0], release)
+  return wrap(outs[0])
 end
 
 ---------------------------------------------------------------------------

@@ -1,9 +1,10 @@
 -- luon: a deep-learning runtime for Lua. require("luon") gives np, npx,
--- and clock(); autograd and gluon join them as they are built.
+-- autograd and clock(); gluon joins them with the training issue.
 local core = require("luon.core")
 local np = require("luon.np")
 require("luon.ndarray")
 local npx = require("luon.npx")
+local autograd = require("luon.autograd")
 
 local ffi = core.ffi
 ffi.cdef [[
@@ -12,7 +13,7 @@ int clock_gettime(int clk_id, luon_timespec *tp);
 ]]
 local ts = ffi.new("luon_timespec")
 
-local luon = {np = np, npx = npx, version = "0.1.0"}
+local luon = {np = np, npx = npx, autograd = autograd, version = "0.1.0"}
 
 -- Seconds from a monotonic clock, as a float (for timing loops).
 function luon.clock()
