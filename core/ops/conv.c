@@ -1,0 +1,755 @@
+/* conv.c: 2-d convolution (cross-correlation, no flip) in NCHW with stride,
+ * zero padding, dilation and groups, and its input and weight gradients.
+ * Not here: pooling (pool.c), transposed, 1-d or 3-d convolution.
+ *   y[n,o,i,j] = b[o] + sum_{c,p,q} w[o,c,p,q] x[n, g*Cg+c, i*sh-ph+p*dh, j*sw-pw+q*dw]
+ *   (g = o / Og; Cg = C/groups input and Og = O/groups output channels per group) */
+#include "internal.h"
+#include <cblas.h>
+#include <limits.h>
+#include <stdlib.h>
+
+/* Hot loops get an AVX-512 and an AVX2 clone, picked at load time. */
+#define TC __attribute__((target_clones("avx512f", "avx2", "default")))
+
+/* The geometry of one convolution, as the shapes and attributes state it. */
+typedef struct geom {
+  int64_t N, C, H, W;       /* input (N,C,H,W) */
+  int64_t O, KH, KW;        /* weight (O,C/G,KH,KW) */
+  int64_t OH, OW;           /* output (N,O,OH,OW) */
+  int64_t sh, sw, ph, pw, dh, dw, G;
+  int64_t Cg, Og, K, P;     /* per group: K = Cg*KH*KW rows of im2col, P = OH*OW */
+} geom;
+
+/* ---- shapes ------------------------------------------------------------------ */
+
+/* Stride, pad, dilation and groups from i[0..6] (defaults 1, 0, 1, 1). */
+static luon_status read_attrs(const char *op, const luon_attrs *a, geom *g) {
+  int64_t v[7] = {1, 1, 0, 0, 1, 1, 1};
+  for (int k = 0; k < 7 && k < a->ni; k++) v[k] = a->i[k];
+  g->sh = v[0], g->sw = v[1], g->ph = v[2], g->pw = v[3], g->dh = v[4], g->dw = v[5], g->G = v[6];
+  if (g->sh < 1 || g->sw < 1)
+    return lu_error(LUON_EINVAL, "%s: strides must be at least 1, got (%lld,%lld)", op,
+                    (long long)g->sh, (long long)g->sw);
+  if (g->ph < 0 || g->pw < 0)
+    return lu_error(LUON_EINVAL, "%s: padding must be at least 0, got (%lld,%lld)", op,
+                    (long long)g->ph, (long long)g->pw);
+  if (g->dh < 1 || g->dw < 1)
+    return lu_error(LUON_EINVAL, "%s: dilation must be at least 1, got (%lld,%lld)", op,
+                    (long long)g->dh, (long long)g->dw);
+  if (g->G < 1) return lu_error(LUON_EINVAL, "%s: groups must be at least 1, got %lld", op, (long long)g->G);
+  return LUON_OK;
+}
+
+/* Output sizes from N,C,H,W,O,KH,KW and the attributes; checks the groups. */
+static luon_status finish_geom(const char *op, geom *g) {
+  if (g->C % g->G || g->O % g->G)
+    return lu_error(LUON_ESHAPE, "%s: %lld groups must divide both the %lld input and the %lld "
+                    "output channels", op, (long long)g->G, (long long)g->C, (long long)g->O);
+  int64_t nh = g->H + 2 * g->ph - g->dh * (g->KH - 1) - 1;
+  int64_t nw = g->W + 2 * g->pw - g->dw * (g->KW - 1) - 1;
+  if (g->KH < 1 || g->KW < 1 || nh < 0 || nw < 0)
+    return lu_error(LUON_ESHAPE, "%s: kernel (%lld,%lld) with dilation (%lld,%lld) does not fit the "
+                    "input (%lld,%lld) padded by (%lld,%lld): the output would be empty", op,
+                    (long long)g->KH, (long long)g->KW, (long long)g->dh, (long long)g->dw,
+                    (long long)g->H, (long long)g->W, (long long)g->ph, (long long)g->pw);
+  g->OH = nh / g->sh + 1;
+  g->OW = nw / g->sw + 1;
+  g->Cg = g->C / g->G;
+  g->Og = g->O / g->G;
+  g->K = g->Cg * g->KH * g->KW;
+  g->P = g->OH * g->OW;
+  return LUON_OK;
+}
+
+static luon_status check_float(const char *op, const luon_tensor *a, const char *an,
+                               const luon_tensor *b, const char *bn) {
+  if (!lu_dtype_is_float(a->dtype))
+    return lu_error(LUON_EDTYPE, "%s: %s is %s; convolution takes float32 or float64", op, an,
+                    luon_dtype_name(a->dtype));
+  if (b->dtype != a->dtype)
+    return lu_error(LUON_EDTYPE, "%s: %s is %s but %s is %s; cast one with astype", op, an,
+                    luon_dtype_name(a->dtype), bn, luon_dtype_name(b->dtype));
+  return LUON_OK;
+}
+
+static luon_status check_4d(const char *op, const luon_tensor *t, const char *what, const char *layout) {
+  if (t->ndim != 4)
+    return lu_error(LUON_ESHAPE, "%s: %s must be 4-d %s, got shape %s", op, what, layout,
+                    lu_shape_str(t->ndim, t->shape));
+  return LUON_OK;
+}
+
+/* The forward's geometry from x, w[, b]. */
+static luon_status conv_geom(const lu_call *c, geom *g) {
+  const char *op = "conv2d";
+  if (c->nin != 2 && c->nin != 3)
+    return lu_error(LUON_EINVAL, "conv2d: takes x, weight and an optional bias, got %d inputs", c->nin);
+  const luon_tensor *x = c->in[0], *w = c->in[1];
+  LU_TRY(check_4d(op, x, "the input", "(N,C,H,W)"));
+  LU_TRY(check_4d(op, w, "the weight", "(O,C/groups,KH,KW)"));
+  LU_TRY(check_float(op, x, "the input", w, "the weight"));
+  LU_TRY(read_attrs(op, c->attrs, g));
+  g->N = x->shape[0], g->C = x->shape[1], g->H = x->shape[2], g->W = x->shape[3];
+  g->O = w->shape[0], g->KH = w->shape[2], g->KW = w->shape[3];
+  if (w->shape[1] * g->G != g->C) {
+    if (g->G == 1)
+      return lu_error(LUON_ESHAPE, "conv2d: input has %lld channels but weight expects %lld (input %s, weight %s)",
+                      (long long)g->C, (long long)w->shape[1], lu_shape_str(4, x->shape),
+                      lu_shape_str(4, w->shape));
+    return lu_error(LUON_ESHAPE, "conv2d: input has %lld channels but weight expects %lld (%lld per group, "
+                    "%lld groups) (input %s, weight %s)", (long long)g->C, (long long)(w->shape[1] * g->G),
+                    (long long)w->shape[1], (long long)g->G, lu_shape_str(4, x->shape),
+                    lu_shape_str(4, w->shape));
+  }
+  if (c->nin == 3) {
+    const luon_tensor *b = c->in[2];
+    LU_TRY(check_float(op, x, "the input", b, "the bias"));
+    if (b->ndim != 1 || b->shape[0] != g->O)
+      return lu_error(LUON_ESHAPE, "conv2d: bias must have shape (%lld,) for %lld output channels, got %s",
+                      (long long)g->O, (long long)g->O, lu_shape_str(b->ndim, b->shape));
+  }
+  return finish_geom(op, g);
+}
+
+/* dy must be (N,O,OH,OW) for the geometry. */
+static luon_status check_dy(const char *op, const luon_tensor *dy, const geom *g) {
+  int64_t want[4] = {g->N, g->O, g->OH, g->OW};
+  if (memcmp(dy->shape, want, sizeof want) != 0)
+    return lu_error(LUON_ESHAPE, "%s: the output gradient has shape %s but the convolution gives %s", op,
+                    lu_shape_str(4, dy->shape), lu_shape_str(4, want));
+  return LUON_OK;
+}
+
+static luon_status need_extra(const char *op, const luon_attrs *a, const char *what) {
+  if (a->ni < 9)
+    return lu_error(LUON_EINVAL, "%s: needs conv2d's 7 attributes plus %s in i[7..8], got %d attributes",
+                    op, what, a->ni);
+  return LUON_OK;
+}
+
+/* dy (N,O,OH,OW), w (O,C/G,KH,KW), i[7..8] = H,W -> dx (N,C,H,W) */
+static luon_status gin_geom(const lu_call *c, geom *g) {
+  const char *op = "conv2d_grad_input";
+  const luon_tensor *dy = c->in[0], *w = c->in[1];
+  LU_TRY(check_4d(op, dy, "the output gradient", "(N,O,OH,OW)"));
+  LU_TRY(check_4d(op, w, "the weight", "(O,C/groups,KH,KW)"));
+  LU_TRY(check_float(op, dy, "the output gradient", w, "the weight"));
+  LU_TRY(read_attrs(op, c->attrs, g));
+  LU_TRY(need_extra(op, c->attrs, "the input's H, W"));
+  g->N = dy->shape[0], g->C = w->shape[1] * g->G, g->H = c->attrs->i[7], g->W = c->attrs->i[8];
+  g->O = w->shape[0], g->KH = w->shape[2], g->KW = w->shape[3];
+  if (g->H < 1 || g->W < 1)
+    return lu_error(LUON_EINVAL, "%s: input size (%lld,%lld) must be positive", op, (long long)g->H,
+                    (long long)g->W);
+  LU_TRY(finish_geom(op, g));
+  return check_dy(op, dy, g);
+}
+
+/* x (N,C,H,W), dy (N,O,OH,OW), i[7..8] = KH,KW -> dw (O,C/G,KH,KW) */
+static luon_status gw_geom(const lu_call *c, geom *g) {
+  const char *op = "conv2d_grad_weight";
+  const luon_tensor *x = c->in[0], *dy = c->in[1];
+  LU_TRY(check_4d(op, x, "the input", "(N,C,H,W)"));
+  LU_TRY(check_4d(op, dy, "the output gradient", "(N,O,OH,OW)"));
+  LU_TRY(check_float(op, x, "the input", dy, "the output gradient"));
+  LU_TRY(read_attrs(op, c->attrs, g));
+  LU_TRY(need_extra(op, c->attrs, "the kernel's KH, KW"));
+  g->N = x->shape[0], g->C = x->shape[1], g->H = x->shape[2], g->W = x->shape[3];
+  g->O = dy->shape[1], g->KH = c->attrs->i[7], g->KW = c->attrs->i[8];
+  LU_TRY(finish_geom(op, g));
+  return check_dy(op, dy, g);
+}
+
+static void set_out(lu_call *c, int32_t dt, int64_t a, int64_t b, int64_t d, int64_t e) {
+  c->nout = 1;
+  c->out_dtype[0] = dt;
+  c->out_ndim[0] = 4;
+  c->out_shape[0][0] = a, c->out_shape[0][1] = b, c->out_shape[0][2] = d, c->out_shape[0][3] = e;
+}
+
+luon_status lu_shape_conv2d(lu_call *c) {
+  geom g;
+  LU_TRY(conv_geom(c, &g));
+  set_out(c, c->in[0]->dtype, g.N, g.O, g.OH, g.OW);
+  return LUON_OK;
+}
+
+luon_status lu_shape_conv2d_grad_input(lu_call *c) {
+  geom g;
+  LU_TRY(gin_geom(c, &g));
+  set_out(c, c->in[0]->dtype, g.N, g.C, g.H, g.W);
+  return LUON_OK;
+}
+
+luon_status lu_shape_conv2d_grad_weight(lu_call *c) {
+  geom g;
+  LU_TRY(gw_geom(c, &g));
+  set_out(c, c->in[0]->dtype, g.O, g.Cg, g.KH, g.KW);
+  return LUON_OK;
+}
+
+/* ---- dense operands ------------------------------------------------------------ */
+
+/* Copy t's elements in row-major order into dst, or dst into t. */
+static void move_elems(luon_tensor *t, char *buf, bool to_buf) {
+  int64_t es = luon_dtype_size(t->dtype), idx[LU_MAXD] = {0}, off = 0;
+  char *p = lu_data(t);
+  for (int64_t k = 0; k < t->size; k++) {
+    if (to_buf) memcpy(buf + k * es, p + off * es, (size_t)es);
+    else memcpy(p + off * es, buf + k * es, (size_t)es);
+    for (int d = t->ndim - 1; d >= 0; d--) {
+      off += t->strides[d];
+      if (++idx[d] < t->shape[d]) break;
+      off -= t->strides[d] * t->shape[d];
+      idx[d] = 0;
+    }
+  }
+}
+
+/* The operands of one kernel call, dense: the tensors' own memory when
+ * contiguous, else packed copies (inputs) or a buffer written back (output). */
+typedef struct dense {
+  const char *in[3];
+  char *out;
+  char *tmp[4];
+} dense;
+
+static void dense_free(dense *d) {
+  for (int k = 0; k < 4; k++) free(d->tmp[k]);
+}
+
+static luon_status dense_get(const char *op, lu_call *c, dense *d) {
+  memset(d, 0, sizeof *d);
+  for (int k = 0; k <= c->nin && k < 4; k++) {
+    luon_tensor *t = k < c->nin ? c->in[k] : c->out[0];
+    if (lu_is_contiguous(t)) {
+      if (k < c->nin) d->in[k] = lu_data(t);
+      else d->out = lu_data(t);
+      continue;
+    }
+    d->tmp[k] = malloc((size_t)(t->size * luon_dtype_size(t->dtype)) + 1);
+    if (!d->tmp[k]) {
+      dense_free(d);
+      return lu_error(LUON_ENOMEM, "%s: out of host memory packing an operand of shape %s", op,
+                      lu_shape_str(t->ndim, t->shape));
+    }
+    if (k < c->nin) {
+      move_elems(t, d->tmp[k], true);
+      d->in[k] = d->tmp[k];
+    } else {
+      d->out = d->tmp[k];
+    }
+  }
+  return LUON_OK;
+}
+
+/* Write a packed output back and free the packs. */
+static void dense_done(lu_call *c, dense *d) {
+  if (d->tmp[c->nin]) move_elems(c->out[0], d->tmp[c->nin], false);
+  dense_free(d);
+}
+
+/* The naive kernels only, for checking the fast ones (LUON_REF_KERNELS=1). */
+static bool ref_only(void) {
+  const char *e = getenv("LUON_REF_KERNELS");
+  return e && e[0] == '1';
+}
+
+/* ---- naive reference kernels (any float dtype, double accumulation) ------------- */
+
+static double ld(const char *p, int32_t dt, int64_t i) {
+  return dt == LUON_DTYPE_F32 ? (double)((const float *)p)[i] : ((const double *)p)[i];
+}
+static void st(char *p, int32_t dt, int64_t i, double v) {
+  if (dt == LUON_DTYPE_F32) ((float *)p)[i] = (float)v;
+  else ((double *)p)[i] = v;
+}
+
+/* Input position of output (i,j) and tap (p,q), or false in the padding. */
+static bool tap(const geom *g, int64_t i, int64_t j, int64_t p, int64_t q, int64_t *ih, int64_t *iw) {
+  *ih = i * g->sh - g->ph + p * g->dh;
+  *iw = j * g->sw - g->pw + q * g->dw;
+  return *ih >= 0 && *ih < g->H && *iw >= 0 && *iw < g->W;
+}
+
+/* x (N,C,H,W), w (O,Cg,KH,KW), b (O,) or NULL -> y (N,O,OH,OW) */
+static void conv_ref(const geom *g, int32_t dt, const char *x, const char *w, const char *b, char *y) {
+  for (int64_t n = 0; n < g->N; n++)
+    for (int64_t o = 0; o < g->O; o++)
+      for (int64_t i = 0; i < g->OH; i++)
+        for (int64_t j = 0; j < g->OW; j++) {
+          double s = b ? ld(b, dt, o) : 0;
+          int64_t c0 = o / g->Og * g->Cg;
+          for (int64_t c = 0; c < g->Cg; c++)
+            for (int64_t p = 0; p < g->KH; p++)
+              for (int64_t q = 0; q < g->KW; q++) {
+                int64_t ih, iw;
+                if (tap(g, i, j, p, q, &ih, &iw))
+                  s += ld(w, dt, ((o * g->Cg + c) * g->KH + p) * g->KW + q) *
+                       ld(x, dt, (((n * g->C) + c0 + c) * g->H + ih) * g->W + iw);
+              }
+          st(y, dt, ((n * g->O + o) * g->OH + i) * g->OW + j, s);
+        }
+}
+
+/* dy (N,O,OH,OW), w -> dx (N,C,H,W): dx[n,c,ih,iw] = sum of w * dy over the taps reaching it */
+static void gin_ref(const geom *g, int32_t dt, const char *dy, const char *w, char *dx) {
+  int64_t nx = g->N * g->C * g->H * g->W;
+  double *acc = calloc((size_t)nx + 1, sizeof(double));
+  if (!acc) return;
+  for (int64_t n = 0; n < g->N; n++)
+    for (int64_t o = 0; o < g->O; o++)
+      for (int64_t i = 0; i < g->OH; i++)
+        for (int64_t j = 0; j < g->OW; j++) {
+          double d = ld(dy, dt, ((n * g->O + o) * g->OH + i) * g->OW + j);
+          int64_t c0 = o / g->Og * g->Cg;
+          for (int64_t c = 0; c < g->Cg; c++)
+            for (int64_t p = 0; p < g->KH; p++)
+              for (int64_t q = 0; q < g->KW; q++) {
+                int64_t ih, iw;
+                if (tap(g, i, j, p, q, &ih, &iw))
+                  acc[((n * g->C + c0 + c) * g->H + ih) * g->W + iw] +=
+                      d * ld(w, dt, ((o * g->Cg + c) * g->KH + p) * g->KW + q);
+              }
+        }
+  for (int64_t k = 0; k < nx; k++) st(dx, dt, k, acc[k]);
+  free(acc);
+}
+
+/* x, dy -> dw (O,Cg,KH,KW): dw[o,c,p,q] = sum over n,i,j of dy * x at the tap */
+static void gw_ref(const geom *g, int32_t dt, const char *x, const char *dy, char *dw) {
+  for (int64_t o = 0; o < g->O; o++)
+    for (int64_t c = 0; c < g->Cg; c++)
+      for (int64_t p = 0; p < g->KH; p++)
+        for (int64_t q = 0; q < g->KW; q++) {
+          double s = 0;
+          int64_t c0 = o / g->Og * g->Cg;
+          for (int64_t n = 0; n < g->N; n++)
+            for (int64_t i = 0; i < g->OH; i++)
+              for (int64_t j = 0; j < g->OW; j++) {
+                int64_t ih, iw;
+                if (tap(g, i, j, p, q, &ih, &iw))
+                  s += ld(dy, dt, ((n * g->O + o) * g->OH + i) * g->OW + j) *
+                       ld(x, dt, ((n * g->C + c0 + c) * g->H + ih) * g->W + iw);
+              }
+          st(dw, dt, ((o * g->Cg + c) * g->KH + p) * g->KW + q, s);
+        }
+}
+
+/* ---- im2col and col2im ---------------------------------------------------------- */
+
+/* Output columns j in [*lo, *hi) read input column j*s + off inside [0, W). */
+static void span(int64_t off, int64_t s, int64_t W, int64_t OW, int64_t *lo, int64_t *hi) {
+  int64_t a = off < 0 ? (-off + s - 1) / s : 0;
+  int64_t b = W - off > 0 ? (W - off + s - 1) / s : 0;
+  if (b > OW) b = OW;
+  if (a > b) a = b;
+  *lo = a, *hi = b;
+}
+
+/* x (Cg,H,W) of one sample and group -> col (K,P), row (c,p,q), column (i,j).
+ * col2im adds col back into dx (Cg,H,W), which the caller zeroed. */
+#define GEN_COLS(T, S)                                                                   \
+  static TC void im2col_##S(const geom *g, const T *restrict x, T *restrict col) {       \
+    for (int64_t c = 0; c < g->Cg; c++)                                                  \
+      for (int64_t p = 0; p < g->KH; p++)                                                \
+        for (int64_t q = 0; q < g->KW; q++) {                                            \
+          T *restrict r = col + ((c * g->KH + p) * g->KW + q) * g->P;                    \
+          int64_t off = q * g->dw - g->pw, lo, hi;                                       \
+          span(off, g->sw, g->W, g->OW, &lo, &hi);                                       \
+          for (int64_t i = 0; i < g->OH; i++, r += g->OW) {                              \
+            int64_t ih = i * g->sh - g->ph + p * g->dh;                                  \
+            if (ih < 0 || ih >= g->H) {                                                  \
+              memset(r, 0, sizeof(T) * (size_t)g->OW);                                   \
+              continue;                                                                  \
+            }                                                                            \
+            const T *xr = x + (c * g->H + ih) * g->W + off;                              \
+            for (int64_t j = 0; j < lo; j++) r[j] = 0;                                   \
+            if (g->sw == 1) memcpy(r + lo, xr + lo, sizeof(T) * (size_t)(hi - lo));      \
+            else for (int64_t j = lo; j < hi; j++) r[j] = xr[j * g->sw];                 \
+            for (int64_t j = hi; j < g->OW; j++) r[j] = 0;                               \
+          }                                                                              \
+        }                                                                                \
+  }                                                                                      \
+  static TC void col2im_##S(const geom *g, const T *restrict col, T *restrict dx) {      \
+    for (int64_t c = 0; c < g->Cg; c++)                                                  \
+      for (int64_t p = 0; p < g->KH; p++)                                                \
+        for (int64_t q = 0; q < g->KW; q++) {                                            \
+          const T *restrict r = col + ((c * g->KH + p) * g->KW + q) * g->P;              \
+          int64_t off = q * g->dw - g->pw, lo, hi;                                       \
+          span(off, g->sw, g->W, g->OW, &lo, &hi);                                       \
+          for (int64_t i = 0; i < g->OH; i++, r += g->OW) {                              \
+            int64_t ih = i * g->sh - g->ph + p * g->dh;                                  \
+            if (ih < 0 || ih >= g->H) continue;                                          \
+            T *xr = dx + (c * g->H + ih) * g->W + off;                                   \
+            if (g->sw == 1)                                                              \
+              for (int64_t j = lo; j < hi; j++) xr[j] += r[j];                           \
+            else                                                                         \
+              for (int64_t j = lo; j < hi; j++) xr[j * g->sw] += r[j];                   \
+          }                                                                              \
+        }                                                                                \
+  }
+
+GEN_COLS(float, f32)
+GEN_COLS(double, f64)
+
+static void im2col(int32_t dt, const geom *g, const char *x, char *col) {
+  if (dt == LUON_DTYPE_F32) im2col_f32(g, (const float *)x, (float *)col);
+  else im2col_f64(g, (const double *)x, (double *)col);
+}
+static void col2im(int32_t dt, const geom *g, const char *col, char *dx) {
+  if (dt == LUON_DTYPE_F32) col2im_f32(g, (const float *)col, (float *)dx);
+  else col2im_f64(g, (const double *)col, (double *)dx);
+}
+
+/* C (M,N) = A (M,K) [transposed: stored (K,M)] @ B (K,N) [or stored (N,K)] + beta C, row-major. */
+static void gemm(int32_t dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const char *A,
+                 int64_t lda, const char *B, int64_t ldb, double beta, char *C, int64_t ldc) {
+  enum CBLAS_TRANSPOSE a = ta ? CblasTrans : CblasNoTrans, b = tb ? CblasTrans : CblasNoTrans;
+  if (dt == LUON_DTYPE_F32)
+    lu_sgemm(CblasRowMajor, a, b, (int)M, (int)N, (int)K, 1.0f, (const float *)A, (int)lda,
+                (const float *)B, (int)ldb, (float)beta, (float *)C, (int)ldc);
+  else
+    lu_dgemm(CblasRowMajor, a, b, (int)M, (int)N, (int)K, 1.0, (const double *)A, (int)lda,
+                (const double *)B, (int)ldb, beta, (double *)C, (int)ldc);
+}
+
+/* A 1x1 kernel with stride 1 and no padding reads x itself as the column matrix. */
+static bool pointwise(const geom *g) {
+  return g->KH == 1 && g->KW == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0;
+}
+
+/* OpenBLAS loaded (blas.c), and the per-sample matrices within its int sizes. */
+static luon_status check_blas(const char *op, const geom *g) {
+  LU_TRY(lu_blas_ready());
+  int64_t m = g->K * (g->P > g->O ? g->P : g->O);
+  if (g->K > INT_MAX || g->P > INT_MAX || g->O > INT_MAX || m > INT_MAX)
+    return lu_error(LUON_EUNSUPPORTED, "%s: a per-sample matrix of (%lld,%lld) exceeds what BLAS takes",
+                    op, (long long)g->K, (long long)g->P);
+  return LUON_OK;
+}
+
+/* ---- forward ------------------------------------------------------------------- */
+
+/* The samples are split into `chunks` ranges; each has its own im2col buffer
+ * (and, for the weight gradient, its own accumulator). One chunk runs on the
+ * caller and lets OpenBLAS thread each product; several run on luon's
+ * threads, each product then being small. */
+typedef struct job {
+  const geom *g;
+  int32_t dt;
+  int64_t es, chunks;
+  const char *a, *b, *bias;   /* the two inputs (and the bias) */
+  char *y;
+  char *col;                  /* chunks * K*P elements */
+  char *acc;                  /* weight gradient: chunks * O*K elements */
+} job;
+
+static void sample_range(const job *j, int64_t ch, int64_t *n0, int64_t *n1) {
+  *n0 = j->g->N * ch / j->chunks;
+  *n1 = j->g->N * (ch + 1) / j->chunks;
+}
+
+/* y[n] (O,P) = W_g (Og,K) @ col(x[n]_g) (K,P) + b, for each group g */
+static void fwd_chunks(void *ctx, int64_t c0, int64_t c1) {
+  const job *j = ctx;
+  const geom *g = j->g;
+  int64_t es = j->es;
+  for (int64_t ch = c0; ch < c1; ch++) {
+    char *col = j->col + ch * g->K * g->P * es;
+    int64_t n0, n1;
+    sample_range(j, ch, &n0, &n1);
+    for (int64_t n = n0; n < n1; n++)
+      for (int64_t gi = 0; gi < g->G; gi++) {
+        const char *xg = j->a + (n * g->C + gi * g->Cg) * g->H * g->W * es;
+        char *yg = j->y + (n * g->O + gi * g->Og) * g->P * es;
+        const char *cm = xg;
+        if (!pointwise(g)) {
+          im2col(j->dt, g, xg, col);
+          cm = col;
+        }
+        double beta = 0;
+        if (j->bias) {
+          beta = 1;
+          for (int64_t o = 0; o < g->Og; o++) {
+            int64_t ob = gi * g->Og + o;
+            if (j->dt == LUON_DTYPE_F32)
+              for (int64_t k = 0; k < g->P; k++) ((float *)yg)[o * g->P + k] = ((const float *)j->bias)[ob];
+            else
+              for (int64_t k = 0; k < g->P; k++) ((double *)yg)[o * g->P + k] = ((const double *)j->bias)[ob];
+          }
+        }
+        gemm(j->dt, false, false, g->Og, g->P, g->K, j->b + gi * g->Og * g->K * es, g->K, cm, g->P,
+             beta, yg, g->P);
+      }
+  }
+}
+
+/* Direct float32 kernel for few taps per output (K = Cg*KH*KW small, as in a
+ * first layer on RGB): each output row is built in registers from the few
+ * input rows it reads, so the output is written once and nothing is packed.
+ * Rows (n, i) split across threads; all O channels of a row together. */
+#define DBLK 16
+typedef float v16 __attribute__((vector_size(64)));
+
+static TC void direct_rows(void *ctx, int64_t r0, int64_t r1) {
+  const job *j = ctx;
+  const geom *g = j->g;
+  const float *x = (const float *)j->a, *w = (const float *)j->b, *b = (const float *)j->bias;
+  float *y = (float *)j->y;
+  int64_t K = g->K;
+  for (int64_t r = r0; r < r1; r++) {
+    int64_t n = r / g->OH, i = r % g->OH;
+    for (int64_t o = 0; o < g->O; o++) {
+      int64_t c0 = o / g->Og * g->Cg;
+      const float *wo = w + o * K;
+      float *yr = y + ((n * g->O + o) * g->OH + i) * g->OW;
+      float bv = b ? b[o] : 0.0f;
+      /* taps: input row pointer (already offset by the column shift) and weight */
+      const float *rows[64];
+      float wt[64];
+      int64_t lo[64], hi[64], nt = 0;
+      for (int64_t c = 0; c < g->Cg; c++)
+        for (int64_t p = 0; p < g->KH; p++) {
+          int64_t ih = i * g->sh - g->ph + p * g->dh;
+          if (ih < 0 || ih >= g->H) continue;
+          for (int64_t q = 0; q < g->KW; q++) {
+            int64_t off = q * g->dw - g->pw;
+            rows[nt] = x + ((n * g->C + c0 + c) * g->H + ih) * g->W + off;
+            wt[nt] = wo[(c * g->KH + p) * g->KW + q];
+            span(off, 1, g->W, g->OW, &lo[nt], &hi[nt]);
+            nt++;
+          }
+        }
+      /* the interior, where every tap is inside the input */
+      int64_t a = 0, e = g->OW;
+      for (int64_t t = 0; t < nt; t++) {
+        if (lo[t] > a) a = lo[t];
+        if (hi[t] < e) e = hi[t];
+      }
+      if (a > e) a = e;
+      int64_t jv = a;
+      for (; jv + DBLK <= e; jv += DBLK) {
+        v16 s = {0};
+        s += bv;
+        for (int64_t t = 0; t < nt; t++) {
+          v16 xv;
+          memcpy(&xv, rows[t] + jv, sizeof xv);
+          s += wt[t] * xv;
+        }
+        memcpy(yr + jv, &s, sizeof s);
+      }
+      /* the edges and the remainder, element by element */
+      for (int64_t jj = 0; jj < g->OW; jj++) {
+        if (jj >= a && jj < jv) {
+          jj = jv - 1;
+          continue;
+        }
+        float s = bv;
+        for (int64_t t = 0; t < nt; t++)
+          if (jj >= lo[t] && jj < hi[t]) s += wt[t] * rows[t][jj];
+        yr[jj] = s;
+      }
+    }
+  }
+}
+
+static bool direct_ok(const geom *g, int32_t dt) {
+  return dt == LUON_DTYPE_F32 && g->sw == 1 && g->K <= 32 && g->KH * g->KW * g->Cg <= 64;
+}
+
+/* Threads over samples when the per-sample product is small; else OpenBLAS
+ * threads each product. LUON_CONV_CHUNKS overrides (for benchmarks). */
+static int64_t pick_chunks(const geom *g) {
+  const char *e = getenv("LUON_CONV_CHUNKS");
+  int64_t nt = lu_num_threads(), ch = e ? atoll(e) : 1;
+  if (!e && g->Og * g->K * g->P < (int64_t)1 << 18) ch = nt;
+  if (ch < 1) ch = 1;
+  if (ch > g->N) ch = g->N > 0 ? g->N : 1;
+  return ch;
+}
+
+/* Allocate the im2col buffers (and accumulators) of a job. */
+static luon_status job_alloc(const char *op, job *j, bool acc) {
+  const geom *g = j->g;
+  size_t n = (size_t)(j->chunks * g->K * g->P) + (acc ? (size_t)(j->chunks * g->O * g->K) : 0);
+  j->col = malloc(n * (size_t)j->es + 1);
+  if (!j->col)
+    return lu_error(LUON_ENOMEM, "%s: out of host memory for %lld im2col buffer(s) of (%lld,%lld)", op,
+                    (long long)j->chunks, (long long)g->K, (long long)g->P);
+  j->acc = acc ? j->col + j->chunks * g->K * g->P * j->es : NULL;
+  return LUON_OK;
+}
+
+luon_status lu_cpu_conv2d(lu_call *c) {
+  geom g;
+  LU_TRY(conv_geom(c, &g));
+  if (c->out[0]->size == 0) return LUON_OK;
+  LU_TRY(check_blas("conv2d", &g));
+  dense d;
+  LU_TRY(dense_get("conv2d", c, &d));
+  int32_t dt = c->in[0]->dtype;
+  const char *bias = c->nin == 3 ? d.in[2] : NULL;
+  job j = {&g, dt, luon_dtype_size(dt), 1, d.in[0], d.in[1], bias, d.out, NULL, NULL};
+  luon_status s = LUON_OK;
+  const char *algo = getenv("LUON_CONV_ALGO");
+  if (ref_only() || g.K == 0) {
+    conv_ref(&g, dt, d.in[0], d.in[1], bias, d.out);
+  } else if (direct_ok(&g, dt) && !(algo && algo[0] == 'g')) {
+    lu_parallel_for(g.N * g.OH, 4, direct_rows, &j);
+  } else {
+    j.chunks = pick_chunks(&g);
+    s = job_alloc("conv2d", &j, false);
+    if (s == LUON_OK) {
+      if (j.chunks > 1) lu_parallel_for(j.chunks, 1, fwd_chunks, &j);
+      else fwd_chunks(&j, 0, 1);
+    }
+    free(j.col);
+  }
+  dense_done(c, &d);
+  return s;
+}
+
+/* ---- input gradient ----------------------------------------------------------- */
+
+/* dx[n]_g = col2im(W_g^T (K,Og) @ dy[n]_g (Og,P)) */
+static void gin_chunks(void *ctx, int64_t c0, int64_t c1) {
+  const job *j = ctx;
+  const geom *g = j->g;
+  int64_t es = j->es;
+  for (int64_t ch = c0; ch < c1; ch++) {
+    char *col = j->col + ch * g->K * g->P * es;
+    int64_t n0, n1;
+    sample_range(j, ch, &n0, &n1);
+    for (int64_t n = n0; n < n1; n++)
+      for (int64_t gi = 0; gi < g->G; gi++) {
+        const char *dyg = j->a + (n * g->O + gi * g->Og) * g->P * es;
+        char *dxg = j->y + (n * g->C + gi * g->Cg) * g->H * g->W * es;
+        const char *wg = j->b + gi * g->Og * g->K * es;
+        if (pointwise(g)) {
+          gemm(j->dt, true, false, g->K, g->P, g->Og, wg, g->K, dyg, g->P, 0, dxg, g->P);
+          continue;
+        }
+        gemm(j->dt, true, false, g->K, g->P, g->Og, wg, g->K, dyg, g->P, 0, col, g->P);
+        memset(dxg, 0, (size_t)(g->Cg * g->H * g->W * es));
+        col2im(j->dt, g, col, dxg);
+      }
+  }
+}
+
+luon_status lu_cpu_conv2d_grad_input(lu_call *c) {
+  geom g;
+  LU_TRY(gin_geom(c, &g));
+  if (c->out[0]->size == 0) return LUON_OK;
+  LU_TRY(check_blas("conv2d_grad_input", &g));
+  dense d;
+  LU_TRY(dense_get("conv2d_grad_input", c, &d));
+  int32_t dt = c->in[0]->dtype;
+  job j = {&g, dt, luon_dtype_size(dt), 1, d.in[0], d.in[1], NULL, d.out, NULL, NULL};
+  luon_status s = LUON_OK;
+  if (ref_only()) {
+    gin_ref(&g, dt, d.in[0], d.in[1], d.out);
+  } else {
+    j.chunks = pick_chunks(&g);
+    s = job_alloc("conv2d_grad_input", &j, false);
+    if (s == LUON_OK) {
+      if (j.chunks > 1) lu_parallel_for(j.chunks, 1, gin_chunks, &j);
+      else gin_chunks(&j, 0, 1);
+    }
+    free(j.col);
+  }
+  dense_done(c, &d);
+  return s;
+}
+
+/* ---- weight gradient ----------------------------------------------------------- */
+
+/* acc[chunk]_g (Og,K) = sum over the chunk's samples of dy[n]_g (Og,P) @ col(x[n]_g)^T (P,K) */
+static void gw_chunks(void *ctx, int64_t c0, int64_t c1) {
+  const job *j = ctx;
+  const geom *g = j->g;
+  int64_t es = j->es;
+  for (int64_t ch = c0; ch < c1; ch++) {
+    char *col = j->col + ch * g->K * g->P * es;
+    char *acc = j->acc + ch * g->O * g->K * es;
+    int64_t n0, n1;
+    sample_range(j, ch, &n0, &n1);
+    if (n0 == n1) memset(acc, 0, (size_t)(g->O * g->K * es));
+    for (int64_t n = n0; n < n1; n++)
+      for (int64_t gi = 0; gi < g->G; gi++) {
+        const char *xg = j->a + (n * g->C + gi * g->Cg) * g->H * g->W * es;
+        const char *dyg = j->b + (n * g->O + gi * g->Og) * g->P * es;
+        const char *cm = xg;
+        if (!pointwise(g)) {
+          im2col(j->dt, g, xg, col);
+          cm = col;
+        }
+        gemm(j->dt, false, true, g->Og, g->K, g->P, dyg, g->P, cm, g->P, n == n0 ? 0 : 1,
+             acc + gi * g->Og * g->K * es, g->K);
+      }
+  }
+}
+
+luon_status lu_cpu_conv2d_grad_weight(lu_call *c) {
+  geom g;
+  LU_TRY(gw_geom(c, &g));
+  if (c->out[0]->size == 0) return LUON_OK;
+  LU_TRY(check_blas("conv2d_grad_weight", &g));
+  dense d;
+  LU_TRY(dense_get("conv2d_grad_weight", c, &d));
+  int32_t dt = c->in[0]->dtype;
+  job j = {&g, dt, luon_dtype_size(dt), 1, d.in[0], d.in[1], NULL, d.out, NULL, NULL};
+  luon_status s = LUON_OK;
+  int64_t nw = g.O * g.K;
+  if (ref_only()) {
+    gw_ref(&g, dt, d.in[0], d.in[1], d.out);
+  } else {
+    j.chunks = pick_chunks(&g);
+    s = job_alloc("conv2d_grad_weight", &j, true);
+    if (s == LUON_OK) {
+      if (j.chunks > 1) lu_parallel_for(j.chunks, 1, gw_chunks, &j);
+      else gw_chunks(&j, 0, 1);
+      /* the chunks' partial sums, in chunk order */
+      for (int64_t k = 0; k < nw; k++) {
+        double v = 0;
+        for (int64_t ch = 0; ch < j.chunks; ch++) v += ld(j.acc + ch * nw * j.es, dt, k);
+        st(d.out, dt, k, v);
+      }
+    }
+    free(j.col);
+  }
+  dense_done(c, &d);
+  return s;
+}
+
+/* ---- backward rule ------------------------------------------------------------ */
+
+/* y = conv2d(x, w, b):
+ *   dx = conv2d_grad_input(dy, w)     the transposed convolution of dy
+ *   dw = conv2d_grad_weight(x, dy)    dy correlated with x, summed over the batch
+ *   db = sum(dy, axes 0, 2, 3)        each output channel's bias adds to every position */
+luon_status lu_grad_conv2d(lu_grad_call *gc) {
+  luon_tensor *dy = gc->dout[0], *x = gc->in[0], *w = gc->in[1];
+  if (!dy) return LUON_OK;
+  luon_attrs a;
+  memset(&a, 0, sizeof a);
+  int64_t def[7] = {1, 1, 0, 0, 1, 1, 1};
+  for (int k = 0; k < 7; k++) a.i[k] = k < gc->attrs->ni ? gc->attrs->i[k] : def[k];
+  a.ni = 9;
+  if (gc->need[0]) {
+    a.i[7] = x->shape[2], a.i[8] = x->shape[3];
+    LU_TRY(lu_run(LU_OP_conv2d_grad_input, &a, &gc->din[0], 2, dy, w));
+  }
+  if (gc->need[1]) {
+    a.i[7] = w->shape[2], a.i[8] = w->shape[3];
+    LU_TRY(lu_run(LU_OP_conv2d_grad_weight, &a, &gc->din[1], 2, x, dy));
+  }
+  if (gc->nin == 3 && gc->need[2]) {
+    luon_attrs s;
+    memset(&s, 0, sizeof s);
+    s.ni = 4;
+    s.i[0] = 0, s.i[1] = 0, s.i[2] = 2, s.i[3] = 3;
+    LU_TRY(lu_run(LU_OP_sum, &s, &gc->din[2], 1, dy));
+  }
+  return LUON_OK;
+}

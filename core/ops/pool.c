@@ -1,0 +1,370 @@
+/* pool.c: 2-d max and average pooling in NCHW (kernel, stride, zero padding,
+ * ceil_mode, global) and their gradients. Not here: adaptive, LP or 1-d/3-d pooling.
+ *   y[n,c,i,j] = max or mean of x[n,c, i*sh-ph+p, j*sw-pw+q] over p < KH, q < KW
+ *   (max ignores the padding; mean counts it when count_include_pad, MXNet's default) */
+#include "internal.h"
+#include <math.h>
+#include <stdlib.h>
+
+/* Hot loops get an AVX-512 and an AVX2 clone, picked at load time. */
+#define TC __attribute__((target_clones("avx512f", "avx2", "default")))
+
+typedef struct pgeom {
+  int64_t N, C, H, W;
+  int64_t KH, KW, sh, sw, ph, pw;
+  int64_t OH, OW;
+  bool incl_pad;
+} pgeom;
+
+/* ---- shapes ------------------------------------------------------------------ */
+
+/* Output size along one axis. MXNet's 'valid' (floor) and 'full' (ceil)
+ * conventions; with ceil the last window must start inside the input or its
+ * left padding (as PyTorch), so that no window is all padding. */
+static int64_t out_size(int64_t n, int64_t k, int64_t s, int64_t p, bool ceil_mode) {
+  int64_t span = n + 2 * p - k;
+  if (!ceil_mode) return span / s + 1;
+  int64_t o = (span + s - 1) / s + 1;
+  if ((o - 1) * s >= n + p) o--;
+  return o;
+}
+
+static luon_status pool_geom(const lu_call *c, const luon_tensor *x, pgeom *g) {
+  const char *op = lu_ops[c->op].name;
+  const luon_attrs *a = c->attrs;
+  if (x->ndim != 4)
+    return lu_error(LUON_ESHAPE, "%s: the input must be 4-d (N,C,H,W), got shape %s", op,
+                    lu_shape_str(x->ndim, x->shape));
+  if (!lu_dtype_is_float(x->dtype))
+    return lu_error(LUON_EDTYPE, "%s: the input is %s; pooling takes float32 or float64", op,
+                    luon_dtype_name(x->dtype));
+  g->N = x->shape[0], g->C = x->shape[1], g->H = x->shape[2], g->W = x->shape[3];
+  bool global = a->ni > 7 && a->i[7] != 0;
+  bool ceil_mode = a->ni > 6 && a->i[6] != 0;
+  g->incl_pad = a->ni <= 8 || a->i[8] != 0;
+  if (global) {
+    g->KH = g->H, g->KW = g->W, g->sh = g->sw = 1, g->ph = g->pw = 0;
+  } else {
+    if (a->ni < 2)
+      return lu_error(LUON_EINVAL, "%s: needs the kernel size in i[0..1] (or global pooling), got %d "
+                      "attributes", op, a->ni);
+    g->KH = a->i[0], g->KW = a->i[1];
+    g->sh = a->ni > 3 ? a->i[2] : g->KH, g->sw = a->ni > 3 ? a->i[3] : g->KW;
+    g->ph = a->ni > 5 ? a->i[4] : 0, g->pw = a->ni > 5 ? a->i[5] : 0;
+    if (g->KH < 1 || g->KW < 1)
+      return lu_error(LUON_EINVAL, "%s: kernel must be at least 1, got (%lld,%lld)", op,
+                      (long long)g->KH, (long long)g->KW);
+    if (g->sh < 1 || g->sw < 1)
+      return lu_error(LUON_EINVAL, "%s: strides must be at least 1, got (%lld,%lld)", op,
+                      (long long)g->sh, (long long)g->sw);
+    if (g->ph < 0 || g->pw < 0)
+      return lu_error(LUON_EINVAL, "%s: padding must be at least 0, got (%lld,%lld)", op,
+                      (long long)g->ph, (long long)g->pw);
+    if (g->ph >= g->KH || g->pw >= g->KW)
+      return lu_error(LUON_EINVAL, "%s: padding (%lld,%lld) must be smaller than the kernel (%lld,%lld)",
+                      op, (long long)g->ph, (long long)g->pw, (long long)g->KH, (long long)g->KW);
+  }
+  if (g->H + 2 * g->ph < g->KH || g->W + 2 * g->pw < g->KW || (global && (g->H < 1 || g->W < 1)))
+    return lu_error(LUON_ESHAPE, "%s: kernel (%lld,%lld) is larger than the input %s padded by (%lld,%lld)",
+                    op, (long long)g->KH, (long long)g->KW, lu_shape_str(4, x->shape), (long long)g->ph,
+                    (long long)g->pw);
+  g->OH = out_size(g->H, g->KH, g->sh, g->ph, ceil_mode);
+  g->OW = out_size(g->W, g->KW, g->sw, g->pw, ceil_mode);
+  return LUON_OK;
+}
+
+static luon_status pool_shape(lu_call *c) {
+  pgeom g;
+  LU_TRY(pool_geom(c, c->in[0], &g));
+  c->nout = 1;
+  c->out_dtype[0] = c->in[0]->dtype;
+  c->out_ndim[0] = 4;
+  int64_t s[4] = {g.N, g.C, g.OH, g.OW};
+  memcpy(c->out_shape[0], s, sizeof s);
+  return LUON_OK;
+}
+
+/* x, dy -> dx of x's shape; dy must have the pooled shape and x's dtype. */
+static luon_status pool_grad_shape(lu_call *c) {
+  const char *op = lu_ops[c->op].name;
+  const luon_tensor *x = c->in[0], *dy = c->in[1];
+  pgeom g;
+  LU_TRY(pool_geom(c, x, &g));
+  int64_t want[4] = {g.N, g.C, g.OH, g.OW};
+  if (dy->ndim != 4 || memcmp(dy->shape, want, sizeof want) != 0)
+    return lu_error(LUON_ESHAPE, "%s: the output gradient has shape %s but pooling the input %s gives %s",
+                    op, lu_shape_str(dy->ndim, dy->shape), lu_shape_str(4, x->shape),
+                    lu_shape_str(4, want));
+  if (dy->dtype != x->dtype)
+    return lu_error(LUON_EDTYPE, "%s: the input is %s but the output gradient is %s; cast one with astype",
+                    op, luon_dtype_name(x->dtype), luon_dtype_name(dy->dtype));
+  c->nout = 1;
+  c->out_dtype[0] = x->dtype;
+  c->out_ndim[0] = 4;
+  memcpy(c->out_shape[0], x->shape, sizeof(int64_t) * 4);
+  return LUON_OK;
+}
+
+luon_status lu_shape_max_pool2d(lu_call *c) { return pool_shape(c); }
+luon_status lu_shape_avg_pool2d(lu_call *c) { return pool_shape(c); }
+luon_status lu_shape_max_pool2d_grad(lu_call *c) { return pool_grad_shape(c); }
+luon_status lu_shape_avg_pool2d_grad(lu_call *c) { return pool_grad_shape(c); }
+
+/* ---- windows ------------------------------------------------------------------ */
+
+/* Rows [*h0, *h1) of the input under output row i (clipped to the input), and
+ * the average's divisor for it: the window clipped to the padded input when
+ * padding counts, else to the input. */
+static void window(int64_t i, int64_t s, int64_t p, int64_t k, int64_t n, bool incl, int64_t *h0,
+                   int64_t *h1, int64_t *count) {
+  int64_t a = i * s - p, b = a + k;
+  int64_t pb = b < n + p ? b : n + p;
+  *h0 = a > 0 ? a : 0;
+  *h1 = b < n ? b : n;
+  *count = incl ? pb - a : *h1 - *h0;
+}
+
+/* Output columns j in [*lo, *hi) read input column j*s + off inside [0, W). */
+static void span(int64_t off, int64_t s, int64_t W, int64_t OW, int64_t *lo, int64_t *hi) {
+  int64_t a = off < 0 ? (-off + s - 1) / s : 0;
+  int64_t b = W - off > 0 ? (W - off + s - 1) / s : 0;
+  if (b > OW) b = OW;
+  if (a > b) a = b;
+  *lo = a, *hi = b;
+}
+
+/* ---- naive reference kernels --------------------------------------------------- */
+
+static double ld(const char *p, int32_t dt, int64_t i) {
+  return dt == LUON_DTYPE_F32 ? (double)((const float *)p)[i] : ((const double *)p)[i];
+}
+static void st(char *p, int32_t dt, int64_t i, double v) {
+  if (dt == LUON_DTYPE_F32) ((float *)p)[i] = (float)v;
+  else ((double *)p)[i] = v;
+}
+
+/* x (N,C,H,W) -> y (N,C,OH,OW); with dy given, dx instead (which starts at 0):
+ * max routes dy to the first maximum of the window, avg spreads dy / count. */
+static void pool_ref(const pgeom *g, int32_t dt, bool is_max, const char *x, char *y, const char *dy,
+                     char *dx) {
+  if (dx)
+    for (int64_t k = 0; k < g->N * g->C * g->H * g->W; k++) st(dx, dt, k, 0);
+  for (int64_t pl = 0; pl < g->N * g->C; pl++)
+    for (int64_t i = 0; i < g->OH; i++)
+      for (int64_t j = 0; j < g->OW; j++) {
+        int64_t h0, h1, w0, w1, ch, cw;
+        window(i, g->sh, g->ph, g->KH, g->H, g->incl_pad, &h0, &h1, &ch);
+        window(j, g->sw, g->pw, g->KW, g->W, g->incl_pad, &w0, &w1, &cw);
+        double best = -INFINITY, sum = 0;
+        int64_t arg = -1, cnt = ch * cw;
+        for (int64_t h = h0; h < h1; h++)
+          for (int64_t w = w0; w < w1; w++) {
+            int64_t k = (pl * g->H + h) * g->W + w;
+            double v = ld(x, dt, k);
+            if (arg < 0 || v > best) best = v, arg = k;
+            sum += v;
+          }
+        int64_t o = (pl * g->OH + i) * g->OW + j;
+        if (!dx) {
+          st(y, dt, o, is_max ? best : cnt > 0 ? sum / (double)cnt : 0);
+        } else if (is_max) {
+          if (arg >= 0) st(dx, dt, arg, ld(dx, dt, arg) + ld(dy, dt, o));
+        } else if (cnt > 0) {
+          for (int64_t h = h0; h < h1; h++)
+            for (int64_t w = w0; w < w1; w++) {
+              int64_t k = (pl * g->H + h) * g->W + w;
+              st(dx, dt, k, ld(dx, dt, k) + ld(dy, dt, o) / (double)cnt);
+            }
+        }
+      }
+}
+
+static bool ref_only(void) {
+  const char *e = getenv("LUON_REF_KERNELS");
+  return e && e[0] == '1';
+}
+
+/* ---- fast kernels ------------------------------------------------------------- */
+
+/* Planes (n,c) split across threads. Each output row is built tap by tap:
+ * for each (p,q) of the window, in row-major order, one pass over the row's
+ * columns j (vectorisable; strided by sw). Max keeps the first maximum (strict
+ * >), and its input column for the backward; avg adds, then divides. */
+typedef struct pjob {
+  const pgeom *g;
+  bool is_max;
+  int64_t chunks;
+  const char *x, *dy;
+  char *y;               /* forward output or dx */
+  char *scratch;         /* per chunk: OW int64 positions, then OW values */
+} pjob;
+
+#define GEN_POOL(T, S)                                                                        \
+  static TC void max_row_##S(const pgeom *g, const T *restrict xp, int64_t h0, int64_t h1,       \
+                             T *restrict m, int64_t *restrict at, bool want_at) {               \
+    for (int64_t j = 0; j < g->OW; j++) m[j] = -INFINITY, at[j] = -1;                           \
+    for (int64_t h = h0; h < h1; h++)                                                           \
+      for (int64_t q = 0; q < g->KW; q++) {                                                     \
+        int64_t off = q - g->pw, lo, hi;                                                        \
+        span(off, g->sw, g->W, g->OW, &lo, &hi);                                                \
+        const T *restrict r = xp + h * g->W + off;                                              \
+        if (!want_at) {                                                                         \
+          if (g->sw == 1)                                                                       \
+            for (int64_t j = lo; j < hi; j++) m[j] = r[j] > m[j] ? r[j] : m[j];                 \
+          else if (g->sw == 2)                                                                  \
+            for (int64_t j = lo; j < hi; j++) m[j] = r[2 * j] > m[j] ? r[2 * j] : m[j];         \
+          else                                                                                  \
+            for (int64_t j = lo; j < hi; j++)                                                   \
+              m[j] = r[j * g->sw] > m[j] ? r[j * g->sw] : m[j];                                 \
+        } else {                                                                                \
+          int64_t base = h * g->W + off;                                                        \
+          for (int64_t j = lo; j < hi; j++) {                                                   \
+            T v = r[j * g->sw];                                                                 \
+            bool gt = v > m[j] || at[j] < 0;                                                    \
+            m[j] = gt ? v : m[j];                                                               \
+            at[j] = gt ? base + j * g->sw : at[j];                                              \
+          }                                                                                     \
+        }                                                                                       \
+      }                                                                                         \
+  }                                                                                             \
+  static TC void sum_row_##S(const pgeom *g, const T *restrict xp, int64_t h0, int64_t h1,       \
+                             T *restrict m) {                                                   \
+    for (int64_t j = 0; j < g->OW; j++) m[j] = 0;                                               \
+    for (int64_t h = h0; h < h1; h++)                                                           \
+      for (int64_t q = 0; q < g->KW; q++) {                                                     \
+        int64_t off = q - g->pw, lo, hi;                                                        \
+        span(off, g->sw, g->W, g->OW, &lo, &hi);                                                \
+        const T *restrict r = xp + h * g->W + off;                                              \
+        for (int64_t j = lo; j < hi; j++) m[j] += r[j * g->sw];                                 \
+      }                                                                                         \
+  }                                                                                             \
+  static TC void avg_back_row_##S(const pgeom *g, T *restrict dxp, int64_t h0, int64_t h1,       \
+                                  const T *restrict d) {                                        \
+    for (int64_t h = h0; h < h1; h++)                                                           \
+      for (int64_t q = 0; q < g->KW; q++) {                                                     \
+        int64_t off = q - g->pw, lo, hi;                                                        \
+        span(off, g->sw, g->W, g->OW, &lo, &hi);                                                \
+        T *r = dxp + h * g->W + off;                                                            \
+        for (int64_t j = lo; j < hi; j++) r[j * g->sw] += d[j];                                 \
+      }                                                                                         \
+  }                                                                                             \
+  /* planes [chunk's share): forward (dy NULL) or backward into y = dx */                      \
+  static void planes_##S(void *ctx, int64_t c0, int64_t c1) {                                   \
+    const pjob *jb = ctx;                                                                       \
+    const pgeom *g = jb->g;                                                                     \
+    int64_t np = g->N * g->C, HW = g->H * g->W, OP = g->OH * g->OW;                             \
+    for (int64_t ch = c0; ch < c1; ch++) {                                                      \
+      int64_t *at = (int64_t *)(jb->scratch + ch * g->OW * 16);                                 \
+      T *m = (T *)(at + g->OW);                                                                 \
+      for (int64_t pl = np * ch / jb->chunks; pl < np * (ch + 1) / jb->chunks; pl++) {          \
+        const T *xp = (const T *)jb->x + pl * HW;                                                \
+        if (jb->dy) memset(jb->y + pl * HW * (int64_t)sizeof(T), 0, sizeof(T) * (size_t)HW);    \
+        for (int64_t i = 0; i < g->OH; i++) {                                                   \
+          int64_t h0, h1, ch_, w0, w1, cw;                                                      \
+          window(i, g->sh, g->ph, g->KH, g->H, g->incl_pad, &h0, &h1, &ch_);                    \
+          T *yr = (T *)jb->y + pl * OP + i * g->OW;                                             \
+          const T *dyr = jb->dy ? (const T *)jb->dy + pl * OP + i * g->OW : NULL;               \
+          T *dxp = (T *)jb->y + pl * HW;                                                        \
+          if (jb->is_max) {                                                                     \
+            max_row_##S(g, xp, h0, h1, m, at, dyr != NULL);                                     \
+            if (!dyr) memcpy(yr, m, sizeof(T) * (size_t)g->OW);                                 \
+            else                                                                                \
+              for (int64_t j = 0; j < g->OW; j++)                                               \
+                if (at[j] >= 0) dxp[at[j]] += dyr[j];                                           \
+            continue;                                                                           \
+          }                                                                                     \
+          if (!dyr) sum_row_##S(g, xp, h0, h1, m);                                              \
+          for (int64_t j = 0; j < g->OW; j++) {                                                 \
+            window(j, g->sw, g->pw, g->KW, g->W, g->incl_pad, &w0, &w1, &cw);                   \
+            int64_t cnt = ch_ * cw;                                                             \
+            if (!dyr) yr[j] = cnt > 0 ? m[j] / (T)cnt : 0;                                      \
+            else m[j] = cnt > 0 ? dyr[j] / (T)cnt : 0;                                          \
+          }                                                                                     \
+          if (dyr) avg_back_row_##S(g, dxp, h0, h1, m);                                         \
+        }                                                                                       \
+      }                                                                                         \
+    }                                                                                           \
+  }
+
+GEN_POOL(float, f32)
+GEN_POOL(double, f64)
+
+/* Copy t's elements in row-major order into buf, or buf into t. */
+static void move_elems(luon_tensor *t, char *buf, bool to_buf) {
+  int64_t es = luon_dtype_size(t->dtype), idx[LU_MAXD] = {0}, off = 0;
+  char *p = lu_data(t);
+  for (int64_t k = 0; k < t->size; k++) {
+    if (to_buf) memcpy(buf + k * es, p + off * es, (size_t)es);
+    else memcpy(p + off * es, buf + k * es, (size_t)es);
+    for (int d = t->ndim - 1; d >= 0; d--) {
+      off += t->strides[d];
+      if (++idx[d] < t->shape[d]) break;
+      off -= t->strides[d] * t->shape[d];
+      idx[d] = 0;
+    }
+  }
+}
+
+/* One kernel for the four ops: packs non-contiguous operands, then runs the
+ * fast kernel (or the reference) over dense buffers. */
+static luon_status pool_run(lu_call *c, bool is_max, bool grad) {
+  const char *op = lu_ops[c->op].name;
+  luon_tensor *x = c->in[0], *dyt = grad ? c->in[1] : NULL, *y = c->out[0];
+  pgeom g;
+  LU_TRY(pool_geom(c, x, &g));
+  if (y->size == 0 || x->size == 0) {
+    if (y->size) memset(lu_data(y), 0, (size_t)(y->size * luon_dtype_size(y->dtype)));
+    return LUON_OK;
+  }
+  int32_t dt = x->dtype;
+  int64_t es = luon_dtype_size(dt), nt = lu_num_threads(), np = g.N * g.C;
+  int64_t chunks = np < nt ? np : nt;
+  /* each chunk wants at least ~64k input elements */
+  if (chunks > 1 && np * g.H * g.W < chunks * 65536) chunks = 1 + np * g.H * g.W / 65536;
+  if (chunks > nt) chunks = nt;
+  size_t scratch = (size_t)(chunks * g.OW) * 16; /* per chunk: OW int64 positions, OW values */
+  char *tx = lu_is_contiguous(x) ? NULL : malloc((size_t)(x->size * es) + 1);
+  char *td = dyt && !lu_is_contiguous(dyt) ? malloc((size_t)(dyt->size * es) + 1) : NULL;
+  char *ty = lu_is_contiguous(y) ? NULL : malloc((size_t)(y->size * es) + 1);
+  char *sc = malloc(scratch + 1);
+  if ((!tx && !lu_is_contiguous(x)) || (dyt && !td && !lu_is_contiguous(dyt)) ||
+      (!ty && !lu_is_contiguous(y)) || !sc) {
+    free(tx), free(td), free(ty), free(sc);
+    return lu_error(LUON_ENOMEM, "%s: out of host memory for scratch (input %s)", op,
+                    lu_shape_str(4, x->shape));
+  }
+  if (tx) move_elems(x, tx, true);
+  if (td) move_elems(dyt, td, true);
+  pjob j = {&g, is_max, chunks, tx ? tx : lu_data(x), dyt ? (td ? td : lu_data(dyt)) : NULL,
+            ty ? ty : lu_data(y), sc};
+  if (ref_only()) {
+    pool_ref(&g, dt, is_max, j.x, grad ? NULL : j.y, j.dy, grad ? j.y : NULL);
+  } else {
+    lu_range_fn fn = dt == LUON_DTYPE_F32 ? planes_f32 : planes_f64;
+    if (chunks > 1) lu_parallel_for(chunks, 1, fn, &j);
+    else fn(&j, 0, 1);
+  }
+  if (ty) move_elems(y, ty, false);
+  free(tx), free(td), free(ty), free(sc);
+  return LUON_OK;
+}
+
+luon_status lu_cpu_max_pool2d(lu_call *c) { return pool_run(c, true, false); }
+luon_status lu_cpu_avg_pool2d(lu_call *c) { return pool_run(c, false, false); }
+luon_status lu_cpu_max_pool2d_grad(lu_call *c) { return pool_run(c, true, true); }
+luon_status lu_cpu_avg_pool2d_grad(lu_call *c) { return pool_run(c, false, true); }
+
+/* ---- backward rules ------------------------------------------------------------ */
+
+/* y = max_pool2d(x): dx = max_pool2d_grad(x, dy), dy routed to each window's
+ * first maximum (recomputed from x). */
+luon_status lu_grad_max_pool2d(lu_grad_call *g) {
+  if (!g->dout[0] || !g->need[0]) return LUON_OK;
+  return lu_run(LU_OP_max_pool2d_grad, g->attrs, &g->din[0], 2, g->in[0], g->dout[0]);
+}
+
+/* y = avg_pool2d(x): dx = avg_pool2d_grad(x, dy), dy / count spread over each window. */
+luon_status lu_grad_avg_pool2d(lu_grad_call *g) {
+  if (!g->dout[0] || !g->need[0]) return LUON_OK;
+  return lu_run(LU_OP_avg_pool2d_grad, g->attrs, &g->din[0], 2, g->in[0], g->dout[0]);
+}
