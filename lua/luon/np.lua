@@ -48,7 +48,7 @@ local function flatten(obj, fname)
       local tv = type(v)
       if tv == "cdata" and is_array(v) then v, tv = v:item(), "number" end
       if tv ~= "number" and tv ~= "boolean" then
-        error(("%s: element %s is a %s, expected a number or boolean"):format(fname, path, tv), 4)
+        core.error(("%s: element %s is a %s, expected a number or boolean"):format(fname, path, tv))
       end
       kind = kind or tv
       n = n + 1
@@ -56,8 +56,8 @@ local function flatten(obj, fname)
       return
     end
     if type(v) ~= "table" or #v ~= shape[depth] then
-      error(("%s: ragged nested table: element %s should be a list of %d"):format(
-        fname, path, shape[depth]), 4)
+      core.error(("%s: ragged nested table: element %s should be a list of %d"):format(
+        fname, path, shape[depth]))
     end
     for k = 1, #v do walk(v[k], depth + 1, path .. "[" .. k .. "]") end
   end
@@ -234,7 +234,7 @@ end
 local function scalar_for(v, x, fname)
   if type(v) == "boolean" then v = v and 1 or 0 end
   if type(v) ~= "number" then
-    error(("%s: operands must be ndarrays or numbers, got %s"):format(fname, type(v)), 4)
+    core.error(("%s: operands must be ndarrays or numbers, got %s"):format(fname, type(v)))
   end
   local info = core.info_of(x)
   local dt = info.dtype

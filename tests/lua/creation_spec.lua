@@ -129,7 +129,7 @@ for _, dev in ipairs(H.devices()) do
         assert.equal(2.5, np.array({2.5}, D):item())
         assert.equal(true, np.array({true}, D):item())
         assert.equal(7, np.array({{7}}, {dtype = "int64", device = dev}):item())
-        H.assert_error(function() np.ones({2}, D):item() end, {"item", "(2)"})
+        H.assert_error(function() np.ones({2}, D):item() end, {"item", "(2,)"})
       end)
       it("totable gives nested lists", function()
         assert.same({{1, 2}, {3, 4}}, np.array({{1, 2}, {3, 4}}, D):totable())

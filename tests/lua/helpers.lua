@@ -162,6 +162,16 @@ function H.rss_kb()
   return tonumber(s:match("VmRSS:%s*(%d+)"))
 end
 
+-- A full collection, after which released arrays have given their memory
+-- back (a deferred release runs when the next array is made).
+function H.collect()
+  collectgarbage("collect"); collectgarbage("collect")
+  local t = np.zeros({1})
+  t = nil
+  collectgarbage("collect"); collectgarbage("collect")
+  np.zeros({1})
+end
+
 -- A row-major list 0..n-1 reshaped (pure Lua, for expected values).
 function H.iota(shape, start)
   local k = (start or 0) - 1
