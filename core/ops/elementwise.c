@@ -7,7 +7,10 @@
 /* Hot loops get an AVX-512 and an AVX2 clone, picked at load time. */
 #define TC __attribute__((target_clones("avx512f", "avx2", "default")))
 #define CHUNK 256          /* elements per stack buffer on the converting path */
-#define PAR_GRAIN 16384    /* threads only from 2 * PAR_GRAIN elements */
+/* Threads from 2 * grain elements. Waking the pool costs ~10 us, so loops
+ * bound by memory wait for 256K elements, loops calling libm for 32K. */
+#define GRAIN_CHEAP (1 << 17)
+#define GRAIN_MATH (1 << 14)
 #define PAR_BLOCK 1024     /* flat parallel pieces start on multiples of this */
 
 /* ---- per-dtype loops ------------------------------------------------------- */
@@ -187,6 +190,7 @@ typedef struct ew {
   where_fn wf;
   const void *param;
   double pbuf[2];
+  int64_t grain;
 } ew;
 
 /* n elements of dtype sdt at src, `stride` bytes apart, into dst as ddt. */
@@ -318,6 +322,20 @@ static void flat_range(void *ctx, int64_t b, int64_t end) {
   row((void *)f->e, hi - lo, p, f->st);
 }
 
+/* lu_is_contiguous, inline: this runs several times per op. */
+static inline bool dense(const luon_tensor *t) {
+  int64_t s = 1;
+  for (int i = t->ndim - 1; i >= 0; i--) {
+    if (t->shape[i] != 1 && t->strides[i] != s) return false;
+    s *= t->shape[i];
+  }
+  return true;
+}
+
+static inline char *data(const luon_tensor *t, int64_t es) {
+  return (char *)t->storage->ptr + t->offset * es;
+}
+
 /* Run e over c->out[0] (any strides) and c->in (broadcast to it). */
 static luon_status run(lu_call *c, ew *e) {
   luon_tensor *out = c->out[0];
@@ -328,29 +346,29 @@ static luon_status run(lu_call *c, ew *e) {
   f.e = e;
   f.nops = e->nin + 1;
   f.n = n;
-  f.base[0] = lu_data(out);
+  f.base[0] = data(out, e->osz);
   f.st[0] = e->osz;
-  bool dense = lu_is_contiguous(out);
+  bool flat_ok = dense(out);
   for (int j = 0; j < e->nin; j++) {
     const luon_tensor *t = c->in[j];
     e->idt[j] = t->dtype;
-    e->isz[j] = luon_dtype_size(t->dtype);
-    e->wsz[j] = luon_dtype_size(e->want[j]);
-    f.base[j + 1] = lu_data(t);
+    e->isz[j] = t->dtype == e->odt ? e->osz : luon_dtype_size(t->dtype);
+    e->wsz[j] = e->want[j] == t->dtype ? e->isz[j] : luon_dtype_size(e->want[j]);
+    f.base[j + 1] = data(t, e->isz[j]);
     /* equal sizes under broadcasting mean equal shapes up to leading ones */
-    if (t->size == n && lu_is_contiguous(t)) f.st[j + 1] = e->isz[j];
+    if (t->size == n && dense(t)) f.st[j + 1] = e->isz[j];
     else if (t->size == 1) f.st[j + 1] = 0;
-    else dense = false;
+    else flat_ok = false;
   }
-  if (dense) {
-    if (n < 2 * PAR_GRAIN) row(e, n, f.base, f.st);
-    else lu_parallel_for((n + PAR_BLOCK - 1) / PAR_BLOCK, PAR_GRAIN / PAR_BLOCK, flat_range, &f);
+  if (flat_ok) {
+    if (n < 2 * e->grain) row(e, n, f.base, f.st);
+    else lu_parallel_for((n + PAR_BLOCK - 1) / PAR_BLOCK, e->grain / PAR_BLOCK, flat_range, &f);
     return LUON_OK;
   }
   int64_t st[LU_ITER_MAX_OPS][LU_MAXD];
   for (int i = 0; i < out->ndim; i++) st[0][i] = out->strides[i] * e->osz;
   for (int j = 0; j < e->nin; j++) lu_byte_strides(c->in[j], out->ndim, out->shape, st[j + 1]);
-  lu_foreach_row(out->ndim, out->shape, f.nops, f.base, (const int64_t(*)[LU_MAXD])st, PAR_GRAIN,
+  lu_foreach_row(out->ndim, out->shape, f.nops, f.base, (const int64_t(*)[LU_MAXD])st, e->grain,
                  row, e);
   return LUON_OK;
 }
@@ -368,12 +386,13 @@ enum { B_ARITH, B_DIV, B_CMP, B_SUB };
 typedef struct binop {
   const char *name;
   int kind;
+  int64_t grain;
   const bin_k *k;
 } binop;
 
 /* The dtype both inputs are read as. */
 static int32_t bin_dtype(const binop *b, int32_t da, int32_t db) {
-  int32_t t = lu_dtype_promote(da, db);
+  int32_t t = da == db ? da : lu_dtype_promote(da, db);
   return b->kind == B_DIV && !lu_dtype_is_float(t) ? LUON_DTYPE_F32 : t;
 }
 
@@ -402,27 +421,28 @@ static luon_status bin_run(lu_call *c, const binop *b) {
   e.want[0] = e.want[1] = t;
   e.odt = b->kind == B_CMP ? LUON_DTYPE_BOOL : t;
   e.bk = &b->k[t];
+  e.grain = b->grain;
   LU_TRY(check_out(c, b->name, e.odt));
   return run(c, &e);
 }
 
-#define BINOP(op, kind)                                                        \
-  static const binop B_##op = {#op, kind, K_##op};                             \
+#define BINOP(op, kind, grain)                                                 \
+  static const binop B_##op = {#op, kind, grain, K_##op};                             \
   luon_status lu_shape_##op(lu_call *c) { return bin_shape(c, &B_##op); }      \
   luon_status lu_cpu_##op(lu_call *c) { return bin_run(c, &B_##op); }
-BINOP(add, B_ARITH)
-BINOP(subtract, B_SUB)
-BINOP(multiply, B_ARITH)
-BINOP(divide, B_DIV)
-BINOP(power, B_ARITH)
-BINOP(maximum, B_ARITH)
-BINOP(minimum, B_ARITH)
-BINOP(equal, B_CMP)
-BINOP(not_equal, B_CMP)
-BINOP(greater, B_CMP)
-BINOP(greater_equal, B_CMP)
-BINOP(less, B_CMP)
-BINOP(less_equal, B_CMP)
+BINOP(add, B_ARITH, GRAIN_CHEAP)
+BINOP(subtract, B_SUB, GRAIN_CHEAP)
+BINOP(multiply, B_ARITH, GRAIN_CHEAP)
+BINOP(divide, B_DIV, GRAIN_CHEAP)
+BINOP(power, B_ARITH, GRAIN_MATH)
+BINOP(maximum, B_ARITH, GRAIN_CHEAP)
+BINOP(minimum, B_ARITH, GRAIN_CHEAP)
+BINOP(equal, B_CMP, GRAIN_CHEAP)
+BINOP(not_equal, B_CMP, GRAIN_CHEAP)
+BINOP(greater, B_CMP, GRAIN_CHEAP)
+BINOP(greater_equal, B_CMP, GRAIN_CHEAP)
+BINOP(less, B_CMP, GRAIN_CHEAP)
+BINOP(less_equal, B_CMP, GRAIN_CHEAP)
 
 /* ---- unary ops -------------------------------------------------------------- */
 
@@ -430,6 +450,7 @@ enum { U_KEEP, U_FLOAT, U_NEG, U_CLIP };
 typedef struct unop {
   const char *name;
   int kind;
+  int64_t grain;
   const un_fn *k;
 } unop;
 
@@ -496,27 +517,28 @@ static luon_status un_run(lu_call *c, const unop *u) {
   int32_t t = un_dtype(u, c->in[0]->dtype);
   e.want[0] = e.odt = t;
   e.uf = u->k[t];
+  e.grain = u->grain;
   e.param = NULL;
   if (u->kind == U_CLIP) clip_bounds(&e, t, c->attrs->f);
   LU_TRY(check_out(c, u->name, t));
   return run(c, &e);
 }
 
-#define UNOP(op, kind)                                                         \
-  static const unop U_##op = {#op, kind, K_##op};                              \
+#define UNOP(op, kind, grain)                                                  \
+  static const unop U_##op = {#op, kind, grain, K_##op};                              \
   luon_status lu_shape_##op(lu_call *c) { return un_shape(c, &U_##op); }       \
   luon_status lu_cpu_##op(lu_call *c) { return un_run(c, &U_##op); }
-UNOP(negative, U_NEG)
-UNOP(abs, U_KEEP)
-UNOP(sign, U_KEEP)
-UNOP(exp, U_FLOAT)
-UNOP(log, U_FLOAT)
-UNOP(sqrt, U_FLOAT)
-UNOP(square, U_KEEP)
-UNOP(tanh, U_FLOAT)
-UNOP(sigmoid, U_FLOAT)
-UNOP(relu, U_KEEP)
-UNOP(clip, U_CLIP)
+UNOP(negative, U_NEG, GRAIN_CHEAP)
+UNOP(abs, U_KEEP, GRAIN_CHEAP)
+UNOP(sign, U_KEEP, GRAIN_CHEAP)
+UNOP(exp, U_FLOAT, GRAIN_MATH)
+UNOP(log, U_FLOAT, GRAIN_MATH)
+UNOP(sqrt, U_FLOAT, GRAIN_CHEAP)
+UNOP(square, U_KEEP, GRAIN_CHEAP)
+UNOP(tanh, U_FLOAT, GRAIN_MATH)
+UNOP(sigmoid, U_FLOAT, GRAIN_MATH)
+UNOP(relu, U_KEEP, GRAIN_CHEAP)
+UNOP(clip, U_CLIP, GRAIN_CHEAP)
 
 /* ---- where ------------------------------------------------------------------ */
 
@@ -547,6 +569,7 @@ luon_status lu_cpu_where(lu_call *c) {
   e.want[0] = c->in[0]->dtype == LUON_DTYPE_U8 ? LUON_DTYPE_U8 : LUON_DTYPE_BOOL;
   e.want[1] = e.want[2] = e.odt = t;
   e.wf = K_where[t];
+  e.grain = GRAIN_CHEAP;
   LU_TRY(check_out(c, "where", t));
   return run(c, &e);
 }
@@ -568,6 +591,7 @@ luon_status lu_cpu_copy(lu_call *c) {
   e.kind = EW_COPY;
   e.nin = 1;
   e.odt = e.want[0] = c->out[0]->dtype;
+  e.grain = e.odt == c->in[0]->dtype ? GRAIN_CHEAP : GRAIN_MATH; /* converting is slower */
   if (c->out[0]->ndim != c->in[0]->ndim ||
       memcmp(c->out[0]->shape, c->in[0]->shape, sizeof(int64_t) * (size_t)c->in[0]->ndim) != 0)
     return lu_error(LUON_ESHAPE, "copy: cannot copy an array of shape %s into one of shape %s",

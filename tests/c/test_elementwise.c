@@ -247,6 +247,24 @@ static void test_strided(void) {
     check_binops(t, d, "transposed,dense");
     check_binops(d, t, "dense,transposed");
     check_binops(t, t, "transposed,transposed");
+    /* out= a transposed view of another storage: written in place, strided */
+    luon_tensor *obase = NULL, *ov = NULL, *in2[2] = {t, d}, *outs[1];
+    CHECK_OK(luon_tensor_empty(LUON_DTYPE_F32, 2, s34, CPU, &obase));
+    CHECK_OK(luon_tensor_view(obase, 2, s43, st_t, 0, &ov));
+    int32_t nout = 1;
+    outs[0] = ov;
+    if (dts[p] == LUON_DTYPE_F32) {
+      CHECK_OK(luon_op_call(luon_op_find("multiply"), 2, in2, NULL, &nout, outs));
+      CHECK(outs[0] == ov, "out= returns the view");
+      luon_tensor *ref = call2("multiply", t, d);
+      double *want = ref ? values(ref) : NULL;
+      if (want) check_values(ov, want, 12, 0, "strided out=");
+      free(want);
+      luon_tensor_release(ref);
+      luon_tensor_release(outs[0]);
+    }
+    luon_tensor_release(ov);
+    luon_tensor_release(obase);
     /* row 1 of base, elements 1..3: shape (3,), offset 5 */
     int64_t s3[1] = {3}, st1[1] = {1}, st2[1] = {2}, s2[1] = {2};
     luon_tensor *o = NULL, *e = NULL;
