@@ -265,7 +265,7 @@ luon_status lu_grad_dropout(lu_grad_call *g) {
 enum { S_SOFTMAX, S_LOG_SOFTMAX, S_SOFTMAX_GRAD, S_LOG_SOFTMAX_GRAD };
 
 typedef struct smax {
-  int kind;
+  int kind, nops;
   int32_t dt;
   int64_t len;       /* along the axis */
   int64_t ast[3];    /* axis byte strides of out, in[0], in[1] */
@@ -329,10 +329,10 @@ static void smax_row(void *ctx, int64_t n, char *const *ptr, const int64_t *st) 
   int64_t es = luon_dtype_size(s->dt);
   /* dense along the axis: one lane at a time reads memory in order */
   int64_t chunk = s->ast[1] == es ? 1 : LANES;
-  char *p[3];
+  char *p[3] = {NULL, NULL, NULL};
   for (int64_t i0 = 0; i0 < n; i0 += chunk) {
     int64_t w = n - i0 < chunk ? n - i0 : chunk;
-    for (int k = 0; k < 3; k++) p[k] = ptr[k] ? ptr[k] + i0 * st[k] : NULL;
+    for (int k = 0; k < s->nops; k++) p[k] = ptr[k] + i0 * st[k];
     if (s->dt == LUON_DTYPE_F32) smax_lanes_f32(s, w, p, st);
     else smax_lanes_f64(s, w, p, st);
   }
@@ -342,7 +342,7 @@ static luon_status smax_run(lu_call *c, int kind) {
   luon_tensor *o = c->out[0];
   int ax;
   LU_TRY(lu_axis(luon_op_name(c->op), c->attrs->ni ? c->attrs->i[0] : -1, o->ndim, &ax));
-  smax s = {kind, o->dtype, o->shape[ax], {0, 0, 0}};
+  smax s = {kind, c->nin + 1, o->dtype, o->shape[ax], {0, 0, 0}};
   if (o->size == 0) return LUON_OK;
   int64_t shape[LU_MAXD], st[LU_ITER_MAX_OPS][LU_MAXD];
   char *base[3] = {lu_data(o), NULL, NULL};

@@ -250,6 +250,8 @@ static void test_activations(void) {
   int32_t one = 1;
   luon_tensor *outs[1] = {ot};
   CHECK_OK(luon_op_call(LU_OP_softrelu, 1, &xt, NULL, &one, outs));
+  CHECK(outs[0] == ot, "out= is returned");
+  luon_tensor_release(outs[0]); /* the +1 the call returned */
   same("softrelu into a strided out=", ot, o, 1e-15);
   rel(5, (luon_tensor *[]){x, xt, o, ot, o2});
 
