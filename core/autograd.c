@@ -18,7 +18,7 @@ typedef struct lu_node {
   int64_t mark;                            /* backward scratch: pass number */
 } lu_node;
 
-__attribute__((tls_model("initial-exec"))) _Thread_local int32_t lu_recording;
+_Thread_local int32_t lu_recording;
 static _Thread_local int32_t training;
 static int64_t pass_counter;
 

@@ -35,6 +35,7 @@ int32_t luon_op_find(const char *name) {
 const char *luon_op_name(int32_t op) { return op >= 0 && op < LU_OP_COUNT ? lu_ops[op].name : NULL; }
 int32_t luon_op_num_inputs(int32_t op) { return op >= 0 && op < LU_OP_COUNT ? lu_ops[op].nin : 0; }
 int32_t luon_op_num_outputs(int32_t op) { return op >= 0 && op < LU_OP_COUNT ? lu_ops[op].nout : 0; }
+int32_t luon_op_has_grad(int32_t op) { return op >= 0 && op < LU_OP_COUNT && lu_ops[op].grad; }
 
 luon_status lu_axis(const char *op, int64_t axis, int ndim, int *out) {
   if (axis < -ndim || axis >= ndim)

@@ -224,7 +224,7 @@ void lu_byte_strides(const luon_tensor *t, int ndim, const int64_t *shape, int64
 luon_status lu_autograd_record(const lu_call *c, luon_tensor *const *outs);
 void lu_autograd_release_node(struct lu_node *n);
 #ifndef __cplusplus
-extern __attribute__((tls_model("initial-exec"))) _Thread_local int32_t lu_recording;
+extern _Thread_local int32_t lu_recording;
 #endif
 
 /* ---- parallel loops ---------------------------------------------------- */

@@ -160,6 +160,8 @@ int32_t luon_op_count(void);
 const char *luon_op_name(int32_t op);
 int32_t luon_op_num_inputs(int32_t op);
 int32_t luon_op_num_outputs(int32_t op);
+/* 1 when op has a backward rule, 0 when it has none (or is not an op). */
+int32_t luon_op_has_grad(int32_t op);
 
 /* Run op `op` on nin inputs. *nout is the capacity of out[] on entry and the
  * number of outputs on return. An out[k] that is non-NULL on entry is written
