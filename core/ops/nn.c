@@ -271,14 +271,21 @@ typedef struct smax {
   int64_t ast[3];    /* axis byte strides of out, in[0], in[1] */
 } smax;
 
-#define AT(T, k, i, j) (*(T *)(p[k] + (i) * st[k] + (j) * s->ast[k]))
+/* element (lane i, step j along the axis) of operand k; LS(k) the lane stride */
+#define AT(T, k, i, j) (((T *)p[k])[(i) * LS(k) + (j) * as[k]])
 
-/* w lanes starting at p[k], lane stride st[k] (bytes) */
+/* w lanes starting at p[k], lane stride st[k] (bytes); the _dense twins
+ * have lanes next to each other (stride 1) and vectorise across them. */
 #define SMAX_LANES(T, sfx)                                                     \
-  static void smax_lanes_##sfx(const smax *s, int64_t w, char *const *p, const int64_t *st) { \
+  TC static void smax_lanes_##sfx(const smax *s, int64_t w, char *const *p, const int64_t *st) { \
     T mx[LANES];                                                               \
     double acc[LANES];                                                         \
-    int64_t L = s->len;                                                        \
+    int64_t L = s->len, as[3], ls[3];                                          \
+    for (int k = 0; k < s->nops; k++) {                                        \
+      as[k] = s->ast[k] / (int64_t)sizeof(T);                                  \
+      ls[k] = st[k] / (int64_t)sizeof(T);                                      \
+    }                                                                          \
+    (void)ls;                                                                  \
     for (int64_t i = 0; i < w; i++) acc[i] = 0;                                \
     switch (s->kind) {                                                         \
     case S_SOFTMAX:                                                            \
@@ -286,7 +293,7 @@ typedef struct smax {
       for (int64_t i = 0; i < w; i++) mx[i] = -INFINITY;                       \
       for (int64_t j = 0; j < L; j++)                                          \
         for (int64_t i = 0; i < w; i++)                                        \
-          if (AT(T, 1, i, j) > mx[i]) mx[i] = AT(T, 1, i, j);                  \
+          mx[i] = AT(T, 1, i, j) > mx[i] ? AT(T, 1, i, j) : mx[i];             \
       for (int64_t j = 0; j < L; j++)                                          \
         for (int64_t i = 0; i < w; i++) {                                      \
           T e = EXP(AT(T, 1, i, j) - mx[i]);                                   \
@@ -320,8 +327,14 @@ typedef struct smax {
       break;                                                                   \
     }                                                                          \
   }
+#define LS(k) ls[k]
 SMAX_LANES(float, f32)
 SMAX_LANES(double, f64)
+#undef LS
+#define LS(k) 1
+SMAX_LANES(float, f32_dense)
+SMAX_LANES(double, f64_dense)
+#undef LS
 #undef AT
 
 static void smax_row(void *ctx, int64_t n, char *const *ptr, const int64_t *st) {
@@ -329,12 +342,14 @@ static void smax_row(void *ctx, int64_t n, char *const *ptr, const int64_t *st) 
   int64_t es = luon_dtype_size(s->dt);
   /* dense along the axis: one lane at a time reads memory in order */
   int64_t chunk = s->ast[1] == es ? 1 : LANES;
+  bool dense = chunk > 1;
+  for (int k = 0; k < s->nops; k++) dense = dense && st[k] == es;
   char *p[3] = {NULL, NULL, NULL};
   for (int64_t i0 = 0; i0 < n; i0 += chunk) {
     int64_t w = n - i0 < chunk ? n - i0 : chunk;
     for (int k = 0; k < s->nops; k++) p[k] = ptr[k] + i0 * st[k];
-    if (s->dt == LUON_DTYPE_F32) smax_lanes_f32(s, w, p, st);
-    else smax_lanes_f64(s, w, p, st);
+    if (s->dt == LUON_DTYPE_F32) (dense ? smax_lanes_f32_dense : smax_lanes_f32)(s, w, p, st);
+    else (dense ? smax_lanes_f64_dense : smax_lanes_f64)(s, w, p, st);
   }
 }
 
