@@ -492,33 +492,43 @@ static void fwd_chunks(void *ctx, int64_t c0, int64_t c1) {
 #define DBLK 16
 typedef float v16 __attribute__((vector_size(64)));
 
+/* s[b] = bias + sum over taps of wt * row, for NB blocks of DBLK columns from j */
+#define DIRECT_BLOCKS(NB)                                                                   \
+  do {                                                                                      \
+    v16 s[NB];                                                                              \
+    for (int b_ = 0; b_ < NB; b_++) s[b_] = (v16){0} + bv;                                  \
+    for (int64_t t = 0; t < nt; t++) {                                                      \
+      for (int b_ = 0; b_ < NB; b_++) {                                                     \
+        v16 xv;                                                                             \
+        memcpy(&xv, rows[t] + j + b_ * DBLK, sizeof xv);                                    \
+        s[b_] += wt[t] * xv;                                                                \
+      }                                                                                     \
+    }                                                                                       \
+    memcpy(yr + j, s, sizeof s);                                                            \
+  } while (0)
+
 static TC void direct_rows(void *ctx, int64_t r0, int64_t r1) {
-  const job *j = ctx;
-  const geom *g = j->g;
-  const float *x = (const float *)j->a, *w = (const float *)j->b, *b = (const float *)j->bias;
-  float *y = (float *)j->y;
-  int64_t K = g->K;
+  const job *jb = ctx;
+  const geom *g = jb->g;
+  const float *x = (const float *)jb->a, *w = (const float *)jb->b, *b = (const float *)jb->bias;
+  float *y = (float *)jb->y;
   for (int64_t r = r0; r < r1; r++) {
     int64_t n = r / g->OH, i = r % g->OH;
-    for (int64_t o = 0; o < g->O; o++) {
-      int64_t c0 = o / g->Og * g->Cg;
-      const float *wo = w + o * K;
-      float *yr = y + ((n * g->O + o) * g->OH + i) * g->OW;
-      float bv = b ? b[o] : 0.0f;
-      /* taps: input row pointer (already offset by the column shift) and weight */
+    for (int64_t gi = 0; gi < g->G; gi++) {
+      /* the taps inside the input: input row (shifted by the column offset),
+       * valid output columns [lo, hi), and the weight's index within (Cg,KH,KW) */
       const float *rows[64];
       float wt[64];
-      int64_t lo[64], hi[64], nt = 0;
+      int64_t lo[64], hi[64], wi[64], nt = 0;
       for (int64_t c = 0; c < g->Cg; c++)
         for (int64_t p = 0; p < g->KH; p++) {
           int64_t ih = i * g->sh - g->ph + p * g->dh;
           if (ih < 0 || ih >= g->H) continue;
           for (int64_t q = 0; q < g->KW; q++) {
             int64_t off = q * g->dw - g->pw;
-            rows[nt] = x + ((n * g->C + c0 + c) * g->H + ih) * g->W + off;
-            wt[nt] = wo[(c * g->KH + p) * g->KW + q];
+            rows[nt] = x + ((n * g->C + gi * g->Cg + c) * g->H + ih) * g->W + off;
             span(off, 1, g->W, g->OW, &lo[nt], &hi[nt]);
-            nt++;
+            wi[nt++] = (c * g->KH + p) * g->KW + q;
           }
         }
       /* the interior, where every tap is inside the input */
@@ -528,27 +538,34 @@ static TC void direct_rows(void *ctx, int64_t r0, int64_t r1) {
         if (hi[t] < e) e = hi[t];
       }
       if (a > e) a = e;
-      int64_t jv = a;
-      for (; jv + DBLK <= e; jv += DBLK) {
-        v16 s = {0};
-        s += bv;
-        for (int64_t t = 0; t < nt; t++) {
-          v16 xv;
-          memcpy(&xv, rows[t] + jv, sizeof xv);
-          s += wt[t] * xv;
+      for (int64_t o = gi * g->Og; o < (gi + 1) * g->Og; o++) {
+        float *yr = y + ((n * g->O + o) * g->OH + i) * g->OW;
+        float bv = b ? b[o] : 0.0f;
+        for (int64_t t = 0; t < nt; t++) wt[t] = w[o * g->K + wi[t]];
+        /* four independent blocks at a time hide the FMA latency; the last
+         * group or block is moved back to end at e, overlapping the one before */
+        int64_t j = a;
+        if (e - a >= 4 * DBLK)
+          for (; j < e; j += 4 * DBLK) {
+            if (j + 4 * DBLK > e) j = e - 4 * DBLK;
+            DIRECT_BLOCKS(4);
+          }
+        else if (e - a >= DBLK)
+          for (; j < e; j += DBLK) {
+            if (j + DBLK > e) j = e - DBLK;
+            DIRECT_BLOCKS(1);
+          }
+        /* the edges (and a narrow interior), element by element */
+        for (int64_t jj = 0; jj < g->OW; jj++) {
+          if (jj >= a && jj < j) {
+            jj = j - 1;
+            continue;
+          }
+          float sum = bv;
+          for (int64_t t = 0; t < nt; t++)
+            if (jj >= lo[t] && jj < hi[t]) sum += wt[t] * rows[t][jj];
+          yr[jj] = sum;
         }
-        memcpy(yr + jv, &s, sizeof s);
-      }
-      /* the edges and the remainder, element by element */
-      for (int64_t jj = 0; jj < g->OW; jj++) {
-        if (jj >= a && jj < jv) {
-          jj = jv - 1;
-          continue;
-        }
-        float s = bv;
-        for (int64_t t = 0; t < nt; t++)
-          if (jj >= lo[t] && jj < hi[t]) s += wt[t] * rows[t][jj];
-        yr[jj] = s;
       }
     }
   }

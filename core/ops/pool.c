@@ -196,35 +196,53 @@ typedef struct pjob {
   int64_t chunks;
   const char *x, *dy;
   char *y;               /* forward output or dx */
-  char *scratch;         /* per chunk: OW int64 positions, then OW values */
+  char *scratch;         /* per chunk: positions, values, a padded row, its maxima */
+  int64_t per_chunk;     /* bytes of scratch per chunk */
 } pjob;
 
 #define GEN_POOL(T, S)                                                                        \
-  static TC void max_row_##S(const pgeom *g, const T *restrict xp, int64_t h0, int64_t h1,       \
-                             T *restrict m, int64_t *restrict at, bool want_at) {               \
-    for (int64_t j = 0; j < g->OW; j++) m[j] = -INFINITY, at[j] = -1;                           \
-    for (int64_t h = h0; h < h1; h++)                                                           \
-      for (int64_t q = 0; q < g->KW; q++) {                                                     \
-        int64_t off = q - g->pw, lo, hi;                                                        \
-        span(off, g->sw, g->W, g->OW, &lo, &hi);                                                \
-        const T *restrict r = xp + h * g->W + off;                                              \
-        if (!want_at) {                                                                         \
-          if (g->sw == 1)                                                                       \
-            for (int64_t j = lo; j < hi; j++) m[j] = r[j] > m[j] ? r[j] : m[j];                 \
-          else if (g->sw == 2)                                                                  \
-            for (int64_t j = lo; j < hi; j++) m[j] = r[2 * j] > m[j] ? r[2 * j] : m[j];         \
-          else                                                                                  \
-            for (int64_t j = lo; j < hi; j++)                                                   \
-              m[j] = r[j * g->sw] > m[j] ? r[j * g->sw] : m[j];                                 \
-        } else {                                                                                \
-          int64_t base = h * g->W + off;                                                        \
-          for (int64_t j = lo; j < hi; j++) {                                                   \
-            T v = r[j * g->sw];                                                                 \
-            bool gt = v > m[j] || at[j] < 0;                                                    \
-            m[j] = gt ? v : m[j];                                                               \
-            at[j] = gt ? base + j * g->sw : at[j];                                              \
-          }                                                                                     \
-        }                                                                                       \
+  /* v[0..W) = max over rows [h0,h1) of the plane, contiguous */                               \
+  static TC void vmax_##S(const T *restrict xp, int64_t W, int64_t h0, int64_t h1,             \
+                          T *restrict v) {                                                      \
+    memcpy(v, xp + h0 * W, sizeof(T) * (size_t)W);                                              \
+    for (int64_t h = h0 + 1; h < h1; h++) {                                                     \
+      const T *restrict r = xp + h * W;                                                         \
+      for (int64_t w = 0; w < W; w++) v[w] = r[w] > v[w] ? r[w] : v[w];                         \
+    }                                                                                           \
+  }                                                                                             \
+  /* m[t] = max of v[t..t+k) for t < n */                                                       \
+  static TC void hmax_##S(const T *restrict v, int64_t n, int64_t k, T *restrict m) {          \
+    memcpy(m, v, sizeof(T) * (size_t)n);                                                        \
+    for (int64_t q = 1; q < k; q++)                                                             \
+      for (int64_t t = 0; t < n; t++) m[t] = v[t + q] > m[t] ? v[t + q] : m[t];                 \
+  }                                                                                             \
+  /* v[w] = max over rows [h0,h1), r[w] = the first row holding it */                          \
+  static TC void vargmax_##S(const T *restrict xp, int64_t W, int64_t h0, int64_t h1,          \
+                             T *restrict v, int32_t *restrict r) {                              \
+    memcpy(v, xp + h0 * W, sizeof(T) * (size_t)W);                                              \
+    for (int64_t w = 0; w < W; w++) r[w] = (int32_t)h0;                                         \
+    for (int64_t h = h0 + 1; h < h1; h++) {                                                     \
+      const T *restrict x = xp + h * W;                                                         \
+      for (int64_t w = 0; w < W; w++) {                                                         \
+        int gt = x[w] > v[w];                                                                   \
+        v[w] = gt ? x[w] : v[w];                                                                \
+        r[w] = gt ? (int32_t)h : r[w];                                                          \
+      }                                                                                         \
+    }                                                                                           \
+  }                                                                                             \
+  /* over v[t..t+k): the maximum with the smallest (row, column), for t < n */                 \
+  static TC void hargmax_##S(const T *restrict v, const int32_t *restrict r, int64_t n,         \
+                             int64_t k, T *restrict m, int32_t *restrict mr,                     \
+                             int32_t *restrict mc) {                                            \
+    for (int64_t t = 0; t < n; t++) m[t] = v[t], mr[t] = r[t], mc[t] = (int32_t)t;              \
+    for (int64_t q = 1; q < k; q++)                                                             \
+      for (int64_t t = 0; t < n; t++) {                                                         \
+        T c = v[t + q];                                                                         \
+        int32_t cr = r[t + q];                                                                  \
+        int better = (c > m[t]) | ((c == m[t]) & (cr < mr[t]));                                 \
+        m[t] = better ? c : m[t];                                                               \
+        mr[t] = better ? cr : mr[t];                                                            \
+        mc[t] = better ? (int32_t)(t + q) : mc[t];                                              \
       }                                                                                         \
   }                                                                                             \
   static TC void sum_row_##S(const pgeom *g, const T *restrict xp, int64_t h0, int64_t h1,       \
@@ -253,24 +271,43 @@ typedef struct pjob {
     const pjob *jb = ctx;                                                                       \
     const pgeom *g = jb->g;                                                                     \
     int64_t np = g->N * g->C, HW = g->H * g->W, OP = g->OH * g->OW;                             \
+    int64_t WP = (g->OW - 1) * g->sw + g->KW; /* padded row the windows cover */               \
     for (int64_t ch = c0; ch < c1; ch++) {                                                      \
-      int64_t *at = (int64_t *)(jb->scratch + ch * g->OW * 16);                                 \
-      T *m = (T *)(at + g->OW);                                                                 \
+      /* six rows of L 8-byte slots: m, v, hm (values), vr, hr, hc (positions) */             \
+      int64_t L = WP + g->W + g->pw;                                                            \
+      T *m = (T *)(jb->scratch + ch * jb->per_chunk), *v = m + L, *hm = v + L;                  \
+      int32_t *vr = (int32_t *)(jb->scratch + ch * jb->per_chunk + 24 * L), *hr = vr + L;       \
+      int32_t *hc = hr + L;                                                                     \
       for (int64_t pl = np * ch / jb->chunks; pl < np * (ch + 1) / jb->chunks; pl++) {          \
-        const T *xp = (const T *)jb->x + pl * HW;                                                \
-        if (jb->dy) memset(jb->y + pl * HW * (int64_t)sizeof(T), 0, sizeof(T) * (size_t)HW);    \
+        const T *xp = (const T *)jb->x + pl * HW;                                               \
+        T *dxp = (T *)jb->y + pl * HW;                                                          \
+        if (jb->dy) memset(dxp, 0, sizeof(T) * (size_t)HW);                                     \
         for (int64_t i = 0; i < g->OH; i++) {                                                   \
           int64_t h0, h1, ch_, w0, w1, cw;                                                      \
           window(i, g->sh, g->ph, g->KH, g->H, g->incl_pad, &h0, &h1, &ch_);                    \
           T *yr = (T *)jb->y + pl * OP + i * g->OW;                                             \
           const T *dyr = jb->dy ? (const T *)jb->dy + pl * OP + i * g->OW : NULL;               \
-          T *dxp = (T *)jb->y + pl * HW;                                                        \
+          if (jb->is_max && dyr) {                                                              \
+            /* the forward's two passes, keeping where each maximum came from */                \
+            for (int64_t w = 0; w < g->pw; w++) v[w] = -INFINITY, vr[w] = INT32_MAX;            \
+            for (int64_t w = g->pw + g->W; w < L; w++) v[w] = -INFINITY, vr[w] = INT32_MAX;     \
+            vargmax_##S(xp, g->W, h0, h1, v + g->pw, vr + g->pw);                               \
+            int64_t n = (g->OW - 1) * g->sw + 1;                                                \
+            hargmax_##S(v, vr, n, g->KW, hm, hr, hc);                                           \
+            for (int64_t j = 0; j < g->OW; j++) {                                               \
+              int64_t t = j * g->sw;                                                            \
+              dxp[(int64_t)hr[t] * g->W + hc[t] - g->pw] += dyr[j];                             \
+            }                                                                                   \
+            continue;                                                                           \
+          }                                                                                     \
           if (jb->is_max) {                                                                     \
-            max_row_##S(g, xp, h0, h1, m, at, dyr != NULL);                                     \
-            if (!dyr) memcpy(yr, m, sizeof(T) * (size_t)g->OW);                                 \
-            else                                                                                \
-              for (int64_t j = 0; j < g->OW; j++)                                               \
-                if (at[j] >= 0) dxp[at[j]] += dyr[j];                                           \
+            /* separable: rows first, then columns of the padded row */                        \
+            for (int64_t w = 0; w < g->pw; w++) v[w] = -INFINITY;                               \
+            for (int64_t w = g->pw + g->W; w < L; w++) v[w] = -INFINITY;                        \
+            vmax_##S(xp, g->W, h0, h1, v + g->pw);                                              \
+            int64_t n = (g->OW - 1) * g->sw + 1;                                                \
+            hmax_##S(v, n, g->KW, hm);                                                          \
+            for (int64_t j = 0; j < g->OW; j++) yr[j] = hm[j * g->sw];                          \
             continue;                                                                           \
           }                                                                                     \
           if (!dyr) sum_row_##S(g, xp, h0, h1, m);                                              \
@@ -312,6 +349,9 @@ static luon_status pool_run(lu_call *c, bool is_max, bool grad) {
   luon_tensor *x = c->in[0], *dyt = grad ? c->in[1] : NULL, *y = c->out[0];
   pgeom g;
   LU_TRY(pool_geom(c, x, &g));
+  if (g.H * g.W > INT32_MAX)
+    return lu_error(LUON_EUNSUPPORTED, "%s: planes of %lld elements are too large (input %s)", op,
+                    (long long)(g.H * g.W), lu_shape_str(4, x->shape));
   if (y->size == 0 || x->size == 0) {
     if (y->size) memset(lu_data(y), 0, (size_t)(y->size * luon_dtype_size(y->dtype)));
     return LUON_OK;
@@ -322,7 +362,9 @@ static luon_status pool_run(lu_call *c, bool is_max, bool grad) {
   /* each chunk wants at least ~64k input elements */
   if (chunks > 1 && np * g.H * g.W < chunks * 65536) chunks = 1 + np * g.H * g.W / 65536;
   if (chunks > nt) chunks = nt;
-  size_t scratch = (size_t)(chunks * g.OW) * 16; /* per chunk: OW int64 positions, OW values */
+  /* per chunk: six rows of L = (OW-1)*sw + KW + W + pw 8-byte slots (>= OW) */
+  int64_t per_chunk = 48 * ((g.OW - 1) * g.sw + g.KW + g.W + g.pw) + 64;
+  size_t scratch = (size_t)(chunks * per_chunk);
   char *tx = lu_is_contiguous(x) ? NULL : malloc((size_t)(x->size * es) + 1);
   char *td = dyt && !lu_is_contiguous(dyt) ? malloc((size_t)(dyt->size * es) + 1) : NULL;
   char *ty = lu_is_contiguous(y) ? NULL : malloc((size_t)(y->size * es) + 1);
@@ -336,7 +378,7 @@ static luon_status pool_run(lu_call *c, bool is_max, bool grad) {
   if (tx) move_elems(x, tx, true);
   if (td) move_elems(dyt, td, true);
   pjob j = {&g, is_max, chunks, tx ? tx : lu_data(x), dyt ? (td ? td : lu_data(dyt)) : NULL,
-            ty ? ty : lu_data(y), sc};
+            ty ? ty : lu_data(y), sc, per_chunk};
   if (ref_only()) {
     pool_ref(&g, dt, is_max, j.x, grad ? NULL : j.y, j.dy, grad ? j.y : NULL);
   } else {
