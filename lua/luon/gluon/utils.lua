@@ -1,0 +1,88 @@
+-- luon.gluon.utils: splitting a batch across devices (split_data,
+-- split_and_load) and clip_global_norm, with MXNet's semantics: one device
+-- never splits; several split along the batch axis with divmod sizes.
+local core = require("luon.core")
+local np = require("luon.np")
+
+local utils = {}
+
+local function shape_text(shape)
+  return "(" .. table.concat(shape, ",") .. (#shape == 1 and ",)" or ")")
+end
+
+-- split_data(data, num_slice, {batch_axis = 0, even_split = true}) -> list
+function utils.split_data(data, num_slice, batch_axis, even_split)
+  if type(batch_axis) == "table" then
+    batch_axis, even_split = batch_axis.batch_axis, batch_axis.even_split
+  end
+  batch_axis = batch_axis or 0
+  if even_split == nil then even_split = true end
+  if not core.is_array(data) then core.error("split_data: data must be an ndarray") end
+  if type(num_slice) ~= "number" or num_slice < 1 or num_slice % 1 ~= 0 then
+    core.error(("split_data: num_slice must be a positive integer, got %s"):format(tostring(num_slice)))
+  end
+  local shape = data.shape
+  local nd = #shape
+  local ax = batch_axis < 0 and batch_axis + nd or batch_axis
+  if ax < 0 or ax >= nd then
+    core.error(("split_data: batch_axis %d is out of bounds for an array of dimension %d"):format(batch_axis, nd))
+  end
+  local size = shape[ax + 1]
+  if even_split and size % num_slice ~= 0 then
+    core.error(("split_and_load: a batch of size %d (data shape %s) cannot be split evenly across %d devices " ..
+                "along axis %d; use a batch size that is a multiple of the number of devices (%d), " ..
+                "or pass {even_split = false} to allow uneven parts")
+               :format(size, shape_text(shape), num_slice, batch_axis, num_slice))
+  end
+  if num_slice == 1 then return {data} end
+  local each, extras = math.floor(size / num_slice), size % num_slice
+  local bounds, pos = {}, 0
+  for k = 1, num_slice - 1 do
+    pos = pos + each + (k <= extras and 1 or 0)
+    bounds[k] = pos
+  end
+  return np.split(data, bounds, ax)
+end
+
+-- split_and_load(data, devices, {batch_axis = 0, even_split = true}) -> list
+-- of parts, part i on devices[i]. Non-array data becomes an array on the
+-- first device.
+function utils.split_and_load(data, devices, opts)
+  opts = opts or {}
+  if core.is_device(devices) then devices = {devices} end
+  if type(devices) ~= "table" or #devices == 0 then
+    core.error("split_and_load: devices must be a non-empty list of devices such as {npx.cpu(0), npx.cpu(1)}")
+  end
+  for k = 1, #devices do
+    if not core.is_device(devices[k]) then
+      core.error(("split_and_load: devices[%d] is not a Device (got %s)"):format(k, tostring(devices[k])))
+    end
+  end
+  if not core.is_array(data) then data = np.array(data, {device = devices[1]}) end
+  if #devices == 1 then return {data:as_in_context(devices[1])} end
+  local parts = utils.split_data(data, #devices, opts.batch_axis or 0, opts.even_split)
+  for k = 1, #parts do parts[k] = parts[k]:as_in_context(devices[k]) end
+  return parts
+end
+
+-- Rescale arrays in place so their joint L2 norm is at most max_norm;
+-- returns the norm before scaling (a number).
+function utils.clip_global_norm(arrays, max_norm, check_isfinite)
+  if check_isfinite == nil then check_isfinite = true end
+  local total = 0
+  for k = 1, #arrays do
+    local a = arrays[k]
+    total = total + (a * a):sum():item()
+  end
+  total = math.sqrt(total)
+  if check_isfinite and (total ~= total or total == math.huge) then
+    io.stderr:write("luon: clip_global_norm: nan or inf is detected; clipping results will be undefined\n")
+  end
+  local scale = max_norm / (total + 1e-8)
+  if scale < 1 then
+    for k = 1, #arrays do (arrays[k] * scale):copyto(arrays[k]) end
+  end
+  return total
+end
+
+return utils
