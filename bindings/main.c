@@ -1,14 +1,22 @@
 /* main.c: the `luon` executable: LuaJIT with luon on its paths. Runs a
  * script with arguments, a string (-e), prints the paths for plain luajit
- * (--env), or starts the REPL when given no script. */
+ * (--env), or starts the REPL (lua/luon/repl.lua) when given no script or -i.
+ * Also the REPL's native half, module "luon.repl_native": line editing,
+ * history and completion (libedit, when built with LUON_HAVE_LIBEDIT), and
+ * Ctrl-C, which interrupts a running chunk or clears the line being typed. */
+#include <errno.h>
 #include <lauxlib.h>
 #include <lua.h>
 #include <luajit.h>
 #include <lualib.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#ifdef LUON_HAVE_LIBEDIT
+#include <editline/readline.h>
+#endif
 
 /* Lua directories: beside the executable when installed (../share/luon/lua),
  * else the build and source trees it was built from. */
@@ -55,6 +63,250 @@ static int docall(lua_State *L, int narg, int nres) {
   return status;
 }
 
+/* ---- the REPL's native half ------------------------------------------------
+ * Ctrl-C is the technique of lua.c: the SIGINT handler sets a hook (the one
+ * Lua call that is safe in a signal handler) and the hook raises "interrupted"
+ * at the next instruction, call or return. LuaJIT runs no hooks inside a
+ * compiled trace, so the REPL runs its chunks with the JIT off (repl.lua);
+ * a loop compiled elsewhere (a script given with -i) cannot be stopped: a
+ * second Ctrl-C says so and a third ends the process. While a line is read,
+ * Ctrl-C makes the read fail (no SA_RESTART) and readline returns false. */
+
+static lua_State *repl_L;                  /* the state the hook and completion use */
+static volatile sig_atomic_t presses;      /* Ctrl-C presses not yet dealt with */
+static volatile sig_atomic_t running;      /* a REPL chunk is running */
+static int completer_ref = LUA_NOREF;      /* repl.complete, in the registry */
+static int editing;                        /* reading lines with libedit */
+static char history_path[4096];
+
+static void stop_hook(lua_State *L, lua_Debug *ar) {
+  (void)ar;
+  lua_sethook(L, NULL, 0, 0);
+  presses = 0;
+  luaL_error(L, "interrupted");
+}
+
+static void say(const char *msg) {
+  ssize_t r = write(2, msg, strlen(msg));
+  (void)r;
+}
+
+static void on_sigint(int sig) {
+  (void)sig;
+  presses++;
+  if (!running) return;
+  if (presses == 2)
+    say("\nluon: still running: compiled code (a JIT trace) runs no hooks and cannot be "
+        "interrupted; Ctrl-C again ends luon\n");
+  if (presses >= 3) {
+    signal(SIGINT, SIG_DFL);
+    raise(SIGINT);
+    return;
+  }
+  lua_sethook(repl_L, stop_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
+}
+
+#ifdef LUON_HAVE_LIBEDIT
+/* libedit's reads retry after EINTR; this one gives up when Ctrl-C was pressed */
+static int getc_interruptible(FILE *f) {
+  unsigned char c;
+  for (;;) {
+    ssize_t n = read(fileno(f), &c, 1);
+    if (n == 1) return c;
+    if (n < 0 && errno == EINTR && !presses) continue;
+    return EOF;
+  }
+}
+
+static char **candidates;
+static size_t ncandidates, next_candidate;
+
+static void drop_candidates(void) {
+  for (size_t k = next_candidate; k < ncandidates; k++) free(candidates[k]);
+  free(candidates);
+  candidates = NULL;
+  ncandidates = next_candidate = 0;
+}
+
+static char *next_match(const char *text, int state) {
+  (void)text;
+  (void)state;
+  return next_candidate < ncandidates ? candidates[next_candidate++] : NULL;
+}
+
+/* TAB: repl.complete(word) gives the candidates, each the whole word */
+static char **complete(const char *text, int start, int end) {
+  (void)start;
+  (void)end;
+  rl_attempted_completion_over = 1; /* never fall back to file names */
+  lua_State *L = repl_L;
+  if (!L || completer_ref == LUA_NOREF) return NULL;
+  int top = lua_gettop(L);
+  drop_candidates();
+  lua_rawgeti(L, LUA_REGISTRYINDEX, completer_ref);
+  lua_pushstring(L, text);
+  if (lua_pcall(L, 1, 1, 0) == 0 && lua_istable(L, -1)) {
+    size_t n = lua_objlen(L, -1);
+    candidates = calloc(n + 1, sizeof *candidates);
+    for (size_t k = 1; candidates && k <= n; k++) {
+      lua_rawgeti(L, -1, (int)k);
+      const char *s = lua_tostring(L, -1);
+      if (s) candidates[ncandidates++] = strdup(s);
+      lua_pop(L, 1);
+    }
+  }
+  lua_settop(L, top);
+  if (ncandidates == 0) return NULL;
+  return rl_completion_matches(text, next_match);
+}
+#endif
+
+/* native.readline(prompt) -> the line; nil at end of input; false on Ctrl-C */
+static int l_readline(lua_State *L) {
+  const char *prompt = luaL_optstring(L, 1, "> ");
+  repl_L = L;
+  presses = 0;
+#ifdef LUON_HAVE_LIBEDIT
+  if (editing) {
+    char *line = readline(prompt);
+    drop_candidates();
+    if (presses) {
+      free(line);
+      fputs("^C\n", stdout);
+      fflush(stdout);
+      presses = 0;
+      lua_pushboolean(L, 0);
+      return 1;
+    }
+    if (!line) return 0;
+    lua_pushstring(L, line);
+    free(line);
+    return 1;
+  }
+#endif
+  fputs(prompt, stdout);
+  fflush(stdout);
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  char buf[1024];
+  size_t got = 0;
+  for (;;) {
+    if (!fgets(buf, sizeof buf, stdin)) {
+      if (presses || (ferror(stdin) && errno == EINTR)) {
+        clearerr(stdin);
+        presses = 0;
+        fputs("\n", stdout);
+        lua_pushboolean(L, 0);
+        return 1;
+      }
+      if (got == 0) return 0;
+      break;
+    }
+    size_t n = strlen(buf);
+    got += n;
+    if (n > 0 && buf[n - 1] == '\n') {
+      luaL_addlstring(&b, buf, n - 1);
+      break;
+    }
+    luaL_addlstring(&b, buf, n);
+  }
+  luaL_pushresult(&b);
+  return 1;
+}
+
+/* native.call(handler, f, ...) -> like xpcall(f, handler, ...), but Ctrl-C
+ * raises "interrupted" inside f */
+static int l_call(lua_State *L) {
+  luaL_checktype(L, 2, LUA_TFUNCTION);
+  repl_L = L;
+  presses = 0;
+  running = 1;
+  int status = lua_pcall(L, lua_gettop(L) - 2, LUA_MULTRET, 1);
+  running = 0;
+  lua_sethook(L, NULL, 0, 0);
+  presses = 0;
+  lua_pushboolean(L, status == 0);
+  lua_replace(L, 1);
+  return lua_gettop(L);
+}
+
+static int l_add_history(lua_State *L) {
+  const char *line = luaL_checkstring(L, 1);
+#ifdef LUON_HAVE_LIBEDIT
+  if (editing && line[0]) add_history(line);
+#else
+  (void)line;
+#endif
+  return 0;
+}
+
+/* native.save_history() -> the path written, or nil */
+static int l_save_history(lua_State *L) {
+#ifdef LUON_HAVE_LIBEDIT
+  if (editing && history_path[0] && write_history(history_path) == 0) {
+    lua_pushstring(L, history_path);
+    return 1;
+  }
+#endif
+  return 0;
+}
+
+/* native.init(complete) -> {editing = bool, history = path or nil}: installs
+ * the Ctrl-C handler and, on a terminal, libedit with the history file
+ * $LUON_HISTORY (empty: none) or ~/.luon_history. */
+static int l_init(lua_State *L) {
+  repl_L = L;
+  if (lua_isfunction(L, 1)) {
+    lua_pushvalue(L, 1);
+    luaL_unref(L, LUA_REGISTRYINDEX, completer_ref);
+    completer_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  }
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_sigint;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, NULL); /* no SA_RESTART: Ctrl-C ends a blocked read */
+  lua_createtable(L, 0, 2);
+#ifdef LUON_HAVE_LIBEDIT
+  const char *term = getenv("TERM");
+  if (!editing && isatty(0) && isatty(1) && !(term && strcmp(term, "dumb") == 0)) {
+    editing = 1;
+    const char *h = getenv("LUON_HISTORY"), *home = getenv("HOME");
+    if (h) snprintf(history_path, sizeof history_path, "%s", h);
+    else if (home && home[0]) snprintf(history_path, sizeof history_path, "%s/.luon_history", home);
+    rl_readline_name = "luon";
+    rl_catch_signals = 0;
+    rl_getc_function = getc_interruptible;
+    rl_attempted_completion_function = complete;
+    rl_basic_word_break_characters = " \t\n\"\\'`@$><=;|&{}()[],+-*/%^~#";
+    rl_completion_append_character = '\0';
+    rl_initialize();
+    using_history();
+    stifle_history(1000);
+    if (history_path[0]) read_history(history_path);
+  }
+  if (editing && history_path[0]) {
+    lua_pushstring(L, history_path);
+    lua_setfield(L, -2, "history");
+  }
+#endif
+  lua_pushboolean(L, editing);
+  lua_setfield(L, -2, "editing");
+  return 1;
+}
+
+static int open_repl_native(lua_State *L) {
+  static const luaL_Reg fns[] = {{"init", l_init},
+                                 {"readline", l_readline},
+                                 {"call", l_call},
+                                 {"add_history", l_add_history},
+                                 {"save_history", l_save_history},
+                                 {NULL, NULL}};
+  lua_newtable(L);
+  luaL_register(L, NULL, fns);
+  return 1;
+}
+
 static void usage(void) {
   fprintf(stderr,
           "usage: luon [options] [script [args...]]\n"
@@ -84,6 +336,10 @@ int main(int argc, char **argv) {
   lua_getfield(L, -1, "cpath");
   lua_pushfstring(L, "%s;%s", cpaths, lua_tostring(L, -1));
   lua_setfield(L, -3, "cpath");
+  lua_pop(L, 1);
+  lua_getfield(L, -1, "preload");
+  lua_pushcfunction(L, open_repl_native);
+  lua_setfield(L, -2, "luon.repl_native");
   lua_pop(L, 2);
 
   for (; i < argc; i++) {
@@ -141,7 +397,8 @@ int main(int argc, char **argv) {
     }
     report(L, status);
   }
-  if (status == 0 && (interactive || !ran)) {
+  /* -i opens the REPL even after a failed script, with what it left behind */
+  if ((status == 0 && !ran) || interactive) {
     lua_getglobal(L, "require");
     lua_pushstring(L, "luon.repl");
     status = docall(L, 1, 1);
