@@ -14,6 +14,8 @@ int clock_gettime(int clk_id, luon_timespec *tp);
 local ts = ffi.new("luon_timespec")
 
 local luon = {np = np, npx = npx, autograd = autograd, version = "0.1.0"}
+luon.init = require("luon.initializer")
+luon.gluon = require("luon.gluon")
 
 -- Seconds from a monotonic clock, as a float (for timing loops).
 function luon.clock()

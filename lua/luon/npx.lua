@@ -71,6 +71,216 @@ end
 unary("relu")
 unary("sigmoid")
 
+---------------------------------------------------------------------------
+-- Neural-network ops with MXNet's names and keyword arguments (what the
+-- gluon.nn layers call). Positional arrays, then one table of keywords.
+
+local op = core.op_ids
+local is_array = core.is_array
+
+local function need_array(x, fname, what)
+  if not is_array(x) then
+    core.error(("%s: %s must be an ndarray, got %s"):format(fname, what, type(x)))
+  end
+  return x
+end
+
+-- An int or a list of two ints (h, w).
+local function pair(v, default, fname, what)
+  if v == nil then v = default end
+  if type(v) == "number" then return v, v end
+  if type(v) == "table" and #v == 1 then return v[1], v[1] end
+  if type(v) == "table" and #v == 2 and type(v[1]) == "number" and type(v[2]) == "number" then
+    return v[1], v[2]
+  end
+  core.error(("%s: %s must be an integer or a list of two integers {h, w}, got %s")
+             :format(fname, what, type(v) == "table" and "a list of " .. #v or tostring(v)))
+end
+npx._pair = pair
+
+local function layout_check(layout, fname)
+  if layout ~= nil and layout ~= "NCHW" then
+    core.error(("%s: layout %s is not supported (only 'NCHW')"):format(fname, tostring(layout)))
+  end
+end
+
+-- convolution(data, weight, bias, {kernel=, stride=1, dilate=1, pad=0,
+-- num_filter=, num_group=1, no_bias=false, layout='NCHW'}): 2-d, NCHW.
+-- bias may be nil (or no_bias = true).
+function npx.convolution(data, weight, bias, kw)
+  if type(bias) == "table" and not is_array(bias) then kw, bias = bias, nil end
+  kw = kw or {}
+  need_array(data, "convolution", "data")
+  need_array(weight, "convolution", "weight")
+  layout_check(kw.layout, "convolution")
+  if kw.kernel ~= nil then
+    local kh, kw_ = pair(kw.kernel, nil, "convolution", "kernel")
+    local ws = weight.shape
+    if #ws ~= 4 or ws[3] ~= kh or ws[4] ~= kw_ then
+      core.error(("convolution: kernel (%d, %d) does not match weight shape (%s)")
+                 :format(kh, kw_, table.concat(ws, ", ")))
+    end
+  end
+  local sh, sw = pair(kw.stride, 1, "convolution", "stride")
+  local ph, pw = pair(kw.pad, 0, "convolution", "pad")
+  local dh, dw = pair(kw.dilate, 1, "convolution", "dilate")
+  local inputs = {data, weight}
+  if bias ~= nil and not kw.no_bias then inputs[3] = need_array(bias, "convolution", "bias") end
+  local a = core.attrs()
+  a.i[0], a.i[1], a.i[2], a.i[3], a.i[4], a.i[5], a.i[6] = sh, sw, ph, pw, dh, dw, kw.num_group or 1
+  a.ni = 7
+  return core.call(op.conv2d, inputs, a, 2)
+end
+
+-- pooling(data, {kernel=, pool_type='max'|'avg', global_pool=false,
+-- stride=kernel, pad=0, pooling_convention='valid'|'full',
+-- count_include_pad=true, layout='NCHW'}): 2-d, NCHW.
+function npx.pooling(data, kw)
+  kw = kw or {}
+  need_array(data, "pooling", "data")
+  layout_check(kw.layout, "pooling")
+  local ptype = kw.pool_type or "max"
+  local id = ptype == "max" and op.max_pool2d or ptype == "avg" and op.avg_pool2d
+  if not id then
+    core.error(("pooling: pool_type must be 'max' or 'avg', got %s"):format(tostring(ptype)))
+  end
+  local conv = kw.pooling_convention or "valid"
+  if conv ~= "valid" and conv ~= "full" then
+    core.error(("pooling: pooling_convention must be 'valid' or 'full', got %s"):format(tostring(conv)))
+  end
+  local global = kw.global_pool and 1 or 0
+  local kh, kww = pair(kw.kernel, global == 1 and 1 or nil, "pooling", "kernel")
+  local sh, sw = pair(kw.stride, {kh, kww}, "pooling", "stride")
+  local ph, pw = pair(kw.pad, 0, "pooling", "pad")
+  local a = core.attrs()
+  a.i[0], a.i[1], a.i[2], a.i[3], a.i[4], a.i[5] = kh, kww, sh, sw, ph, pw
+  a.i[6], a.i[7], a.i[8] = conv == "full" and 1 or 0, global, kw.count_include_pad == false and 0 or 1
+  a.ni = 9
+  return core.call(id, {data}, a, 2)
+end
+
+-- batch_norm(x, gamma, beta, running_mean, running_var, {eps=1e-3,
+-- momentum=0.9, fix_gamma=true, use_global_stats=false, axis=1}).
+-- Training mode (autograd.is_training()) normalises with the batch
+-- statistics and updates the running statistics in place, in the forward
+-- pass, with the biased variance; otherwise it uses the running statistics.
+-- fix_gamma: gamma is taken as 1 (MXNet's default for this op).
+function npx.batch_norm(x, gamma, beta, running_mean, running_var, kw)
+  kw = kw or {}
+  need_array(x, "batch_norm", "x")
+  need_array(gamma, "batch_norm", "gamma")
+  need_array(beta, "batch_norm", "beta")
+  need_array(running_mean, "batch_norm", "running_mean")
+  need_array(running_var, "batch_norm", "running_var")
+  if kw.fix_gamma ~= false then
+    gamma = np.ones(gamma.shape, {dtype = gamma.dtype, device = gamma.device})
+  end
+  local a = core.attrs()
+  a.i[0], a.i[1], a.i[2], a.ni = kw.axis or 1, C.luon_autograd_is_training(), kw.use_global_stats and 1 or 0, 3
+  a.f[0], a.f[1] = kw.eps or 1e-3, kw.momentum or 0.9
+  local outs = core.call(op.batch_norm, {x, gamma, beta, running_mean, running_var}, a, 2, nil, 3)
+  if kw.output_mean_var then return outs[1], outs[2], outs[3] end
+  return outs[1]
+end
+
+-- fully_connected(x, weight, bias, {num_hidden=, no_bias=false,
+-- flatten=true}): y = x . weight^T + bias, weight (num_hidden, in_units).
+-- flatten: x (N, ...) is taken as (N, prod(...)); else the last axis.
+function npx.fully_connected(x, weight, bias, kw)
+  if type(bias) == "table" and not is_array(bias) then kw, bias = bias, nil end
+  kw = kw or {}
+  need_array(x, "fully_connected", "x")
+  need_array(weight, "fully_connected", "weight")
+  if kw.flatten ~= false and x.ndim ~= 2 then
+    local n = x.ndim == 0 and 1 or x.shape[1]
+    x = np.reshape(x, {n, -1})
+  end
+  local y = np.matmul(x, np.transpose(weight))
+  if bias ~= nil and not kw.no_bias then y = y + need_array(bias, "fully_connected", "bias") end
+  return y
+end
+
+-- batch_flatten(x): (N, ...) -> (N, prod(...)); (N,) -> (N, 1).
+function npx.batch_flatten(x)
+  need_array(x, "batch_flatten", "x")
+  if x.ndim == 0 then core.error("batch_flatten: x must have at least one dimension, got a 0-d array") end
+  return np.reshape(x, {x.shape[1], -1})
+end
+
+-- dropout(x, {p=0.5, mode='training'|'always', axes={}}): keeps each element
+-- with probability 1-p, scaled by 1/(1-p); 'training' acts only while
+-- autograd.is_training(), otherwise returns x itself.
+function npx.dropout(x, kw)
+  kw = kw or {}
+  need_array(x, "dropout", "x")
+  local p = kw.p == nil and 0.5 or kw.p
+  local mode = kw.mode or "training"
+  if mode ~= "training" and mode ~= "always" then
+    core.error(("dropout: mode must be 'training' or 'always', got %s"):format(tostring(mode)))
+  end
+  if kw.axes ~= nil and #kw.axes > 0 then
+    core.error("dropout: a mask shared along axes is not supported (axes must be empty)")
+  end
+  if mode == "training" and C.luon_autograd_is_training() == 0 then return x end
+  local a = core.attrs()
+  a.f[0] = p
+  return core.call(op.dropout, {x}, a, 2, nil, 2)[1]
+end
+
+-- activation(x, {act_type='relu'|'sigmoid'|'tanh'|'softrelu'|'softsign'})
+local act_ops = {relu = op.relu, sigmoid = op.sigmoid, tanh = op.tanh, softrelu = op.softrelu}
+function npx.activation(x, kw)
+  local act = type(kw) == "string" and kw or (kw or {}).act_type or "relu"
+  need_array(x, "activation", "x")
+  local id = act_ops[act]
+  if id then return core.call1(id, x) end
+  if act == "softsign" then return x / (np.abs(x) + 1) end
+  core.error(("activation: act_type must be 'relu', 'sigmoid', 'tanh', 'softrelu' or 'softsign', got %s")
+             :format(tostring(act)))
+end
+
+-- leaky_relu(x, {act_type='leaky', slope=0.25})
+function npx.leaky_relu(x, kw)
+  kw = kw or {}
+  need_array(x, "leaky_relu", "x")
+  if kw.act_type ~= nil and kw.act_type ~= "leaky" then
+    core.error(("leaky_relu: only act_type 'leaky' is supported, got %s"):format(tostring(kw.act_type)))
+  end
+  local a = core.attrs()
+  a.f[0] = kw.slope == nil and 0.25 or kw.slope
+  return core.call(op.leaky_relu, {x}, a, 2)
+end
+
+local function softmax_like(name)
+  local id = op[name]
+  npx[name] = function(x, kw)
+    if type(kw) == "number" then kw = {axis = kw} end
+    kw = kw or {}
+    need_array(x, name, "x")
+    if kw.temperature ~= nil and kw.temperature ~= 1 then x = x / kw.temperature end
+    local a = core.attrs()
+    a.i[0], a.ni = kw.axis or -1, 1
+    return core.call(id, {x}, a, 2)
+  end
+end
+-- softmax(x, {axis=-1, temperature=1}), log_softmax(x, {axis=-1})
+softmax_like("softmax")
+softmax_like("log_softmax")
+
+-- pick(x, index, {axis=-1, mode='clip'|'wrap', keepdims=false})
+function npx.pick(x, index, kw)
+  kw = kw or {}
+  need_array(x, "pick", "x")
+  if not is_array(index) then index = np.array(index, {device = x.device}) end
+  local mode = kw.mode or "clip"
+  if mode ~= "clip" and mode ~= "wrap" then
+    core.error(("pick: mode must be 'clip' or 'wrap', got %s"):format(tostring(mode)))
+  end
+  local a = core.attrs()
+  a.i[0], a.i[1], a.i[2], a.ni = kw.axis or -1, kw.keepdims and 1 or 0, mode == "wrap" and 1 or 0, 3
+  return core.call(op.pick, {x, index}, a, 2)
+end
+
 npx.seed = np.random.seed
 
 return npx

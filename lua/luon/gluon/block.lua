@@ -1,0 +1,582 @@
+-- luon.gluon.block: Block and HybridBlock, MXNet Gluon 2.0's containers of
+-- parameters and child blocks: classes by Block:extend(name), children
+-- registered by assignment, structural parameter names, deferred shape
+-- inference at the first call, summary, save/load of parameters.
+-- hybridize() records a flag only: there is no graph capture.
+local core = require("luon.core")
+local autograd = require("luon.autograd")
+local param = require("luon.gluon.parameter")
+local initializer = require("luon.initializer")
+
+local M = {}
+local is_parameter = param.is_parameter
+local tuple = param.tuple
+
+---------------------------------------------------------------------------
+-- Classes: a class is a table of methods whose metatable chains to its
+-- parent; calling it constructs an instance (base state, then __init).
+
+-- The metatable of every block instance.
+local Instance = {}
+
+local Block = {__name = "Block"}
+M.Block = Block
+
+local function is_block(v) return type(v) == "table" and getmetatable(v) == Instance end
+M.is_block = is_block
+
+-- Whether class (or instance) x is cls or derives from it.
+local function derives(x, cls)
+  local c = is_block(x) and rawget(x, "_class") or x
+  while c do
+    if c == cls then return true end
+    c = rawget(c, "__super")
+  end
+  return false
+end
+M.isinstance = derives
+
+local function construct(cls, ...)
+  local self = setmetatable({
+    _class = cls,
+    _children = {}, _child_order = {},   -- name -> Block, names in order
+    _params = {}, _param_order = {},     -- local name -> Parameter, in order
+    _plain = {},                         -- every other field
+    _fhooks = {}, _prehooks = {},
+    _active = false,
+  }, Instance)
+  local init = cls.__init
+  if init then init(self, ...) end
+  return self
+end
+
+-- Cls = Parent:extend("Name"): a subclass; define Cls:__init(...) and
+-- Cls:forward(...), then Cls(...) makes an instance.
+function Block.extend(parent, name)
+  if type(name) ~= "string" then
+    core.error(("extend: the class needs a name string, got %s"):format(tostring(name)))
+  end
+  local cls = {__name = name, __super = parent}
+  return setmetatable(cls, {__index = parent, __call = construct,
+                            __tostring = function() return "class " .. name end})
+end
+setmetatable(Block, {__call = construct, __tostring = function() return "class Block" end})
+
+local HybridBlock = Block:extend("HybridBlock")
+M.HybridBlock = HybridBlock
+
+---------------------------------------------------------------------------
+-- Fields: Blocks and Parameters assigned to a field are registered in
+-- assignment order; other values stay plain fields.
+
+local props = {}
+
+function Instance.__index(self, k)
+  local v = self._plain[k]
+  if v ~= nil then return v end
+  v = self._children[k]
+  if v ~= nil then return v end
+  v = self._params[k]
+  if v ~= nil then return v end
+  v = self._class[k]
+  if v ~= nil then return v end
+  local p = props[k]
+  if p then return p(self) end
+  if type(k) == "number" then return self._children[tostring(k)] end
+  return nil
+end
+
+local function remove(list, name)
+  for i = 1, #list do
+    if list[i] == name then table.remove(list, i); return end
+  end
+end
+
+local function kind(v)
+  if is_block(v) then return "Block" end
+  if is_parameter(v) then return "Parameter" end
+  return type(v)
+end
+
+local function register_child(self, name, child)
+  if derives(self, HybridBlock) and not derives(child, HybridBlock) then
+    core.error(("Children of HybridBlock must also be HybridBlock, but %s has type %s. If you are " ..
+                "using Sequential, please try HybridSequential instead.")
+               :format(name, child._class.__name))
+  end
+  if self._children[name] == nil then
+    local order = self._child_order
+    order[#order + 1] = name
+  end
+  self._children[name] = child
+end
+M.register_child = register_child
+
+function Instance.__newindex(self, k, v)
+  local old = self._children[k] or self._params[k]
+  if old ~= nil and v ~= nil and kind(old) ~= kind(v) then
+    core.error(("Changing attribute type for %s from %s to %s is not allowed.")
+               :format(tostring(k), kind(old), kind(v)))
+  end
+  if is_block(v) then
+    self._plain[k] = nil
+    register_child(self, k, v)
+  elseif is_parameter(v) then
+    self._plain[k] = nil
+    if self._params[k] == nil then
+      local order = self._param_order
+      order[#order + 1] = k
+    end
+    self._params[k] = v
+  elseif v == nil and old ~= nil then
+    if self._children[k] then remove(self._child_order, k); self._children[k] = nil end
+    if self._params[k] then remove(self._param_order, k); self._params[k] = nil end
+  else
+    self._plain[k] = v
+  end
+end
+
+function Instance.__call(self, ...) return self:__call(...) end
+function Instance.__tostring(self) return self:__tostring() end
+
+-- Block.params: this block's own parameters (local name -> Parameter).
+function props.params(self)
+  local ps = {}
+  for k, n in ipairs(self._param_order) do ps[k] = self._params[n] end
+  return param.dict(self._param_order, ps)
+end
+
+---------------------------------------------------------------------------
+-- Calling: hooks, deferred shape inference at the first call, forward.
+
+local function indent(s, n)
+  return (s:gsub("\n", "\n" .. (" "):rep(n)))
+end
+
+function Block.__init() end
+
+function Block:forward()
+  core.error(("%s: forward is not defined; define function %s:forward(...)")
+             :format(self._class.__name, self._class.__name))
+end
+
+-- Own parameters whose materialization waits for this call's shapes.
+local function finish_deferred(self, ...)
+  local pending = false
+  for _, n in ipairs(self._param_order) do
+    local p = self._params[n]
+    if p._deferred and not p._data then pending = true end
+  end
+  if not pending then return end
+  self:infer_shape(...)
+  for _, n in ipairs(self._param_order) do
+    local p = self._params[n]
+    if p._deferred and not p._data then p:_finish_deferred_init() end
+  end
+end
+
+-- Set the unknown dims of own parameters from the inputs of the first
+-- call. Layers override it; a custom block with unknown shapes must too.
+function Block:infer_shape()
+  for _, n in ipairs(self._param_order) do
+    local s = self._params[n]._shape
+    for k = 1, s and #s or 0 do
+      if s[k] == -1 then
+        core.error(("%s has parameters with unknown shape. You need to either specify the shape in " ..
+                    "__init or implement %s:infer_shape(...) to set the unknown dims from the inputs")
+                   :format(self._class.__name, self._class.__name))
+      end
+    end
+  end
+end
+
+local function run_hooks(self, args, ...)
+  for _, h in ipairs(self._fhooks) do h(self, args, ...) end
+  return ...
+end
+
+function Block:__call(...)
+  if #self._prehooks > 0 then
+    local args = {...}
+    for _, h in ipairs(self._prehooks) do h(self, args) end
+  end
+  finish_deferred(self, ...)
+  if #self._fhooks == 0 then return self:forward(...) end
+  return run_hooks(self, {...}, self:forward(...))
+end
+
+local function add_hook(list, fn)
+  if type(fn) ~= "function" then core.error("register_forward_hook: expected a function") end
+  list[#list + 1] = fn
+  return {detach = function() remove(list, fn) end}
+end
+-- hook(block, inputs) before forward; a handle with :detach().
+function Block:register_forward_pre_hook(fn) return add_hook(self._prehooks, fn) end
+-- hook(block, inputs, output...) after forward; a handle with :detach().
+function Block:register_forward_hook(fn) return add_hook(self._fhooks, fn) end
+
+-- fn(block) on every child (depth first), then on self; returns self.
+function Block:apply(fn)
+  for _, n in ipairs(self._child_order) do self._children[n]:apply(fn) end
+  fn(self)
+  return self
+end
+
+-- The class name, as Gluon's repr and summary print it.
+function Block:class_name() return self._class.__name end
+
+function Block:__tostring()
+  local lines = {}
+  for _, n in ipairs(self._child_order) do
+    lines[#lines + 1] = ("  (%s): %s"):format(n, indent(tostring(self._children[n]), 2))
+  end
+  return ("%s(\n%s\n)"):format(self._class.__name, table.concat(lines, "\n"))
+end
+
+---------------------------------------------------------------------------
+-- Parameters of the tree
+
+local function collect(self, prefix, names, ps)
+  for _, n in ipairs(self._param_order) do
+    names[#names + 1] = prefix .. n
+    ps[#ps + 1] = self._params[n]
+  end
+  for _, n in ipairs(self._child_order) do
+    collect(self._children[n], prefix .. n .. ".", names, ps)
+  end
+end
+
+-- A select string: alternatives separated by '|', each a regex of the
+-- subset . * + ? [...] $ \. matched at the start of the name (Python's
+-- re.match), e.g. '.*weight', '0.bias|1.bias', 'conv1%..*' (a Lua escape
+-- also works).
+local function selector(select)
+  if select == nil then return nil end
+  if type(select) ~= "string" then
+    core.error(("collect_params: select must be a string pattern, got %s"):format(type(select)))
+  end
+  local pats = {}
+  for alt in (select .. "|"):gmatch("(.-)|") do
+    local p = alt:gsub("\\(.)", "%%%1"):gsub("%-", "%%-")
+    pats[#pats + 1] = "^" .. p
+  end
+  return function(name)
+    for _, p in ipairs(pats) do
+      local ok, found = pcall(string.find, name, p)
+      if not ok then core.error(("collect_params: bad select pattern %q: %s"):format(select, found)) end
+      if found then return true end
+    end
+    return false
+  end
+end
+
+-- An ordered ParameterDict {structural name = Parameter}: own parameters,
+-- then children's, in registration order ('conv1.0.weight', '0.bias').
+function Block:collect_params(select)
+  local names, ps = {}, {}
+  collect(self, "", names, ps)
+  local keep = selector(select)
+  if keep then
+    local n2, p2 = {}, {}
+    for k = 1, #names do
+      if keep(names[k]) then n2[#n2 + 1], p2[#p2 + 1] = names[k], ps[k] end
+    end
+    names, ps = n2, p2
+  end
+  return param.dict(names, ps)
+end
+
+-- initialize(init, device, verbose, force_reinit) or initialize{init=,
+-- device=, force_reinit=}: the block-level init is every parameter's
+-- default, so a layer's own initializer (biases 'zeros', ...) wins.
+function Block:initialize(ini, device, verbose, force_reinit)
+  if type(ini) == "table" and getmetatable(ini) == nil then
+    local kw = ini
+    ini, device, force_reinit = kw.init, kw.device or kw.ctx, kw.force_reinit
+  end
+  self:collect_params():initialize(ini, device, verbose, force_reinit)
+  return self
+end
+
+function Block:zero_grad() self:collect_params():zero_grad() end
+function Block:reset_device(device) self:collect_params():reset_device(device) end
+Block.reset_ctx = Block.reset_device
+
+function Block:cast(dtype)
+  for _, p in ipairs(self:collect_params():unique()) do p:cast(dtype) end
+  return self
+end
+
+-- Records the flag on this block and its children; there is no graph
+-- capture, forward always runs imperatively.
+function Block:hybridize(active, _)
+  if active == nil then active = true end
+  self:apply(function(b) rawset(b, "_active", active and derives(b, HybridBlock)) end)
+  return self
+end
+
+-- Replace own parameters by those of `shared` (a ParameterDict) with the
+-- same structural names; returns self.
+function Block:share_parameters(shared)
+  local function walk(b, prefix)
+    for _, n in ipairs(b._param_order) do
+      local p = shared[prefix .. n]
+      if p ~= nil then b._params[n] = p end
+    end
+    for _, n in ipairs(b._child_order) do walk(b._children[n], prefix .. n .. ".") end
+  end
+  walk(self, "")
+  return self
+end
+
+---------------------------------------------------------------------------
+-- summary: one forward with hooks, then Gluon's table.
+
+local function shape_str(v)
+  if core.is_array(v) then return tuple(v.shape) end
+  if type(v) == "table" then
+    local parts = {}
+    for k = 1, #v do parts[k] = shape_str(v[k]) end
+    return "[" .. table.concat(parts, ", ") .. "]"
+  end
+  return tostring(v)
+end
+
+local function shapes_of(...)
+  local parts = {}
+  for k = 1, select("#", ...) do parts[k] = shape_str((select(k, ...))) end
+  return table.concat(parts, ", ")
+end
+
+function Block:summary(...)
+  local Sequential, HybridSequential = M.Sequential, M.HybridSequential
+  self:apply(function(b)
+    if rawget(b, "_active") then
+      core.error(('"%s" must not be hybridized to print summary.'):format(b._class.__name))
+    end
+  end)
+  local rows = {{"Input", shapes_of(...), 0, 0, 0}}
+  local seen = {}
+  local hooks = {}
+  self:apply(function(b)
+    if derives(b, Sequential) or derives(b, HybridSequential) then return end
+    hooks[#hooks + 1] = b:register_forward_hook(function(blk, _, ...)
+      local n, trainable, shared = 0, 0, 0
+      for _, pn in ipairs(blk._param_order) do
+        local p = blk._params[pn]
+        local size = 1
+        for _, d in ipairs(p._shape) do size = size * d end
+        n = n + size
+        if p._grad_req ~= "null" then trainable = trainable + size end
+        if seen[p] then shared = shared + size else seen[p] = true end
+      end
+      rows[#rows + 1] = {("%s-%d"):format(blk._class.__name, #rows), shapes_of(...), n, trainable, shared}
+    end)
+  end)
+  local ok, err = pcall(self.__call, self, ...)
+  for _, h in ipairs(hooks) do h.detach() end
+  if not ok then error(err, 0) end
+  local out = {}
+  local function line(s) out[#out + 1] = s end
+  local fmt = "%20s  %42s %15s"
+  line(("-"):rep(80))
+  line(fmt:format("Layer (type)", "Output Shape", "Param #"))
+  line(("="):rep(80))
+  local total, trainable, shared = 0, 0, 0
+  for _, r in ipairs(rows) do
+    line(fmt:format(r[1], r[2], tostring(r[3])))
+    total, trainable, shared = total + r[3], trainable + r[4], shared + r[5]
+  end
+  line(("="):rep(80))
+  line("Parameters in forward computation graph, duplicate included")
+  line("   Total params: " .. total)
+  line("   Trainable params: " .. trainable)
+  line("   Non-trainable params: " .. (total - trainable))
+  line("Shared params in forward computation graph: " .. shared)
+  line("Unique parameters in model: " .. (total - shared))
+  line(("-"):rep(80))
+  local text = table.concat(out, "\n")
+  M.print(text)
+  return {total = total, trainable = trainable, non_trainable = total - trainable, shared = shared,
+          unique = total - shared, text = text}
+end
+-- summary prints through M.print (tests capture it).
+M.print = function(s) print(s) end
+
+---------------------------------------------------------------------------
+-- save_parameters / load_parameters through luon.serialize
+
+-- Save the mean of every parameter's replicas (on cpu(0)) under its
+-- structural name; deduplicate keeps a shared parameter once.
+function Block:save_parameters(path, deduplicate)
+  if type(deduplicate) == "table" then deduplicate = deduplicate.deduplicate end
+  if type(path) ~= "string" then
+    core.error(("save_parameters: path must be a string, got %s"):format(type(path)))
+  end
+  local serialize = require("luon.serialize")
+  local names, arrays, seen = {}, {}, {}
+  for name, p in self:collect_params():items() do
+    if not (deduplicate and seen[p]) then
+      seen[p] = true
+      names[#names + 1] = name
+      arrays[#arrays + 1] = p:_reduce()
+    end
+  end
+  serialize.save(path, names, arrays)
+end
+
+local function abbreviate(list)
+  local q = {}
+  for k, n in ipairs(list) do q[k] = "'" .. n .. "'" end
+  if #q > 7 then
+    q = {q[1], q[2], q[3], "...", q[#q - 3], q[#q - 2], q[#q - 1], q[#q]}
+  end
+  return "[" .. table.concat(q, ", ") .. "]"
+end
+
+local function quoted(list)
+  local q = {}
+  for k, n in ipairs(list) do q[k] = "'" .. n .. "'" end
+  return table.concat(q, ", ")
+end
+
+-- load_parameters(path, {device=, allow_missing=false, ignore_extra=false,
+-- cast_dtype=false, dtype_source='current'}). Everything is checked before
+-- any parameter changes: names missing from the file, names in the file the
+-- block lacks, shapes and dtypes, each error naming every offender.
+-- device: parameters go there (a Device or a list: one replica each);
+-- without it, initialized parameters stay where they are and new ones go
+-- to the current device. (MXNet instead asserts that an initialized
+-- parameter's devices equal the requested ones.)
+function Block:load_parameters(path, kw)
+  if core.is_device(kw) or (type(kw) == "table" and kw[1] ~= nil) then kw = {device = kw} end
+  kw = kw or {}
+  if type(path) ~= "string" then
+    core.error(("load_parameters: path must be a string, got %s"):format(type(path)))
+  end
+  local dtype_source = kw.dtype_source or "current"
+  if dtype_source ~= "current" and dtype_source ~= "saved" then
+    core.error(("load_parameters: dtype_source must be 'current' or 'saved', got %s"):format(tostring(dtype_source)))
+  end
+  local devices = kw.device and param.devices_of(kw.device, "load_parameters") or nil
+  local serialize = require("luon.serialize")
+  local entries = serialize.load(path)
+  local loaded, file_names = {}, {}
+  for _, e in ipairs(entries) do
+    local name = e.name:gsub("^arg:", ""):gsub("^aux:", "")
+    loaded[name] = e.array
+    file_names[#file_names + 1] = name
+  end
+  if #entries == 0 then return self end
+  local params = self:collect_params()
+  local names = params:keys()
+  local where = ("'file: %s'"):format(path)
+
+  if not kw.allow_missing then
+    local missing = {}
+    for _, n in ipairs(names) do if loaded[n] == nil then missing[#missing + 1] = n end end
+    if #missing > 0 then
+      core.error(("Parameter%s %s %s missing in %s, which contains parameters: %s. " ..
+                  "Set allow_missing = true to ignore missing parameters.")
+                 :format(#missing > 1 and "s" or "", quoted(missing), #missing > 1 and "are" or "is",
+                         where, abbreviate(file_names)))
+    end
+  end
+  if not kw.ignore_extra then
+    local extra = {}
+    for _, n in ipairs(file_names) do if params[n] == nil then extra[#extra + 1] = n end end
+    if #extra > 0 then
+      core.error(("Parameter%s %s loaded from %s %s not present in the block, which contains parameters %s. " ..
+                  "Set ignore_extra = true to ignore.")
+                 :format(#extra > 1 and "s" or "", quoted(extra), where, #extra > 1 and "are" or "is",
+                         abbreviate(names)))
+    end
+  end
+  local bad = {}
+  for _, n in ipairs(names) do
+    local p, arr = params[n], loaded[n]
+    if arr then
+      local s, a = p._shape, arr.shape
+      local ok = s == nil or #s == #a
+      for k = 1, (ok and s) and #s or 0 do
+        if s[k] ~= -1 and s[k] ~= a[k] then ok = false end
+      end
+      if not ok then
+        bad[#bad + 1] = ("'%s': shape incompatible expected %s vs saved %s"):format(n, tuple(p.shape), tuple(a))
+      elseif arr.dtype ~= p._dtype and not kw.cast_dtype then
+        bad[#bad + 1] = ("'%s': dtype incompatible expected %s vs saved %s"):format(n, p._dtype, arr.dtype)
+      end
+    end
+  end
+  if #bad > 0 then
+    core.error(("Failed loading from %s (nothing was changed): %s. Set cast_dtype = true to convert dtypes.")
+               :format(where, table.concat(bad, "; ")))
+  end
+  local done = {}
+  for _, n in ipairs(names) do
+    local p, arr = params[n], loaded[n]
+    if arr and not done[p] then
+      done[p] = true
+      if arr.dtype ~= p._dtype then
+        if dtype_source == "saved" then p._dtype = arr.dtype else arr = arr:astype(p._dtype) end
+      end
+      p:_load_init(arr, devices)
+    end
+  end
+  return self
+end
+
+---------------------------------------------------------------------------
+-- Sequential and HybridSequential: children '0', '1', ... called in order.
+
+local Sequential = Block:extend("Sequential")
+local HybridSequential = HybridBlock:extend("HybridSequential")
+M.Sequential, M.HybridSequential = Sequential, HybridSequential
+
+-- add(block, ...): register each under the next index; returns self.
+local function add(self, ...)
+  for k = 1, select("#", ...) do
+    local b = select(k, ...)
+    if not is_block(b) then
+      core.error(("%s:add: argument %d must be a Block, got %s"):format(self._class.__name, k, kind(b)))
+    end
+    register_child(self, tostring(#self._child_order), b)
+  end
+  return self
+end
+
+local function chain(self, order, i, ...)
+  local name = order[i]
+  if name == nil then return ... end
+  return chain(self, order, i + 1, self._children[name](...))
+end
+
+local function seq_forward(self, ...)
+  return chain(self, self._child_order, 1, ...)
+end
+
+local function len(self) return #self._child_order end
+
+for _, cls in ipairs({Sequential, HybridSequential}) do
+  cls.add = add
+  cls.forward = seq_forward
+  cls.len = len
+  -- infer_shape: children do their own
+  cls.infer_shape = function() end
+end
+
+function Sequential:hybridize(active, kw)
+  local all_hybrid = #self._child_order > 0
+  for _, n in ipairs(self._child_order) do
+    if not derives(self._children[n], HybridBlock) then all_hybrid = false end
+  end
+  if all_hybrid and active ~= false then
+    param.warn(("All children of this Sequential layer '%s' are HybridBlocks. Consider using " ..
+                "HybridSequential for the best performance."):format(self._class.__name))
+  end
+  return Block.hybridize(self, active, kw)
+end
+
+M.initializer = initializer
+M.autograd = autograd
+return M

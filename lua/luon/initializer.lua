@@ -1,0 +1,166 @@
+-- luon.initializer (luon.init, MXNet's mx.init): objects that fill a
+-- parameter's array in place. Random draws come from np.random on the array's
+-- device (Parameter initializes on cpu(0), then copies), seeded by
+-- np.random.seed. Not here: which initializer a parameter gets (Parameter's
+-- precedence: explicit > the layer's > the block-level default).
+local core = require("luon.core")
+local np = require("luon.np")
+
+local init = {}
+
+local Initializer = {}
+Initializer.__index = Initializer
+init.Initializer = Initializer
+
+local function class(name, ctor)
+  local cls = setmetatable({}, {__index = Initializer})
+  cls.__index = cls
+  cls.__name = name
+  cls.__tostring = Initializer.__tostring
+  cls.__call = Initializer.__call
+  init[name] = function(...)
+    local self = setmetatable({}, cls)
+    ctor(self, ...)
+    return self
+  end
+  return cls
+end
+
+-- Keyword-or-positional: Uniform(0.1) and Uniform{scale = 0.1} both work.
+local function arg(v, key, default)
+  if type(v) == "table" and getmetatable(v) == nil then v = v[key] end
+  if v == nil then return default end
+  return v
+end
+
+function Initializer.__tostring(self)
+  local parts = {}
+  for _, k in ipairs(self._repr or {}) do parts[#parts + 1] = ("%s=%s"):format(k, tostring(self[k])) end
+  return ("%s(%s)"):format(self.__name, table.concat(parts, ", "))
+end
+
+-- init(arr) or init(name, arr): fill arr in place (the name is for errors).
+function Initializer.__call(self, name, arr)
+  if arr == nil then name, arr = "array", name end
+  if not core.is_array(arr) then
+    core.error(("%s: expected an ndarray to initialize, got %s"):format(tostring(self), type(arr)))
+  end
+  self:_init_weight(name, arr)
+  return arr
+end
+
+local function fill(arr, v)
+  np.full(arr.shape, v, {dtype = arr.dtype, device = arr.device}):copyto(arr)
+end
+
+local function draw(arr, fn, a, b)
+  fn(a, b, arr.shape, {dtype = arr.dtype, device = arr.device}):copyto(arr)
+end
+
+local Zero = class("Zero", function() end)
+function Zero:_init_weight(_, arr) fill(arr, 0) end
+
+local One = class("One", function() end)
+function One:_init_weight(_, arr) fill(arr, 1) end
+
+local Constant = class("Constant", function(self, value)
+  value = arg(value, "value")
+  if type(value) ~= "number" then
+    core.error(("Constant: value must be a number, got %s"):format(tostring(value)))
+  end
+  self.value, self._repr = value, {"value"}
+end)
+function Constant:_init_weight(_, arr) fill(arr, self.value) end
+
+-- U[-scale, scale]
+local Uniform = class("Uniform", function(self, scale)
+  self.scale, self._repr = arg(scale, "scale", 0.07), {"scale"}
+end)
+function Uniform:_init_weight(_, arr) draw(arr, np.random.uniform, -self.scale, self.scale) end
+
+-- N(0, sigma)
+local Normal = class("Normal", function(self, sigma)
+  self.sigma, self._repr = arg(sigma, "sigma", 0.01), {"sigma"}
+end)
+function Normal:_init_weight(_, arr) draw(arr, np.random.normal, 0, self.sigma) end
+
+-- fan_in = shape[1]*prod(shape[2:]), fan_out = shape[0]*prod(shape[2:])
+local function fans(self, name, arr)
+  local shape = arr.shape
+  if #shape < 2 then
+    core.error(("%s: cannot initialize '%s' of shape (%s): it needs at least 2 dimensions")
+               :format(self.__name, name, table.concat(shape, ", ")))
+  end
+  local hw = 1
+  for k = 3, #shape do hw = hw * shape[k] end
+  local fan_in, fan_out = shape[2] * hw, shape[1] * hw
+  local ft = self.factor_type
+  if ft == "avg" then return (fan_in + fan_out) / 2 end
+  if ft == "in" then return fan_in end
+  return fan_out
+end
+
+local function factor_type(ft, who)
+  if ft ~= "avg" and ft ~= "in" and ft ~= "out" then
+    core.error(("%s: factor_type must be 'avg', 'in' or 'out', got %s"):format(who, tostring(ft)))
+  end
+  return ft
+end
+
+-- scale = sqrt(magnitude / factor); uniform U[-scale, scale] or gaussian N(0, scale)
+local Xavier = class("Xavier", function(self, rnd_type, ftype, magnitude)
+  local kw = type(rnd_type) == "table" and rnd_type or {}
+  if type(rnd_type) == "table" then rnd_type = nil end
+  self.rnd_type = rnd_type or kw.rnd_type or "uniform"
+  self.factor_type = factor_type(ftype or kw.factor_type or "avg", "Xavier")
+  self.magnitude = magnitude or kw.magnitude or 3
+  if self.rnd_type ~= "uniform" and self.rnd_type ~= "gaussian" then
+    core.error(("Xavier: rnd_type must be 'uniform' or 'gaussian', got %s"):format(tostring(self.rnd_type)))
+  end
+  self._repr = {"rnd_type", "factor_type", "magnitude"}
+end)
+function Xavier:_init_weight(name, arr)
+  local scale = math.sqrt(self.magnitude / fans(self, name, arr))
+  if self.rnd_type == "uniform" then
+    draw(arr, np.random.uniform, -scale, scale)
+  else
+    draw(arr, np.random.normal, 0, scale)
+  end
+end
+
+-- Xavier(gaussian, factor_type, 2 / (1 + slope^2))
+local MSRAPrelu = class("MSRAPrelu", function(self, ftype, slope)
+  local kw = type(ftype) == "table" and ftype or {}
+  if type(ftype) == "table" then ftype = nil end
+  self.factor_type = factor_type(ftype or kw.factor_type or "avg", "MSRAPrelu")
+  self.slope = slope or kw.slope or 0.25
+  self.rnd_type, self.magnitude = "gaussian", 2 / (1 + self.slope ^ 2)
+  self._repr = {"factor_type", "slope"}
+end)
+MSRAPrelu._init_weight = Xavier._init_weight
+
+-- Names accepted where MXNet accepts a string initializer.
+local by_name = {zeros = init.Zero, zero = init.Zero, ones = init.One, one = init.One,
+                 uniform = init.Uniform, normal = init.Normal, xavier = init.Xavier,
+                 msraprelu = init.MSRAPrelu}
+
+function init.is_initializer(v)
+  local mt = getmetatable(v)
+  return type(v) == "table" and mt ~= nil and getmetatable(mt) ~= nil
+         and getmetatable(mt).__index == Initializer
+end
+
+-- An Initializer from an Initializer, a name ('zeros', 'ones', 'xavier', ...)
+-- or nil (nil stays nil).
+function init.create(v, who)
+  if v == nil or init.is_initializer(v) then return v end
+  if type(v) == "string" then
+    local ctor = by_name[v:lower()]
+    if ctor then return ctor() end
+  end
+  core.error(("%s: unknown initializer %s (expected a luon.init object such as init.Xavier(), " ..
+              "or 'zeros', 'ones', 'uniform', 'normal', 'xavier', 'msraprelu')")
+             :format(who or "initializer", tostring(v)))
+end
+
+return init
