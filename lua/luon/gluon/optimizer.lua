@@ -1,0 +1,480 @@
+-- luon.gluon.optimizer: MXNet's optimizers (SGD, Adam) over the fused in-place
+-- update ops, the Updater that keeps their states per device, and the
+-- learning-rate schedulers (optimizer.lr_scheduler). Not here: gradient
+-- aggregation across devices (luon.gluon.trainer), multi-precision copies.
+local core = require("luon.core")
+local np = require("luon.np")
+
+local op = core.op_ids
+local optimizer = {}
+
+-- A class whose instances read `props` (computed fields) before methods;
+-- metamethods (__call, __tostring) are inherited by copying.
+local function class(name, parent)
+  local c = {__name = name, _props = setmetatable({}, {__index = parent and parent._props})}
+  c.__index = function(self, k)
+    local p = c._props[k]
+    if p then return p(self) end
+    return c[k]
+  end
+  if parent then
+    for _, mm in ipairs({"__call", "__tostring", "__newindex"}) do c[mm] = rawget(parent, mm) end
+  end
+  return setmetatable(c, {
+    __index = parent,
+    __call = function(cls, ...)
+      local obj = setmetatable({}, cls)
+      cls.__init(obj, ...)
+      return obj
+    end,
+    __tostring = function() return name end,
+  })
+end
+optimizer.class = class
+
+-- Keyword arguments: positional ones (by name, in order) then one table.
+-- Unknown keywords are an error naming the known ones, as MXNet's TypeError.
+local function parse_args(fname, names, known, ...)
+  local kw, n = core.kw(...)
+  local out = {}
+  for k, v in pairs(kw) do
+    if not known[k] then
+      local list = {}
+      for name in pairs(known) do list[#list + 1] = name end
+      table.sort(list)
+      core.error(("%s: unknown argument '%s' (known: %s)"):format(fname, tostring(k), table.concat(list, ", ")))
+    end
+    out[k] = v
+  end
+  for i = 1, math.min(n, #names) do
+    local v = select(i, ...)
+    if v ~= nil then out[names[i]] = v end
+  end
+  return out
+end
+optimizer._parse_args = parse_args
+
+local function set_of(...)
+  local s = {}
+  for _, list in ipairs({...}) do for _, k in ipairs(list) do s[k] = true end end
+  return s
+end
+
+---------------------------------------------------------------------------
+-- Learning-rate schedulers: sched(num_update) -> lr, num_update counting
+-- from 1 at the first update. MXNet's lr_scheduler.py, including its state
+-- (FactorScheduler lowers base_lr as updates pass).
+
+local lr_scheduler = {}
+optimizer.lr_scheduler = lr_scheduler
+
+local sched_common = {"base_lr", "warmup_steps", "warmup_begin_lr", "warmup_mode"}
+
+local LRScheduler = class("LRScheduler")
+lr_scheduler.LRScheduler = LRScheduler
+
+function LRScheduler:__init(a)
+  a = a or {}
+  self.base_lr = a.base_lr or 0.01
+  self.warmup_steps = a.warmup_steps or 0
+  self.warmup_final_lr = self.base_lr
+  self.warmup_begin_lr = a.warmup_begin_lr or 0
+  self.warmup_mode = a.warmup_mode or "linear"
+  local name = getmetatable(self).__name
+  if self.warmup_steps % 1 ~= 0 or self.warmup_steps < 0 then
+    core.error(("%s: warmup_steps must be an integer >= 0, got %s"):format(name, tostring(self.warmup_steps)))
+  end
+  if self.warmup_begin_lr > self.warmup_final_lr then
+    core.error(("%s: base_lr (%g) has to be higher than warmup_begin_lr (%g)")
+               :format(name, self.warmup_final_lr, self.warmup_begin_lr))
+  end
+  if self.warmup_mode ~= "linear" and self.warmup_mode ~= "constant" then
+    core.error(("%s: warmup_mode must be 'linear' or 'constant', got %s"):format(name, tostring(self.warmup_mode)))
+  end
+end
+
+function LRScheduler:get_warmup_lr(num_update)
+  if self.warmup_mode == "linear" then
+    return self.warmup_begin_lr + (self.warmup_final_lr - self.warmup_begin_lr) * num_update / self.warmup_steps
+  end
+  return self.warmup_begin_lr
+end
+
+function LRScheduler:__call(num_update)
+  if num_update < self.warmup_steps then return self:get_warmup_lr(num_update) end
+  return self.base_lr
+end
+
+-- FactorScheduler(step, {factor = 1, stop_factor_lr = 1e-8, base_lr = 0.01, warmup...}):
+-- lr = base_lr * factor^floor((num_update - 1) / step), never below stop_factor_lr.
+local FactorScheduler = class("FactorScheduler", LRScheduler)
+lr_scheduler.FactorScheduler = FactorScheduler
+local factor_known = set_of({"step", "factor", "stop_factor_lr"}, sched_common)
+function FactorScheduler:__init(...)
+  local a = parse_args("FactorScheduler", {"step", "factor", "stop_factor_lr", "base_lr"}, factor_known, ...)
+  LRScheduler.__init(self, a)
+  local step, factor = a.step, a.factor or 1
+  if type(step) ~= "number" or step < 1 then
+    core.error(("FactorScheduler: step must be a number >= 1, got %s"):format(tostring(step)))
+  end
+  if factor > 1 then core.error(("FactorScheduler: factor must be no more than 1 to make lr reduce, got %g"):format(factor)) end
+  self.step, self.factor, self.stop_factor_lr, self.count = step, factor, a.stop_factor_lr or 1e-8, 0
+end
+
+function FactorScheduler:__call(num_update)
+  if num_update < self.warmup_steps then return self:get_warmup_lr(num_update) end
+  while num_update > self.count + self.step do
+    self.count = self.count + self.step
+    self.base_lr = self.base_lr * self.factor
+    if self.base_lr < self.stop_factor_lr then self.base_lr = self.stop_factor_lr end
+  end
+  return self.base_lr
+end
+
+-- MultiFactorScheduler({s1, s2, ...}, {factor = 1, base_lr = 0.01, warmup...}):
+-- lr is multiplied by factor once num_update passes each step.
+local MultiFactorScheduler = class("MultiFactorScheduler", LRScheduler)
+lr_scheduler.MultiFactorScheduler = MultiFactorScheduler
+local multi_known = set_of({"step", "factor"}, sched_common)
+function MultiFactorScheduler:__init(...)
+  local a = parse_args("MultiFactorScheduler", {"step", "factor", "base_lr"}, multi_known, ...)
+  LRScheduler.__init(self, a)
+  local step, factor = a.step, a.factor or 1
+  if type(step) ~= "table" or #step < 1 then
+    core.error("MultiFactorScheduler: step must be a non-empty list of increasing integers")
+  end
+  for i, s in ipairs(step) do
+    if s < 1 then core.error(("MultiFactorScheduler: step[%d] = %g; steps must be >= 1"):format(i, s)) end
+    if i > 1 and s <= step[i - 1] then
+      core.error("MultiFactorScheduler: schedule step must be an increasing integer list")
+    end
+  end
+  if factor > 1 then core.error(("MultiFactorScheduler: factor must be no more than 1 to make lr reduce, got %g"):format(factor)) end
+  self.step, self.factor, self.cur_step_ind, self.count = step, factor, 1, 0
+end
+
+function MultiFactorScheduler:__call(num_update)
+  if num_update < self.warmup_steps then return self:get_warmup_lr(num_update) end
+  while self.cur_step_ind <= #self.step and num_update > self.step[self.cur_step_ind] do
+    self.count = self.step[self.cur_step_ind]
+    self.cur_step_ind = self.cur_step_ind + 1
+    self.base_lr = self.base_lr * self.factor
+  end
+  return self.base_lr
+end
+
+-- PolyScheduler(max_update, {base_lr = 0.01, pwr = 2, final_lr = 0, warmup...})
+local PolyScheduler = class("PolyScheduler", LRScheduler)
+lr_scheduler.PolyScheduler = PolyScheduler
+local poly_known = set_of({"max_update", "pwr", "final_lr"}, sched_common)
+function PolyScheduler:__init(...)
+  local a = parse_args("PolyScheduler", {"max_update", "base_lr", "pwr", "final_lr"}, poly_known, ...)
+  LRScheduler.__init(self, a)
+  if type(a.max_update) ~= "number" or a.max_update < 1 or a.max_update % 1 ~= 0 then
+    core.error("PolyScheduler: max_update must be an integer >= 1")
+  end
+  self.power, self.base_lr_orig, self.max_update = a.pwr or 2, self.base_lr, a.max_update
+  self.final_lr = a.final_lr or 0
+  self.max_steps = self.max_update - self.warmup_steps
+end
+
+function PolyScheduler:__call(num_update)
+  if num_update < self.warmup_steps then return self:get_warmup_lr(num_update) end
+  if num_update <= self.max_update then
+    self.base_lr = self.final_lr + (self.base_lr_orig - self.final_lr)
+                   * (1 - (num_update - self.warmup_steps) / self.max_steps) ^ self.power
+  end
+  return self.base_lr
+end
+
+-- CosineScheduler(max_update, {base_lr = 0.01, final_lr = 0, warmup...})
+local CosineScheduler = class("CosineScheduler", LRScheduler)
+lr_scheduler.CosineScheduler = CosineScheduler
+local cos_known = set_of({"max_update", "final_lr"}, sched_common)
+function CosineScheduler:__init(...)
+  local a = parse_args("CosineScheduler", {"max_update", "base_lr", "final_lr"}, cos_known, ...)
+  LRScheduler.__init(self, a)
+  if type(a.max_update) ~= "number" or a.max_update < 1 or a.max_update % 1 ~= 0 then
+    core.error("CosineScheduler: max_update must be an integer >= 1")
+  end
+  self.base_lr_orig, self.max_update, self.final_lr = self.base_lr, a.max_update, a.final_lr or 0
+  self.max_steps = self.max_update - self.warmup_steps
+end
+
+function CosineScheduler:__call(num_update)
+  if num_update < self.warmup_steps then return self:get_warmup_lr(num_update) end
+  if num_update <= self.max_update then
+    self.base_lr = self.final_lr + (self.base_lr_orig - self.final_lr)
+                   * (1 + math.cos(math.pi * (num_update - self.warmup_steps) / self.max_steps)) / 2
+  end
+  return self.base_lr
+end
+
+---------------------------------------------------------------------------
+-- Optimizer base: learning rate (or scheduler), wd, rescale_grad,
+-- clip_gradient, per-index update counts per device (num_update = the
+-- largest), lr_mult/wd_mult read live from param_dict[index].
+
+local Optimizer = class("Optimizer")
+optimizer.Optimizer = Optimizer
+
+local base_args = {"rescale_grad", "param_idx2name", "wd", "clip_gradient", "learning_rate",
+                   "lr_scheduler", "begin_num_update", "multi_precision", "param_dict",
+                   "aggregate_num", "use_fused_step", "lazy_update", "sym"}
+optimizer._base_args = base_args
+
+function Optimizer:__init(a)
+  a = a or {}
+  local name = getmetatable(self).__name
+  rawset(self, "rescale_grad", a.rescale_grad or 1.0)
+  rawset(self, "lr_scheduler", a.lr_scheduler)
+  local lr = a.learning_rate
+  if self.lr_scheduler == nil and lr == nil then lr = 0.01 end
+  if self.lr_scheduler ~= nil and lr ~= nil then
+    -- MXNet: the optimizer's learning_rate overrides the scheduler's base_lr
+    self.lr_scheduler.base_lr = lr
+    self.lr_scheduler.warmup_final_lr = lr
+  end
+  if lr ~= nil and type(lr) ~= "number" then
+    core.error(("%s: learning_rate must be a number, got %s"):format(name, type(lr)))
+  end
+  rawset(self, "lr", lr)
+  rawset(self, "wd", a.wd or 0)
+  rawset(self, "clip_gradient", a.clip_gradient)
+  rawset(self, "begin_num_update", a.begin_num_update or 0)
+  rawset(self, "num_update", self.begin_num_update)
+  rawset(self, "multi_precision", a.multi_precision or false) -- accepted, ignored
+  rawset(self, "param_dict", a.param_dict or {})
+  rawset(self, "idx2name", a.param_idx2name or {})
+  rawset(self, "lr_mult", {})
+  rawset(self, "wd_mult", {})
+  rawset(self, "_all_index_update_counts", {[0] = {}})
+  rawset(self, "_index_update_count", self._all_index_update_counts[0])
+end
+
+-- opt.learning_rate: the scheduler's value at num_update, or the fixed lr.
+function Optimizer._props.learning_rate(self)
+  if self.lr_scheduler ~= nil then return self.lr_scheduler(self.num_update) end
+  return self.lr
+end
+
+function Optimizer:__newindex(k, v)
+  if k == "learning_rate" then return self:set_learning_rate(v) end
+  rawset(self, k, v)
+end
+
+function Optimizer:set_learning_rate(lr)
+  if self.lr_scheduler ~= nil then
+    core.error("set_learning_rate: the optimizer has an lr_scheduler; the learning rate can only be " ..
+               "set when there is no scheduler")
+  end
+  if type(lr) ~= "number" then core.error(("set_learning_rate: expected a number, got %s"):format(type(lr))) end
+  rawset(self, "lr", lr)
+end
+
+-- lr_mult/wd_mult by index or name (when param_dict has no entry).
+function Optimizer:set_lr_mult(args) for k, v in pairs(args) do self.lr_mult[k] = v end end
+function Optimizer:set_wd_mult(args) for k, v in pairs(args) do self.wd_mult[k] = v end end
+
+-- Counters per device: key is anything identifying the updater's device.
+function Optimizer:_set_current_device(key)
+  local c = self._all_index_update_counts[key]
+  if not c then
+    c = {}
+    self._all_index_update_counts[key] = c
+  end
+  self._index_update_count = c
+end
+
+function Optimizer:_update_count(indices)
+  local counts = self._index_update_count
+  for _, idx in ipairs(indices) do
+    local c = (counts[idx] or self.begin_num_update) + 1
+    counts[idx] = c
+    if c > self.num_update then self.num_update = c end
+  end
+end
+
+local function mult_of(self, field, index)
+  local p = self.param_dict[index]
+  if p ~= nil then return p[field] or 1 end
+  local m = self[field][index]
+  if m ~= nil then return m end
+  local name = self.idx2name[index]
+  if name ~= nil then return self[field][name] or 1 end
+  return 1
+end
+
+function Optimizer:_get_lr(index)
+  local lr = self.lr_scheduler ~= nil and self.lr_scheduler(self.num_update) or self.lr
+  return lr * mult_of(self, "lr_mult", index)
+end
+
+function Optimizer:_get_wd(index)
+  return self.wd * mult_of(self, "wd_mult", index)
+end
+
+-- The clip value the fused kernels take: < 0 means none (None and 0 alike,
+-- as MXNet's fused path).
+function Optimizer:_clip()
+  local c = self.clip_gradient
+  if c == nil or c == false or c == 0 then return -1 end
+  return c
+end
+
+function Optimizer:create_state(_, _) return nil end
+
+-- update(indices, weights, grads, states): one step for each index, in place.
+function Optimizer:update(indices, weights, grads, states)
+  self:_update_count(indices)
+  for k = 1, #indices do
+    self:_step_one(indices[k], weights[k], grads[k], states[k])
+  end
+end
+Optimizer.step = Optimizer.update
+
+function Optimizer:__tostring()
+  return ("%s(learning_rate=%s, wd=%g, rescale_grad=%g, clip_gradient=%s)")
+         :format(getmetatable(self).__name, tostring(self.learning_rate), self.wd, self.rescale_grad,
+                 tostring(self.clip_gradient))
+end
+
+local function fused(opid, inputs, lr, wd, rescale, clip, p4, p5, p6)
+  local a = core.attrs()
+  a.f[0], a.f[1], a.f[2], a.f[3] = lr, wd, rescale, clip
+  a.f[4], a.f[5], a.f[6] = p4 or 0, p5 or 0, p6 or 0
+  return core.call(opid, inputs, a)
+end
+
+---------------------------------------------------------------------------
+-- SGD: g = clip(rescale_grad * grad) + wd * w;
+-- momentum 0: w -= lr * g;  else mom = momentum * mom - lr * g; w += mom.
+
+local SGD = class("SGD", Optimizer)
+optimizer.SGD = SGD
+local sgd_known = set_of({"momentum"}, base_args)
+
+function SGD:__init(...)
+  local a = parse_args("SGD", {"learning_rate", "momentum"}, sgd_known, ...)
+  if a.learning_rate == nil and a.lr_scheduler == nil then a.learning_rate = 0.1 end
+  Optimizer.__init(self, a)
+  rawset(self, "momentum", a.momentum or 0)
+end
+
+function SGD:create_state(_, weight)
+  if self.momentum ~= 0 then return np.zeros_like(weight) end
+  return nil
+end
+
+function SGD:_step_one(index, w, g, mom)
+  local lr, wd = self:_get_lr(index), self:_get_wd(index)
+  if mom ~= nil then
+    fused(op.sgd_mom_update, {w, g, mom}, lr, wd, self.rescale_grad, self:_clip(), self.momentum)
+  else
+    fused(op.sgd_update, {w, g}, lr, wd, self.rescale_grad, self:_clip())
+  end
+end
+
+---------------------------------------------------------------------------
+-- Adam: t = this index's update count; lr_t = lr * sqrt(1 - beta2^t) / (1 - beta1^t);
+-- g = clip(rescale_grad * grad) + wd * w; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+-- w -= lr_t * m / (sqrt(v) + epsilon).
+
+local Adam = class("Adam", Optimizer)
+optimizer.Adam = Adam
+local adam_known = set_of({"beta1", "beta2", "epsilon"}, base_args)
+
+function Adam:__init(...)
+  local a = parse_args("Adam", {"learning_rate", "beta1", "beta2", "epsilon"}, adam_known, ...)
+  if a.learning_rate == nil and a.lr_scheduler == nil then a.learning_rate = 0.001 end
+  Optimizer.__init(self, a)
+  rawset(self, "beta1", a.beta1 or 0.9)
+  rawset(self, "beta2", a.beta2 or 0.999)
+  rawset(self, "epsilon", a.epsilon or 1e-8)
+end
+
+function Adam:create_state(_, weight)
+  return {np.zeros_like(weight), np.zeros_like(weight)}
+end
+
+function Adam:_step_one(index, w, g, state)
+  local lr, wd = self:_get_lr(index), self:_get_wd(index)
+  local t = self._index_update_count[index]
+  lr = lr * math.sqrt(1 - self.beta2 ^ t) / (1 - self.beta1 ^ t)
+  fused(op.adam_update, {w, g, state[1], state[2]}, lr, wd, self.rescale_grad, self:_clip(),
+        self.beta1, self.beta2, self.epsilon)
+end
+
+---------------------------------------------------------------------------
+-- Registry: create("sgd", {...}) by name, case-insensitive.
+
+local registry = {sgd = SGD, adam = Adam}
+optimizer.registry = registry
+
+function optimizer.register(name, cls)
+  registry[name:lower()] = cls
+  return cls
+end
+
+local function known_names()
+  local names = {}
+  for k in pairs(registry) do names[#names + 1] = k end
+  table.sort(names)
+  return table.concat(names, ", ")
+end
+
+function optimizer.create(name, params)
+  if type(name) ~= "string" then
+    core.error(("optimizer.create: expected an optimizer name, got %s"):format(type(name)))
+  end
+  local cls = registry[name:lower()]
+  if not cls then
+    core.error(("Cannot find optimizer '%s' (known: %s)"):format(name, known_names()))
+  end
+  return cls(params or {})
+end
+
+function optimizer.is_optimizer(x)
+  local mt = getmetatable(x)
+  while type(mt) == "table" do
+    if mt == Optimizer then return true end
+    local parent = getmetatable(mt)
+    mt = parent and parent.__index
+  end
+  return false
+end
+
+---------------------------------------------------------------------------
+-- Updater: the states of one device's replicas; updater(indices, grads,
+-- weights) creates missing states on the weights' device, then steps.
+
+local Updater = class("Updater")
+optimizer.Updater = Updater
+
+function Updater:__init(opt, key)
+  self.optimizer = opt
+  self.states = {}
+  self.stateless = {} -- indices whose optimizer keeps no state (plain SGD)
+  self.key = key
+end
+
+function Updater:__call(indices, grads, weights)
+  if type(indices) ~= "table" then indices, grads, weights = {indices}, {grads}, {weights} end
+  if #indices == 0 then return end
+  local opt = self.optimizer
+  opt:_set_current_device(self.key or tostring(weights[1].device))
+  local states = {}
+  for k, idx in ipairs(indices) do
+    local s = self.states[idx]
+    if s == nil and not self.stateless[idx] then
+      s = opt:create_state(idx, weights[k])
+      if s == nil then self.stateless[idx] = true else self.states[idx] = s end
+    end
+    states[k] = s
+  end
+  opt:update(indices, weights, grads, states)
+end
+
+function optimizer.get_updater(opt, key) return Updater(opt, key) end
+
+return optimizer

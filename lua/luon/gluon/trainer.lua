@@ -1,0 +1,241 @@
+-- luon.gluon.trainer: gluon.Trainer, which applies an optimizer to a set of
+-- Parameters: step(batch_size) = rescale by 1/batch_size, sum the gradients
+-- of every replica into every replica (allreduce_grads), then one identical
+-- optimizer update per replica (update). Not here: the update rules
+-- (luon.gluon.optimizer), distributed kvstores, saving optimizer states.
+local core = require("luon.core")
+local np = require("luon.np")
+local optimizer = require("luon.gluon.optimizer")
+
+local trainer = {}
+
+---------------------------------------------------------------------------
+-- Summing replicas. reduce_replicas(grads): grads is a list of arrays of one
+-- shape, one per device; afterwards each holds the sum of all of them. The
+-- sum is taken on the first replica's device in list order, so every
+-- replica receives the same bits. A core C primitive will replace this
+-- function; nothing else in this file knows how the sum is made.
+
+local function reduce_replicas(grads)
+  local n = #grads
+  if n < 2 then return end
+  local first = grads[1]
+  local dev = first.device
+  local sum = first
+  for k = 2, n do
+    local g = grads[k]
+    if g.device ~= dev then g = g:copyto(dev) end
+    sum = np.add(sum, g)
+  end
+  for k = 1, n do sum:copyto(grads[k]) end
+end
+trainer.reduce_replicas = reduce_replicas
+
+---------------------------------------------------------------------------
+-- Parameters given to a Trainer
+
+local function is_parameter(p)
+  return type(p) == "table" and type(p.list_data) == "function" and type(p.list_grad) == "function"
+end
+
+local function names_of(dict)
+  local ks = dict:keys()
+  if type(ks) == "function" then
+    local list = {}
+    for k in ks do list[#list + 1] = k end
+    ks = list
+  end
+  return ks
+end
+
+-- A list of distinct Parameters in optimizer-index order: a ParameterDict
+-- (has :keys()) or a plain name -> Parameter table in sorted name order, as
+-- MXNet sorts dict keys; a Lua list as given.
+local function param_list(params)
+  if is_parameter(params) then return {params} end
+  if type(params) ~= "table" then
+    core.error(("Trainer: the first argument must be a list or table of Parameters " ..
+                "(net:collect_params()), got %s"):format(type(params)))
+  end
+  local list = {}
+  local keys = {}
+  if type(params.keys) == "function" and not is_parameter(params.keys) then
+    keys = names_of(params)
+  elseif params[1] ~= nil then
+    for k = 1, #params do list[k] = params[k] end
+  else
+    for k in pairs(params) do
+      if type(k) ~= "string" then
+        core.error(("Trainer: a table of Parameters must be a list or keyed by names, got key %s")
+                   :format(tostring(k)))
+      end
+      keys[#keys + 1] = k
+    end
+  end
+  if #keys > 0 then
+    keys = {unpack(keys)}
+    table.sort(keys)
+    for k = 1, #keys do list[k] = params[keys[k]] end
+  end
+  local seen, out = {}, {}
+  for k, p in ipairs(list) do
+    if not is_parameter(p) then
+      core.error(("Trainer: the first argument must hold Parameters, but %s is a %s")
+                 :format(keys[k] and ("'" .. keys[k] .. "'") or ("element " .. k), type(p)))
+    end
+    if not seen[p] then
+      seen[p] = true
+      out[#out + 1] = p
+    end
+  end
+  return out
+end
+
+local function device_text(devs)
+  local parts = {}
+  for k, d in ipairs(devs) do parts[k] = tostring(d) end
+  return "[" .. table.concat(parts, ", ") .. "]"
+end
+
+---------------------------------------------------------------------------
+-- Trainer
+
+local Trainer = optimizer.class("Trainer")
+trainer.Trainer = Trainer
+
+-- Trainer(params, optimizer, optimizer_params, {kvstore = "device", update_on_kvstore = nil})
+-- optimizer: a name ("sgd", "adam"; any case) or an Optimizer object.
+function Trainer:__init(params, opt, optimizer_params, opts)
+  opts = opts or {}
+  local plist = param_list(params)
+  rawset(self, "_params", plist)
+  local devices
+  for _, p in ipairs(plist) do
+    local devs = p:list_device()
+    if devices == nil then
+      devices = devs
+    elseif device_text(devs) ~= device_text(devices) then
+      core.error(("Trainer: all Parameters must be initialized on the same set of devices, but " ..
+                  "Parameter '%s' is initialized on %s while previous Parameters are initialized on %s")
+                 :format(tostring(p.name), device_text(devs), device_text(devices)))
+    end
+  end
+  rawset(self, "_devices", devices or {})
+  local kv = opts.kvstore
+  if kv == nil then kv = "device" end
+  if kv ~= false and kv ~= "device" and kv ~= "local" then
+    core.error(("Trainer: kvstore '%s' is not supported (use 'device', 'local' or false); " ..
+                "distributed training is not implemented"):format(tostring(kv)))
+  end
+  rawset(self, "_kvstore", kv)
+  -- Gradients are always summed into every replica and each replica updated
+  -- with the same sum (MXNet's update_on_kvstore=false); the weights equal
+  -- those of update_on_kvstore=true, so that flag is accepted and ignored.
+  rawset(self, "_update_on_kvstore", false)
+
+  local param_dict = {}
+  for i, p in ipairs(plist) do param_dict[i] = p end
+  if optimizer.is_optimizer(opt) then
+    if optimizer_params ~= nil and next(optimizer_params) ~= nil then
+      core.error("Trainer: optimizer_params must be nil if optimizer is an Optimizer object " ..
+                 "instead of a name")
+    end
+    opt.param_dict = param_dict
+  elseif type(opt) == "string" then
+    local kw = {}
+    for k, v in pairs(optimizer_params or {}) do kw[k] = v end
+    kw.param_dict = param_dict
+    opt = optimizer.create(opt, kw)
+  else
+    core.error(("Trainer: optimizer must be a name such as 'sgd' or an Optimizer object, got %s")
+               :format(type(opt)))
+  end
+  rawset(self, "optimizer", opt)
+  rawset(self, "_optimizer", opt)
+  rawset(self, "_scale", opt.rescale_grad)
+  local updaters = {}
+  for k, d in ipairs(self._devices) do updaters[k] = optimizer.get_updater(opt, tostring(d)) end
+  rawset(self, "_updaters", updaters)
+end
+
+function Trainer._props.learning_rate(self)
+  return self._optimizer.learning_rate
+end
+
+function Trainer:__newindex(k, v)
+  if k == "learning_rate" then
+    core.error("Trainer: learning_rate is read-only; use trainer:set_learning_rate(lr)")
+  end
+  rawset(self, k, v)
+end
+
+function Trainer:set_learning_rate(lr)
+  self._optimizer:set_learning_rate(lr)
+end
+
+function Trainer:__tostring()
+  return ("Trainer(%d parameters on %s, %s)")
+         :format(#self._params, device_text(self._devices), tostring(self._optimizer))
+end
+
+local function check_batch_size(batch_size, fname)
+  if type(batch_size) ~= "number" or batch_size <= 0 then
+    core.error(("Trainer.%s: batch_size must be a positive number, got %s"):format(fname, tostring(batch_size)))
+  end
+end
+
+-- step(batch_size): gradients are divided by batch_size (the total over all
+-- devices), summed over replicas, and applied. MXNet's stale-gradient check
+-- needs a per-array "written by backward" flag the core does not keep yet,
+-- so ignore_stale_grad is accepted and every replica is updated.
+function Trainer:step(batch_size, ignore_stale_grad)
+  check_batch_size(batch_size, "step")
+  self._optimizer.rescale_grad = self._scale / batch_size
+  self:allreduce_grads()
+  self:_update(ignore_stale_grad)
+end
+
+-- Sum each parameter's gradients over its replicas, into every replica.
+function Trainer:allreduce_grads()
+  if #self._devices < 2 or self._kvstore == false then return end
+  for _, p in ipairs(self._params) do
+    if p.grad_req ~= "null" then reduce_replicas(p:list_grad()) end
+  end
+end
+
+-- update(batch_size): the second half of step, after allreduce_grads().
+function Trainer:update(batch_size, ignore_stale_grad)
+  check_batch_size(batch_size, "update")
+  self._optimizer.rescale_grad = self._scale / batch_size
+  self:_update(ignore_stale_grad)
+end
+
+function Trainer:_update(_)
+  local ndev = #self._updaters
+  local per_dev = {}
+  for d = 1, ndev do per_dev[d] = {indices = {}, grads = {}, weights = {}} end
+  for i, p in ipairs(self._params) do
+    if p.grad_req ~= "null" then
+      local data, grads = p:list_data(), p:list_grad()
+      if #data ~= ndev then
+        core.error(("Trainer: Parameter '%s' has %d replicas but the Trainer was made for %d devices %s; " ..
+                    "make a new Trainer after initializing on other devices")
+                   :format(tostring(p.name), #data, ndev, device_text(self._devices)))
+      end
+      for d = 1, ndev do
+        local u = per_dev[d]
+        local n = #u.indices + 1
+        u.indices[n], u.grads[n], u.weights[n] = i, grads[d], data[d]
+      end
+    end
+  end
+  for d = 1, ndev do
+    local u = per_dev[d]
+    self._updaters[d](u.indices, u.grads, u.weights)
+  end
+end
+
+-- gluon.Trainer(...) is trainer.Trainer(...)
+setmetatable(trainer, {__call = function(_, ...) return Trainer(...) end})
+
+return trainer
