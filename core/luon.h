@@ -197,6 +197,36 @@ luon_status luon_autograd_backward(int32_t n, luon_tensor *const *heads,
 /* Random numbers: one seeded generator per device (counter-based). */
 luon_status luon_random_seed(int64_t seed);
 
+/* Files (core/io.c). Safetensors: an 8-byte little-endian header length, a
+ * JSON header {"name": {"dtype": "F32", "shape": [..], "data_offsets":
+ * [begin, end]}, "__metadata__": {..}}, then the raw row-major data. Dtype
+ * names F32 F64 F16 BF16 I32 I64 U8 BOOL. Messages start "safetensors: <path>: ". */
+/* Write n named tensors (any device, any strides) to path atomically: into
+ * "<path>.tmp.<pid>", fsync, rename. On failure the old file is untouched.
+ * LUON_EIO (cannot create/write/rename), LUON_EINVAL (empty or duplicate names). */
+luon_status luon_safetensors_save(const char *path, int32_t n, const char *const *names,
+                                  luon_tensor *const *tensors);
+/* An open safetensors file whose header has been validated. Opaque. */
+typedef struct luon_safetensors luon_safetensors;
+/* Open and check everything (lengths, JSON, dtypes, sizes, offsets, names):
+ * LUON_EFORMAT naming the file and the fault, LUON_EIO when unreadable. */
+luon_status luon_safetensors_open(const char *path, luon_safetensors **out);
+/* Number of tensors; the name of tensor i (in header order), NULL if out of range. */
+int32_t luon_safetensors_count(const luon_safetensors *h);
+const char *luon_safetensors_name(const luon_safetensors *h, int32_t i);
+/* dtype, ndim and shape (shape: room for 8) of tensor i, without reading it. */
+luon_status luon_safetensors_shape(const luon_safetensors *h, int32_t i, int32_t *dtype,
+                                   int32_t *ndim, int64_t *shape);
+/* Read tensor i into a new tensor on the device (+1 in *out). */
+luon_status luon_safetensors_get(luon_safetensors *h, int32_t i, int32_t dev_type, int32_t dev_id,
+                                 luon_tensor **out);
+void luon_safetensors_close(luon_safetensors *h);
+/* Read an IDX file (MNIST's format), gzip-compressed or plain, into a new
+ * tensor of its shape (+1): element type 0x08 -> uint8, 0x0C -> int32,
+ * 0x0D -> float32, 0x0E -> float64. zlib is loaded on first use.
+ * LUON_EFORMAT (bad magic, sizes, gzip data) naming the file; LUON_EIO. */
+luon_status luon_idx_read(const char *path, int32_t dev_type, int32_t dev_id, luon_tensor **out);
+
 /* sizeof of a struct of this header as the C compiler lays it out, by name
  * ("luon_tensor_info"), or -1: the bindings check the FFI agrees. */
 int64_t luon_abi_sizeof(const char *struct_name);
