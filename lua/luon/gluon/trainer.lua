@@ -235,7 +235,4 @@ function Trainer:_update(_)
   end
 end
 
--- gluon.Trainer(...) is trainer.Trainer(...)
-setmetatable(trainer, {__call = function(_, ...) return Trainer(...) end})
-
 return trainer

@@ -1,0 +1,341 @@
+-- gluon_trainer_spec: SGD (plain, momentum, wd, clip_gradient) and Adam for
+-- two steps against hand-computed numbers, lr_mult/wd_mult, learning-rate
+-- schedulers, and gluon.Trainer: parameter order, replicas summed and kept
+-- identical, grad_req 'null', errors.
+package.path = (debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "") .. "?.lua;" .. package.path
+local H = require("helpers")
+local np, npx, autograd = H.np, H.npx, H.luon.autograd
+local optimizer = require("luon.gluon.optimizer")
+local Trainer = require("luon.gluon.trainer").Trainer
+local trainer_mod = require("luon.gluon.trainer")
+local Parameter = require("luon.gluon.parameter").Parameter
+local sched = optimizer.lr_scheduler
+
+-- A Parameter with `values` on every device of `devices`.
+local function param(name, values, devices, grad_req)
+  local p = Parameter(name, {shape = {#values}, grad_req = grad_req})
+  p:initialize{init = "zeros", device = devices}
+  p:set_data(np.array(values))
+  return p
+end
+
+-- Write the gradient of replica k (as backward would).
+local function set_grad(p, k, values)
+  local g = p:list_grad()[k]
+  np.array(values, {device = g.device}):copyto(g)
+end
+
+-- A stand-in with only the interface the Trainer may use.
+local function fake_param(name, values, devices)
+  local data = {}
+  for k, d in ipairs(devices) do
+    data[k] = np.array(values, {device = d})
+    data[k]:attach_grad()
+  end
+  local p = {name = name, grad_req = "write", lr_mult = 1, wd_mult = 1}
+  function p.list_data() return data end
+  function p.list_grad()
+    local g = {}
+    for k = 1, #data do g[k] = data[k].grad end
+    return g
+  end
+  function p.list_device() return devices end
+  return p
+end
+
+-- w0 = [1, -2, 3], constant gradient g = [0.5, 2, -4]. By hand, for the
+-- cases below (g' = clip(rescale * g, clip) + wd * w):
+--   SGD lr .1, wd .1, step(2) (rescale .5), clip .75: g'1 = [.25,.75,-.75] + .1 w0 = [.35,.55,-.45]
+--     w1 = w0 - .1 g'1 = [.965, -2.055, 3.045]; g'2 = [.3465,.5445,-.4455]; w2 = [.93035, -2.10945, 3.08955]
+--   SGD lr .1, momentum .9: mom1 = -.1 g, w1 = [.95, -2.2, 3.4]; mom2 = .9 mom1 - .1 g = -.19 g,
+--     w2 = [.855, -2.58, 4.16]
+--   same with wd .1, clip .75, step(2): w1 = [.965, -2.055, 3.045]; mom2 = .9 (-.1 g'1) - .1 g'2 =
+--     [-.06615, -.10395, .08505]; w2 = [.89885, -2.15895, 3.13005]
+--   Adam lr .01 (t = 1: lr_t = .01 sqrt(.001)/.1, m/sqrt(v) = sign(g) sqrt(10)): each step moves
+--     every weight by .01 against its gradient's sign: w1 = [.99, -2.01, 3.01], w2 = [.98, -2.02, 3.02]
+--   Adam lr .01, wd .1, clip .75, step(2): (evaluated in float64)
+--     w1 = [.990000009, -2.009999994, 3.009999993], w2 = [.9800007715, -2.019999512, 3.019999402]
+local W0, G = {1, -2, 3}, {0.5, 2, -4}
+
+for _, dev in ipairs(H.devices()) do
+  describe("on " .. tostring(dev), function()
+    local function run(opt, opt_params, steps, batch, grad_req)
+      local p = param("w", W0, {dev}, grad_req)
+      local tr = Trainer({p}, opt, opt_params)
+      local out = {}
+      for s = 1, steps do
+        set_grad(p, 1, G)
+        tr:step(batch or 1)
+        out[s] = p:data():totable()
+      end
+      return out, tr, p
+    end
+
+    describe("SGD", function()
+      it("plain, with wd and clip_gradient, step(2) rescales by 1/2", function()
+        local w = run("sgd", {learning_rate = 0.1, wd = 0.1, clip_gradient = 0.75}, 2, 2)
+        H.assert_close(w[1], {0.965, -2.055, 3.045})
+        H.assert_close(w[2], {0.93035, -2.10945, 3.08955})
+      end)
+      it("with momentum", function()
+        local w = run("sgd", {learning_rate = 0.1, momentum = 0.9}, 2)
+        H.assert_close(w[1], {0.95, -2.2, 3.4})
+        H.assert_close(w[2], {0.855, -2.58, 4.16})
+      end)
+      it("with momentum, wd and clip_gradient", function()
+        local w, tr = run("SGD", {learning_rate = 0.1, momentum = 0.9, wd = 0.1, clip_gradient = 0.75}, 2, 2)
+        H.assert_close(w[1], {0.965, -2.055, 3.045})
+        H.assert_close(w[2], {0.89885, -2.15895, 3.13005})
+        H.assert_close(tr._updaters[1].states[1], {-0.06615, -0.10395, 0.08505})
+      end)
+      it("clip_gradient 0 means no clipping, as MXNet's fused step", function()
+        local w = run("sgd", {learning_rate = 0.1, clip_gradient = 0}, 1)
+        H.assert_close(w[1], {0.95, -2.2, 3.4})
+      end)
+      it("learning_rate defaults to 0.1 (MXNet 2.0's SGD)", function()
+        assert.equal(0.1, optimizer.SGD().learning_rate)
+        assert.equal(0.5, optimizer.SGD(0.5).learning_rate)
+        assert.equal(0.9, optimizer.SGD(0.5, 0.9).momentum)
+      end)
+      it("float64 weights", function()
+        local p = Parameter("w", {shape = {3}, dtype = "float64"})
+        p:initialize{init = "zeros", device = dev}
+        p:set_data(np.array(W0, {dtype = "float64"}))
+        local tr = Trainer({p}, "sgd", {learning_rate = 0.1, momentum = 0.9})
+        for _ = 1, 2 do set_grad(p, 1, G); tr:step(1) end
+        H.check(p:data(), {0.855, -2.58, 4.16}, {dtype = "float64", tol = 1e-12})
+      end)
+    end)
+
+    describe("Adam", function()
+      it("two steps: bias correction folded into the learning rate", function()
+        local w = run("adam", {learning_rate = 0.01}, 2)
+        H.assert_close(w[1], {0.99, -2.01, 3.01}, 1e-6)
+        H.assert_close(w[2], {0.98, -2.02, 3.02}, 1e-6)
+      end)
+      it("two steps with wd (coupled L2), clip_gradient and rescale", function()
+        local w, tr = run("adam", {learning_rate = 0.01, wd = 0.1, clip_gradient = 0.75}, 2, 2)
+        H.assert_close(w[1], {0.990000009, -2.009999994, 3.009999993}, 1e-6)
+        H.assert_close(w[2], {0.9800007715, -2.019999512, 3.019999402}, 1e-6)
+        local m, v = tr._updaters[1].states[1][1], tr._updaters[1].states[1][2]
+        H.assert_close(m, {0.0664, 0.1044, -0.0854}, 1e-5)
+        H.assert_close(v, {0.0002441785006, 0.0006035985006, 0.0004038985006}, 1e-5)
+      end)
+      it("defaults", function()
+        local a = optimizer.Adam()
+        assert.equal(0.001, a.learning_rate)
+        assert.same({0.9, 0.999, 1e-8}, {a.beta1, a.beta2, a.epsilon})
+      end)
+    end)
+
+    describe("per-parameter multipliers", function()
+      it("lr_mult and wd_mult are read from the Parameter at each step", function()
+        local p = param("w", {1, 1}, {dev})
+        local tr = Trainer({p}, "sgd", {learning_rate = 1, wd = 0.5})
+        set_grad(p, 1, {1, 1})
+        p.lr_mult = 0.5
+        tr:step(1)                       -- w -= .5 (1 + .5)
+        H.assert_close(p:data(), {0.25, 0.25})
+        p.wd_mult = 0
+        set_grad(p, 1, {1, 1})
+        tr:step(1)                       -- w -= .5 (1 + 0)
+        H.assert_close(p:data(), {-0.25, -0.25})
+      end)
+      it("grad_req 'null' parameters are skipped", function()
+        local p = param("w", {1, 2}, {dev})
+        local c = param("c", {5, 6}, {dev}, "null")
+        local tr = Trainer({p, c}, "sgd", {learning_rate = 1})
+        set_grad(p, 1, {1, 1})
+        tr:step(1)
+        H.assert_close(p:data(), {0, 1})
+        H.assert_close(c:data(), {5, 6})
+      end)
+    end)
+
+    describe("training a parameter through autograd", function()
+      it("loss -> backward -> step moves the weights by lr * mean gradient", function()
+        local p = param("w", {1, 2}, {dev})
+        local tr = Trainer({p}, "sgd", {learning_rate = 0.5})
+        local x = np.array({{1, 1}, {3, 3}}, {device = dev})
+        local l = autograd.record(function()
+          return np.sum(x * p:data(), 1)     -- per-sample loss x_i . w
+        end)
+        l:backward()
+        H.assert_close(p:grad(), {4, 4})
+        tr:step(2)                          -- mean gradient [2, 2]
+        H.assert_close(p:data(), {0, 1})
+      end)
+    end)
+  end)
+end
+
+describe("learning-rate schedulers", function()
+  it("FactorScheduler lowers lr by factor after every `step` updates", function()
+    local s = sched.FactorScheduler{step = 2, factor = 0.5, base_lr = 1}
+    local got = {}
+    for n = 1, 7 do got[n] = s(n) end
+    assert.same({1, 1, 0.5, 0.5, 0.25, 0.25, 0.125}, got)
+    local floor = sched.FactorScheduler{step = 1, factor = 0.1, stop_factor_lr = 0.005, base_lr = 1}
+    assert.equal(1, floor(1))
+    H.assert_close(floor(3), 0.01, 1e-12)
+    assert.equal(0.005, floor(4))
+    assert.equal(0.005, floor(10))
+  end)
+  it("FactorScheduler with linear warmup", function()
+    local s = sched.FactorScheduler{step = 10, base_lr = 1, warmup_steps = 4, warmup_begin_lr = 0.2}
+    assert.equal(0.2, s(0))
+    H.assert_close(s(2), 0.6, 1e-12)
+    assert.equal(1, s(4))
+  end)
+  it("MultiFactorScheduler lowers lr after each listed step", function()
+    local s = sched.MultiFactorScheduler{step = {2, 4}, factor = 0.1, base_lr = 1}
+    local got = {}
+    for n = 1, 6 do got[n] = s(n) end
+    H.assert_close(got, {1, 1, 0.1, 0.1, 0.01, 0.01}, 1e-12)
+    H.assert_close(s(100), 0.01, 1e-12)
+  end)
+  it("PolyScheduler and CosineScheduler", function()
+    local p = sched.PolyScheduler{max_update = 10, base_lr = 1, pwr = 2}
+    H.assert_close(p(5), 0.25, 1e-12)
+    H.assert_close(p(10), 0, 1e-12)
+    local c = sched.CosineScheduler{max_update = 10, base_lr = 1, final_lr = 0}
+    H.assert_close(c(5), 0.5, 1e-12)
+    H.assert_close(c(0), 1, 1e-12)
+  end)
+  it("rejects bad arguments", function()
+    H.assert_error(function() sched.FactorScheduler{step = 0} end, {"step must be a number >= 1"})
+    H.assert_error(function() sched.FactorScheduler{step = 1, factor = 2} end, {"must be no more than 1"})
+    H.assert_error(function() sched.MultiFactorScheduler{step = {3, 2}} end, {"increasing"})
+  end)
+  it("drives the optimizer through num_update; learning_rate overrides base_lr", function()
+    local dev = npx.cpu(0)
+    local p = param("w", {0}, {dev})
+    local s = sched.FactorScheduler{step = 1, factor = 0.5, base_lr = 7}
+    local tr = Trainer({p}, "sgd", {learning_rate = 1, lr_scheduler = s})
+    local lrs = {}
+    for k = 1, 3 do
+      set_grad(p, 1, {1})
+      tr:step(1)
+      lrs[k] = tr.learning_rate
+    end
+    assert.same({1, 0.5, 0.25}, lrs)
+    H.assert_close(p:data(), {-1.75})
+    assert.equal(3, tr.optimizer.num_update)
+    H.assert_error(function() tr:set_learning_rate(0.1) end, {"lr_scheduler"})
+  end)
+end)
+
+describe("Trainer", function()
+  local cpu0, cpu1 = npx.cpu(0), npx.cpu(1)
+  local devs = {cpu0, cpu1}
+
+  it("sums the gradients of two replicas and leaves them identical (MXNet's test_trainer)", function()
+    local p = param("x", {0, 0, 0, 0}, devs)
+    local tr = Trainer({p}, "sgd", {learning_rate = 1, momentum = 0.5})
+    for k = 1, 2 do set_grad(p, k, {1, 1, 1, 1}) end
+    tr:step(1)                                     -- summed grad 2: x = -2
+    for k = 1, 2 do
+      H.check(p:list_data()[k], {-2, -2, -2, -2}, {device = devs[k]})
+      H.assert_close(p:list_grad()[k], {2, 2, 2, 2})
+    end
+    p.lr_mult = 0.5
+    for k = 1, 2 do set_grad(p, k, {1, 1, 1, 1}) end
+    tr:step(1)                                     -- mom = .5 (-2) - .5 * 2 = -2: x = -4
+    for k = 1, 2 do H.assert_close(p:list_data()[k], {-4, -4, -4, -4}) end
+  end)
+
+  it("different gradients per replica: allreduce_grads then update", function()
+    local p = param("x", {0, 0}, devs)
+    local tr = Trainer({p}, "sgd", {learning_rate = 1})
+    set_grad(p, 1, {0, 3})
+    set_grad(p, 2, {1, 5})
+    tr:allreduce_grads()
+    H.assert_close(p:list_grad()[1], {1, 8})
+    H.assert_close(p:list_grad()[2], {1, 8})
+    tr:update(1)
+    H.assert_equal(p:list_data()[1], {-1, -8})
+    H.assert_equal(p:list_data()[2], {-1, -8})
+  end)
+
+  it("Adam on two replicas gives bit-identical weights and states", function()
+    local p = param("x", W0, devs)
+    local tr = Trainer({p}, "adam", {learning_rate = 0.01, wd = 0.1})
+    for _ = 1, 3 do
+      set_grad(p, 1, {0.25, 1, -3})
+      set_grad(p, 2, {0.25, 1, -1})
+      tr:step(2)                       -- summed grad = 2 g, rescale 1/2: g
+    end
+    H.assert_equal(p:list_data()[2], p:list_data()[1]:totable())
+    H.assert_equal(tr._updaters[2].states[1][1], tr._updaters[1].states[1][1]:totable())
+    -- same as one device with the whole batch
+    local q = param("x", W0, {cpu0})
+    local tq = Trainer({q}, "adam", {learning_rate = 0.01, wd = 0.1})
+    for _ = 1, 3 do set_grad(q, 1, G); tq:step(2) end
+    H.assert_close(p:list_data()[1], q:data():totable(), 1e-6)
+  end)
+
+  it("reduce_replicas sums a list of arrays into each of them", function()
+    local a, b = np.array({1, 2}, {device = cpu0}), np.array({10, 20}, {device = cpu1})
+    trainer_mod.reduce_replicas({a, b})
+    H.check(a, {11, 22}, {device = cpu0})
+    H.check(b, {11, 22}, {device = cpu1})
+  end)
+
+  it("takes a ParameterDict or a name table in sorted key order, a list as given", function()
+    local p10, p2, pa = param("w", {1}, {cpu0}), param("w", {2}, {cpu0}), param("b", {3}, {cpu0})
+    local named = {["10.weight"] = p10, ["2.weight"] = p2, ["1.bias"] = pa}
+    local tr = Trainer(named, "sgd")
+    assert.equal(pa, tr._params[1])
+    assert.equal(p10, tr._params[2])
+    assert.equal(p2, tr._params[3])
+    local d = require("luon.gluon.parameter").dict({"b.w", "a.w"}, {p2, p10})
+    tr = Trainer(d, "sgd")
+    assert.equal(p10, tr._params[1])
+    tr = Trainer({p2, pa, p2}, "sgd")             -- shared parameters count once
+    assert.equal(2, #tr._params)
+    assert.equal(p2, tr._params[1])
+  end)
+
+  it("uses only the Parameter interface (a stand-in works)", function()
+    local p = fake_param("w", {1, 2}, devs)
+    local tr = Trainer({p}, "sgd", {learning_rate = 0.5})
+    np.array({1, 1}):copyto(p.list_grad()[1])
+    np.array({1, 3}, {device = cpu1}):copyto(p.list_grad()[2])
+    tr:step(1)
+    H.assert_close(p.list_data()[1], {0, 0})
+    H.assert_close(p.list_data()[2], {0, 0})
+  end)
+
+  it("learning_rate is a property; set_learning_rate changes it", function()
+    local p = param("w", {1}, {cpu0})
+    local tr = Trainer({p}, "sgd", {learning_rate = 0.001})
+    assert.equal(0.001, tr.learning_rate)
+    tr:set_learning_rate(0.5)
+    assert.equal(0.5, tr.learning_rate)
+    assert.equal(0.5, tr.optimizer.learning_rate)
+    H.assert_error(function() tr.learning_rate = 1 end, {"set_learning_rate"})
+  end)
+
+  it("accepts an Optimizer object", function()
+    local p = param("w", {1}, {cpu0})
+    local opt = optimizer.SGD{learning_rate = 0.25}
+    local tr = Trainer({p}, opt)
+    assert.equal(opt, tr.optimizer)
+    set_grad(p, 1, {1})
+    tr:step(1)
+    H.assert_close(p:data(), {0.75})
+    H.assert_error(function() Trainer({p}, opt, {learning_rate = 1}) end, {"optimizer_params must be nil"})
+  end)
+
+  it("errors: unknown optimizer, unknown argument, devices, arguments", function()
+    local p = param("w", {1}, {cpu0})
+    H.assert_error(function() Trainer({p}, "sgdd") end, {"Cannot find optimizer 'sgdd'", "adam", "sgd"})
+    H.assert_error(function() Trainer({p}, "sgd", {learning_rat = 1}) end, {"unknown argument 'learning_rat'"})
+    local q = param("q", {1}, devs)
+    H.assert_error(function() Trainer({p, q}, "sgd") end, {"same set of devices", "'q'", "[cpu(0), cpu(1)]"})
+    H.assert_error(function() Trainer(42, "sgd") end, {"list or table of Parameters"})
+    H.assert_error(function() Trainer({p, 3}, "sgd") end, {"element 2"})
+    H.assert_error(function() Trainer({p}, "sgd"):step(0) end, {"batch_size"})
+    H.assert_error(function() Trainer({p}, "sgd", nil, {kvstore = "dist_sync"}) end, {"dist_sync"})
+  end)
+end)
