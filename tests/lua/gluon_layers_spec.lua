@@ -1,0 +1,307 @@
+-- gluon_layers_spec: every gluon.nn layer on every device: output shapes and
+-- values on small inputs computed by hand or by a naive Lua reference
+-- (Dense, Conv2D, pooling, BatchNorm in both modes with the running-stat
+-- update, Dropout, Flatten, activations), gradients through Dense, and the
+-- npx wrappers the layers use.
+package.path = (debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "") .. "?.lua;" .. package.path
+local H = require("helpers")
+local luon = H.luon
+local np, npx, autograd = luon.np, luon.npx, luon.autograd
+local gluon, init = luon.gluon, luon.init
+local nn = gluon.nn
+
+-- A layer whose parameters live on dev, with values set by name.
+local function on(dev, layer, values)
+  layer:initialize{device = dev}
+  for name, v in pairs(values or {}) do
+    layer:collect_params()[name]:set_data(np.array(v))
+  end
+  return layer
+end
+
+-- Naive NCHW convolution / pooling over nested Lua tables (the references).
+local function conv_ref(x, w, b, s, p, d, groups)
+  local N, C, Hh, W = #x, #x[1], #x[1][1], #x[1][1][1]
+  local O, Cg, KH, KW = #w, #w[1], #w[1][1], #w[1][1][1]
+  local OH = math.floor((Hh + 2 * p[1] - d[1] * (KH - 1) - 1) / s[1]) + 1
+  local OW = math.floor((W + 2 * p[2] - d[2] * (KW - 1) - 1) / s[2]) + 1
+  local out = {}
+  for n = 1, N do
+    out[n] = {}
+    for o = 1, O do
+      out[n][o] = {}
+      local g = math.floor((o - 1) / (O / groups))
+      for i = 1, OH do
+        out[n][o][i] = {}
+        for j = 1, OW do
+          local acc = b and b[o] or 0
+          for c = 1, Cg do
+            for ki = 1, KH do
+              for kj = 1, KW do
+                local r = (i - 1) * s[1] - p[1] + (ki - 1) * d[1]
+                local q = (j - 1) * s[2] - p[2] + (kj - 1) * d[2]
+                if r >= 0 and r < Hh and q >= 0 and q < W then
+                  acc = acc + x[n][g * Cg + c][r + 1][q + 1] * w[o][c][ki][kj]
+                end
+              end
+            end
+          end
+          out[n][o][i][j] = acc
+        end
+      end
+    end
+  end
+  return out
+end
+
+local function pool_ref(x, k, s, p, kind, include_pad)
+  local Hh, W = #x[1][1], #x[1][1][1]
+  local OH = math.floor((Hh + 2 * p[1] - k[1]) / s[1]) + 1
+  local OW = math.floor((W + 2 * p[2] - k[2]) / s[2]) + 1
+  local out = {}
+  for n = 1, #x do
+    out[n] = {}
+    for c = 1, #x[1] do
+      out[n][c] = {}
+      for i = 1, OH do
+        out[n][c][i] = {}
+        for j = 1, OW do
+          local best, sum, cnt = -math.huge, 0, 0
+          for ki = 0, k[1] - 1 do
+            for kj = 0, k[2] - 1 do
+              local r, q = (i - 1) * s[1] - p[1] + ki, (j - 1) * s[2] - p[2] + kj
+              if r >= 0 and r < Hh and q >= 0 and q < W then
+                local v = x[n][c][r + 1][q + 1]
+                if v > best then best = v end
+                sum, cnt = sum + v, cnt + 1
+              end
+            end
+          end
+          if kind == "max" then out[n][c][i][j] = best
+          else out[n][c][i][j] = sum / (include_pad and k[1] * k[2] or cnt) end
+        end
+      end
+    end
+  end
+  return out
+end
+
+local function iota4(shape) return np.array(H.iota(shape)):reshape(shape) end
+
+for _, dev in ipairs(H.devices()) do
+  describe("gluon.nn on " .. tostring(dev), function()
+    local function arr(v) return np.array(v, {device = dev}) end
+
+    it("Dense: y = x . W^T + b, activation, flatten", function()
+      local W, b = {{1, 0, -1}, {2, 1, 0}}, {0.5, -1}
+      local d = on(dev, nn.Dense(2, {in_units = 3}), {weight = W, bias = b})
+      local y = d(arr({{1, 2, 3}, {4, 5, 6}}))
+      H.check(y, {{-1.5, 3}, {-1.5, 12}}, {shape = {2, 2}, device = dev})
+      local r = on(dev, nn.Dense{units = 2, activation = "relu", in_units = 3}, {weight = W, bias = b})
+      H.check(r(arr({{1, 2, 3}, {4, 5, 6}})), {{0, 3}, {0, 12}})
+      -- flatten = true: (2, 1, 3) is taken as (2, 3)
+      H.check(d(arr({{{1, 2, 3}}, {{4, 5, 6}}})), {{-1.5, 3}, {-1.5, 12}}, {shape = {2, 2}})
+      -- flatten = false: the last axis
+      local f = on(dev, nn.Dense(2, {flatten = false, in_units = 3}), {weight = W, bias = b})
+      H.check(f(arr({{{1, 2, 3}, {4, 5, 6}}})), {{{-1.5, 3}, {-1.5, 12}}}, {shape = {1, 2, 2}})
+      -- no bias; deferred in_units from the input
+      local nb = nn.Dense(2, {use_bias = false})
+      nb:initialize{init = init.One(), device = dev}
+      H.check(nb(arr({{{1, 2}, {3, 4}}})), {{10, 10}})
+      assert.same({2, 4}, nb.weight.shape)
+      assert.is_nil(nb.bias)
+      assert.equal("Dense(4 -> 2, linear)", tostring(nb))
+    end)
+
+    it("Dense gradients: dW = sum of rows of x, db = batch size", function()
+      local d = on(dev, nn.Dense(2, {in_units = 3}), {weight = {{1, 0, -1}, {2, 1, 0}}, bias = {0, 0}})
+      local x = arr({{1, 2, 3}, {4, 5, 6}})
+      local y = autograd.record(function() return d(x) end)
+      y:backward()
+      H.check(d.weight:grad(dev), {{5, 7, 9}, {5, 7, 9}}, {device = dev})
+      H.check(d.bias:grad(dev), {2, 2})
+    end)
+
+    it("Conv2D: constant weights by hand", function()
+      local c = on(dev, nn.Conv2D{channels = 1, kernel_size = 2, in_channels = 1},
+                   {weight = {{{{1, 1}, {1, 1}}}}, bias = {0.5}})
+      local y = c(iota4({1, 1, 4, 4}):copyto(dev))
+      H.check(y, {{{{10.5, 14.5, 18.5}, {26.5, 30.5, 34.5}, {42.5, 46.5, 50.5}}}},
+              {shape = {1, 1, 3, 3}, device = dev})
+      local r = on(dev, nn.Conv2D{channels = 1, kernel_size = 2, activation = "relu", in_channels = 1},
+                   {weight = {{{{-1, 0}, {0, 0}}}}, bias = {3}})
+      H.check(r(iota4({1, 1, 3, 3}):copyto(dev)), {{{{3, 2}, {0, 0}}}})
+    end)
+
+    it("Conv2D: strides, padding, dilation, groups against the reference", function()
+      np.random.seed(7)
+      local x = np.random.uniform(-1, 1, {2, 4, 7, 6})
+      local cases = {
+        {kernel_size = 3, strides = 2, padding = 1},
+        {kernel_size = {2, 3}, strides = {1, 2}, padding = {0, 1}},
+        {kernel_size = 2, dilation = 2},
+        {kernel_size = 3, groups = 2, padding = 1},
+      }
+      for _, kw in ipairs(cases) do
+        kw.channels = 4
+        local c = nn.Conv2D(kw)
+        c:initialize{init = init.Uniform(1), device = dev}
+        local y = c(x:copyto(dev))
+        np.random.uniform(-1, 1, {4}):copyto(c.bias:data(dev))
+        y = c(x:copyto(dev))
+        local function p2(v, dflt)
+          v = v or dflt
+          return type(v) == "number" and {v, v} or v
+        end
+        local ref = conv_ref(x:totable(), c.weight:data(dev):totable(), c.bias:data(dev):totable(),
+                             p2(kw.strides, 1), p2(kw.padding, 0), p2(kw.dilation, 1), kw.groups or 1)
+        H.check(y, ref, {device = dev, tol = 1e-4})
+      end
+      assert.equal("Conv2D(2 -> 4, kernel_size=(3, 3), stride=(1, 1), padding=(1, 1), groups=2)",
+                   tostring(nn.Conv2D{channels = 4, kernel_size = 3, padding = 1, groups = 2, in_channels = 4}))
+    end)
+
+    it("pooling: values, strides, padding, ceil_mode, global", function()
+      local x = iota4({1, 1, 4, 4}):copyto(dev)
+      H.check(nn.MaxPool2D()(x), {{{{5, 7}, {13, 15}}}}, {device = dev})
+      H.check(nn.AvgPool2D()(x), {{{{2.5, 4.5}, {10.5, 12.5}}}})
+      H.check(nn.MaxPool2D{pool_size = 3, strides = 1}(x), {{{{10, 11}, {14, 15}}}})
+      H.check(nn.GlobalAvgPool2D()(x), {{{{7.5}}}}, {shape = {1, 1, 1, 1}})
+      H.check(nn.GlobalMaxPool2D()(x), {{{{15}}}}, {shape = {1, 1, 1, 1}})
+      local z = np.zeros({2, 2, 10, 10}, {device = dev})
+      H.assert_shape(nn.MaxPool2D(3)(z), {2, 2, 3, 3})
+      H.assert_shape(nn.MaxPool2D{pool_size = 3, ceil_mode = true}(z), {2, 2, 4, 4})
+      np.random.seed(3)
+      local r = np.random.uniform(-1, 1, {2, 3, 7, 7})
+      local rt = r:totable()
+      local ref = pool_ref(rt, {3, 3}, {2, 2}, {1, 1}, "max")
+      H.check(nn.MaxPool2D{pool_size = 3, strides = 2, padding = 1}(r:copyto(dev)), ref)
+      ref = pool_ref(rt, {2, 2}, {2, 2}, {1, 1}, "avg", true)
+      H.check(nn.AvgPool2D{pool_size = 2, padding = 1}(r:copyto(dev)), ref)
+      ref = pool_ref(rt, {2, 2}, {2, 2}, {1, 1}, "avg", false)
+      H.check(nn.AvgPool2D{pool_size = 2, padding = 1, count_include_pad = false}(r:copyto(dev)), ref)
+      assert.equal("GlobalAvgPool2D(size=(1, 1), stride=(1, 1), padding=(0, 0), ceil_mode=True, " ..
+                   "global_pool=True, pool_type=avg, layout=NCHW)", tostring(nn.GlobalAvgPool2D()))
+    end)
+
+    it("BatchNorm: running statistics in predict mode, batch statistics and their update in training", function()
+      local bn = nn.BatchNorm()
+      bn:initialize{device = dev}
+      local x = arr({{1, 2}, {2, 4}, {3, 6}, {4, 8}})   -- channel 0: 1..4, channel 1: 2..8
+      local s = 1 / math.sqrt(1 + 1e-5)
+      H.check(bn(x), {{s, 2 * s}, {2 * s, 4 * s}, {3 * s, 6 * s}, {4 * s, 8 * s}}, {device = dev})
+      bn.gamma:set_data(np.array({2, 1}))
+      bn.beta:set_data(np.array({1, 0}))
+      local y = autograd.record(function() return bn(x) end)
+      local m, v = {2.5, 5}, {1.25, 5}                    -- biased variance
+      local exp = {}
+      for i, row in ipairs({{1, 2}, {2, 4}, {3, 6}, {4, 8}}) do
+        exp[i] = {2 * (row[1] - m[1]) / math.sqrt(v[1] + 1e-5) + 1, (row[2] - m[2]) / math.sqrt(v[2] + 1e-5)}
+      end
+      H.check(y, exp, {tol = 1e-4})
+      -- running = 0.9 * running + 0.1 * batch
+      H.check(bn.running_mean:data(dev), {0.25, 0.5}, {tol = 1e-5})
+      H.check(bn.running_var:data(dev), {1.025, 1.4}, {tol = 1e-5})
+      -- predict mode now uses them
+      local after = bn(x)
+      H.check(after:slice(0), {2 * (1 - 0.25) / math.sqrt(1.025 + 1e-5) + 1, (2 - 0.5) / math.sqrt(1.4 + 1e-5)},
+              {tol = 1e-4})
+      -- train_mode without recording also updates; use_global_stats never does
+      autograd.train_mode(function() return bn(x) end)
+      H.check(bn.running_mean:data(dev), {0.475, 0.95}, {tol = 1e-5})
+      local g = nn.BatchNorm{use_global_stats = true, in_channels = 2}
+      g:initialize{device = dev}
+      autograd.record(function() return g(x) end)
+      H.check(g.running_mean:data(dev), {0, 0})
+      assert.equal("BatchNorm(axis=1, eps=1e-05, momentum=0.9, fix_gamma=False, use_global_stats=True, " ..
+                   "in_channels=2)", tostring(g))
+      -- the four parameters, two of them not trainable
+      local ps = bn:collect_params()
+      assert.same({"gamma", "beta", "running_mean", "running_var"}, ps:keys())
+      assert.equal("write", ps.gamma.grad_req)
+      assert.equal("null", ps.running_var.grad_req)
+    end)
+
+    it("BatchNorm on (N, C, H, W) with scale = false keeps gamma at 1", function()
+      local bn = nn.BatchNorm{scale = false, in_channels = 2}
+      bn:initialize{device = dev}
+      bn.gamma:set_data(np.array({5, 5}))
+      local x = iota4({2, 2, 1, 2}):copyto(dev)   -- channel 0: 0 1 4 5, channel 1: 2 3 6 7
+      local y = autograd.train_mode(function() return bn(x) end)
+      local sd = math.sqrt(4.25 + 1e-5)
+      H.check(y, {{{{-2.5 / sd, -1.5 / sd}}, {{-2.5 / sd, -1.5 / sd}}},
+                  {{{1.5 / sd, 2.5 / sd}}, {{1.5 / sd, 2.5 / sd}}}}, {tol = 1e-4})
+      assert.equal("null", bn.gamma.grad_req)
+    end)
+
+    it("Dropout: identity outside training, {0, 1/(1-p)} in training", function()
+      local d = nn.Dropout(0.5)
+      local x = np.ones({1000}, {device = dev})
+      H.check(d(x), H.map(function() return 1 end, H.iota({1000})), {device = dev})
+      local y = autograd.record(function() return d(x) end)
+      local t, zeros = y:totable(), 0
+      for _, v in ipairs(t) do
+        assert.is_true(v == 0 or math.abs(v - 2) < 1e-6, "dropout value " .. v)
+        if v == 0 then zeros = zeros + 1 end
+      end
+      assert.is_true(zeros > 400 and zeros < 600, "zeros " .. zeros)
+      -- predict mode inside record: identity
+      local p = autograd.record(function() return d(x) end, false)
+      H.check(p:sum(), 1000)
+      H.check(nn.Dropout(0)(x):sum(), 1000)
+      assert.equal("Dropout(p = 0.5, axes=())", tostring(d))
+    end)
+
+    it("Flatten, Activation, LeakyReLU", function()
+      H.assert_shape(nn.Flatten()(np.zeros({3, 4, 5, 6}, {device = dev})), {3, 120})
+      H.assert_shape(nn.Flatten()(np.zeros({3, 6}, {device = dev})), {3, 6})
+      H.assert_shape(nn.Flatten()(np.zeros({3}, {device = dev})), {3, 1})
+      local x = arr({-1, 0, 2})
+      H.check(nn.Activation("relu")(x), {0, 0, 2}, {device = dev})
+      H.check(nn.Activation("sigmoid")(x), {1 / (1 + math.exp(1)), 0.5, 1 / (1 + math.exp(-2))})
+      H.check(nn.Activation("tanh")(x), {math.tanh(-1), 0, math.tanh(2)})
+      H.check(nn.Activation("softrelu")(x), {math.log(1 + math.exp(-1)), math.log(2), math.log(1 + math.exp(2))})
+      H.check(nn.Activation("softsign")(x), {-0.5, 0, 2 / 3})
+      H.check(nn.LeakyReLU(0.1)(arr({-2, 3})), {-0.2, 3})
+      assert.equal("LeakyReLU(0.1)", tostring(nn.LeakyReLU(0.1)))
+      assert.equal("Activation(softrelu)", tostring(nn.Activation("softrelu")))
+    end)
+
+    it("npx: softmax, log_softmax, pick, batch_norm defaults", function()
+      local x = arr({{1, 2, 3}, {1, 1, 1}})
+      local e = {math.exp(1), math.exp(2), math.exp(3)}
+      local s = e[1] + e[2] + e[3]
+      H.check(npx.softmax(x), {{e[1] / s, e[2] / s, e[3] / s}, {1 / 3, 1 / 3, 1 / 3}}, {device = dev})
+      H.check(npx.log_softmax(x, {axis = 1}):slice(1), {math.log(1 / 3), math.log(1 / 3), math.log(1 / 3)})
+      H.check(npx.softmax(x, {axis = 0}):slice(nil, 0), {0.5, 0.5})
+      H.check(npx.pick(x, arr({0, 2})), {1, 1})
+      H.check(npx.pick(x, arr({2, 0}), {keepdims = true}), {{3}, {1}})
+      H.check(npx.pick(x, arr({5, -1}), {mode = "wrap"}), {3, 1})
+      -- fix_gamma defaults to true for the op, as MXNet's
+      local one = arr({1})
+      H.check(npx.batch_norm(arr({{2}}), arr({3}), arr({0}), arr({0}), one, {eps = 0}), {{2}})
+    end)
+  end)
+end
+
+describe("layer argument errors", function()
+  it("name the argument and what was expected", function()
+    H.assert_error(function() return nn.Dense() end, {"Dense: units must be a positive integer, got nil"})
+    H.assert_error(function() return nn.Dense(3, {activaton = "relu"}) end, {"Dense: unknown argument 'activaton'"})
+    H.assert_error(function() return nn.Conv2D{channels = 4} end, {"Conv2D: kernel_size is required"})
+    H.assert_error(function() return nn.Conv2D{channels = 4, kernel_size = {1, 2, 3}} end,
+                   {"kernel_size must be an integer or a list of two integers"})
+    H.assert_error(function() return nn.Conv2D{channels = 4, kernel_size = 2, layout = "NHWC"} end,
+                   {"layout must be 'NCHW'"})
+    H.assert_error(function() return nn.Activation("swish") end, {"Activation: activation must be", "swish"})
+    H.assert_error(function() return nn.Dropout(1.5) end, {"Dropout: rate must be a number in [0, 1], got 1.5"})
+    H.assert_error(function() return nn.MaxPool2D{pool_size = 2, count_include_pad = false} end,
+                   {"only average pooling"})
+    -- a shape error inside forward comes from the op and names the values
+    local d = nn.Dense(2, {in_units = 3})
+    d:initialize()
+    local msg = H.assert_error(function() local y = d(np.ones({2, 4})); return y end, {"matmul"})
+    assert.truthy(msg:find("gluon_layers_spec.lua:", 1, true), msg)
+    H.assert_close(d(np.ones({1, 3})):sum(), d(np.ones({1, 3})):sum():item())
+  end)
+end)
