@@ -16,6 +16,8 @@ local ts = ffi.new("luon_timespec")
 local luon = {np = np, npx = npx, autograd = autograd, version = "0.1.0"}
 luon.init = require("luon.initializer")
 luon.gluon = require("luon.gluon")
+luon.optimizer = require("luon.gluon.optimizer")    -- mx.optimizer
+luon.lr_scheduler = luon.optimizer.lr_scheduler     -- mx.lr_scheduler
 
 -- Seconds from a monotonic clock, as a float (for timing loops).
 function luon.clock()
