@@ -274,6 +274,40 @@ describe("Trainer", function()
     H.assert_close(p:list_data()[1], q:data():totable(), 1e-6)
   end)
 
+  it("a network trained data-parallel on two devices equals one device on the global batch", function()
+    local gluon = H.luon.gluon
+    local loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+    np.random.seed(7)
+    local X = np.random.uniform({size = {6, 4}})
+    local Y = np.array({0, 1, 2, 0, 1, 2})
+    local function train(devices)
+      local net = gluon.nn.HybridSequential()
+      net:add(gluon.nn.Dense(5, {activation = "relu", in_units = 4}), gluon.nn.Dense(3, {in_units = 5}))
+      np.random.seed(11)
+      net:initialize({device = devices})
+      local tr = gluon.Trainer(net:collect_params(), "sgd", {learning_rate = 0.5, momentum = 0.9})
+      for _ = 1, 3 do
+        local xs = gluon.utils.split_and_load(X, devices)
+        local ys = gluon.utils.split_and_load(Y, devices)
+        local ls = autograd.record(function()
+          local out = {}
+          for i, x in ipairs(xs) do out[i] = loss_fn(net(x), ys[i]) end
+          return out
+        end)
+        for _, l in ipairs(ls) do l:backward() end
+        tr:step(6)
+      end
+      return net:collect_params()
+    end
+    local two, one = train(devs), train({cpu0})
+    assert.equal(4, #one:keys())
+    for _, name in ipairs(one:keys()) do
+      local a, b = two[name]:list_data(), one[name]:data()
+      H.assert_equal(a[2], a[1]:totable())
+      H.assert_close(a[1], b:totable(), 1e-5)
+    end
+  end)
+
   it("reduce_replicas sums a list of arrays into each of them", function()
     local a, b = np.array({1, 2}, {device = cpu0}), np.array({10, 20}, {device = cpu1})
     trainer_mod.reduce_replicas({a, b})
