@@ -197,6 +197,92 @@ luon_status luon_autograd_backward(int32_t n, luon_tensor *const *heads,
 /* Random numbers: one seeded generator per device (counter-based). */
 luon_status luon_random_seed(int64_t seed);
 
+/* Image transforms (core/transform.c): Gluon's vision transforms as a
+ * pipeline of steps applied in order to one HWC image (uint8 or float32;
+ * other dtypes are read as float32), with MXNet's semantics. After
+ * TO_TENSOR the image is a CHW float32 tensor. A pipeline whose first step
+ * is NORMALIZE reads its input as (C,H,W). Random steps draw from Philox
+ * keyed by (seed, sample_index, step number): a given (seed, sample) gives
+ * the same augmentation on any thread. Sizes are (width, height). */
+typedef enum luon_transform_kind {
+  LUON_TF_CAST = 1,                /* dtype */
+  LUON_TF_TO_TENSOR = 2,           /* HWC -> CHW float32, x / 255 */
+  LUON_TF_NORMALIZE = 3,           /* (x - mean[c]) / std[c]; nmean, nstd 1 or C */
+  LUON_TF_RESIZE = 4,              /* width, height, keep_ratio (short side = width), interp */
+  LUON_TF_CENTER_CROP = 5,         /* width, height, interp (legacy rule for small images) */
+  LUON_TF_RANDOM_CROP = 6,         /* width, height, pad (zeros), interp */
+  LUON_TF_RANDOM_RESIZED_CROP = 7, /* width, height, scale[2], ratio[2], interp */
+  LUON_TF_FLIP_LR = 8,             /* p */
+  LUON_TF_FLIP_TB = 9,             /* p */
+  LUON_TF_BRIGHTNESS = 10,         /* brightness */
+  LUON_TF_CONTRAST = 11,           /* contrast */
+  LUON_TF_SATURATION = 12,         /* saturation */
+  LUON_TF_HUE = 13,                /* hue */
+  LUON_TF_COLOR_JITTER = 14,       /* brightness, contrast, saturation, hue (random order) */
+  LUON_TF_LIGHTING = 15            /* alpha (std of the AlexNet PCA noise) */
+} luon_transform_kind;
+
+/* One step; zero what a kind does not use. use_fixed (tests): the random
+ * draws come from fixed[]: flips flip iff fixed[0] != 0; brightness,
+ * contrast, saturation, hue: alpha = fixed[0]; jitter: order b,c,s,h with
+ * alphas fixed[0..3] (hue's a shift in turns); lighting: PCA alphas
+ * fixed[0..2]; RandomCrop: offset (fixed[0], fixed[1]); RandomResizedCrop:
+ * the crop (x0, y0, w, h) = fixed[0..3]. */
+typedef struct luon_transform_step {
+  int32_t kind;
+  int32_t width, height;
+  int32_t keep_ratio;
+  int32_t interp;          /* 0 nearest, 1 bilinear, 2 bicubic, 3 area */
+  int32_t pad;
+  int32_t dtype;
+  int32_t nmean, nstd;
+  int32_t use_fixed;
+  float p;
+  float brightness, contrast, saturation, hue;
+  float alpha;
+  float scale[2];
+  float ratio[2];
+  float mean[4];
+  float std[4];
+  float fixed[4];
+} luon_transform_step;
+
+/* Apply the steps to img ((H,W,C), or (N,H,W,C): sample i uses
+ * sample_index + i); a new tensor on cpu(0) in *out (+1). Errors name the
+ * transform and the bad value; nothing is written on failure. */
+luon_status luon_transform_apply(const luon_transform_step *steps, int32_t nsteps,
+                                 const luon_tensor *img, uint64_t seed, uint64_t sample_index,
+                                 luon_tensor **out);
+/* The same, one step at a time with no fusion (tests compare the two). */
+luon_status luon_transform_apply_reference(const luon_transform_step *steps, int32_t nsteps,
+                                           const luon_tensor *img, uint64_t seed,
+                                           uint64_t sample_index, luon_tensor **out);
+/* Write the result contiguously into dst (dst_bytes must be its exact
+ * size: one slot of a batch). For the data loader. */
+luon_status luon_transform_apply_into(const luon_transform_step *steps, int32_t nsteps,
+                                      const luon_tensor *img, uint64_t seed,
+                                      uint64_t sample_index, void *dst, int64_t dst_bytes);
+/* The same from raw HWC pixels (uint8 or float32; row_stride in elements,
+ * 0 = w*c), e.g. a decoder's buffer. */
+luon_status luon_transform_apply_raw(const luon_transform_step *steps, int32_t nsteps,
+                                     const void *pixels, int32_t dtype, int32_t h, int32_t w,
+                                     int32_t c, int64_t row_stride, uint64_t seed,
+                                     uint64_t sample_index, void *dst, int64_t dst_bytes);
+/* Shape (3 entries) and dtype of the result for an image of in_shape
+ * (H,W,C) and in_dtype, validating the steps. */
+luon_status luon_transform_out_shape(const luon_transform_step *steps, int32_t nsteps,
+                                     int32_t ndim, const int64_t *in_shape, int32_t in_dtype,
+                                     int64_t *out_shape, int32_t *out_dtype);
+/* 1 when any step is random. */
+int32_t luon_transform_is_random(const luon_transform_step *steps, int32_t nsteps);
+/* A seed drawn from cpu(0)'s stream (reproducible after luon_random_seed). */
+luon_status luon_transform_next_seed(uint64_t *out);
+/* Resize an (H,W,C) uint8/float32 image to (h, w) with OpenCV's conventions
+ * (pixel centers; uint8 bilinear/bicubic with 11-bit fixed-point weights);
+ * interp 0 nearest, 1 bilinear, 2 bicubic, 3 area. New tensor (+1). */
+luon_status luon_image_resize(const luon_tensor *src, int32_t w, int32_t h, int32_t interp,
+                              luon_tensor **out);
+
 /* Files (core/io.c). Safetensors: an 8-byte little-endian header length, a
  * JSON header {"name": {"dtype": "F32", "shape": [..], "data_offsets":
  * [begin, end]}, "__metadata__": {..}}, then the raw row-major data. Dtype
