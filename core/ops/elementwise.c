@@ -1,6 +1,7 @@
 /* elementwise.c: NumPy-broadcasting elementwise ops (arithmetic, comparisons,
  * unary math, clip, where) and copy/astype, on any strides and dtypes. One
- * kernel family per op, instantiated per dtype by macros; gradients live elsewhere. */
+ * kernel family per op, instantiated per dtype by macros; then their
+ * backward rules, written with these ops. */
 #include "internal.h"
 #include <math.h>
 
@@ -598,4 +599,214 @@ luon_status lu_cpu_copy(lu_call *c) {
                     lu_shape_str(c->in[0]->ndim, c->in[0]->shape),
                     lu_shape_str(c->out[0]->ndim, c->out[0]->shape));
   return run(c, &e);
+}
+
+/* ---- backward rules --------------------------------------------------------- */
+
+/* The formula helpers of reduce.c (declared here until internal.h has them). */
+typedef struct lu_steps {
+  luon_status s;
+  int n;
+  luon_tensor *t[24];
+} lu_steps;
+luon_tensor *lu_steps_run(lu_steps *e, int32_t op, const luon_attrs *a, luon_tensor *x,
+                          luon_tensor *y, luon_tensor *z);
+luon_tensor *lu_steps_scalar(lu_steps *e, double v, int32_t dt, const luon_tensor *t);
+void lu_steps_give(lu_steps *e, luon_tensor *r, const luon_tensor *x, luon_tensor **din);
+luon_status lu_steps_end(lu_steps *e);
+
+/* Short names for the formulas below: R1(op, x), R2(op, x, y), R3(op, c, x, y),
+ * K(v) a 0-d constant of dy's dtype. */
+#define R1(op, x) lu_steps_run(&e, LU_OP_##op, NULL, x, NULL, NULL)
+#define R2(op, x, y) lu_steps_run(&e, LU_OP_##op, NULL, x, y, NULL)
+#define R3(op, c, x, y) lu_steps_run(&e, LU_OP_##op, NULL, c, x, y)
+#define K(v) lu_steps_scalar(&e, v, dy->dtype, dy)
+
+/* Input i wants a gradient: it asked for one and is a float array (integer
+ * and bool inputs get none). */
+static bool wants(const lu_grad_call *g, int i) {
+  return g->need[i] && lu_dtype_is_float(g->in[i]->dtype);
+}
+
+/* Every rule starts from dy = the output's gradient in the output's dtype. */
+#define BEGIN                                                                  \
+  lu_steps e = {LUON_OK, 0, {NULL}};                                           \
+  luon_tensor *x = g->in[0], *y = g->nin > 1 ? g->in[1] : NULL, *out = g->out[0]; \
+  luon_tensor *dy = g->dout[0];                                                \
+  (void)x, (void)y, (void)out;                                                 \
+  if (!dy) return LUON_OK;                                                     \
+  if (dy->dtype != out->dtype) {                                               \
+    luon_attrs cv_;                                                            \
+    memset(&cv_, 0, sizeof cv_);                                               \
+    cv_.dtype = out->dtype;                                                    \
+    dy = lu_steps_run(&e, LU_OP_copy, &cv_, dy, NULL, NULL);                   \
+  }
+/* din[i] = t summed back to input i's shape, in its dtype */
+#define GIVE(i, t) lu_steps_give(&e, t, g->in[i], &g->din[i])
+#define END return lu_steps_end(&e)
+
+/* add: dx = dy, dy_y = dy (each summed over the axes it was broadcast along) */
+luon_status lu_grad_add(lu_grad_call *g) {
+  BEGIN;
+  if (wants(g, 0)) GIVE(0, dy);
+  if (wants(g, 1)) GIVE(1, dy);
+  END;
+}
+
+/* subtract: dx = dy, d(y) = -dy */
+luon_status lu_grad_subtract(lu_grad_call *g) {
+  BEGIN;
+  if (wants(g, 0)) GIVE(0, dy);
+  if (wants(g, 1)) GIVE(1, R1(negative, dy));
+  END;
+}
+
+/* multiply: dx = dy * y, d(y) = dy * x */
+luon_status lu_grad_multiply(lu_grad_call *g) {
+  BEGIN;
+  if (wants(g, 0)) GIVE(0, R2(multiply, dy, y));
+  if (wants(g, 1)) GIVE(1, R2(multiply, dy, x));
+  END;
+}
+
+/* divide, out = x / y: dx = dy / y, d(y) = -dy * x / y^2 = -(dy / y) * out */
+luon_status lu_grad_divide(lu_grad_call *g) {
+  BEGIN;
+  luon_tensor *dx = R2(divide, dy, y);
+  if (wants(g, 0)) GIVE(0, dx);
+  if (wants(g, 1)) GIVE(1, R1(negative, R2(multiply, dx, out)));
+  END;
+}
+
+/* power, out = x^y: dx = dy * y * x^(y-1) (not out / x, which fails at
+ * x = 0); d(y) = dy * out * log(x), taken as 0 where out is 0 (the limit
+ * for x = 0, y > 0); NaN for negative x, as the real log is. */
+luon_status lu_grad_power(lu_grad_call *g) {
+  BEGIN;
+  if (wants(g, 0))
+    GIVE(0, R2(multiply, dy, R2(multiply, y, R2(power, x, R2(subtract, y, K(1))))));
+  if (wants(g, 1))
+    GIVE(1, R2(multiply, dy, R3(where, R2(equal, out, K(0)), K(0), R2(multiply, out, R1(log, x)))));
+  END;
+}
+
+/* maximum: dy goes to the larger input; on ties to the first (x), as
+ * maximum returns x then. minimum likewise with the smaller. */
+static luon_status grad_select(lu_grad_call *g, int32_t cmp) {
+  BEGIN;
+  luon_tensor *first = lu_steps_run(&e, cmp, NULL, x, y, NULL); /* x >= y (x <= y) */
+  if (wants(g, 0)) GIVE(0, R3(where, first, dy, K(0)));
+  if (wants(g, 1)) GIVE(1, R3(where, first, K(0), dy));
+  END;
+}
+luon_status lu_grad_maximum(lu_grad_call *g) { return grad_select(g, LU_OP_greater_equal); }
+luon_status lu_grad_minimum(lu_grad_call *g) { return grad_select(g, LU_OP_less_equal); }
+
+/* negative: dx = -dy */
+luon_status lu_grad_negative(lu_grad_call *g) {
+  BEGIN;
+  if (wants(g, 0)) GIVE(0, R1(negative, dy));
+  END;
+}
+
+/* abs: dx = dy * sign(x) (0 at x = 0) */
+luon_status lu_grad_abs(lu_grad_call *g) {
+  BEGIN;
+  if (wants(g, 0)) GIVE(0, R2(multiply, dy, R1(sign, x)));
+  END;
+}
+
+/* sign: piecewise constant, dx = zeros of x's shape */
+luon_status lu_grad_sign(lu_grad_call *g) {
+  BEGIN;
+  if (wants(g, 0)) {
+    luon_attrs z;
+    memset(&z, 0, sizeof z);
+    z.dtype = x->dtype;
+    z.dev_type = x->dev.type;
+    z.dev_id = x->dev.id;
+    z.ni = x->ndim;
+    memcpy(z.i, x->shape, sizeof(int64_t) * (size_t)x->ndim);
+    GIVE(0, lu_steps_run(&e, LU_OP_full, &z, NULL, NULL, NULL));
+  }
+  END;
+}
+
+/* exp: dx = dy * out */
+luon_status lu_grad_exp(lu_grad_call *g) {
+  BEGIN;
+  if (wants(g, 0)) GIVE(0, R2(multiply, dy, out));
+  END;
+}
+
+/* log: dx = dy / x */
+luon_status lu_grad_log(lu_grad_call *g) {
+  BEGIN;
+  if (wants(g, 0)) GIVE(0, R2(divide, dy, x));
+  END;
+}
+
+/* sqrt: dx = dy / (2 out) = (dy / out) * 0.5 */
+luon_status lu_grad_sqrt(lu_grad_call *g) {
+  BEGIN;
+  if (wants(g, 0)) GIVE(0, R2(multiply, R2(divide, dy, out), K(0.5)));
+  END;
+}
+
+/* square: dx = dy * 2x */
+luon_status lu_grad_square(lu_grad_call *g) {
+  BEGIN;
+  if (wants(g, 0)) GIVE(0, R2(multiply, dy, R2(multiply, x, K(2))));
+  END;
+}
+
+/* tanh: dx = dy * (1 - out^2), fused in tanh_grad(out, dy) */
+luon_status lu_grad_tanh(lu_grad_call *g) {
+  BEGIN;
+  if (wants(g, 0)) GIVE(0, R2(tanh_grad, out, dy));
+  END;
+}
+
+/* sigmoid: dx = dy * out * (1 - out), fused in sigmoid_grad(out, dy) */
+luon_status lu_grad_sigmoid(lu_grad_call *g) {
+  BEGIN;
+  if (wants(g, 0)) GIVE(0, R2(sigmoid_grad, out, dy));
+  END;
+}
+
+/* relu: dx = dy where x > 0, else 0 (also at x = 0), fused in relu_grad(x, dy) */
+luon_status lu_grad_relu(lu_grad_call *g) {
+  BEGIN;
+  if (wants(g, 0)) GIVE(0, R2(relu_grad, x, dy));
+  END;
+}
+
+/* clip to [lo, hi]: dx = dy where lo < x < hi, 0 where x was clipped or sits
+ * on a bound (MXNet's rule); a NaN bound is no bound. */
+luon_status lu_grad_clip(lu_grad_call *g) {
+  BEGIN;
+  if (wants(g, 0)) {
+    double lo = g->attrs->f[0], hi = g->attrs->f[1];
+    luon_tensor *dx = dy;
+    if (!isnan(lo)) dx = R3(where, R2(greater, x, lu_steps_scalar(&e, lo, x->dtype, x)), dx, K(0));
+    if (!isnan(hi)) dx = R3(where, R2(less, x, lu_steps_scalar(&e, hi, x->dtype, x)), dx, K(0));
+    GIVE(0, dx);
+  }
+  END;
+}
+
+/* where(cond, x, y): cond gets none; dx = dy where cond, d(y) = dy elsewhere */
+luon_status lu_grad_where(lu_grad_call *g) {
+  BEGIN;
+  luon_tensor *cond = g->in[0];
+  if (wants(g, 1)) GIVE(1, R3(where, cond, dy, K(0)));
+  if (wants(g, 2)) GIVE(2, R3(where, cond, K(0), dy));
+  END;
+}
+
+/* copy / astype: dx = dy converted back to x's dtype */
+luon_status lu_grad_copy(lu_grad_call *g) {
+  BEGIN;
+  if (wants(g, 0)) GIVE(0, g->dout[0]);
+  END;
 }

@@ -147,6 +147,105 @@ luon_status lu_cpu_take(lu_call *c) {
   return s;
 }
 
+/* ---- take_grad -------------------------------------------------------------- */
+
+/* dy (the shape take gave), indices -> da (i[3..3+i[2]), a's shape): zeros
+ * with each slice of dy added at the position its index picked, mapped by
+ * take's mode; repeated indices add up. dy float32 or float64. */
+luon_status lu_shape_take_grad(lu_call *c) {
+  const luon_tensor *dy = c->in[0], *idx = c->in[1];
+  const luon_attrs *a = c->attrs;
+  int nd = a->ni >= 3 ? (int)a->i[2] : -1;
+  if (nd < 0 || nd > LU_MAXD || a->ni != 3 + nd)
+    return lu_error(LUON_EINVAL, "take_grad: attrs must hold axis, mode, ndim and the shape of a "
+                    "(0 to %d dims), got %d ints", LU_MAXD, a->ni);
+  const int64_t *as = a->i + 3;
+  for (int d = 0; d < nd; d++)
+    if (as[d] < 0)
+      return lu_error(LUON_ESHAPE, "take_grad: negative dimension in shape %s",
+                      lu_shape_str(nd, as));
+  if (dy->dtype != LUON_DTYPE_F32 && dy->dtype != LUON_DTYPE_F64)
+    return lu_error(LUON_EDTYPE, "take_grad: dy is %s; only float32 and float64 are supported",
+                    luon_dtype_name(dy->dtype));
+  if (a->i[1] < 0 || a->i[1] > 2)
+    return lu_error(LUON_EINVAL, "take_grad: mode %lld is not 0 (clip), 1 (wrap) or 2 (raise)",
+                    (long long)a->i[1]);
+  int ax = -1, n = 0;
+  if (a->i[0] != TAKE_FLAT) LU_TRY(lu_axis("take_grad", a->i[0], nd, &ax));
+  if ((ax < 0 ? lu_numel(nd, as) : as[ax]) == 0 && idx->size > 0)
+    return lu_error(LUON_ESHAPE, "take_grad: indices %s into an empty axis (a %s)",
+                    lu_shape_str(idx->ndim, idx->shape), lu_shape_str(nd, as));
+  int64_t want[LU_MAXD];
+  for (int d = 0; d < ax; d++) want[n++] = as[d];
+  for (int d = 0; d < idx->ndim && n < LU_MAXD; d++) want[n++] = idx->shape[d];
+  for (int d = ax + 1; ax >= 0 && d < nd && n < LU_MAXD; d++) want[n++] = as[d];
+  if (n != dy->ndim || memcmp(want, dy->shape, sizeof(int64_t) * (size_t)n) != 0)
+    return lu_error(LUON_ESHAPE,
+                    "take_grad: dy has shape %s but take of a %s with indices %s gives %s",
+                    lu_shape_str(dy->ndim, dy->shape), lu_shape_str(nd, as),
+                    lu_shape_str(idx->ndim, idx->shape), lu_shape_str(n, want));
+  c->out_ndim[0] = nd;
+  memcpy(c->out_shape[0], as, sizeof(int64_t) * (size_t)nd);
+  c->out_dtype[0] = dy->dtype;
+  c->scratch_i[0] = ax;
+  return LUON_OK;
+}
+
+/* Outer rows [begin, end): each adds all of its dy slices into its own
+ * part of da, so threads never write the same element. */
+#define SCATTER_ADD(T)                                                         \
+  for (int64_t o = begin; o < end; o++)                                        \
+    for (int64_t j = 0; j < t->nidx; j++) {                                    \
+      const T *s = (const T *)t->src + t->src_outer[o] + t->src_idx[j];        \
+      T *d = (T *)t->dst + t->dst_outer[o] + t->dst_idx[j];                    \
+      for (int64_t k = 0; k < t->ninner; k++) d[t->dst_inner[k]] += s[t->src_inner[k]]; \
+    }
+
+static void scatter_add_rows(void *p, int64_t begin, int64_t end) {
+  const take_ctx *t = p;
+  if (t->esize == sizeof(float)) { SCATTER_ADD(float) }
+  else { SCATTER_ADD(double) }
+}
+
+luon_status lu_cpu_take_grad(lu_call *c) {
+  const luon_tensor *dy = c->in[0], *idx = c->in[1];
+  luon_tensor *da = c->out[0];
+  if (da->size > 0) memset(lu_data(da), 0, (size_t)(da->size * luon_dtype_size(da->dtype)));
+  if (dy->size == 0) return LUON_OK;
+  int ax = (int)c->scratch_i[0], k = idx->ndim, a0 = ax < 0 ? 0 : ax, nd = da->ndim;
+  int64_t len = ax < 0 ? da->size : da->shape[ax];
+  int64_t n_outer = 1, n_inner = 1, unused, zero = 0, ast[LU_MAXD];
+  lu_contiguous_strides(nd, da->shape, ast); /* da is dense */
+  int64_t *ii = malloc(sizeof(int64_t) * (size_t)idx->size);
+  int64_t *sx = offsets(dy->shape, dy->strides, a0, a0 + k, &unused);
+  int64_t *so = NULL, *si = NULL, *do_ = NULL, *di = NULL;
+  if (ax >= 0) { /* outer and inner axes of dy and of da */
+    so = offsets(dy->shape, dy->strides, 0, ax, &n_outer);
+    si = offsets(dy->shape, dy->strides, ax + k, dy->ndim, &n_inner);
+    do_ = offsets(da->shape, ast, 0, ax, &unused);
+    di = offsets(da->shape, ast, ax + 1, nd, &unused);
+  }
+  luon_status s = LUON_OK;
+  if (!ii || !sx || (ax >= 0 && (!so || !si || !do_ || !di)))
+    s = lu_error(LUON_ENOMEM, "take_grad: out of host memory for the offsets of %lld indices",
+                 (long long)idx->size);
+  if (s == LUON_OK) s = read_indices(idx, c->attrs->i[1], len, ax, ii);
+  if (s == LUON_OK) {
+    for (int64_t j = 0; j < idx->size; j++) /* index -> element offset into da */
+      ii[j] = ax < 0 ? ii[j] : ii[j] * ast[ax];
+    take_ctx t = {lu_data(dy), lu_data(da), (size_t)luon_dtype_size(dy->dtype), idx->size, n_inner,
+                  so ? so : &zero, sx, si ? si : &zero, do_ ? do_ : &zero, ii, di ? di : &zero};
+    lu_parallel_for(n_outer, (1 << 15) / (n_inner * idx->size) + 1, scatter_add_rows, &t);
+  }
+  free(ii);
+  free(sx);
+  free(so);
+  free(si);
+  free(do_);
+  free(di);
+  return s;
+}
+
 /* ---- concatenate and stack ---------------------------------------------- */
 
 /* The common dtype of all inputs. */
@@ -286,4 +385,29 @@ luon_status lu_grad_stack(lu_grad_call *g) {
     LU_TRY(st);
   }
   return LUON_OK;
+}
+
+/* take: da = take_grad(dy, indices): dy added back at the picked positions
+ * (take's attrs plus a's shape); the indices get no gradient */
+luon_status lu_grad_take(lu_grad_call *g) {
+  const luon_tensor *x = g->in[0];
+  if (!g->need[0] || !g->dout[0] || !lu_dtype_is_float(x->dtype)) return LUON_OK;
+  luon_attrs a;
+  memset(&a, 0, sizeof a);
+  a.i[0] = g->attrs->ni > 0 ? g->attrs->i[0] : 0;
+  a.i[1] = g->attrs->ni > 1 ? g->attrs->i[1] : 0;
+  a.i[2] = x->ndim;
+  memcpy(a.i + 3, x->shape, sizeof(int64_t) * (size_t)x->ndim);
+  a.ni = 3 + x->ndim;
+  luon_tensor *dy = g->dout[0], *conv = NULL;
+  if (dy->dtype != x->dtype) { /* take keeps a's dtype, so dy should have it */
+    luon_attrs cv;
+    memset(&cv, 0, sizeof cv);
+    cv.dtype = x->dtype;
+    LU_TRY(lu_run(LU_OP_copy, &cv, &conv, 1, dy));
+    dy = conv;
+  }
+  luon_status s = lu_run(LU_OP_take_grad, &a, &g->din[0], 2, dy, g->in[1]);
+  luon_tensor_release(conv);
+  return s;
 }

@@ -291,3 +291,86 @@ luon_status lu_cpu_matmul(lu_call *c) {
   free(pb);
   return LUON_OK;
 }
+
+/* ---- backward rule ----------------------------------------------------------- */
+
+/* The formula helpers of reduce.c (declared here until internal.h has them). */
+typedef struct lu_steps {
+  luon_status s;
+  int n;
+  luon_tensor *t[24];
+} lu_steps;
+luon_tensor *lu_steps_run(lu_steps *e, int32_t op, const luon_attrs *a, luon_tensor *x,
+                          luon_tensor *y, luon_tensor *z);
+void lu_steps_give(lu_steps *e, luon_tensor *r, const luon_tensor *x, luon_tensor **din);
+luon_status lu_steps_end(lu_steps *e);
+luon_status lu_reduce_sum_to(luon_tensor *dy, int ndim, const int64_t *shape, int32_t dtype,
+                             luon_tensor **out);
+
+/* t seen with shape (n, s): a view. */
+static luon_tensor *reshaped(lu_steps *e, luon_tensor *t, int n, const int64_t *s) {
+  luon_attrs a;
+  memset(&a, 0, sizeof a);
+  a.ni = n;
+  memcpy(a.i, s, sizeof(int64_t) * (size_t)n);
+  return lu_steps_run(e, LU_OP_reshape, &a, t, NULL, NULL);
+}
+
+/* t with its last two axes swapped: a view. */
+static luon_tensor *swapped(lu_steps *e, luon_tensor *t) {
+  if (!t) return NULL;
+  luon_attrs a;
+  memset(&a, 0, sizeof a);
+  a.ni = t->ndim;
+  for (int d = 0; d < t->ndim; d++) a.i[d] = d;
+  a.i[t->ndim - 2] = t->ndim - 1;
+  a.i[t->ndim - 1] = t->ndim - 2;
+  return lu_steps_run(e, LU_OP_transpose, &a, t, NULL, NULL);
+}
+
+/* The gradient of a matrix operand as computed, (batch.., R, C), summed
+ * over the batch axes the operand was broadcast along to its full shape
+ * (fn, fs), then seen with its own shape (a 1-d operand drops its 1). */
+static void give(lu_steps *e, luon_tensor *d, int fn, const int64_t *fs, const luon_tensor *x,
+                 luon_tensor **din) {
+  if (e->s != LUON_OK) return;
+  luon_tensor *s;
+  e->s = lu_reduce_sum_to(d, fn, fs, x->dtype, &s);
+  if (e->s != LUON_OK) return;
+  lu_steps_give(e, reshaped(e, s, x->ndim, x->shape), x, din);
+  luon_tensor_release(s);
+}
+
+/* C = A @ B with A (.., M, K), B (.., K, N), C (batch.., M, N):
+ *   dA = dC @ B^T  (batch.., M, K), summed over A's broadcast batch axes
+ *   dB = A^T @ dC  (batch.., K, N), summed over B's
+ * A 1-d A is (1, K) and a 1-d B (K, 1) throughout, and dC gets back the
+ * axes the forward dropped. Integer operands get no gradient. */
+luon_status lu_grad_matmul(lu_grad_call *g) {
+  luon_tensor *a = g->in[0], *b = g->in[1], *dc = g->dout[0];
+  bool wa = g->need[0] && lu_dtype_is_float(a->dtype);
+  bool wb = g->need[1] && lu_dtype_is_float(b->dtype);
+  if (!dc || !(wa || wb)) return LUON_OK;
+  mm p;
+  LU_TRY(dims(a, b, &p));
+  int64_t as[LU_MAXD], bs[LU_MAXD], cs[LU_MAXD]; /* full shapes: A (.., M, K), B (.., K, N), C */
+  int an = p.a1 ? 2 : a->ndim, bn = p.b1 ? 2 : b->ndim, cn = p.nb + 2;
+  memcpy(as, a->shape, sizeof(int64_t) * (size_t)a->ndim);
+  memcpy(bs, b->shape, sizeof(int64_t) * (size_t)b->ndim);
+  if (p.a1) as[0] = 1, as[1] = p.K;
+  if (p.b1) bs[0] = p.K, bs[1] = 1;
+  memcpy(cs, p.bshape, sizeof(int64_t) * (size_t)p.nb);
+  cs[p.nb] = p.M;
+  cs[p.nb + 1] = p.N;
+  lu_steps e = {LUON_OK, 0, {NULL}};
+  luon_tensor *dcf = reshaped(&e, dc, cn, cs);
+  if (wa) {
+    luon_tensor *bt = swapped(&e, reshaped(&e, b, bn, bs));
+    give(&e, lu_steps_run(&e, LU_OP_matmul, NULL, dcf, bt, NULL), an, as, a, &g->din[0]);
+  }
+  if (wb) {
+    luon_tensor *at = swapped(&e, reshaped(&e, a, an, as));
+    give(&e, lu_steps_run(&e, LU_OP_matmul, NULL, at, dcf, NULL), bn, bs, b, &g->din[1]);
+  }
+  return lu_steps_end(&e);
+}

@@ -568,3 +568,202 @@ luon_status lu_cpu_max(lu_call *c) { return reduce_cpu(c); }
 luon_status lu_cpu_min(lu_call *c) { return reduce_cpu(c); }
 luon_status lu_cpu_argmax(lu_call *c) { return reduce_cpu(c); }
 luon_status lu_cpu_argmin(lu_call *c) { return reduce_cpu(c); }
+
+/* ---- backward rules ------------------------------------------------------ */
+
+/* The gradient of an input broadcast from (ndim, shape) to dy's shape: dy
+ * summed over the new leading axes and over the axes where shape has 1 and
+ * dy does not, seen with `shape`, as `dtype` (0: dy's). +1 in *out; dy
+ * itself when nothing changes. Every backward rule of a broadcasting op
+ * ends with this. (Declared beside its callers until internal.h has it.) */
+luon_status lu_reduce_sum_to(luon_tensor *dy, int ndim, const int64_t *shape, int32_t dtype,
+                             luon_tensor **out) {
+  int lead = dy->ndim - ndim;
+  if (lead < 0)
+    return lu_error(LUON_EINTERNAL, "backward: gradient of shape %s for an input of shape %s",
+                    lu_shape_str(dy->ndim, dy->shape), lu_shape_str(ndim, shape));
+  if (!dtype) dtype = dy->dtype;
+  luon_attrs a;
+  memset(&a, 0, sizeof a);
+  a.ni = 1; /* i[0] keepdims = 0 */
+  a.dtype = dtype;
+  for (int d = 0; d < dy->ndim; d++)
+    if (d < lead || (shape[d - lead] == 1 && dy->shape[d] != 1)) a.i[a.ni++] = d;
+  if (a.ni == 1) {
+    if (dtype == dy->dtype) {
+      *out = luon_tensor_retain(dy);
+      return LUON_OK;
+    }
+    return lu_run(LU_OP_copy, &a, out, 1, dy);
+  }
+  luon_tensor *s;
+  LU_TRY(lu_run(LU_OP_sum, &a, &s, 1, dy));
+  memset(&a, 0, sizeof a);
+  a.ni = ndim;
+  memcpy(a.i, shape, sizeof(int64_t) * (size_t)ndim);
+  luon_status st = lu_run(LU_OP_reshape, &a, out, 1, s);
+  luon_tensor_release(s);
+  return st;
+}
+
+/* A backward formula written with ops: lu_steps_run keeps each step's
+ * result until lu_steps_end releases them all, and the first failed step
+ * makes the later ones no-ops (they return NULL), so a formula reads as a
+ * list of calls with one status check at the end. Shared by the backward
+ * rules of elementwise.c, reduce.c and matmul.c. */
+typedef struct lu_steps {
+  luon_status s;
+  int n;
+  luon_tensor *t[24];
+} lu_steps;
+
+static luon_tensor *keep(lu_steps *e, luon_status s, luon_tensor *t) {
+  if (s != LUON_OK) {
+    e->s = s;
+    return NULL;
+  }
+  if (e->n == (int)(sizeof e->t / sizeof e->t[0])) {
+    luon_tensor_release(t);
+    e->s = lu_error(LUON_EINTERNAL, "backward: a formula has more than %d steps", e->n);
+    return NULL;
+  }
+  e->t[e->n++] = t;
+  return t;
+}
+
+/* op on 0 to 3 inputs (the unused ones NULL); NULL after a failure. */
+luon_tensor *lu_steps_run(lu_steps *e, int32_t op, const luon_attrs *a, luon_tensor *x,
+                          luon_tensor *y, luon_tensor *z) {
+  if (e->s != LUON_OK) return NULL;
+  luon_tensor *r = NULL;
+  luon_status s = lu_run(op, a, &r, z ? 3 : y ? 2 : x ? 1 : 0, x, y, z);
+  return keep(e, s, r);
+}
+
+/* A 0-d array holding v, of dtype dt on t's device. */
+luon_tensor *lu_steps_scalar(lu_steps *e, double v, int32_t dt, const luon_tensor *t) {
+  if (e->s != LUON_OK) return NULL;
+  luon_attrs a;
+  memset(&a, 0, sizeof a);
+  a.dtype = dt;
+  a.dev_type = t->dev.type;
+  a.dev_id = t->dev.id;
+  a.f[0] = v;
+  luon_tensor *r = NULL;
+  luon_status s = lu_run(LU_OP_full, &a, &r, 0);
+  return keep(e, s, r);
+}
+
+/* *din = r summed back to x's shape (the axes x was broadcast along) and
+ * converted to x's dtype, unless a step failed. */
+void lu_steps_give(lu_steps *e, luon_tensor *r, const luon_tensor *x, luon_tensor **din) {
+  if (e->s == LUON_OK) e->s = lu_reduce_sum_to(r, x->ndim, x->shape, x->dtype, din);
+}
+
+/* Release the steps' results; the formula's status. */
+luon_status lu_steps_end(lu_steps *e) {
+  for (int k = 0; k < e->n; k++) luon_tensor_release(e->t[k]);
+  e->n = 0;
+  return e->s;
+}
+
+/* Short names for the formulas below: R1(op, attrs, x), R2(op, x, y),
+ * R3(op, c, x, y), K(v, like) a 0-d constant of like's dtype. */
+#define R1(op, a, x) lu_steps_run(&e, LU_OP_##op, a, x, NULL, NULL)
+#define R2(op, x, y) lu_steps_run(&e, LU_OP_##op, NULL, x, y, NULL)
+#define R3(op, c, x, y) lu_steps_run(&e, LU_OP_##op, NULL, c, x, y)
+#define K(v, like) lu_steps_scalar(&e, v, (like)->dtype, like)
+
+/* The reduction's axes, from its attrs, for the backward: ks = x's shape
+ * with them set to 1 (the keepdims shape), *a = the attrs of a keepdims
+ * sum over them; returns how many elements went into each result. */
+static int64_t keepdims_shape(const lu_grad_call *g, int64_t *ks, luon_attrs *a) {
+  const luon_tensor *x = g->in[0];
+  const luon_attrs *fa = g->attrs;
+  int64_t mask = fa->ni <= 1 ? ((int64_t)1 << x->ndim) - 1 : 0, R = 1;
+  for (int k = 1; k < fa->ni; k++) mask |= (int64_t)1 << (fa->i[k] + (fa->i[k] < 0 ? x->ndim : 0));
+  memset(a, 0, sizeof *a);
+  a->i[a->ni++] = 1;
+  for (int d = 0; d < x->ndim; d++) {
+    ks[d] = mask >> d & 1 ? 1 : x->shape[d];
+    if (mask >> d & 1) {
+      R *= x->shape[d];
+      a->i[a->ni++] = d;
+    }
+  }
+  return R;
+}
+
+/* t seen with shape (n, s): a view. */
+static luon_tensor *seen_as(lu_steps *e, luon_tensor *t, int n, const int64_t *s) {
+  luon_attrs a;
+  memset(&a, 0, sizeof a);
+  a.ni = n;
+  memcpy(a.i, s, sizeof(int64_t) * (size_t)n);
+  return lu_steps_run(e, LU_OP_reshape, &a, t, NULL, NULL);
+}
+
+/* t broadcast to x's shape: a view. */
+static luon_tensor *spread(lu_steps *e, luon_tensor *t, const luon_tensor *x) {
+  luon_attrs a;
+  memset(&a, 0, sizeof a);
+  a.ni = x->ndim;
+  memcpy(a.i, x->shape, sizeof(int64_t) * (size_t)x->ndim);
+  return lu_steps_run(e, LU_OP_broadcast_to, &a, t, NULL, NULL);
+}
+
+/* Every rule: x the input, dyk = dy with the keepdims shape. */
+#define BEGIN                                                                  \
+  luon_tensor *x = g->in[0], *dy = g->dout[0];                                 \
+  if (!g->need[0] || !dy || !lu_dtype_is_float(x->dtype)) return LUON_OK;      \
+  lu_steps e = {LUON_OK, 0, {NULL}};                                           \
+  int64_t ks[LU_MAXD];                                                         \
+  luon_attrs ra;                                                               \
+  int64_t R = keepdims_shape(g, ks, &ra);                                      \
+  luon_tensor *dyk = seen_as(&e, dy, x->ndim, ks);                             \
+  (void)R
+#define END(dx)                                                                \
+  lu_steps_give(&e, dx, x, &g->din[0]);                                        \
+  return lu_steps_end(&e)
+
+/* sum: dx = dy broadcast back over the reduced axes */
+luon_status lu_grad_sum(lu_grad_call *g) {
+  BEGIN;
+  END(spread(&e, dyk, x));
+}
+
+/* mean over R elements each: dx = dy broadcast back, times 1/R */
+luon_status lu_grad_mean(lu_grad_call *g) {
+  BEGIN;
+  END(R2(multiply, spread(&e, dyk, x), K(R ? 1.0 / (double)R : 0, dy)));
+}
+
+/* max, min: the gradient goes to the positions equal to the result, split
+ * equally among ties (so that it sums to dy, as for a subgradient); a NaN
+ * result gives NaN gradients along its reduced axes. */
+static luon_status grad_extreme(lu_grad_call *g) {
+  BEGIN;
+  luon_tensor *at = R2(equal, x, seen_as(&e, g->out[0], x->ndim, ks)); /* x == result */
+  ra.dtype = dy->dtype;
+  luon_tensor *ties = R1(sum, &ra, at);                                  /* count per result */
+  END(R3(where, at, R2(divide, dyk, ties), K(0, dy)));
+}
+luon_status lu_grad_max(lu_grad_call *g) { return grad_extreme(g); }
+luon_status lu_grad_min(lu_grad_call *g) { return grad_extreme(g); }
+
+/* prod: dx = dy * (the product of the other elements), zeros included.
+ * With p the product of a reduction's nonzero elements: no zero in it,
+ * p / x; exactly one zero, p at the zero and 0 elsewhere; two or more
+ * zeros, 0 everywhere. Overflow of p gives inf, as in the forward. */
+luon_status lu_grad_prod(lu_grad_call *g) {
+  BEGIN;
+  luon_tensor *zero = K(0, x), *one = K(1, x);
+  luon_tensor *z = R2(equal, x, zero);          /* x == 0 */
+  luon_tensor *xs = R3(where, z, one, x);       /* x with its zeros made 1 */
+  luon_tensor *p = R1(prod, &ra, xs);           /* product of the nonzeros */
+  ra.dtype = x->dtype;
+  luon_tensor *nz = R1(sum, &ra, z);            /* zeros per result */
+  luon_tensor *at_zero = R2(multiply, p, R2(equal, nz, one));
+  luon_tensor *others = R2(multiply, R2(divide, p, xs), R2(equal, nz, zero));
+  END(R2(multiply, dyk, R3(where, z, at_zero, others)));
+}

@@ -1,0 +1,366 @@
+-- gradcheck_spec: every differentiable registry op against central finite
+-- differences in float64 on the CPU. For fixed random R per output, the
+-- backward of L = sum(out * R) (head gradients R) must match
+-- (L(x + eps e_j) - L(x - eps e_j)) / 2 eps for every element j of every
+-- checked input. Cases cover broadcasting and non-contiguous operands.
+-- The suite fails when an op with a backward rule has no entry in `cases`,
+-- or an op without one is missing from `no_gradient`: a new op must say
+-- which it is.
+package.path = (debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "") .. "?.lua;" .. package.path
+local H = require("helpers")
+local np, npx, luon = H.np, H.npx, H.luon
+local core = require("luon.core")
+local ffi, C = core.ffi, core.C
+local autograd = luon.autograd
+
+local EPS = 1e-6
+
+-- Ops with no backward rule: comparisons and arg ops (piecewise constant or
+-- integer results), creation and random ops, the gradient ops themselves,
+-- and the in-place optimizer updates.
+local no_gradient = {
+  "full", "arange", "linspace", "eye", "random_uniform", "random_normal", "random_randint",
+  "random_permute", "equal", "not_equal", "greater", "greater_equal", "less", "less_equal",
+  "argmax", "argmin", "take_grad", "conv2d_grad_input", "conv2d_grad_weight", "max_pool2d_grad",
+  "avg_pool2d_grad", "batch_norm_grad", "softmax_grad", "log_softmax_grad", "pick_grad",
+  "relu_grad", "sigmoid_grad", "tanh_grad", "softrelu_grad", "leaky_relu_grad", "sgd_update",
+  "sgd_mom_update", "adam_update",
+}
+
+---------------------------------------------------------------------------
+-- Inputs
+
+local seed = 0
+-- Standard normal float64 of shape s (each call its own seed).
+local function randn(s)
+  seed = seed + 1
+  np.random.seed(seed)
+  return np.random.normal(0, 1, s, {dtype = "float64"})
+end
+-- Uniform in [lo, hi), float64.
+local function rand(s, lo, hi)
+  seed = seed + 1
+  np.random.seed(seed)
+  return np.random.uniform(lo, hi, s, {dtype = "float64"})
+end
+local function A(t) return np.array(t, {dtype = "float64"}) end
+local function I(t) return np.array(t, {dtype = "int64"}) end
+
+-- A registry op called by name: raw("conv2d", {x, w}, {1, 1, 0, 0}, {slope}, nout).
+local function raw(name, inputs, ints, floats, nout)
+  local a = core.attrs()
+  if ints then core.set_ints(a, ints) end
+  for k, v in ipairs(floats or {}) do a.f[k - 1] = v end
+  return core.call(core.op_ids[name], inputs, a, 2, nil, nout)
+end
+
+---------------------------------------------------------------------------
+-- The cases: op name -> list of {label, inputs = function() -> list of
+-- float64 arrays, f = function(inputs...) -> an array or a list of them,
+-- check = indices of the inputs to check (default all), tol}. Inputs are
+-- contiguous (their elements are perturbed in place); f makes the
+-- non-contiguous views itself.
+
+local T = function(x) return x:transpose() end
+local cases = {}
+
+local function binary_cases(name, lo, hi)
+  local mk = lo and function(s) return rand(s, lo, hi) end or randn
+  local f = np[name]
+  cases[name] = {
+    {"same shape", inputs = function() return {mk({2, 3}), mk({2, 3})} end, f = f},
+    {"broadcast (2,3) with (3)", inputs = function() return {mk({2, 3}), mk({3})} end, f = f},
+    {"broadcast (2,1,3) with (4,1)", inputs = function() return {mk({2, 1, 3}), mk({4, 1})} end, f = f},
+    {"0-d with (2,2)", inputs = function() return {mk({}), mk({2, 2})} end, f = f},
+    {"transposed operands", inputs = function() return {mk({3, 2}), mk({2, 3})} end,
+     f = function(x, y) return f(T(x), y:slice(true, {nil, nil, -1})) end},
+  }
+end
+binary_cases("add")
+binary_cases("subtract")
+binary_cases("multiply")
+binary_cases("divide", 0.5, 2)
+binary_cases("maximum")
+binary_cases("minimum")
+cases.power = {
+  {"positive base", inputs = function() return {rand({2, 3}, 0.5, 2), randn({2, 3})} end, f = np.power},
+  {"broadcast exponent", inputs = function() return {rand({2, 3}, 0.5, 2), randn({3})} end, f = np.power},
+  {"transposed base", inputs = function() return {rand({3, 2}, 0.5, 2), randn({2, 1})} end,
+   f = function(x, y) return np.power(T(x), y) end},
+}
+
+local function unary_cases(name, f, lo, hi)
+  local mk = lo and function(s) return rand(s, lo, hi) end or randn
+  cases[name] = {
+    {"(2,3)", inputs = function() return {mk({2, 3})} end, f = f},
+    {"0-d", inputs = function() return {mk({})} end, f = f},
+    {"transposed, stepped", inputs = function() return {mk({4, 3})} end,
+     f = function(x) return f(T(x):slice(true, {nil, nil, 2})) end},
+  }
+end
+unary_cases("negative", np.negative)
+unary_cases("abs", np.abs)
+unary_cases("sign", np.sign)
+unary_cases("exp", np.exp)
+unary_cases("log", np.log, 0.5, 3)
+unary_cases("sqrt", np.sqrt, 0.5, 3)
+unary_cases("square", np.square)
+unary_cases("tanh", np.tanh)
+unary_cases("sigmoid", npx.sigmoid)
+unary_cases("relu", npx.relu)
+unary_cases("softrelu", function(x) return raw("softrelu", {x}) end)
+unary_cases("leaky_relu", function(x) return raw("leaky_relu", {x}, nil, {0.1}) end)
+cases.clip = {
+  {"both bounds", inputs = function() return {randn({3, 4})} end, f = function(x) return np.clip(x, -0.5, 0.7) end},
+  {"lower bound only", inputs = function() return {randn({3, 4})} end, f = function(x) return np.clip(x, 0.1) end},
+  {"upper bound only, transposed", inputs = function() return {randn({3, 4})} end,
+   f = function(x) return np.clip(T(x), nil, 0.2) end},
+}
+cases.where = {
+  {"same shape", inputs = function() return {randn({2, 3}), randn({2, 3})} end,
+   f = function(x, y) return np.where(A({{1, 0, 1}, {0, 0, 1}}):greater(0), x, y) end},
+  {"broadcast condition and y", inputs = function() return {randn({2, 3}), randn({3})} end,
+   f = function(x, y) return np.where(A({1, 0, 1}):greater(0), x, y) end},
+  {"broadcast x, transposed y", inputs = function() return {randn({2, 1}), randn({3, 2})} end,
+   f = function(x, y) return np.where(A({{1, 0, 1}, {0, 1, 1}}):greater(0), x, T(y)) end},
+}
+cases.copy = {
+  {"copy", inputs = function() return {randn({2, 3})} end, f = function(x) return x:copy() end},
+  {"astype float64 of a transpose", inputs = function() return {randn({2, 3})} end,
+   f = function(x) return T(x):astype("float64") end},
+}
+
+local function reduce_cases(name, mk)
+  mk = mk or randn
+  local f = np[name]
+  cases[name] = {
+    {"all axes", inputs = function() return {mk({2, 3, 4})} end, f = function(x) return f(x) end},
+    {"axis 1", inputs = function() return {mk({2, 3, 4})} end, f = function(x) return f(x, 1) end},
+    {"axes {0, 2}, keepdims", inputs = function() return {mk({2, 3, 4})} end,
+     f = function(x) return f(x, {0, 2}, {keepdims = true}) end},
+    {"axis -1 of a transpose", inputs = function() return {mk({4, 3})} end, f = function(x) return f(T(x), -1) end},
+  }
+end
+reduce_cases("sum")
+reduce_cases("mean")
+reduce_cases("max")
+reduce_cases("min")
+reduce_cases("prod", function(s) return rand(s, 0.5, 1.5) end)
+table.insert(cases.prod, {"rows with no, one and two zeros",
+  inputs = function() return {A({{1.5, 2, 0.5}, {0, 2, 3}, {0, 1.5, 0}})} end,
+  f = function(x) return np.prod(x, 1) end})
+
+cases.matmul = {
+  {"(2,3) @ (3,4)", inputs = function() return {randn({2, 3}), randn({3, 4})} end, f = np.matmul},
+  {"(3) @ (3,4)", inputs = function() return {randn({3}), randn({3, 4})} end, f = np.matmul},
+  {"(2,3) @ (3)", inputs = function() return {randn({2, 3}), randn({3})} end, f = np.matmul},
+  {"(3) @ (3)", inputs = function() return {randn({3}), randn({3})} end, f = np.matmul},
+  {"(2,2,3) @ (3,4)", inputs = function() return {randn({2, 2, 3}), randn({3, 4})} end, f = np.matmul},
+  {"(2,1,2,3) @ (3,3,2) batch broadcast", inputs = function() return {randn({2, 1, 2, 3}), randn({3, 3, 2})} end,
+   f = np.matmul},
+  {"(3) @ (2,3,2)", inputs = function() return {randn({3}), randn({2, 3, 2})} end, f = np.matmul},
+  {"(2,2,3) @ (3)", inputs = function() return {randn({2, 2, 3}), randn({3})} end, f = np.matmul},
+  {"transposed operands", inputs = function() return {randn({3, 2}), randn({4, 3})} end,
+   f = function(a, b) return np.matmul(T(a), T(b)) end},
+}
+
+cases.reshape = {
+  {"(2,3) -> (3,2)", inputs = function() return {randn({2, 3})} end, f = function(x) return x:reshape({3, 2}) end},
+  {"transpose reshaped (copies)", inputs = function() return {randn({2, 3})} end,
+   f = function(x) return T(x):reshape({-1}) end},
+}
+cases.transpose = {
+  {"reversed", inputs = function() return {randn({2, 3, 4})} end, f = function(x) return x:transpose() end},
+  {"permutation", inputs = function() return {randn({2, 3, 4})} end, f = function(x) return x:transpose({1, 2, 0}) end},
+}
+cases.expand_dims = {
+  {"axis 1", inputs = function() return {randn({2, 3})} end, f = function(x) return np.expand_dims(x, 1) end},
+}
+cases.squeeze = {
+  {"all size-1 axes", inputs = function() return {randn({2, 1, 3, 1})} end, f = function(x) return np.squeeze(x) end},
+}
+cases.slice = {
+  {"steps and a negative step", inputs = function() return {randn({4, 5})} end,
+   f = function(x) return x:slice({1, 4, 2}, {nil, nil, -2}) end},
+}
+cases.broadcast_to = {
+  {"(3,1) -> (2,3,4)", inputs = function() return {randn({3, 1})} end,
+   f = function(x) return np.broadcast_to(x, {2, 3, 4}) end},
+}
+cases.split = {
+  {"three pieces along axis 1", inputs = function() return {randn({2, 6})} end,
+   f = function(x) return np.split(x, 3, 1) end},
+  {"uneven boundaries of a transpose", inputs = function() return {randn({3, 5})} end,
+   f = function(x) return np.split(T(x), {1, 4}, 0) end},
+}
+cases.take = {
+  {"axis 0, repeated indices", inputs = function() return {randn({4, 3})} end,
+   f = function(x) return np.take(x, I({2, 0, 2, 3}), 0) end},
+  {"axis 1, 2-d indices", inputs = function() return {randn({2, 4})} end,
+   f = function(x) return np.take(x, I({{0, 3}, {3, 1}}), 1) end},
+  {"flattened, clip mode out of range", inputs = function() return {randn({2, 3})} end,
+   f = function(x) return np.take(x, I({-1, 7, 4, 4})) end},
+  {"wrap mode of a transpose", inputs = function() return {randn({3, 4})} end,
+   f = function(x) return np.take(T(x), I({-1, 5, 2}), 1, {mode = "wrap"}) end},
+}
+cases.concatenate = {
+  {"axis 1 with a transpose", inputs = function() return {randn({2, 3}), randn({1, 2})} end,
+   f = function(a, b) return np.concatenate({a, T(b)}, 1) end},
+}
+cases.stack = {
+  {"axis 1", inputs = function() return {randn({2, 3}), randn({2, 3})} end,
+   f = function(a, b) return np.stack({a, b}, 1) end},
+}
+
+-- Neural-network ops through the registry (attrs as in core/luon_ops.def).
+cases.conv2d = {
+  {"stride 1 pad 1 with bias", inputs = function() return {randn({2, 3, 5, 5}), randn({4, 3, 3, 3}), randn({4})} end,
+   f = function(x, w, b) return raw("conv2d", {x, w, b}, {1, 1, 1, 1, 1, 1, 1}) end},
+  {"stride 2, dilation 2, groups 2, no bias", inputs = function() return {randn({1, 4, 7, 6}), randn({2, 2, 2, 2})} end,
+   f = function(x, w) return raw("conv2d", {x, w}, {2, 1, 0, 1, 2, 2, 2}) end},
+}
+cases.max_pool2d = {
+  {"2x2 stride 2", inputs = function() return {randn({2, 2, 4, 4})} end,
+   f = function(x) return raw("max_pool2d", {x}, {2, 2, 2, 2}) end},
+  {"3x3 stride 1 pad 1, ceil mode", inputs = function() return {randn({1, 2, 5, 4})} end,
+   f = function(x) return raw("max_pool2d", {x}, {3, 3, 2, 2, 1, 1, 1}) end},
+}
+cases.avg_pool2d = {
+  {"2x2 stride 2", inputs = function() return {randn({2, 2, 4, 4})} end,
+   f = function(x) return raw("avg_pool2d", {x}, {2, 2, 2, 2}) end},
+  {"3x3 stride 2 pad 1, padding not counted", inputs = function() return {randn({1, 2, 5, 5})} end,
+   f = function(x) return raw("avg_pool2d", {x}, {3, 3, 2, 2, 1, 1, 0, 0, 0}) end},
+  {"global", inputs = function() return {randn({2, 3, 3, 4})} end,
+   f = function(x) return raw("avg_pool2d", {x}, {1, 1, 1, 1, 0, 0, 0, 1}) end},
+}
+-- batch_norm: x, gamma, beta, running mean and var -> y (mean and invstd unchecked)
+local function bn(training, global)
+  return function(x, gamma, beta)
+    local rm, rv = np.zeros({3}, {dtype = "float64"}), np.ones({3}, {dtype = "float64"})
+    return raw("batch_norm", {x, gamma, beta, rm, rv}, {1, training, global}, {1e-5, 0.9}, 3)[1]
+  end
+end
+cases.batch_norm = {
+  {"training (batch statistics)", inputs = function() return {randn({4, 3, 2}), rand({3}, 0.5, 1.5), randn({3})} end,
+   f = bn(1, 0)},
+  {"inference (running statistics)", inputs = function() return {randn({4, 3, 2}), rand({3}, 0.5, 1.5), randn({3})} end,
+   f = bn(0, 0)},
+  {"use_global_stats while training", inputs = function() return {randn({2, 3}), rand({3}, 0.5, 1.5), randn({3})} end,
+   f = bn(1, 1)},
+}
+-- dropout draws its mask from the generator: reseed so every call draws the same
+cases.dropout = {
+  {"p = 0.3", inputs = function() return {randn({4, 5})} end,
+   f = function(x) np.random.seed(77); return raw("dropout", {x}, nil, {0.3}, 2)[1] end},
+}
+cases.softmax = {
+  {"last axis", inputs = function() return {randn({3, 4})} end, f = function(x) return raw("softmax", {x}, {-1}) end},
+  {"axis 0 of a transpose", inputs = function() return {randn({3, 4})} end,
+   f = function(x) return raw("softmax", {T(x)}, {0}) end},
+}
+cases.log_softmax = {
+  {"last axis", inputs = function() return {randn({3, 4})} end, f = function(x) return raw("log_softmax", {x}, {-1}) end},
+  {"axis 1 of (2,3,2)", inputs = function() return {randn({2, 3, 2})} end,
+   f = function(x) return raw("log_softmax", {x}, {1}) end},
+}
+cases.pick = {
+  {"last axis", inputs = function() return {randn({3, 4})} end,
+   f = function(x) return raw("pick", {x, I({3, 0, 3})}, {-1, 0, 0}) end},
+  {"axis 0, keepdims, wrap", inputs = function() return {randn({3, 4})} end,
+   f = function(x) return raw("pick", {x, I({0, 5, -1, 2})}, {0, 1, 1}) end},
+}
+
+---------------------------------------------------------------------------
+-- The check
+
+local function as_list(v) if core.is_array(v) then return {v} end return v end
+
+-- Values of a float64 array (any layout) as a double buffer, row-major.
+local function host(t)
+  local n = t.size
+  local buf = ffi.new("double[?]", math.max(n, 1))
+  core.check(C.luon_tensor_to_host(t, buf, core.FLOAT64, ffi.sizeof(buf)))
+  return buf, n
+end
+
+local function loss(outs, Rs)
+  local s = 0
+  for k, o in ipairs(outs) do
+    local ov, n = host(o)
+    local rv = host(Rs[k])
+    for j = 0, n - 1 do s = s + ov[j] * rv[j] end
+  end
+  return s
+end
+
+local function run_case(name, case)
+  local xs = case.inputs()
+  local check = case.check
+  if not check then
+    check = {}
+    for k = 1, #xs do check[k] = k end
+  end
+  for _, k in ipairs(check) do
+    assert(xs[k].dtype == "float64" and core.info_of(xs[k]).contiguous == 1, "inputs must be contiguous float64")
+    xs[k]:attach_grad()
+  end
+  local outs = autograd.record(function() return as_list(case.f(unpack(xs))) end)
+  local Rs = {}
+  for k, o in ipairs(outs) do Rs[k] = randn(o.shape) end
+  autograd.backward(outs, Rs)
+  local tol = case.tol or 1e-6
+  for _, k in ipairs(check) do
+    local x = xs[k]
+    local g = x.grad
+    assert(g, ("%s (%s): input %d has no gradient"):format(name, case[1], k))
+    local gv = host(g)
+    local p = ffi.cast("double*", core.info_of(x).data)
+    for j = 0, x.size - 1 do
+      local v = p[j]
+      p[j] = v + EPS
+      local lp = loss(as_list(case.f(unpack(xs))), Rs)
+      p[j] = v - EPS
+      local lm = loss(as_list(case.f(unpack(xs))), Rs)
+      p[j] = v
+      local num, ana = (lp - lm) / (2 * EPS), gv[j]
+      if not (math.abs(num - ana) <= tol * math.max(1, math.abs(num), math.abs(ana))) then
+        error(("%s (%s): d/d input %d element %d: backward %.10g, finite differences %.10g")
+              :format(name, case[1], k, j, ana, num), 0)
+      end
+    end
+  end
+end
+
+describe("gradient check", function()
+  it("covers every op: a case when it has a gradient, else listed in no_gradient", function()
+    local none = {}
+    for _, n in ipairs(no_gradient) do none[n] = true end
+    local problems = {}
+    for id = 0, C.luon_op_count() - 1 do
+      local name = ffi.string(C.luon_op_name(id))
+      local has = C.luon_op_has_grad(id) == 1
+      if has and not cases[name] then
+        problems[#problems + 1] = name .. " has a backward rule but no gradient-check case"
+      elseif has and none[name] then
+        problems[#problems + 1] = name .. " has a backward rule but is listed in no_gradient"
+      elseif not has and not none[name] then
+        problems[#problems + 1] = name .. " has no backward rule and is not listed in no_gradient"
+      elseif not has and cases[name] then
+        problems[#problems + 1] = name .. " has gradient-check cases but no backward rule"
+      end
+    end
+    for name in pairs(cases) do
+      if not core.op_ids[name] then problems[#problems + 1] = "case for unknown op " .. name end
+    end
+    assert(#problems == 0, table.concat(problems, "\n"))
+  end)
+
+  local names = {}
+  for name in pairs(cases) do names[#names + 1] = name end
+  table.sort(names)
+  for _, name in ipairs(names) do
+    for _, case in ipairs(cases[name]) do
+      it(name .. ": " .. case[1], function() run_case(name, case) end)
+    end
+  end
+end)
