@@ -114,6 +114,10 @@ end
 
 function Loss:__call(...) return self:forward(...) end
 
+-- Gluon's losses are HybridBlocks; here they are plain callables, so
+-- hybridize() has nothing to compile and only keeps scripts working.
+function Loss:hybridize() end
+
 function Loss:__tostring()
   return ("%s(batch_axis=%d, w=%s)"):format(getmetatable(self).__name, self._batch_axis,
                                             self._weight == nil and "None" or tostring(self._weight))
