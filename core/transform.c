@@ -287,6 +287,39 @@ static luon_status resample(const img *s, int W, int H, int interp, int ox0, int
   for (int k = 0; k < nbuf; k++) ringid[k] = -1;
   for (int k = 0; k < rw * tx.ks; k++) xo[k] = tx.ofs[k] * c;
   int kx = tx.ks;
+  if (fix && ks == 2 && kx == 2) {
+    /* uint8 bilinear: the sums are exact integers, so blending rows first
+     * (contiguous, vectorised) gives OpenCV's horizontal-first bytes. */
+    int lo = xo[0], hi = xo[0];
+    for (int k = 0; k < rw * 2; k++) lo = xo[k] < lo ? xo[k] : lo, hi = xo[k] > hi ? xo[k] : hi;
+    int span = hi - lo + c;
+    int32_t *t = (int32_t *)ring; /* nbuf*rowlen >= span is not guaranteed: */
+    int32_t *big = span > nbuf * rowlen ? malloc(sizeof(int32_t) * span) : NULL;
+    if (span > nbuf * rowlen) {
+      if (!big) {
+        free(ring), free(ringid), free(xo), tab_free(&tx), tab_free(&ty);
+        return lu_error(LUON_ENOMEM, "resize: out of memory for row buffers");
+      }
+      t = big;
+    }
+    for (int y = 0; y < rh; y++) {
+      const uint8_t *r0 = (const uint8_t *)s->data + (int64_t)ty.ofs[2 * y] * s->rs + lo;
+      const uint8_t *r1 = (const uint8_t *)s->data + (int64_t)ty.ofs[2 * y + 1] * s->rs + lo;
+      int32_t b0 = ty.wi[2 * y], b1 = ty.wi[2 * y + 1];
+      for (int i = 0; i < span; i++) t[i] = r0[i] * b0 + r1[i] * b1;
+      uint8_t *d = (uint8_t *)dst + (size_t)y * rowlen;
+      for (int x = 0; x < rw; x++) {
+        const int32_t *a = t + xo[2 * x] - lo, *b = t + xo[2 * x + 1] - lo;
+        int32_t w0 = tx.wi[2 * x], w1 = tx.wi[2 * x + 1];
+        for (int ch = 0; ch < c; ch++) {
+          int v = (a[ch] * w0 + b[ch] * w1 + (1 << (2 * COEF_BITS - 1))) >> (2 * COEF_BITS);
+          d[x * c + ch] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+        }
+      }
+    }
+    free(big), free(ring), free(ringid), free(xo), tab_free(&tx), tab_free(&ty);
+    return LUON_OK;
+  }
   for (int y = 0; y < rh; y++) {
     const int *yo = ty.ofs + (size_t)y * ks;
     for (int k = 0; k < ks; k++) {
