@@ -231,9 +231,12 @@ function Optimizer:__init(a)
   local lr = a.learning_rate
   if self.lr_scheduler == nil and lr == nil then lr = 0.01 end
   if self.lr_scheduler ~= nil and lr ~= nil then
-    -- MXNet: the optimizer's learning_rate overrides the scheduler's base_lr
-    self.lr_scheduler.base_lr = lr
-    self.lr_scheduler.warmup_final_lr = lr
+    -- MXNet: the optimizer's learning_rate overrides the scheduler's base_lr.
+    -- MXNet leaves the warmup target and Poly/Cosine's starting lr at the old
+    -- base_lr (the lr jumps after warmup); here they follow it too.
+    local s = self.lr_scheduler
+    s.base_lr, s.warmup_final_lr = lr, lr
+    if s.base_lr_orig ~= nil then s.base_lr_orig = lr end
   end
   if lr ~= nil and type(lr) ~= "number" then
     core.error(("%s: learning_rate must be a number, got %s"):format(name, type(lr)))
