@@ -603,18 +603,6 @@ luon_status lu_cpu_copy(lu_call *c) {
 
 /* ---- backward rules --------------------------------------------------------- */
 
-/* The formula helpers of reduce.c (declared here until internal.h has them). */
-typedef struct lu_steps {
-  luon_status s;
-  int n;
-  luon_tensor *t[24];
-} lu_steps;
-luon_tensor *lu_steps_run(lu_steps *e, int32_t op, const luon_attrs *a, luon_tensor *x,
-                          luon_tensor *y, luon_tensor *z);
-luon_tensor *lu_steps_scalar(lu_steps *e, double v, int32_t dt, const luon_tensor *t);
-void lu_steps_give(lu_steps *e, luon_tensor *r, const luon_tensor *x, luon_tensor **din);
-luon_status lu_steps_end(lu_steps *e);
-
 /* Short names for the formulas below: R1(op, x), R2(op, x, y), R3(op, c, x, y),
  * K(v) a 0-d constant of dy's dtype. */
 #define R1(op, x) lu_steps_run(&e, LU_OP_##op, NULL, x, NULL, NULL)

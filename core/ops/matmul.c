@@ -294,19 +294,6 @@ luon_status lu_cpu_matmul(lu_call *c) {
 
 /* ---- backward rule ----------------------------------------------------------- */
 
-/* The formula helpers of reduce.c (declared here until internal.h has them). */
-typedef struct lu_steps {
-  luon_status s;
-  int n;
-  luon_tensor *t[24];
-} lu_steps;
-luon_tensor *lu_steps_run(lu_steps *e, int32_t op, const luon_attrs *a, luon_tensor *x,
-                          luon_tensor *y, luon_tensor *z);
-void lu_steps_give(lu_steps *e, luon_tensor *r, const luon_tensor *x, luon_tensor **din);
-luon_status lu_steps_end(lu_steps *e);
-luon_status lu_reduce_sum_to(luon_tensor *dy, int ndim, const int64_t *shape, int32_t dtype,
-                             luon_tensor **out);
-
 /* t seen with shape (n, s): a view. */
 static luon_tensor *reshaped(lu_steps *e, luon_tensor *t, int n, const int64_t *s) {
   luon_attrs a;

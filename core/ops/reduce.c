@@ -610,12 +610,7 @@ luon_status lu_reduce_sum_to(luon_tensor *dy, int ndim, const int64_t *shape, in
  * result until lu_steps_end releases them all, and the first failed step
  * makes the later ones no-ops (they return NULL), so a formula reads as a
  * list of calls with one status check at the end. Shared by the backward
- * rules of elementwise.c, reduce.c and matmul.c. */
-typedef struct lu_steps {
-  luon_status s;
-  int n;
-  luon_tensor *t[24];
-} lu_steps;
+ * rules of elementwise.c, reduce.c and matmul.c (declared in internal.h). */
 
 static luon_tensor *keep(lu_steps *e, luon_status s, luon_tensor *t) {
   if (s != LUON_OK) {
