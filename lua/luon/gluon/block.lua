@@ -44,6 +44,7 @@ local function construct(cls, ...)
     _plain = {},                         -- every other field
     _fhooks = {}, _prehooks = {},
     _active = false,
+    _ready = false,    -- every own parameter has data (see finish_deferred)
   }, Instance)
   local init = cls.__init
   if init then init(self, ...) end
@@ -123,6 +124,7 @@ function Instance.__newindex(self, k, v)
     register_child(self, k, v)
   elseif is_parameter(v) then
     self._plain[k] = nil
+    rawset(self, "_ready", false)
     if self._params[k] == nil then
       local order = self._param_order
       order[#order + 1] = k
@@ -161,18 +163,24 @@ function Block:forward()
 end
 
 -- Own parameters whose materialization waits for this call's shapes.
+-- Once every own parameter has data the block is `_ready` and later calls
+-- skip this (registering a Parameter clears the flag).
 local function finish_deferred(self, ...)
-  local pending = false
+  local pending, ready = false, true
   for _, n in ipairs(self._param_order) do
     local p = self._params[n]
     if p._deferred and not p._data then pending = true end
+    if not p._data then ready = false end
   end
-  if not pending then return end
-  self:infer_shape(...)
-  for _, n in ipairs(self._param_order) do
-    local p = self._params[n]
-    if p._deferred and not p._data then p:_finish_deferred_init() end
+  if pending then
+    self:infer_shape(...)
+    for _, n in ipairs(self._param_order) do
+      local p = self._params[n]
+      if p._deferred and not p._data then p:_finish_deferred_init() end
+    end
+    ready = true
   end
+  rawset(self, "_ready", ready)
 end
 
 -- Set the unknown dims of own parameters from the inputs of the first
@@ -200,7 +208,7 @@ function Block:__call(...)
     local args = {...}
     for _, h in ipairs(self._prehooks) do h(self, args) end
   end
-  finish_deferred(self, ...)
+  if not self._ready then finish_deferred(self, ...) end
   if #self._fhooks == 0 then return self:forward(...) end
   return run_hooks(self, {...}, self:forward(...))
 end
@@ -321,7 +329,7 @@ function Block:share_parameters(shared)
   local function walk(b, prefix)
     for _, n in ipairs(b._param_order) do
       local p = shared[prefix .. n]
-      if p ~= nil then b._params[n] = p end
+      if p ~= nil then b._params[n] = p; rawset(b, "_ready", false) end
     end
     for _, n in ipairs(b._child_order) do walk(b._children[n], prefix .. n .. ".") end
   end

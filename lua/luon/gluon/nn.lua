@@ -60,6 +60,20 @@ local function pyrepr(v)
   return tostring(v)
 end
 
+-- The device of array x (a cached Device per (type, id)).
+local info_of = core.info_of
+local devices = {}
+local function device_of(x)
+  local info = info_of(x)
+  local key = info.dev_type * 65536 + info.dev_id
+  local d = devices[key]
+  if not d then
+    d = core.device_from_ids(info.dev_type, info.dev_id)
+    devices[key] = d
+  end
+  return d
+end
+
 local function layout_of(layout, layer)
   layout = layout or "NCHW"
   if layout ~= "NCHW" then
@@ -82,8 +96,9 @@ function Activation:__init(...)
                :format(tostring(o.activation)))
   end
   self._act_type = o.activation
+  self._kw = {act_type = o.activation}
 end
-function Activation:forward(x) return npx.activation(x, {act_type = self._act_type}) end
+function Activation:forward(x) return npx.activation(x, self._kw) end
 function Activation:__tostring() return ("Activation(%s)"):format(self._act_type) end
 
 local LeakyReLU = HybridBlock:extend("LeakyReLU")
@@ -94,8 +109,9 @@ function LeakyReLU:__init(...)
     core.error(("LeakyReLU: the slope alpha must be a number >= 0, got %s"):format(tostring(o.alpha)))
   end
   self._alpha = o.alpha
+  self._kw = {act_type = "leaky", slope = o.alpha}
 end
-function LeakyReLU:forward(x) return npx.leaky_relu(x, {act_type = "leaky", slope = self._alpha}) end
+function LeakyReLU:forward(x) return npx.leaky_relu(x, self._kw) end
 function LeakyReLU:__tostring() return ("LeakyReLU(%s)"):format(pyrepr(self._alpha)) end
 
 -- The optional activation child of Dense and Conv2D (registered as 'act').
@@ -116,6 +132,7 @@ function Dense:__init(...)
   local units = positive_int(o.units, "Dense", "units")
   local in_units = o.in_units or 0
   self._units, self._flatten = units, o.flatten ~= false
+  self._kw = {flatten = self._flatten}
   self.weight = Parameter("weight", {shape = {units, in_units > 0 and in_units or -1}, dtype = o.dtype,
                                      init = o.weight_initializer, allow_deferred_init = true})
   if o.use_bias ~= false then
@@ -137,9 +154,9 @@ function Dense:infer_shape(x)
 end
 
 function Dense:forward(x)
-  local dev = x.device
+  local dev = device_of(x)
   local bias = self.bias
-  local y = npx.fully_connected(x, self.weight:data(dev), bias and bias:data(dev), {flatten = self._flatten})
+  local y = npx.fully_connected(x, self.weight:data(dev), bias and bias:data(dev), self._kw)
   local act = self.act
   if act then return act(y) end
   return y
@@ -176,6 +193,7 @@ function Conv2D:__init(...)
   layout_of(o.layout, "Conv2D")
   self._channels, self._groups = channels, groups
   self._kernel, self._stride, self._pad, self._dilate = {kh, kw}, {sh, sw}, {ph, pw}, {dh, dw}
+  self._kw = {stride = self._stride, pad = self._pad, dilate = self._dilate, num_group = groups}
   local in_channels = o.in_channels or 0
   if in_channels > 0 and in_channels % groups ~= 0 then
     core.error(("Conv2D: in_channels (%d) must be a multiple of groups (%d)"):format(in_channels, groups))
@@ -202,11 +220,9 @@ function Conv2D:infer_shape(x)
 end
 
 function Conv2D:forward(x)
-  local dev = x.device
+  local dev = device_of(x)
   local bias = self.bias
-  local y = npx.convolution(x, self.weight:data(dev), bias and bias:data(dev),
-                            {stride = self._stride, pad = self._pad, dilate = self._dilate,
-                             num_group = self._groups})
+  local y = npx.convolution(x, self.weight:data(dev), bias and bias:data(dev), self._kw)
   local act = self.act
   if act then return act(y) end
   return y
@@ -244,13 +260,11 @@ local function pooling(name, pool_type, global)
     self._ceil_mode = global or o.ceil_mode == true
     self._count_include_pad = o.count_include_pad ~= false
     self._layout = layout_of(o.layout, name)
+    self._kw = {kernel = self._kernel, stride = self._stride, pad = self._pad, pool_type = pool_type,
+                global_pool = global, pooling_convention = self._ceil_mode and "full" or "valid",
+                count_include_pad = self._count_include_pad}
   end
-  function cls:forward(x)
-    return npx.pooling(x, {kernel = self._kernel, stride = self._stride, pad = self._pad,
-                           pool_type = pool_type, global_pool = global,
-                           pooling_convention = self._ceil_mode and "full" or "valid",
-                           count_include_pad = self._count_include_pad})
-  end
+  function cls:forward(x) return npx.pooling(x, self._kw) end
   function cls:__tostring()
     return ("%s(size=%s, stride=%s, padding=%s, ceil_mode=%s, global_pool=%s, pool_type=%s, layout=%s)")
            :format(self._class.__name, tuple(self._kernel), tuple(self._stride), tuple(self._pad),
@@ -282,6 +296,8 @@ function BatchNorm:__init(...)
   self._eps = o.epsilon == nil and 1e-5 or o.epsilon
   self._scale, self._center = o.scale ~= false, o.center ~= false
   self._use_global_stats = o.use_global_stats == true
+  self._kw = {eps = self._eps, momentum = self._momentum, fix_gamma = not self._scale,
+              use_global_stats = self._use_global_stats, axis = self._axis}
   local c = (o.in_channels or 0) > 0 and o.in_channels or -1
   local function p(name, init, req, differentiable)
     return Parameter(name, {shape = {c}, dtype = o.dtype, init = init, grad_req = req,
@@ -303,11 +319,9 @@ function BatchNorm:infer_shape(x)
 end
 
 function BatchNorm:forward(x)
-  local dev = x.device
+  local dev = device_of(x)
   return npx.batch_norm(x, self.gamma:data(dev), self.beta:data(dev), self.running_mean:data(dev),
-                        self.running_var:data(dev),
-                        {eps = self._eps, momentum = self._momentum, fix_gamma = not self._scale,
-                         use_global_stats = self._use_global_stats, axis = self._axis})
+                        self.running_var:data(dev), self._kw)
 end
 
 function BatchNorm:__tostring()
@@ -330,9 +344,10 @@ function Dropout:__init(...)
     core.error("Dropout: a mask shared along axes is not supported (axes must be empty)")
   end
   self._rate = o.rate
+  self._kw = {p = o.rate}
 end
 function Dropout:forward(x)
-  if self._rate > 0 then return npx.dropout(x, {p = self._rate}) end
+  if self._rate > 0 then return npx.dropout(x, self._kw) end
   return x:copy()
 end
 function Dropout:__tostring() return ("Dropout(p = %s, axes=())"):format(pyrepr(self._rate)) end

@@ -115,9 +115,11 @@ function M.new(name, kw)
 end
 
 function Parameter.__index(p, k)
+  local m = methods[k]
+  if m then return m end
   local g = getters[k]
   if g then return g(p) end
-  return methods[k]
+  return nil
 end
 
 function Parameter.__newindex(p, k, v)
