@@ -304,6 +304,12 @@ static int open_repl_native(lua_State *L) {
                                  {NULL, NULL}};
   lua_newtable(L);
   luaL_register(L, NULL, fns);
+#ifdef LUON_HAVE_LIBEDIT
+  lua_pushboolean(L, 1);
+#else
+  lua_pushboolean(L, 0);
+#endif
+  lua_setfield(L, -2, "libedit"); /* built with line editing */
   return 1;
 }
 
