@@ -279,12 +279,20 @@ function M.call(op, inputs, a, level, out, cap)
   if run(op, n, a, out, cap) ~= 0 then raise((level or 2) + 1) end
   gc_pressure()
   if not cap then
-    if out then return out[1] end
+    if out and out[1] then
+      release(outs[0]) -- the C call's +1 on an array the caller already holds
+      return out[1]
+    end
     return wrap(outs[0])
   end
   local res = {}
   for k = 0, nout[0] - 1 do
-    res[k + 1] = (out and out[k + 1]) or wrap(outs[k])
+    if out and out[k + 1] then
+      release(outs[k])
+      res[k + 1] = out[k + 1]
+    else
+      res[k + 1] = wrap(outs[k])
+    end
   end
   return res
 end
