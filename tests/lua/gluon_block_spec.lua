@@ -565,6 +565,22 @@ describe("save_parameters / load_parameters", function()
     assert.same({3, 8}, bigger:collect_params()["3.weight"]:data().shape)
   end)
 
+  it("checks dtypes; cast_dtype converts, dtype_source = 'saved' adopts the file's", function()
+    local net = nn.Dense(2, {in_units = 2})
+    net:initialize(init.One())
+    net:save_parameters(path)
+    local d64 = nn.Dense(2, {in_units = 2, dtype = "float64"})
+    H.assert_error(function() d64:load_parameters(path) end,
+                   {"'weight': dtype incompatible expected float64 vs saved float32", "cast_dtype = true"})
+    d64:load_parameters(path, {cast_dtype = true})
+    assert.equal("float64", d64.weight:data().dtype)
+    H.assert_close(d64.weight:data(), {{1, 1}, {1, 1}})
+    local saved = nn.Dense(2, {in_units = 2, dtype = "float64"})
+    saved:load_parameters(path, {cast_dtype = true, dtype_source = "saved"})
+    assert.equal("float32", saved.weight.dtype)
+    assert.equal("float32", saved.bias:data().dtype)
+  end)
+
   it("saves the mean of the replicas", function()
     local p = nn.Dense(1, {in_units = 1, use_bias = false})
     p:initialize{init = init.Zero(), device = {npx.cpu(0), npx.cpu(1)}}

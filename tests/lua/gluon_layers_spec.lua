@@ -297,6 +297,8 @@ describe("layer argument errors", function()
     H.assert_error(function() return nn.Dropout(1.5) end, {"Dropout: rate must be a number in [0, 1], got 1.5"})
     H.assert_error(function() return nn.MaxPool2D{pool_size = 2, count_include_pad = false} end,
                    {"only average pooling"})
+    H.assert_error(function() local y = nn.Dense(2)({1, 2}); return y end,
+                   {"Dense: a HybridBlock's inputs must be ndarrays, got table"})
     -- a shape error inside forward comes from the op and names the values
     local d = nn.Dense(2, {in_units = 3})
     d:initialize()

@@ -213,6 +213,15 @@ function Block:__call(...)
   return run_hooks(self, {...}, self:forward(...))
 end
 
+-- A HybridBlock's first input must be an ndarray (as Gluon's check).
+function HybridBlock:__call(x, ...)
+  if not core.is_array(x) then
+    core.error(("%s: a HybridBlock's inputs must be ndarrays, got %s as the first input")
+               :format(self._class.__name, type(x)))
+  end
+  return Block.__call(self, x, ...)
+end
+
 local function add_hook(list, fn)
   if type(fn) ~= "function" then core.error("register_forward_hook: expected a function") end
   list[#list + 1] = fn
