@@ -4,9 +4,7 @@
 -- inference at the first call, summary, save/load of parameters.
 -- hybridize() records a flag only: there is no graph capture.
 local core = require("luon.core")
-local autograd = require("luon.autograd")
 local param = require("luon.gluon.parameter")
-local initializer = require("luon.initializer")
 
 local M = {}
 local is_parameter = param.is_parameter
@@ -594,6 +592,4 @@ function Sequential:hybridize(active, kw)
   return Block.hybridize(self, active, kw)
 end
 
-M.initializer = initializer
-M.autograd = autograd
 return M
