@@ -1272,7 +1272,7 @@ static luon_status run_one(const luon_transform_step *steps, int32_t n, img in, 
 
 static luon_status apply(const luon_transform_step *steps, int32_t n, const luon_tensor *t, uint64_t seed,
                          uint64_t sample, bool reference, luon_tensor **out, void *dst, int64_t dst_bytes) {
-  const char *who = "transform";
+  const char *who = n > 0 && steps ? kind_name(steps[0].kind) : "transform";
   bool chw = n > 0 && steps && steps[0].kind == LUON_TF_NORMALIZE;
   img in;
   LU_TRY(input_img(t, 0, chw, &in, who));
