@@ -77,7 +77,6 @@ static volatile sig_atomic_t presses;      /* Ctrl-C presses not yet dealt with 
 static volatile sig_atomic_t running;      /* a REPL chunk is running */
 static int completer_ref = LUA_NOREF;      /* repl.complete, in the registry */
 static int editing;                        /* reading lines with libedit */
-static char history_path[4096];
 
 static void stop_hook(lua_State *L, lua_Debug *ar) {
   (void)ar;
@@ -107,6 +106,13 @@ static void on_sigint(int sig) {
 }
 
 #ifdef LUON_HAVE_LIBEDIT
+static char history_path[4096];
+
+/* also on os.exit() */
+static void save_history_at_exit(void) {
+  if (history_path[0]) write_history(history_path);
+}
+
 /* libedit's reads retry after EINTR; this one gives up when Ctrl-C was pressed */
 static int getc_interruptible(FILE *f) {
   unsigned char c;
@@ -284,6 +290,7 @@ static int l_init(lua_State *L) {
     using_history();
     stifle_history(1000);
     if (history_path[0]) read_history(history_path);
+    atexit(save_history_at_exit);
   }
   if (editing && history_path[0]) {
     lua_pushstring(L, history_path);

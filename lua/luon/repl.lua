@@ -18,7 +18,8 @@ REPL commands:
 Expressions print without '=' or print: `1+1` shows 2, `x` shows the array
 and a line <ndarray (shape) dtype @device>. A chunk that is not complete
 (`function f()`) continues on the next line (prompt >>); Ctrl-C clears it.
-Each chunk is its own scope: `local` lasts one chunk, globals stay.
+Each chunk is its own scope: `local` lasts one chunk, globals stay; `_` is
+the last result.
 TAB completes globals, fields (np.ra<TAB>) and methods (x:as<TAB>).
 help(obj) or help("np.zeros") shows what an object is and what it has.
 Ctrl-C interrupts a running chunk. History: ~/.luon_history ($LUON_HISTORY).]]
@@ -314,21 +315,27 @@ local jit_chunks = false
 -- statements. Returns fn; or nil, true when more input is needed; or nil, err.
 -- Expressions go through select(1, ...), passed in as the chunk's argument,
 -- so that `error("boom")` is not a tail call and keeps its position.
+-- Unless `:jit on`, the chunk and the functions it defines are interpreted,
+-- so that Ctrl-C's hook can stop them.
+local function interpreted(fn)
+  if fn and jit and not jit_chunks then jit.off(fn, true) end
+  return fn
+end
+
 function M.compile(src)
   if loadstring("return " .. src, "=stdin") then
-    local fn = loadstring("local __luon_select = ...; return __luon_select(1, " .. src .. "\n)", "=stdin")
+    local fn = interpreted(loadstring("local __luon_select = ...; return __luon_select(1, " ..
+                                      src .. "\n)", "=stdin"))
     if fn then return function() return fn(select) end end
-    return loadstring("return " .. src, "=stdin")
+    return interpreted(loadstring("return " .. src, "=stdin"))
   end
-  local err
-  fn, err = loadstring(src, "=stdin")
-  if fn then return fn end
+  local fn, err = loadstring(src, "=stdin")
+  if fn then return interpreted(fn) end
   if err:sub(-7) == "'<eof>'" then return nil, true end
   return nil, err
 end
 
 local function run_chunk(call, fn)
-  if jit and not jit_chunks then jit.off(fn, true) end
   local function finish(ok, ...)
     if ok then
       if select("#", ...) > 0 then _G._ = (...) end

@@ -240,6 +240,10 @@ def s_interrupt(ctx):
     time.sleep(0.5)
     r.send("\x03", mark=False, wait=False)
     r.expect(r"interrupted\n> $", "Ctrl-C stops a function defined here")
+    r.send("(function() local i = 0; while true do i = i + 1 end end)()\r")
+    time.sleep(0.5)
+    r.send("\x03", mark=False, wait=False)
+    r.expect(r"interrupted\n> $", "Ctrl-C stops a loop in an expression")
     r.send("t0 = luon.clock(); x = np.ones({500,500}); for i = 1, 1e9 do x = x * 1 end\r")
     time.sleep(0.5)
     r.send("\x03", mark=False, wait=False)
@@ -283,6 +287,10 @@ def s_history(ctx):
     r2.send("\x1b[A")  # up: the last line of the last session
     r2.expect(r"40\+2")
     r2.line("", r"\n42\n", "a line from the last session")
+    r2.send("os.exit(0)\r")
+    r2.wait_exit()
+    if "os.exit(0)" not in open(path, errors="replace").read():
+        raise Failure("os.exit() did not save the history")
 
 
 def s_script(ctx):
