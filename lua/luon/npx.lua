@@ -14,9 +14,21 @@ function npx.gpu(id) return core.device("gpu", id or 0, 2) end
 
 function npx.num_gpus() return C.luon_gpu_count() end
 
--- free, total = npx.gpu_memory_info(i): bytes on gpu(i).
+-- free, total = npx.gpu_memory_info(i): bytes on gpu(i). Where there is
+-- no GPU at all it returns 0, 0 and warns once on stderr (not an error, so
+-- that GPU-ready scripts such as the tutorial run unchanged on a CPU-only
+-- machine; MXNet raises there). An id past the last GPU is an error.
+local warned_no_gpu = false
 function npx.gpu_memory_info(id)
   id = id or 0
+  if C.luon_gpu_count() == 0 then
+    if not warned_no_gpu then
+      warned_no_gpu = true
+      io.stderr:write(("luon: npx.gpu_memory_info(%s): no GPU is available (%s); returning 0, 0\n")
+                      :format(tostring(id), ffi.string(C.luon_cuda_status())))
+    end
+    return 0, 0
+  end
   local fr, total = ffi.new("int64_t[1]"), ffi.new("int64_t[1]")
   core.check(C.luon_gpu_memory_info(id, fr, total), 2)
   return tonumber(fr[0]), tonumber(total[0])

@@ -17,10 +17,8 @@ describe("the tutorial, sections 2-6", function()
 
     -- 2. How many GPUs can the runtime reach? 0 on a machine without CUDA.
     print(npx.num_gpus())
-    if npx.num_gpus() > 0 then
-      local free, total = npx.gpu_memory_info(0)   -- only when num_gpus() > 0
-      assert.is_true(free > 0 and total >= free)
-    end
+    local free, total = npx.gpu_memory_info(0)   -- only when num_gpus() > 0
+    assert.is_true(total >= free)
 
     -- 3. Data on a device.  Works on a CPU-only machine too.
     local gpu = npx.num_gpus() > 0 and npx.gpu() or npx.cpu()
