@@ -308,6 +308,20 @@ static luon_status resample(const img *s, int W, int H, int interp, int ox0, int
       int32_t b0 = ty.wi[2 * y], b1 = ty.wi[2 * y + 1];
       for (int i = 0; i < span; i++) t[i] = r0[i] * b0 + r1[i] * b1;
       uint8_t *d = (uint8_t *)dst + (size_t)y * rowlen;
+      if (c == 3) {
+        for (int x = 0; x < rw; x++) {
+          const int32_t *a = t + xo[2 * x] - lo, *b = t + xo[2 * x + 1] - lo;
+          int32_t w0 = tx.wi[2 * x], w1 = tx.wi[2 * x + 1];
+          int v0 = (a[0] * w0 + b[0] * w1 + (1 << (2 * COEF_BITS - 1))) >> (2 * COEF_BITS);
+          int v1 = (a[1] * w0 + b[1] * w1 + (1 << (2 * COEF_BITS - 1))) >> (2 * COEF_BITS);
+          int v2 = (a[2] * w0 + b[2] * w1 + (1 << (2 * COEF_BITS - 1))) >> (2 * COEF_BITS);
+          /* weights are >= 0 for bilinear: only the top can overflow */
+          d[3 * x] = (uint8_t)(v0 > 255 ? 255 : v0);
+          d[3 * x + 1] = (uint8_t)(v1 > 255 ? 255 : v1);
+          d[3 * x + 2] = (uint8_t)(v2 > 255 ? 255 : v2);
+        }
+        continue;
+      }
       for (int x = 0; x < rw; x++) {
         const int32_t *a = t + xo[2 * x] - lo, *b = t + xo[2 * x + 1] - lo;
         int32_t w0 = tx.wi[2 * x], w1 = tx.wi[2 * x + 1];
