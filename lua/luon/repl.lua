@@ -114,11 +114,15 @@ function M.traceback(err)
   local msg = type(err) == "string" and err or
               (type(err) == "table" and getmetatable(err) and getmetatable(err).__tostring and tostring(err)) or
               ("(error object is a %s value)"):format(type(err))
+  -- luon's own frames above the user's code are left out when the message
+  -- already names the user's line (luon reports errors there)
+  local in_luon = msg:match("^stdin:")
   local frames = {}
   for level = 2, 200 do
     local info = debug.getinfo(level, "Slnf")
     if not info or (native_call and info.func == native_call) then break end
-    if not (info.what == "C" and (info.func == error or info.func == assert)) then
+    in_luon = in_luon and (info.what == "C" or info.source:match("[/\\]lua[/\\]luon[/\\]"))
+    if not in_luon and not (info.what == "C" and (info.func == error or info.func == assert)) then
       frames[#frames + 1] = "  " .. where(info)
     end
   end
@@ -188,8 +192,10 @@ function M.complete(word)
     names = names_of(_G, false)
     for _, k in ipairs(keywords) do names[k] = true end
   end
-  for k in pairs(names) do
-    if k:sub(1, #partial) == partial then out[#out + 1] = prefix .. sep .. k end
+  for k in pairs(names) do -- private names (_pair) only when asked for
+    if k:sub(1, #partial) == partial and (k:sub(1, 1) ~= "_" or partial:sub(1, 1) == "_") then
+      out[#out + 1] = prefix .. sep .. k
+    end
   end
   table.sort(out)
   return out
@@ -243,7 +249,9 @@ local docs = {
 
 local function sorted_names(v, methods_only)
   local list = {}
-  for k in pairs(names_of(v, methods_only)) do list[#list + 1] = k end
+  for k in pairs(names_of(v, methods_only)) do
+    if k:sub(1, 1) ~= "_" then list[#list + 1] = k end
+  end
   table.sort(list)
   return list
 end
@@ -298,7 +306,8 @@ function M.help_text(obj)
       if #methods > 0 then lines[#lines + 1] = wrap("functions:", methods) end
     elseif type(obj) == "function" then
       local info = debug.getinfo(obj, "S")
-      lines[#lines + 1] = ("defined at %s:%d"):format(info.short_src, info.linedefined or 0)
+      lines[#lines + 1] = info.what == "C" and "a built-in (C) function" or
+                          ("defined at %s:%d"):format(info.short_src, info.linedefined or 0)
     end
   end
   return table.concat(lines, "\n")
