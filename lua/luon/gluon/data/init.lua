@@ -1,0 +1,537 @@
+-- luon.gluon.data: MXNet's gluon.data: Dataset (0-based items, :len()),
+-- ArrayDataset, SimpleDataset, lazy transform/transform_first, samplers and
+-- a single-threaded DataLoader with the default Stack batchify. (A threaded
+-- C loader replaces DataLoader later; vision datasets are in data.vision.)
+--
+-- Items of several fields are Lua lists {data, label}; a transform gets the
+-- fields as arguments (fn(data, label)) and returns the new fields.
+-- Batchify (Stack): ndarrays are stacked on a new axis 0; numbers become an
+-- array, int64 when all are integers and float64 otherwise (as MXNet, where
+-- Python ints stack to int64); booleans become bool; lists are batched
+-- field by field into a list.
+local core = require("luon.core")
+local np = require("luon.np")
+local ffi, C = core.ffi, core.C
+local is_array = core.is_array
+
+local data = {}
+
+-- A class whose instances index 0-based items with obj[i] (= obj:get(i)).
+local function class(base)
+  local cls = {}
+  cls.__index = function(obj, k)
+    if type(k) == "number" then return obj:get(k) end
+    return cls[k]
+  end
+  if base then setmetatable(cls, {__index = base}) end
+  return cls
+end
+
+local function argerror(fmt, ...) core.error(fmt:format(...)) end
+
+-- Fields of an item as arguments: a plain Lua list is a tuple of fields.
+local function is_tuple(item)
+  return type(item) == "table" and getmetatable(item) == nil
+end
+
+-- The results of a transform as an item: several values make a list.
+local function pack(...)
+  if select("#", ...) == 1 then return (...) end
+  return {...}
+end
+
+local function check_index(ds, i)
+  local n = ds:len()
+  if type(i) ~= "number" or i % 1 ~= 0 or i < 0 or i >= n then
+    argerror("dataset index %s is out of range for a dataset of length %d (indices are 0-based)",
+             tostring(i), n)
+  end
+end
+
+---------------------------------------------------------------------------
+-- Dataset
+
+local Dataset = class()
+data.Dataset = Dataset
+
+function Dataset:len() argerror("Dataset: len() is not implemented by this dataset") end
+function Dataset:get() argerror("Dataset: get(i) is not implemented by this dataset") end
+
+-- A dataset class of one's own: local My = data.Dataset:extend(); define
+-- My:len() and My:get(i) (0-based); make one with My:new{fields...}.
+function Dataset.extend(base) return class(base) end
+function Dataset.new(cls, obj) return setmetatable(obj or {}, cls) end
+
+-- A dataset of fn(item) (fn(field1, field2, ...) for list items). lazy
+-- (default true): applied at each access; false: applied once to all
+-- items now (random transforms are then frozen).
+function Dataset:transform(fn, lazy)
+  if type(fn) ~= "function" and not (type(fn) == "table" and getmetatable(fn)) then
+    argerror("transform: expected a function, got %s", type(fn))
+  end
+  local t = setmetatable({_base = self, _fn = fn}, data._LazyTransformDataset)
+  if lazy == false then
+    local items = {}
+    for i = 0, t:len() - 1 do items[i + 1] = t:get(i) end
+    return data.SimpleDataset(items)
+  end
+  return t
+end
+
+-- transform applied to the first field only (the data, not the label).
+function Dataset:transform_first(fn, lazy)
+  if type(fn) ~= "function" and not (type(fn) == "table" and getmetatable(fn)) then
+    argerror("transform_first: expected a function, got %s", type(fn))
+  end
+  return self:transform(function(x, ...)
+    if select("#", ...) == 0 then return fn(x) end
+    return fn(x), ...
+  end, lazy)
+end
+
+-- The items for which fn(item) is true.
+function Dataset:filter(fn)
+  local keep = {}
+  for i = 0, self:len() - 1 do
+    if fn(self:get(i)) then keep[#keep + 1] = i end
+  end
+  return data._IndexedDataset(self, keep)
+end
+
+-- The first `count` items (all when nil or larger than the dataset).
+function Dataset:take(count)
+  local n = self:len()
+  if count == nil or count > n then count = n end
+  local idx = {}
+  for i = 1, count do idx[i] = i - 1 end
+  return data._IndexedDataset(self, idx)
+end
+
+-- Shard i of n contiguous shards; the first len % n shards are one longer.
+function Dataset:shard(num_shards, index)
+  if index < 0 or index >= num_shards then
+    argerror("shard: index %d is out of range for %d shards", index, num_shards)
+  end
+  local n = self:len()
+  local size, extra = math.floor(n / num_shards), n % num_shards
+  local start = index * size + math.min(index, extra)
+  local stop = start + size + (index < extra and 1 or 0)
+  local idx = {}
+  for i = start, stop - 1 do idx[#idx + 1] = i end
+  return data._IndexedDataset(self, idx)
+end
+
+-- Lazily transformed dataset.
+local LazyTransformDataset = class(Dataset)
+data._LazyTransformDataset = LazyTransformDataset
+function LazyTransformDataset:len() return self._base:len() end
+function LazyTransformDataset:get(i)
+  local item = self._base:get(i)
+  if is_tuple(item) then return pack(self._fn(unpack(item))) end
+  return self._fn(item)
+end
+
+-- A dataset of chosen items of another (filter, take, shard).
+local IndexedDataset = class(Dataset)
+function data._IndexedDataset(base, idx)
+  return setmetatable({_base = base, _idx = idx}, IndexedDataset)
+end
+function IndexedDataset:len() return #self._idx end
+function IndexedDataset:get(i)
+  check_index(self, i)
+  return self._base:get(self._idx[i + 1])
+end
+
+---------------------------------------------------------------------------
+-- SimpleDataset and ArrayDataset
+
+local SimpleDataset = class(Dataset)
+
+-- A dataset over a Lua list (item i is list[i + 1]).
+function data.SimpleDataset(list)
+  if type(list) ~= "table" or getmetatable(list) ~= nil then
+    argerror("SimpleDataset: expected a Lua list, got %s", type(list))
+  end
+  return setmetatable({_data = list}, SimpleDataset)
+end
+function SimpleDataset:len() return #self._data end
+function SimpleDataset:get(i)
+  check_index(self, i)
+  return self._data[i + 1]
+end
+
+local ArrayDataset = class(Dataset)
+
+local function length_of(x)
+  if is_array(x) then
+    if x.ndim == 0 then return nil end
+    return x.shape[1]
+  end
+  if type(x) == "table" then return #x end
+  return nil
+end
+
+-- ArrayDataset(a, b, ...): item i is {a[i], b[i], ...} (the row of each
+-- array as a view, the element of each Lua list); with one argument the
+-- item is a[i] itself, as in MXNet.
+function data.ArrayDataset(...)
+  local n = select("#", ...)
+  if n == 0 then argerror("ArrayDataset: needs at least one array or list") end
+  local fields = {...}
+  local len
+  for k = 1, n do
+    local l = length_of(fields[k])
+    if not l then
+      argerror("ArrayDataset: argument %d must be an ndarray with at least one axis or a Lua list, got %s",
+               k, is_array(fields[k]) and "a 0-d array" or type(fields[k]))
+    end
+    if k == 1 then
+      len = l
+    elseif l ~= len then
+      argerror("ArrayDataset: all arrays must have the same length; argument 1 has length %d " ..
+               "while argument %d has %d", len, k, l)
+    end
+  end
+  return setmetatable({_data = fields, _n = n, _len = len}, ArrayDataset)
+end
+function ArrayDataset:len() return self._len end
+function ArrayDataset:get(i)
+  check_index(self, i)
+  local f = self._data
+  if self._n == 1 then
+    local x = f[1]
+    if is_array(x) then return x:at(i) end
+    return x[i + 1]
+  end
+  local item = {}
+  for k = 1, self._n do
+    local x = f[k]
+    if is_array(x) then item[k] = x:at(i) else item[k] = x[i + 1] end
+  end
+  return item
+end
+
+---------------------------------------------------------------------------
+-- Batchify
+
+local batchify = {}
+data.batchify = batchify
+
+-- A new array (batch, shape...) holding the stacked samples (ndarrays of
+-- one shape): one view and one copy per sample, no op dispatch.
+local view_out = ffi.new("luon_tensor*[1]")
+local function stack_arrays(samples)
+  local first = samples[1]
+  local info = core.info_of(first)
+  local ndim, dtype, dt, di = info.ndim, info.dtype, info.dev_type, info.dev_id
+  local shape = ffi.new("int64_t[8]")
+  local row = 1
+  shape[0] = #samples
+  for d = 0, ndim - 1 do
+    shape[d + 1] = info.shape[d]
+    row = row * tonumber(info.shape[d])
+  end
+  if ndim + 1 > 8 then argerror("batchify: samples of %d dimensions cannot be stacked (at most 7)", ndim) end
+  local out = ffi.new("luon_tensor*[1]")
+  core.check(C.luon_tensor_empty(dtype, ndim + 1, shape, dt, di, out))
+  local batch = core.wrap(out[0])
+  local strides = ffi.new("int64_t[8]")
+  local s = 1
+  for d = ndim - 1, 0, -1 do
+    strides[d] = s
+    s = s * math.max(tonumber(shape[d + 1]), 1)
+  end
+  for k = 1, #samples do
+    local x = samples[k]
+    if not is_array(x) then
+      argerror("batchify: sample %d is a %s but sample 1 is an ndarray", k, type(x))
+    end
+    local xi = core.info_of(x)
+    local same = xi.ndim == ndim
+    for d = 0, ndim - 1 do same = same and xi.shape[d] == shape[d + 1] end
+    if not same then
+      argerror("batchify: sample %d has shape %s but sample 1 has %s (Stack needs one shape; pad first)",
+               k, "(" .. table.concat(x.shape, ",") .. ")", "(" .. table.concat(first.shape, ",") .. ")")
+    end
+    core.check(C.luon_tensor_view(batch, ndim, shape + 1, strides, (k - 1) * row, view_out))
+    local v = view_out[0]
+    local st = C.luon_tensor_copy(v, x)
+    C.luon_tensor_release(v)
+    core.check(st)
+  end
+  return batch
+end
+
+-- Numbers (or booleans) into an int64 / float64 / bool array.
+local function stack_numbers(samples)
+  local n = #samples
+  local kind = type(samples[1])
+  local integral = true
+  for k = 1, n do
+    local v = samples[k]
+    if type(v) ~= kind then
+      argerror("batchify: sample %d is a %s but sample 1 is a %s", k, type(v), kind)
+    end
+    if kind == "number" and v % 1 ~= 0 then integral = false end
+  end
+  local dt = kind == "boolean" and core.BOOL or (integral and core.INT64 or core.FLOAT64)
+  local buf = ffi.new(core.ctypes[dt] .. "[?]", n > 0 and n or 1)
+  for k = 1, n do
+    local v = samples[k]
+    if kind == "boolean" then v = v and 1 or 0 end
+    buf[k - 1] = v
+  end
+  local sh = ffi.new("int64_t[1]", n)
+  local out = ffi.new("luon_tensor*[1]")
+  core.check(C.luon_tensor_from_host(buf, dt, 1, sh, 1, 0, out))
+  return core.wrap(out[0])
+end
+
+-- MXNet's batchify.Stack: see the banner.
+function batchify.stack(samples)
+  local first = samples[1]
+  if is_array(first) then return stack_arrays(samples) end
+  local t = type(first)
+  if t == "number" or t == "boolean" then return stack_numbers(samples) end
+  if is_tuple(first) then
+    local nf = #first
+    local out = {}
+    for f = 1, nf do
+      local col = {}
+      for k = 1, #samples do
+        local s = samples[k]
+        if not is_tuple(s) or #s ~= nf then
+          argerror("batchify: sample %d does not have the %d fields of sample 1", k, nf)
+        end
+        col[k] = s[f]
+      end
+      out[f] = batchify.stack(col)
+    end
+    return out
+  end
+  argerror("batchify: cannot stack samples of type %s", t)
+end
+batchify.Stack = function() return batchify.stack end
+
+---------------------------------------------------------------------------
+-- Samplers: :len() and :iter() (an iterator over 0-based indices).
+
+-- A tiny seeded generator (splitmix64) for shuffling.
+local function rng(seed)
+  local s = ffi.new("uint64_t[1]", seed)
+  return function(n) -- uniform integer in [0, n)
+    s[0] = s[0] + 0x9E3779B97F4A7C15ULL
+    local z = s[0]
+    z = bit.bxor(z, bit.rshift(z, 30)) * 0xBF58476D1CE4E5B9ULL
+    z = bit.bxor(z, bit.rshift(z, 27)) * 0x94D049BB133111EBULL
+    z = bit.bxor(z, bit.rshift(z, 31))
+    return tonumber(z % n)
+  end
+end
+
+local function list_iter(list)
+  local k = 0
+  return function()
+    k = k + 1
+    return list[k]
+  end
+end
+
+local SequentialSampler = {}
+SequentialSampler.__index = SequentialSampler
+function data.SequentialSampler(length, start)
+  return setmetatable({_len = length, _start = start or 0}, SequentialSampler)
+end
+function SequentialSampler:len() return self._len end
+function SequentialSampler:iter()
+  local i, stop = self._start - 1, self._start + self._len - 1
+  return function()
+    if i < stop then i = i + 1; return i end
+  end
+end
+
+-- A new permutation every epoch. With `seed` the order depends only on the
+-- seed and the epoch; without, the generator is seeded from luon's random
+-- stream (np.random.seed makes it reproducible).
+local RandomSampler = {}
+RandomSampler.__index = RandomSampler
+function data.RandomSampler(length, seed)
+  return setmetatable({_len = length, _seed = seed}, RandomSampler)
+end
+function RandomSampler:len() return self._len end
+function RandomSampler:iter()
+  if not self._rand then
+    local seed = self._seed
+    if seed == nil then
+      seed = np.random.randint(0, 2 ^ 31, {size = {2}, dtype = "int64"}):totable()
+      seed = seed[1] * 2 ^ 31 + seed[2]
+    end
+    self._rand = rng(seed)
+  end
+  local n, rand = self._len, self._rand
+  local p = {}
+  for i = 1, n do p[i] = i - 1 end
+  for i = n, 2, -1 do -- Fisher-Yates
+    local j = rand(i) + 1
+    p[i], p[j] = p[j], p[i]
+  end
+  return list_iter(p)
+end
+
+local last_batch_modes = {keep = true, discard = true, rollover = true}
+
+-- Groups a sampler's indices into lists of batch_size.
+local BatchSampler = {}
+BatchSampler.__index = BatchSampler
+function data.BatchSampler(sampler, batch_size, last_batch)
+  last_batch = last_batch or "keep"
+  if not last_batch_modes[last_batch] then
+    argerror("last_batch must be one of 'keep', 'discard', or 'rollover', but got %s", tostring(last_batch))
+  end
+  if type(batch_size) ~= "number" or batch_size < 1 or batch_size % 1 ~= 0 then
+    argerror("batch_size must be a positive integer, got %s", tostring(batch_size))
+  end
+  return setmetatable({_sampler = sampler, _bs = batch_size, _last = last_batch, _prev = {}}, BatchSampler)
+end
+function BatchSampler:len()
+  local n, bs = self._sampler:len(), self._bs
+  if self._last == "keep" then return math.ceil(n / bs) end
+  if self._last == "discard" then return math.floor(n / bs) end
+  return math.floor((#self._prev + n) / bs)
+end
+function BatchSampler:iter()
+  local bs, it = self._bs, self._sampler:iter()
+  local batch = self._prev
+  self._prev = {}
+  local done = false
+  return function()
+    if done then return nil end
+    for i in it do
+      batch[#batch + 1] = i
+      if #batch == bs then
+        local b = batch
+        batch = {}
+        return b
+      end
+    end
+    done = true
+    if #batch > 0 then
+      if self._last == "keep" then return batch end
+      if self._last == "rollover" then self._prev = batch end
+    end
+    return nil
+  end
+end
+
+---------------------------------------------------------------------------
+-- DataLoader (single-threaded)
+
+local DataLoader = {}
+DataLoader.__index = DataLoader
+
+-- DataLoader(dataset, {batch_size=, shuffle=, sampler=, last_batch=,
+-- batch_sampler=, batchify_fn=, seed=, num_workers=}) as MXNet's, with
+-- num_workers accepted and ignored (batches are made on the caller's thread).
+function data.DataLoader(dataset, opts)
+  opts = opts or {}
+  if type(dataset) ~= "table" or type(dataset.len) ~= "function" then
+    argerror("DataLoader: expected a Dataset (with :len() and :get(i)), got %s", type(dataset))
+  end
+  local bsampler = opts.batch_sampler
+  if bsampler == nil then
+    if opts.batch_size == nil then
+      argerror("batch_size must be specified unless batch_sampler is specified")
+    end
+    local sampler = opts.sampler
+    if sampler == nil then
+      if opts.shuffle then
+        sampler = data.RandomSampler(dataset:len(), opts.seed)
+      else
+        sampler = data.SequentialSampler(dataset:len())
+      end
+    elseif opts.shuffle then
+      argerror("shuffle must not be specified if sampler is specified")
+    end
+    bsampler = data.BatchSampler(sampler, opts.batch_size, opts.last_batch or "keep")
+  elseif opts.batch_size ~= nil or opts.shuffle or opts.sampler ~= nil or opts.last_batch ~= nil then
+    argerror("batch_size, shuffle, sampler and last_batch must not be specified if batch_sampler is specified.")
+  end
+  return setmetatable({_dataset = dataset, _batch_sampler = bsampler,
+                       _batchify = opts.batchify_fn}, DataLoader)
+end
+
+-- Number of batches in an epoch.
+function DataLoader:len() return self._batch_sampler:len() end
+
+-- One batch from a list of 0-based indices. Datasets that can gather a
+-- batch themselves (an ArrayDataset of arrays, the vision datasets) do it
+-- with one take per field when the default batchify is in use.
+function DataLoader:_batch(indices)
+  local ds = self._dataset
+  if not self._batchify and ds._gather then
+    local b = ds:_gather(indices)
+    if b ~= nil then return b end
+  end
+  local samples = {}
+  for k = 1, #indices do samples[k] = ds:get(indices[k]) end
+  return (self._batchify or batchify.stack)(samples)
+end
+
+-- for batch in loader:iter() do ... end
+function DataLoader:iter()
+  local it = self._batch_sampler:iter()
+  return function()
+    local idx = it()
+    if idx == nil then return nil end
+    return self:_batch(idx)
+  end
+end
+
+-- for i, batch in loader:enumerate() do ... end (i from 1)
+function DataLoader:enumerate()
+  local it = self:iter()
+  local i = 0
+  return function()
+    local b = it()
+    if b == nil then return nil end
+    i = i + 1
+    return i, b
+  end
+end
+
+-- The fast batch path of ArrayDataset: one take per array field, Lua list
+-- fields through batchify.
+local take_id = core.op_ids.take
+function ArrayDataset:_gather(indices)
+  local idx
+  local out = {}
+  for k = 1, self._n do
+    local x = self._data[k]
+    if is_array(x) then
+      if not idx then
+        idx = np.array(indices, {dtype = "int64", device = x.device})
+      elseif idx.device ~= x.device then
+        idx = idx:to_device(x.device)
+      end
+      local a = core.attrs()
+      a.i[0], a.i[1], a.ni = 0, 0, 2 -- axis 0, mode clip (indices are in range)
+      out[k] = core.call(take_id, {x, idx}, a, 2)
+    else
+      local col = {}
+      for j = 1, #indices do col[j] = x[indices[j] + 1] end
+      out[k] = batchify.stack(col)
+    end
+  end
+  if self._n == 1 then return out[1] end
+  return out
+end
+
+-- gluon.data.vision loads on first use.
+return setmetatable(data, {__index = function(t, k)
+  if k == "vision" then
+    local v = require("luon.gluon.data.vision")
+    rawset(t, k, v)
+    return v
+  end
+  return nil
+end})
