@@ -8,6 +8,7 @@ int64_t luon_abi_sizeof(const char *name) {
   SIZE(luon_memory_stats)
   SIZE(luon_counters)
   SIZE(luon_attrs)
+  SIZE(luon_transform_step)
 #undef SIZE
   return -1;
 }
