@@ -81,6 +81,21 @@ class Repl:
         while time.time() < end and termios.tcgetattr(self.fd)[3] & termios.ECHO:
             time.sleep(0.005)
 
+    def interrupt(self, what):
+        """Ctrl-C once the chunk just entered runs: libedit has given the
+        terminal back (echo on), then a moment for the chunk to start. A
+        second press, if needed, interrupts as well."""
+        end = time.time() + TIMEOUT
+        while self.libedit and time.time() < end and not termios.tcgetattr(self.fd)[3] & termios.ECHO:
+            time.sleep(0.005)
+        time.sleep(0.3)
+        self.send("\x03", mark=False, wait=False)
+        try:
+            self.expect(r"interrupted\n> $", what, timeout=5)
+        except Failure:
+            self.send("\x03", mark=False, wait=False)
+            self.expect(r"interrupted\n> $", what)
+
     def send(self, keys, mark=True, wait=True):
         """Types keys (wait=False: while a chunk runs, not at a prompt)."""
         if wait:
@@ -231,23 +246,15 @@ def s_complete(ctx):
 def s_interrupt(ctx):
     r = start(ctx)
     r.send("while true do end\r")
-    time.sleep(0.5)
-    r.send("\x03", mark=False, wait=False)
-    r.expect(r"interrupted\n> $", "Ctrl-C stops a loop")
+    r.interrupt("Ctrl-C stops a loop")
     r.line("1+1", r"\n2\n", "the REPL goes on")
     r.line("function spin() local i = 0; while true do i = i + 1 end end", PROMPT)
     r.send("spin()\r")
-    time.sleep(0.5)
-    r.send("\x03", mark=False, wait=False)
-    r.expect(r"interrupted\n> $", "Ctrl-C stops a function defined here")
+    r.interrupt("Ctrl-C stops a function defined here")
     r.send("(function() local i = 0; while true do i = i + 1 end end)()\r")
-    time.sleep(0.5)
-    r.send("\x03", mark=False, wait=False)
-    r.expect(r"interrupted\n> $", "Ctrl-C stops a loop in an expression")
+    r.interrupt("Ctrl-C stops a loop in an expression")
     r.send("t0 = luon.clock(); x = np.ones({500,500}); for i = 1, 1e9 do x = x * 1 end\r")
-    time.sleep(0.5)
-    r.send("\x03", mark=False, wait=False)
-    r.expect(r"interrupted\n> $", "Ctrl-C stops a loop of luon calls")
+    r.interrupt("Ctrl-C stops a loop of luon calls")
     r.send("this is not lua")
     r.expect("not lua")
     r.send("\x03")
