@@ -113,11 +113,23 @@ static void save_history_at_exit(void) {
   if (history_path[0]) write_history(history_path);
 }
 
-/* libedit's reads retry after EINTR; this one gives up when Ctrl-C was pressed */
+static volatile sig_atomic_t resized; /* the terminal changed size */
+
+static void on_sigwinch(int sig) {
+  (void)sig;
+  resized = 1;
+}
+
+/* libedit's reads retry after EINTR; this one gives up when Ctrl-C was
+ * pressed. A new terminal size is taken at the next key. */
 static int getc_interruptible(FILE *f) {
   unsigned char c;
   for (;;) {
     ssize_t n = read(fileno(f), &c, 1);
+    if (n == 1 && resized) {
+      resized = 0;
+      rl_resize_terminal();
+    }
     if (n == 1) return c;
     if (n < 0 && errno == EINTR && !presses) continue;
     return EOF;
@@ -291,6 +303,9 @@ static int l_init(lua_State *L) {
     stifle_history(1000);
     if (history_path[0]) read_history(history_path);
     atexit(save_history_at_exit);
+    sa.sa_handler = on_sigwinch;
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGWINCH, &sa, NULL);
   }
   if (editing && history_path[0]) {
     lua_pushstring(L, history_path);
