@@ -80,7 +80,8 @@ end
 -- with __tostring (devices, blocks) through it, other tables inline.
 function M.show(v)
   if is_array(v) then return tostring(v) .. "\n" .. M.describe(v) end
-  if type(v) == "table" then return inline(v, 2) end
+  local mt = getmetatable(v)
+  if type(v) == "table" and not (type(mt) == "table" and mt.__tostring) then return inline(v, 2) end
   return tostring(v)
 end
 
@@ -154,13 +155,28 @@ local function resolve(path)
 end
 M.resolve = resolve
 
--- The names reachable on v (`.`), or its methods only (`:`).
+-- The names reachable on v (`.`), or its methods only (`:`): its fields and
+-- those of its class chain of __index tables. An object whose __index is a
+-- function can name what it has with a __dir metamethod: __dir(obj) -> {names}.
 local function names_of(v, methods_only)
   local names = {}
   if is_array(v) then
     for k in pairs(ndarray.methods) do names[k] = true end
     if not methods_only then for k in pairs(ndarray.props) do names[k] = true end end
     return names
+  end
+  local mt = getmetatable(v)
+  local dir = type(mt) == "table" and rawget(mt, "__dir")
+  if dir then
+    local ok, list = pcall(dir, v)
+    if ok and type(list) == "table" then
+      for _, k in ipairs(list) do
+        if is_identifier(k) then
+          local ok2, f = pcall(function() return v[k] end)
+          if not methods_only or (ok2 and type(f) == "function") then names[k] = true end
+        end
+      end
+    end
   end
   if type(v) == "string" then v = string end
   for _ = 1, 20 do -- the table, then its class chain through __index tables

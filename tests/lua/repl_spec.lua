@@ -74,6 +74,8 @@ describe("repl pieces", function()
     assert.equal("<ndarray () float32 @cpu(0)>", repl.describe(np.array(1)))
     assert.equal("{1, 2, a = \"s\", b = {c = true}}", repl.show({1, 2, a = "s", b = {c = true}}))
     assert.equal("cpu(0)", repl.show(H.npx.cpu(0)))
+    local block = setmetatable({}, {__tostring = function() return "Seq(\n  (0): Dense\n)" end})
+    assert.equal("Seq(\n  (0): Dense\n)", repl.show(block)) -- whole, as blocks print
     assert.equal("<module luon.np>", repl.show({np}):match("<module luon.np>"))
   end)
 
@@ -90,6 +92,14 @@ describe("repl pieces", function()
     rawset(_G, "x_repl_spec", nil)
     assert.truthy(table.concat(repl.complete("pri"), " "):find("print", 1, true))
     assert.same({"np.random.seed"}, repl.complete("np.random.se"))
+    -- an object with a function __index names its fields with __dir
+    local obj = setmetatable({}, {__index = function(_, k)
+      if k == "forward" then return print elseif k == "weight" then return 1 end
+    end, __dir = function() return {"forward", "weight"} end})
+    rawset(_G, "obj_repl_spec", obj)
+    assert.same({"obj_repl_spec.forward", "obj_repl_spec.weight"}, repl.complete("obj_repl_spec."))
+    assert.same({"obj_repl_spec:forward"}, repl.complete("obj_repl_spec:"))
+    rawset(_G, "obj_repl_spec", nil)
     assert.same({}, repl.complete("nosuch.thing"))
     assert.same({}, repl.complete("1.5"))
   end)
