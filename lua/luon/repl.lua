@@ -309,7 +309,7 @@ function M.help_text(obj)
     if #lines == 0 then
       local mt = getmetatable(obj)
       local desc = type(obj)
-      if mt and type(mt) == "table" and mt.__tostring then desc = desc .. " " .. tostring(obj):gsub("\n.*", " ...") end
+      if type(mt) == "table" and mt.__tostring then desc = desc .. ": " .. tostring(obj) end
       lines[#lines + 1] = (name and name .. ": " or "") .. desc
     end
     if type(obj) == "table" then
