@@ -324,6 +324,31 @@ const char *luon_blas_info(void);
 void luon_set_num_threads(int32_t n);
 int32_t luon_get_num_threads(void);
 
+/* Images (core/image.c): JPEG and PNG to HWC uint8 tensors on cpu(0), as
+ * MXNet's imread/imdecode. flag 1: (H,W,3) RGB; flag 0: (H,W,1) gray.
+ * Alpha is dropped (not composited); CMYK JPEGs are converted to RGB;
+ * 16-bit PNGs keep their high byte. Errors (LUON_EFORMAT) name `name` (or
+ * the path) and the reason: empty, truncated or corrupt data, not JPEG/PNG,
+ * 12-bit JPEG, more than 65535 pixels a side or 2^30 bytes.
+ * min_w/min_h > 0 let a JPEG decode at the smallest DCT scale of 1/8,
+ * 1/4, 1/2 whose output is still at least min_w x min_h, else 1/1 (for a
+ * resize to that size after); 0: no bound. PNGs decode at full size. */
+luon_status luon_image_decode(const void *bytes, size_t n, int32_t flag, int32_t min_w,
+                              int32_t min_h, const char *name, luon_tensor **out);
+/* Read and decode the file at path (LUON_EIO when it cannot be read). */
+luon_status luon_image_read(const char *path, int32_t flag, int32_t min_w, int32_t min_h,
+                            luon_tensor **out);
+/* Encode an (H,W,C) uint8 tensor, C 1 or 3, on any device, into a new
+ * buffer (*buf, *len bytes; release it with luon_free). quality 1..100,
+ * 0: 95. JPEGs are 4:2:0 (color) or gray, baseline. */
+luon_status luon_image_encode_jpeg(const luon_tensor *t, int32_t quality, void **buf, size_t *len);
+luon_status luon_image_encode_png(const luon_tensor *t, void **buf, size_t *len);
+/* Encode by path's extension (.jpg/.jpeg/.png, any case) and write through
+ * a temporary file renamed over path. quality as in encode_jpeg. */
+luon_status luon_image_write(const char *path, const luon_tensor *t, int32_t quality);
+/* Release a buffer returned by luon (encoders). NULL is fine. */
+void luon_free(void *p);
+
 /* LUON_CDEF_END */
 
 #ifdef __cplusplus

@@ -25,4 +25,6 @@ function luon.clock()
   return tonumber(ts.tv_sec) + tonumber(ts.tv_nsec) * 1e-9
 end
 
+luon.image = require("luon.image")
+
 return luon
