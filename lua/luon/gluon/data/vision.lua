@@ -1,7 +1,8 @@
 -- luon.gluon.data.vision: the MNIST and FashionMNIST datasets from their IDX
 -- files (gzip or plain), read by core/io.c. The images are kept as ONE uint8
 -- array (N,28,28,1) and item i is {a view of image i (28,28,1), label}, as
--- MXNet's (HWC uint8, label a number). Transforms come in data.vision.transforms.
+-- MXNet's (HWC uint8, label a number). vision.transforms (module
+-- luon.gluon.data.transforms) loads on first use.
 local core = require("luon.core")
 local np = require("luon.np")
 local data = require("luon.gluon.data")
@@ -101,4 +102,11 @@ function vision.FashionMNIST(opts)
   return load("FashionMNIST", "/usr/share/datasets/fashion-mnist", opts)
 end
 
-return vision
+return setmetatable(vision, {__index = function(t, k)
+  if k == "transforms" then
+    local m = require("luon.gluon.data.transforms")
+    rawset(t, k, m)
+    return m
+  end
+  return nil
+end})
