@@ -31,10 +31,10 @@ print(("   luon np.matmul     %.1f GFLOP/s (OpenBLAS kernel: %s)"):format(
 if ok then
   local info = ffi.new("luon_tensor_info")
   local C = require("luon.ffi").C
-  C.luon_tensor_info_get(a, info); local pa = ffi.cast("float*", info.data)
-  C.luon_tensor_info_get(b, info); local pb = ffi.cast("float*", info.data)
+  C.luon_tensor_info_get(a.t, info); local pa = ffi.cast("float*", info.data)
+  C.luon_tensor_info_get(b.t, info); local pb = ffi.cast("float*", info.data)
   local c = np.empty({n, n})
-  C.luon_tensor_info_get(c, info); local pc = ffi.cast("float*", info.data)
+  C.luon_tensor_info_get(c.t, info); local pc = ffi.cast("float*", info.data)
   local direct = median(function() blas.cblas_sgemm(101, 111, 111, n, n, n, 1, pa, n, pb, n, 0, pc, n) end)
   print(("   cblas_sgemm direct %.1f GFLOP/s"):format(direct))
   print(("   luon / direct = %.0f%%"):format(100 * luon_gf / direct))

@@ -97,10 +97,14 @@ static void drain(pool *pl, lu_device d) {
   }
 }
 
+#define BUMP(field, v) __atomic_store_n(&(field), __atomic_load_n(&(field), __ATOMIC_RELAXED) + (v), __ATOMIC_RELAXED)
+
 static void account(pool *pl, const lu_block *b) {
   pl->stats.allocs++;
   pl->stats.in_use += (int64_t)b->bytes;
   if (pl->stats.in_use > pl->stats.peak) pl->stats.peak = pl->stats.in_use;
+  BUMP(counters.bytes_since_gc, (int64_t)b->bytes);
+  BUMP(counters.bytes_in_use, (int64_t)b->bytes);
 }
 
 luon_status lu_alloc(lu_device d, size_t bytes, lu_block **out) {
@@ -141,9 +145,6 @@ luon_status lu_alloc(lu_device d, size_t bytes, lu_block **out) {
     b->ptr = p;
     b->bytes = rounded;
     b->dev = d;
-    __atomic_store_n(&counters.bytes_since_gc,
-                     __atomic_load_n(&counters.bytes_since_gc, __ATOMIC_RELAXED) + (int64_t)rounded,
-                     __ATOMIC_RELAXED);
     pthread_mutex_lock(&pl->lock);
     account(pl, b);
     pthread_mutex_unlock(&pl->lock);
@@ -161,6 +162,7 @@ void lu_free(lu_block *b) {
   pthread_mutex_lock(&pl->lock);
   pl->stats.in_use -= (int64_t)b->bytes;
   pl->stats.cached += (int64_t)b->bytes;
+  BUMP(counters.bytes_in_use, -(int64_t)b->bytes);
   b->next = pl->free[c];
   pl->free[c] = b;
   pthread_mutex_unlock(&pl->lock);
@@ -194,4 +196,19 @@ luon_status luon_memory_reset_peak(int32_t type, int32_t id) {
   pl->stats.peak = pl->stats.in_use;
   pthread_mutex_unlock(&pl->lock);
   return LUON_OK;
+}
+
+/* Kernel scratch through the cache: a block's address sits in the 64 bytes
+ * before the pointer handed out, so a large temporary (im2col columns, a
+ * packed operand) is reused across calls instead of being mmapped and
+ * page-faulted by malloc every time. */
+void *lu_scratch_alloc(size_t bytes) {
+  lu_block *b;
+  if (lu_alloc((lu_device){LUON_CPU, 0}, bytes + 64, &b) != LUON_OK) return NULL;
+  *(lu_block **)b->ptr = b;
+  return (char *)b->ptr + 64;
+}
+
+void lu_scratch_free(void *p) {
+  if (p) lu_free(*(lu_block **)((char *)p - 64));
 }

@@ -52,6 +52,11 @@ typedef struct lu_block {
 
 luon_status lu_alloc(lu_device dev, size_t bytes, lu_block **out);
 void lu_free(lu_block *b);
+/* Host scratch for kernels from cpu(0)'s cache (64-byte aligned; NULL with
+ * a message when out of memory). Use it, not malloc, for large temporaries:
+ * glibc mmaps big blocks afresh each time, and every page then faults. */
+void *lu_scratch_alloc(size_t bytes);
+void lu_scratch_free(void *p);
 
 /* ---- tensors ----------------------------------------------------------- */
 

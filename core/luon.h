@@ -135,10 +135,13 @@ luon_status luon_memory_empty_cache(int32_t dev_type, int32_t dev_id);
 luon_status luon_memory_reset_peak(int32_t dev_type, int32_t dev_id);
 
 /* Process-wide counters the Lua layer reads through a pointer, without a
- * call: native bytes allocated since the binding last stepped the GC. */
+ * call, to pace its garbage collector (LuaJIT cannot see native memory).
+ * Updated without locks: approximate under threads, exact on one. */
 typedef struct luon_counters {
-  int64_t bytes_since_gc;
+  int64_t bytes_since_gc;   /* bytes handed out (blocks, cached or fresh, and
+                               tensor headers) since the binding last reset it */
   int64_t tensors_live;
+  int64_t bytes_in_use;     /* blocks handed out and not yet returned, all devices */
 } luon_counters;
 luon_counters *luon_counters_get(void);
 

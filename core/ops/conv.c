@@ -215,7 +215,7 @@ typedef struct dense {
 } dense;
 
 static void dense_free(dense *d) {
-  for (int k = 0; k < 4; k++) free(d->tmp[k]);
+  for (int k = 0; k < 4; k++) lu_scratch_free(d->tmp[k]);
 }
 
 static luon_status dense_get(const char *op, lu_call *c, dense *d) {
@@ -227,7 +227,7 @@ static luon_status dense_get(const char *op, lu_call *c, dense *d) {
       else d->out = lu_data(t);
       continue;
     }
-    d->tmp[k] = malloc((size_t)(t->size * luon_dtype_size(t->dtype)) + 1);
+    d->tmp[k] = lu_scratch_alloc((size_t)(t->size * luon_dtype_size(t->dtype)) + 1);
     if (!d->tmp[k]) {
       dense_free(d);
       return lu_error(LUON_ENOMEM, "%s: out of host memory packing an operand of shape %s", op,
@@ -590,7 +590,7 @@ static int64_t pick_chunks(const geom *g) {
 static luon_status job_alloc(const char *op, job *j, bool acc) {
   const geom *g = j->g;
   size_t n = (size_t)(j->chunks * g->K * g->P) + (acc ? (size_t)(j->chunks * g->O * g->K) : 0);
-  j->col = malloc(n * (size_t)j->es + 1);
+  j->col = lu_scratch_alloc(n * (size_t)j->es + 1);
   if (!j->col)
     return lu_error(LUON_ENOMEM, "%s: out of host memory for %lld im2col buffer(s) of (%lld,%lld)", op,
                     (long long)j->chunks, (long long)g->K, (long long)g->P);
@@ -621,7 +621,7 @@ luon_status lu_cpu_conv2d(lu_call *c) {
       if (j.chunks > 1) lu_parallel_for(j.chunks, 1, fwd_chunks, &j);
       else fwd_chunks(&j, 0, 1);
     }
-    free(j.col);
+    lu_scratch_free(j.col);
   }
   dense_done(c, &d);
   return s;
@@ -673,7 +673,7 @@ luon_status lu_cpu_conv2d_grad_input(lu_call *c) {
       if (j.chunks > 1) lu_parallel_for(j.chunks, 1, gin_chunks, &j);
       else gin_chunks(&j, 0, 1);
     }
-    free(j.col);
+    lu_scratch_free(j.col);
   }
   dense_done(c, &d);
   return s;
@@ -733,7 +733,7 @@ luon_status lu_cpu_conv2d_grad_weight(lu_call *c) {
         st(d.out, dt, k, v);
       }
     }
-    free(j.col);
+    lu_scratch_free(j.col);
   }
   dense_done(c, &d);
   return s;

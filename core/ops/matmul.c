@@ -220,13 +220,13 @@ luon_status lu_cpu_matmul(lu_call *c) {
   if (y->size == 0) return LUON_OK;
 
   bool direct = lu_is_contiguous(y);
-  char *out = direct ? lu_data(y) : malloc((size_t)(y->size * cs));
+  char *out = direct ? lu_data(y) : lu_scratch_alloc((size_t)(y->size * cs));
   char *pa = NULL, *pb = NULL;
-  if (out) pa = malloc((size_t)(M * K * cs) + 1);
-  if (pa) pb = malloc((size_t)(K * N * cs) + 1);
+  if (out) pa = lu_scratch_alloc((size_t)(M * K * cs) + 1);
+  if (pa) pb = lu_scratch_alloc((size_t)(K * N * cs) + 1);
   if (!pb) {
-    if (!direct) free(out);
-    free(pa);
+    if (!direct) lu_scratch_free(out);
+    lu_scratch_free(pa);
     return lu_error(LUON_ENOMEM, "matmul: out of host memory for scratch of (%lld,%lld) and (%lld,%lld)",
                     (long long)M, (long long)K, (long long)K, (long long)N);
   }
@@ -285,10 +285,10 @@ luon_status lu_cpu_matmul(lu_call *c) {
   }
   if (!direct) {
     scatter(y, out);
-    free(out);
+    lu_scratch_free(out);
   }
-  free(pa);
-  free(pb);
+  lu_scratch_free(pa);
+  lu_scratch_free(pb);
   return LUON_OK;
 }
 

@@ -365,13 +365,13 @@ static luon_status pool_run(lu_call *c, bool is_max, bool grad) {
   /* per chunk: six rows of L = (OW-1)*sw + KW + W + pw 8-byte slots (>= OW) */
   int64_t per_chunk = 48 * ((g.OW - 1) * g.sw + g.KW + g.W + g.pw) + 64;
   size_t scratch = (size_t)(chunks * per_chunk);
-  char *tx = lu_is_contiguous(x) ? NULL : malloc((size_t)(x->size * es) + 1);
-  char *td = dyt && !lu_is_contiguous(dyt) ? malloc((size_t)(dyt->size * es) + 1) : NULL;
-  char *ty = lu_is_contiguous(y) ? NULL : malloc((size_t)(y->size * es) + 1);
-  char *sc = malloc(scratch + 1);
+  char *tx = lu_is_contiguous(x) ? NULL : lu_scratch_alloc((size_t)(x->size * es) + 1);
+  char *td = dyt && !lu_is_contiguous(dyt) ? lu_scratch_alloc((size_t)(dyt->size * es) + 1) : NULL;
+  char *ty = lu_is_contiguous(y) ? NULL : lu_scratch_alloc((size_t)(y->size * es) + 1);
+  char *sc = lu_scratch_alloc(scratch + 1);
   if ((!tx && !lu_is_contiguous(x)) || (dyt && !td && !lu_is_contiguous(dyt)) ||
       (!ty && !lu_is_contiguous(y)) || !sc) {
-    free(tx), free(td), free(ty), free(sc);
+    lu_scratch_free(tx), lu_scratch_free(td), lu_scratch_free(ty), lu_scratch_free(sc);
     return lu_error(LUON_ENOMEM, "%s: out of host memory for scratch (input %s)", op,
                     lu_shape_str(4, x->shape));
   }
@@ -387,7 +387,7 @@ static luon_status pool_run(lu_call *c, bool is_max, bool grad) {
     else fn(&j, 0, 1);
   }
   if (ty) move_elems(y, ty, false);
-  free(tx), free(td), free(ty), free(sc);
+  lu_scratch_free(tx), lu_scratch_free(td), lu_scratch_free(ty), lu_scratch_free(sc);
   return LUON_OK;
 }
 

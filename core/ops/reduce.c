@@ -511,7 +511,7 @@ static luon_status reduce_cpu(lu_call *c) {
   bool direct = lu_is_contiguous(y);
   char *tmp = NULL;
   if (!direct) {
-    tmp = malloc((size_t)(pl.nout * pl.osize));
+    tmp = lu_scratch_alloc((size_t)(pl.nout * pl.osize));
     if (!tmp) return lu_error(LUON_ENOMEM, "%s: out of host memory for %lld result elements",
                               op_names[pl.rop], (long long)pl.nout);
   }
@@ -538,7 +538,7 @@ static luon_status reduce_cpu(lu_call *c) {
      * number of threads), merged in order */
     pl.chunk = CHUNK;
     pl.nchunk = (pl.R + CHUNK - 1) / CHUNK;
-    pl.partial = malloc(sizeof(acc) * (size_t)(pl.nout * pl.nchunk));
+    pl.partial = lu_scratch_alloc(sizeof(acc) * (size_t)(pl.nout * pl.nchunk));
     if (!pl.partial) {
       s = lu_error(LUON_ENOMEM, "%s: out of host memory for partial results", op_names[pl.rop]);
     } else {
@@ -556,8 +556,8 @@ static luon_status reduce_cpu(lu_call *c) {
     lu_parallel_for(pl.nout, ref ? pl.nout : grain < 1 ? 1 : grain, rows_range, &pl);
   }
   if (s == LUON_OK && !direct) scatter(y, tmp);
-  free(pl.partial);
-  free(tmp);
+  lu_scratch_free(pl.partial);
+  lu_scratch_free(tmp);
   return s;
 }
 

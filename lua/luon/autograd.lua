@@ -52,8 +52,8 @@ function autograd.backward(hs, hgs, retain_graph)
   end
   for k = 1, #hs do
     if not core.is_array(hs[k]) then error(("backward: head %d is not an ndarray"):format(k), 2) end
-    heads[k - 1] = hs[k]
-    head_grads[k - 1] = hgs and hgs[k] or nil
+    heads[k - 1] = hs[k].t
+    head_grads[k - 1] = hgs and hgs[k] and hgs[k].t or nil
   end
   core.check(C.luon_autograd_backward(#hs, heads, hgs and head_grads or nil, retain_graph and 1 or 0), 2)
 end
@@ -65,7 +65,7 @@ function methods.attach_grad(x, grad_req)
   if not req then
     error(("attach_grad: grad_req must be 'write', 'add' or 'null', got %s"):format(tostring(grad_req)), 2)
   end
-  core.check(C.luon_tensor_attach_grad(x, req), 2)
+  core.check(C.luon_tensor_attach_grad(x.t, req), 2)
 end
 
 function methods.backward(y, head_grad, retain_graph)
@@ -75,19 +75,19 @@ end
 
 function methods.detach(x)
   local out = ffi.new("luon_tensor*[1]")
-  core.check(C.luon_tensor_detach(x, out), 2)
+  core.check(C.luon_tensor_detach(x.t, out), 2)
   return core.wrap(out[0])
 end
 
 local grad_out = ffi.new("luon_tensor*[1]")
 function props.grad(x)
-  core.check(C.luon_tensor_grad(x, grad_out), 2)
+  core.check(C.luon_tensor_grad(x.t, grad_out), 2)
   if grad_out[0] == nil then return nil end
   return core.wrap(grad_out[0])
 end
 
 function props.grad_req(x)
-  local r = C.luon_tensor_grad_req(x)
+  local r = C.luon_tensor_grad_req(x.t)
   return r == 2 and "add" or r == 1 and "write" or "null"
 end
 

@@ -4,6 +4,14 @@
 local binding = require("luon.ffi")
 local ffi, C = binding.ffi, binding.C
 
+-- An ndarray is a small struct holding the tensor pointer, not the pointer
+-- itself: LuaJIT treats `ptr - 1` and `ptr + 1` as pointer arithmetic (and
+-- miscompiles it for pointers to incomplete types), and indexes pointers
+-- with [] itself. On a struct every operator reaches our metamethods, and
+-- x[i] can mean a row. Pass x.t to C.
+ffi.cdef("typedef struct luon_array { luon_tensor *t; } luon_array;")
+local Array = ffi.typeof("luon_array")
+
 local M = {ffi = ffi, C = C}
 
 ---------------------------------------------------------------------------
@@ -130,12 +138,15 @@ end
 
 local release = C.luon_tensor_release
 local counters = C.luon_counters_get()
--- Native bytes allocated between forced collections. LuaJIT sees only the
--- 16-byte cdata of each tensor, so we collect for it. A full collection
--- costs about the size of the Lua heap, so the threshold follows the heap
--- (twice its size after the last collection) with a floor of gc_min: small
--- enough that dead arrays are released while their memory is still in the
--- CPU cache (256 KB makes a 1000-element add 7x faster than 16 MB does).
+-- LuaJIT sees only the 16-byte cdata of each tensor, so we collect for it:
+-- a full collection (then a sweep) once the native bytes handed out since
+-- the last one pass a budget. Dead arrays' blocks only return to the cache
+-- after that, so the budget decides how much fresh memory a loop faults in.
+-- It is the largest of gc_min, twice the Lua heap (a collection costs about
+-- the heap's size) and half the native memory in use (so a training step
+-- finds the previous step's blocks in the cache). gc_min is small enough
+-- that temporaries die while still in the CPU cache: a loop of 1000-element
+-- adds runs 7x faster with 256 KB than with 16 MB.
 M.gc_min = 256 * 1024
 M.gc_threshold = M.gc_min
 
@@ -180,16 +191,18 @@ M.sweep = sweep
 
 gc_pressure = function()
   if counters.bytes_since_gc > M.gc_threshold then
-    counters.bytes_since_gc = 0
     collectgarbage("collect")
     sweep()
-    M.gc_threshold = math.max(M.gc_min, 2 * 1024 * collectgarbage("count"))
+    counters.bytes_since_gc = 0
+    M.gc_threshold = math.max(M.gc_min, 2 * 1024 * collectgarbage("count"),
+                              tonumber(counters.bytes_in_use) / 2)
   end
 end
 M.gc_pressure = gc_pressure
 
 -- Hand a new (+1) tensor pointer to the GC; returns the array.
 local function wrap(p)
+  local a = Array(p)
   if cycle_done then sweep() end
   local i
   if nfree > 0 then
@@ -205,8 +218,8 @@ local function wrap(p)
     end
   end
   ptrs[i] = p
-  slots[i] = p
-  return p
+  slots[i] = a
+  return a
 end
 M.wrap = wrap
 
@@ -227,7 +240,7 @@ local info = ffi.new("luon_tensor_info")
 M.info = info
 -- Fill the shared info struct for t and return it.
 function M.info_of(t)
-  C.luon_tensor_info_get(t, info)
+  C.luon_tensor_info_get(t.t, info)
   return info
 end
 
@@ -259,12 +272,13 @@ end
 
 local function run(op, n, a, out, cap)
   nout[0] = cap or 1
-  for k = 0, (cap or 1) - 1 do outs[k] = out and out[k + 1] or nil end
+  for k = 0, (cap or 1) - 1 do outs[k] = out and out[k + 1] and out[k + 1].t or nil end
   local st = C.luon_op_call(op, n, ins, a, nout, outs)
   if st == ENOMEM then
     collectgarbage("collect"); collectgarbage("collect")
+    sweep()
     nout[0] = cap or 1
-    for k = 0, (cap or 1) - 1 do outs[k] = out and out[k + 1] or nil end
+    for k = 0, (cap or 1) - 1 do outs[k] = out and out[k + 1] and out[k + 1].t or nil end
     st = C.luon_op_call(op, n, ins, a, nout, outs)
   end
   return st
@@ -275,7 +289,7 @@ end
 -- optional list of arrays to write into. Errors are raised at `level`.
 function M.call(op, inputs, a, level, out, cap)
   local n = #inputs
-  for k = 1, n do ins[k - 1] = inputs[k] end
+  for k = 1, n do ins[k - 1] = inputs[k].t end
   if run(op, n, a, out, cap) ~= 0 then raise((level or 2) + 1) end
   gc_pressure()
   if not cap then
@@ -299,14 +313,14 @@ end
 
 -- The hot paths: one or two inputs, no attributes, one new output.
 function M.call1(op, x, a)
-  ins[0] = x
+  ins[0] = x.t
   if run(op, 1, a) ~= 0 then raise(3) end
   gc_pressure()
   return wrap(outs[0])
 end
 
 function M.call2(op, x, y)
-  ins[0], ins[1] = x, y
+  ins[0], ins[1] = x.t, y.t
   outs[0] = nil
   nout[0] = 1
   local st = C.luon_op_call(op, 2, ins, nil, nout, outs)
@@ -353,9 +367,9 @@ function M.shape_arg(s, fname, level)
   return s
 end
 
-M.tensor_ctype = ffi.typeof("luon_tensor*")
+M.Array = Array
 function M.is_array(x)
-  return type(x) == "cdata" and ffi.istype(M.tensor_ctype, x)
+  return type(x) == "cdata" and ffi.istype(Array, x)
 end
 
 return M

@@ -92,7 +92,7 @@ function image.imwrite(filename, img, opt)
   end
   check_image("imwrite", img)
   local quality = type(opt) == "table" and opt.quality or 0
-  core.check(C.luon_image_write(filename, img, quality))
+  core.check(C.luon_image_write(filename, img.t, quality))
   return true
 end
 
@@ -102,9 +102,9 @@ function image.imencode(img, ext, opt)
   ext = type(ext) == "string" and ext:lower() or ext
   local st
   if ext == ".jpg" or ext == ".jpeg" then
-    st = C.luon_image_encode_jpeg(img, type(opt) == "table" and opt.quality or 0, buf, len)
+    st = C.luon_image_encode_jpeg(img.t, type(opt) == "table" and opt.quality or 0, buf, len)
   elseif ext == ".png" then
-    st = C.luon_image_encode_png(img, buf, len)
+    st = C.luon_image_encode_png(img.t, buf, len)
   else
     core.error(("imencode: format must be '.jpg', '.jpeg' or '.png', got %s"):format(tostring(ext)), 2)
   end
@@ -130,7 +130,7 @@ function image.imresize(src, w, h, opt)
                :format(tostring(w), tostring(h)), 2)
   end
   local interp = type(opt) == "number" and opt or (type(opt) == "table" and opt.interp) or 1
-  return new_image(function(o) return C.luon_image_resize(src, w, h, interp, o) end)
+  return new_image(function(o) return C.luon_image_resize(src.t, w, h, interp, o) end)
 end
 
 return image

@@ -1,5 +1,6 @@
--- luon.ndarray: the ndarray type. An ndarray is a `luon_tensor*` cdata owned
--- by the GC (ffi.gc); this module gives it properties (.shape, .dtype,
+-- luon.ndarray: the ndarray type. An ndarray is a `luon_array` cdata (a
+-- struct holding the C tensor pointer, released through core's GC
+-- registry); this module gives it properties (.shape, .dtype,
 -- .device, .size, .ndim), methods, operators and NumPy-like printing.
 local core = require("luon.core")
 local np = require("luon.np")
@@ -66,8 +67,8 @@ end
 -- copyto(device): a new array there. copyto(array): copy into it, return it.
 function methods.copyto(x, other)
   if is_array(other) then
-    if other == x then return other end
-    core.check(C.luon_tensor_copy(other, x), 2)
+    if other.t == x.t then return other end
+    core.check(C.luon_tensor_copy(other.t, x.t), 2)
     return other
   end
   if core.is_device(other) then
@@ -78,7 +79,7 @@ function methods.copyto(x, other)
     local out = ffi.new("luon_tensor*[1]")
     core.check(C.luon_tensor_empty(info.dtype, info.ndim, sh, dev.type_id, dev.device_id, out), 2)
     local r = core.wrap(out[0])
-    core.check(C.luon_tensor_copy(r, x), 2)
+    core.check(C.luon_tensor_copy(r.t, x.t), 2)
     return r
   end
   error(("copyto: expected a Device or an ndarray, got %s"):format(type(other)), 2)
@@ -98,7 +99,7 @@ function methods.asnumpy(x)
 end
 
 function methods.wait_to_read(x)
-  core.check(C.luon_tensor_wait(x), 2)
+  core.check(C.luon_tensor_wait(x.t), 2)
   return x
 end
 
@@ -114,7 +115,7 @@ local function host_values(x)
   else
     buf, dt = ffi.new("double[?]", n > 0 and n or 1), core.FLOAT64
   end
-  core.check(C.luon_tensor_to_host(x, buf, dt, ffi.sizeof(buf)), 3)
+  core.check(C.luon_tensor_to_host(x.t, buf, dt, ffi.sizeof(buf)), 3)
   return buf, n, is_bool, is_int
 end
 
@@ -310,9 +311,7 @@ local mt = {
     if m then return m end
     local p = props[k]
     if p then return p(x) end
-    if type(k) == "number" then
-      error("ndarrays are not indexed with []: use x:at(i) or x:slice(...) (0-based)", 2)
-    end
+    if type(k) == "number" then return methods.slice(x, k) end -- x[i]: row i, 0-based
     return nil
   end,
   __add = add,
@@ -329,6 +328,6 @@ local mt = {
   __tostring = tostring_array,
   __concat = function(a, b) return tostring(a) .. tostring(b) end,
 }
-ffi.metatype("struct luon_tensor", mt)
+ffi.metatype("struct luon_array", mt)
 
 return {methods = methods, props = props}

@@ -224,7 +224,7 @@ end
 function np.random.shuffle(x)
   check_array(x, "random.shuffle", 1, 2)
   local y = call(op.random_permute, {x}, nil, 2)
-  core.check(C.luon_tensor_copy(x, y), 2)
+  core.check(C.luon_tensor_copy(x.t, y.t), 2)
 end
 
 ---------------------------------------------------------------------------

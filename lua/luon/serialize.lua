@@ -58,7 +58,7 @@ function serialize.save(path, names, arrays, opts)
       core.error(("%s: %s: '%s' is a %s, expected an ndarray"):format(caller, path, names[k], type(arrays[k])))
     end
     cnames[k - 1] = names[k] -- the strings stay alive in `names` during the call
-    ctensors[k - 1] = arrays[k]
+    ctensors[k - 1] = arrays[k].t
   end
   if C.luon_safetensors_save(path, n, cnames, ctensors) ~= 0 then raise(caller) end
 end

@@ -279,7 +279,7 @@ local function as_list(v) if core.is_array(v) then return {v} end return v end
 local function host(t)
   local n = t.size
   local buf = ffi.new("double[?]", math.max(n, 1))
-  core.check(C.luon_tensor_to_host(t, buf, core.FLOAT64, ffi.sizeof(buf)))
+  core.check(C.luon_tensor_to_host(t.t, buf, core.FLOAT64, ffi.sizeof(buf)))
   return buf, n
 end
 

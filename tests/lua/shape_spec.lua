@@ -151,10 +151,10 @@ for _, dev in ipairs(H.devices()) do
         H.assert_error(function() return m:slice(0, 0, 0) end, {"slice", "3 indices", "dimension 2"})
         H.assert_error(function() return m:slice({0, 3, 0}) end, {"slice"})
       end)
-      it("[] indexing is refused", function()
-        -- LuaJIT indexes the pointer itself before __index runs, so the
-        -- error is the FFI's ("size of C type is unknown"), not luon's hint
-        H.assert_error(function() return m[0] end)
+      it("x[i] is row i (0-based), a view like x:at(i)", function()
+        H.check(m[0], m:at(0):totable(), {device = dev})
+        H.check(m[-1], m:at(-1):totable(), {device = dev})
+        H.assert_error(function() return m[3] end, {"slice", "3", "size 3"})
       end)
     end)
 

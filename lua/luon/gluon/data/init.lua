@@ -253,9 +253,9 @@ local function stack_arrays(samples)
       argerror("batchify: sample %d has shape %s but sample 1 has %s (Stack needs one shape; pad first)",
                k, "(" .. table.concat(x.shape, ",") .. ")", "(" .. table.concat(first.shape, ",") .. ")")
     end
-    core.check(C.luon_tensor_view(batch, ndim, shape + 1, strides, (k - 1) * row, view_out))
+    core.check(C.luon_tensor_view(batch.t, ndim, shape + 1, strides, (k - 1) * row, view_out))
     local v = view_out[0]
-    local st = C.luon_tensor_copy(v, x)
+    local st = C.luon_tensor_copy(v, x.t)
     C.luon_tensor_release(v)
     core.check(st)
   end

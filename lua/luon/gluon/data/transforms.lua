@@ -88,7 +88,7 @@ local function run(arr, n, random, x, name, seed, index, reference)
     end
   end
   local f = reference and C.luon_transform_apply_reference or C.luon_transform_apply
-  local st = f(arr, n, x, seed, index or 0, outp)
+  local st = f(arr, n, x.t, seed, index or 0, outp)
   if st ~= 0 then core.raise(4) end
   local y = core.wrap(outp[0])
   core.gc_pressure()

@@ -57,7 +57,7 @@ local function load(cls, default_root, opts)
     core.error(("%s: %s has %d images but %s has %d labels"):format(cls, ipath, n, lpath, labels.shape[1]))
   end
   local lab = ffi.new("uint8_t[?]", n > 0 and n or 1)
-  core.check(C.luon_tensor_to_host(labels, lab, core.UINT8, n))
+  core.check(C.luon_tensor_to_host(labels.t, lab, core.UINT8, n))
   local label = {}
   for i = 1, n do label[i] = lab[i - 1] end
   local transform = opts.transform

@@ -1,0 +1,42 @@
+# Peer of bench/leafnet.lua: the same LeafNetwork step in PyTorch (CPU, 2
+# threads). --channels-last uses the best-known layout (perf_anchors.md).
+import sys, time, torch, torch.nn as nn
+torch.set_num_threads(2)
+cl = "--channels-last" in sys.argv
+tag = sys.argv[sys.argv.index("--tag") + 1] if "--tag" in sys.argv else "torch"
+batches = [int(a) for a in sys.argv[1:] if a.isdigit()] or [4, 32, 128]
+
+def conv_block(cin, f):
+    return [nn.Conv2d(cin, f, 2), nn.ReLU(), nn.MaxPool2d(4, 2), nn.BatchNorm2d(f)]
+
+def leafnet():
+    return nn.Sequential(*conv_block(3, 32), *conv_block(32, 64), *conv_block(64, 128), nn.Flatten(),
+                         nn.Linear(21632, 100), nn.ReLU(), nn.Dropout(0.2),
+                         nn.Linear(100, 10), nn.ReLU(), nn.Dropout(0.2), nn.Linear(10, 2))
+
+torch.manual_seed(0)
+for b in batches:
+    net = leafnet()
+    x = torch.rand(b, 3, 128, 128)
+    y = torch.randint(0, 2, (b,))
+    if cl:
+        net = net.to(memory_format=torch.channels_last)
+        x = x.to(memory_format=torch.channels_last)
+    opt = torch.optim.SGD(net.parameters(), lr=0.001)
+    lossf = nn.CrossEntropyLoss()
+    def step():
+        opt.zero_grad()
+        l = lossf(net(x), y)
+        l.backward()
+        opt.step()
+    timed = 5 if b >= 128 else 9 if b >= 32 else 25
+    for _ in range(3):
+        step()
+    t = []
+    for _ in range(timed):
+        t0 = time.perf_counter()
+        step()
+        t.append(time.perf_counter() - t0)
+    t.sort()
+    med = t[(timed + 1) // 2 - 1]
+    print("%s %d %.1f %.1f" % (tag, b, b / med, med * 1e3))
