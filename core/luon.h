@@ -197,6 +197,17 @@ luon_status luon_tensor_detach(luon_tensor *t, luon_tensor **out);
 luon_status luon_autograd_backward(int32_t n, luon_tensor *const *heads,
                                    luon_tensor *const *head_grads, int32_t retain_graph);
 
+/* Replicas of one array on several devices (data parallelism): afterwards
+ * every replica holds the sum (LUON_REDUCE_SUM) or the mean of all of them,
+ * bit-identical. Same shape and dtype on all; at most 64 replicas. CPU
+ * devices add in one threaded pass; other devices go through copies to the
+ * first replica's device. */
+typedef enum luon_reduce_op {
+  LUON_REDUCE_SUM = 0,
+  LUON_REDUCE_MEAN = 1
+} luon_reduce_op;
+luon_status luon_allreduce(int32_t n, luon_tensor *const *replicas, int32_t op);
+
 /* Random numbers: one seeded generator per device (counter-based). */
 luon_status luon_random_seed(int64_t seed);
 

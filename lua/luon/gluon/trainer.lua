@@ -4,30 +4,26 @@
 -- optimizer update per replica (update). Not here: the update rules
 -- (luon.gluon.optimizer), distributed kvstores, saving optimizer states.
 local core = require("luon.core")
+local ffi, C = core.ffi, core.C
 local np = require("luon.np")
 local optimizer = require("luon.gluon.optimizer")
 
 local trainer = {}
 
 ---------------------------------------------------------------------------
--- Summing replicas. reduce_replicas(grads): grads is a list of arrays of one
--- shape, one per device; afterwards each holds the sum of all of them. The
--- sum is taken on the first replica's device in list order, so every
--- replica receives the same bits. A core C primitive will replace this
--- function; nothing else in this file knows how the sum is made.
+-- Summing replicas. reduce_replicas(grads, op): grads is a list of arrays of
+-- one shape, one per device; afterwards each holds the sum (or, with op
+-- "mean", the mean) of all of them, bit-identical: one call of the core's
+-- all-reduce (luon_allreduce: one threaded pass over logical CPU devices;
+-- copies and adds on the first replica's device otherwise).
 
-local function reduce_replicas(grads)
+local replica_ptrs = ffi.new("luon_tensor*[64]")
+local function reduce_replicas(grads, op)
   local n = #grads
   if n < 2 then return end
-  local first = grads[1]
-  local dev = first.device
-  local sum = first
-  for k = 2, n do
-    local g = grads[k]
-    if g.device ~= dev then g = g:copyto(dev) end
-    sum = np.add(sum, g)
-  end
-  for k = 1, n do sum:copyto(grads[k]) end
+  if n > 64 then core.error(("Trainer: %d replicas, at most 64"):format(n)) end
+  for k = 1, n do replica_ptrs[k - 1] = grads[k].t end
+  core.check(C.luon_allreduce(n, replica_ptrs, op == "mean" and 1 or 0), 3)
 end
 trainer.reduce_replicas = reduce_replicas
 
@@ -195,6 +191,17 @@ function Trainer:step(batch_size, ignore_stale_grad)
   self:_update(ignore_stale_grad)
 end
 
+-- The replica rule for state the optimizer does not update (grad_req
+-- 'null': BatchNorm's running mean and variance, which each device updates
+-- from its own part of the batch): after every update all replicas take
+-- their mean, so every replica of every parameter stays identical.
+function Trainer:_sync_states()
+  if #self._devices < 2 then return end
+  for _, p in ipairs(self._params) do
+    if p.grad_req == "null" then reduce_replicas(p:list_data(), "mean") end
+  end
+end
+
 -- Sum each parameter's gradients over its replicas, into every replica.
 function Trainer:allreduce_grads()
   if #self._devices < 2 or self._kvstore == false then return end
@@ -233,6 +240,7 @@ function Trainer:_update(_)
     local u = per_dev[d]
     self._updaters[d](u.indices, u.grads, u.weights)
   end
+  self:_sync_states()
 end
 
 return trainer
