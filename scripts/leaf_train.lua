@@ -1,0 +1,288 @@
+-- leaf_train.lua: the MXNet GPU tutorial (spec/tutorial.lua) as a program:
+-- the LeafNetwork trained data-parallel on several devices from an
+-- ImageFolder tree, with the tutorial's transforms and log lines, a
+-- progress bar on a terminal, validation accuracy per epoch, test accuracy
+-- at the end, and the parameters saved, reloaded and checked.
+--   build/luon scripts/leaf_train.lua --help
+local luon = require("luon")
+local np, npx, gluon, autograd = luon.np, luon.npx, luon.gluon, luon.autograd
+local nn = gluon.nn
+local ffi = require("ffi")
+
+---------------------------------------------------------------------------
+-- Options
+
+local defaults = {
+  root = "data/fashion-leaf", devices = "auto", epochs = 2, ["batch-size"] = 32,
+  lr = 0.05, momentum = 0.9, ["log-interval"] = 20, save = "leaf_models.params",
+  workers = 2, seed = 42, limit = 0,
+}
+local help = [[
+usage: luon scripts/leaf_train.lua [options]
+  --root DIR          ImageFolder tree with train/, validation/ and test/ (default data/fashion-leaf)
+  --devices LIST      auto | cpu:0,cpu:1 | gpu:0,gpu:1 (default auto: two GPUs when there
+                      are two, one GPU when there is one, two logical CPU devices otherwise)
+  --epochs N          (default 2)
+  --batch-size N      global batch, split across the devices (default 32)
+  --lr X              SGD learning rate (default 0.05; the tutorial's 0.001 learns slowly)
+  --momentum X        SGD momentum (default 0.9; the tutorial uses none)
+  --log-interval N    log every N batches, 0 for never (default 20)
+  --save PATH         where the parameters go (default leaf_models.params)
+  --workers N         data-loader threads (default 2)
+  --seed N            shuffling, augmentation and initialisation (default 42)
+  --limit N           use only the first N images of each split (0: all)]]
+
+local function parse(argv)
+  local o = {}
+  for k, v in pairs(defaults) do o[k] = v end
+  local i = 1
+  while i <= #argv do
+    local a = argv[i]
+    if a == "-h" or a == "--help" then print(help) os.exit(0) end
+    local key, val = a:match("^%-%-([%w-]+)=(.*)$")
+    if not key then
+      key = a:match("^%-%-([%w-]+)$")
+      val = argv[i + 1]
+      i = i + 1
+    end
+    if not key or defaults[key] == nil then
+      io.stderr:write(("leaf_train: unknown option %s\n%s\n"):format(a, help))
+      os.exit(2)
+    end
+    if val == nil then
+      io.stderr:write(("leaf_train: %s needs a value\n"):format(a))
+      os.exit(2)
+    end
+    if type(defaults[key]) == "number" then
+      val = tonumber(val) or error(("leaf_train: %s expects a number, got %s"):format(a, val), 0)
+    end
+    o[key] = val
+    i = i + 1
+  end
+  return o
+end
+
+local opt = parse(arg or {})
+
+local function pick_devices(spec)
+  if spec == "auto" then
+    local n = npx.num_gpus()
+    if n >= 2 then return {npx.gpu(0), npx.gpu(1)} end
+    if n == 1 then return {npx.gpu(0)} end
+    return {npx.cpu(0), npx.cpu(1)}
+  end
+  local list = {}
+  for item in spec:gmatch("[^,]+") do
+    local kind, id = item:match("^%s*(%a+):(%d+)%s*$")
+    if not kind or (kind ~= "cpu" and kind ~= "gpu") then
+      error(("leaf_train: bad device %q (expected cpu:N or gpu:N)"):format(item), 0)
+    end
+    list[#list + 1] = kind == "cpu" and npx.cpu(tonumber(id)) or npx.gpu(tonumber(id))
+  end
+  return list
+end
+
+local devices = pick_devices(opt.devices)
+local batch_size = opt["batch-size"]
+np.random.seed(opt.seed)
+
+---------------------------------------------------------------------------
+-- The LeafNetwork (spec/tutorial.lua, section 7)
+
+local function conv_block(filters, kernel_size, stride, batch_norm)
+  kernel_size, stride = kernel_size or 2, stride or 2
+  if batch_norm == nil then batch_norm = true end
+  local block = nn.HybridSequential()
+  block:add(nn.Conv2D{channels = filters, kernel_size = kernel_size, activation = "relu"},
+            nn.MaxPool2D{pool_size = 4, strides = stride})
+  if batch_norm then block:add(nn.BatchNorm()) end
+  return block
+end
+
+local function dense_block(neurons, activation, dropout)
+  activation, dropout = activation or "relu", dropout == nil and 0.2 or dropout
+  local block = nn.HybridSequential()
+  block:add(nn.Dense(neurons, {activation = activation}))
+  if dropout and dropout > 0 then block:add(nn.Dropout(dropout)) end
+  return block
+end
+
+local LeafNetwork = nn.HybridBlock:extend("LeafNetwork")
+function LeafNetwork:__init()
+  self.conv1 = conv_block(32)
+  self.conv2 = conv_block(64)
+  self.conv3 = conv_block(128)
+  self.flatten = nn.Flatten()
+  self.dense1 = dense_block(100)
+  self.dense2 = dense_block(10)
+  self.dense3 = nn.Dense(2)
+end
+function LeafNetwork:forward(batch)
+  batch = self.conv1(batch)
+  batch = self.conv2(batch)
+  batch = self.conv3(batch)
+  batch = self.flatten(batch)
+  batch = self.dense1(batch)
+  batch = self.dense2(batch)
+  return self.dense3(batch)
+end
+
+---------------------------------------------------------------------------
+-- Data (section 8.1)
+
+local transforms = gluon.data.vision.transforms
+local jitter_param = 0.05
+local mean, std = {0.485, 0.456, 0.406}, {0.229, 0.224, 0.225}
+local training_transformer = transforms.Compose{
+  transforms.Resize{size = 224, keep_ratio = true},
+  transforms.CenterCrop(128),
+  transforms.RandomFlipLeftRight(),
+  transforms.RandomColorJitter{contrast = jitter_param},
+  transforms.ToTensor(),
+  transforms.Normalize(mean, std),
+}
+local validation_transformer = transforms.Compose{
+  transforms.Resize{size = 224, keep_ratio = true},
+  transforms.CenterCrop(128),
+  transforms.ToTensor(),
+  transforms.Normalize(mean, std),
+}
+
+local function dataset(split)
+  local path = opt.root .. "/" .. split
+  local ok, ds = pcall(gluon.data.vision.ImageFolderDataset, path)
+  if not ok then
+    error(("leaf_train: cannot read the %s images under %s (%s); make the default dataset " ..
+           "with `build/luon scripts/make_dataset.lua` or pass --root"):format(split, path, tostring(ds)), 0)
+  end
+  if opt.limit > 0 and ds:len() > opt.limit then ds = ds:take(opt.limit) end
+  return ds
+end
+
+local function loader(ds, transformer, shuffle)
+  return gluon.data.DataLoader(ds:transform_first(transformer),
+    {batch_size = batch_size, shuffle = shuffle, try_nopython = true, num_workers = opt.workers,
+     seed = opt.seed, last_batch = shuffle and "discard" or "keep"})
+end
+
+local train_ds, val_ds, test_ds = dataset("train"), dataset("validation"), dataset("test")
+local train_loader = loader(train_ds, training_transformer, true)
+local validation_loader = loader(val_ds, validation_transformer, false)
+local test_loader = loader(test_ds, validation_transformer, false)
+
+---------------------------------------------------------------------------
+-- Progress on a terminal
+
+ffi.cdef("int isatty(int fd);")
+local tty = ffi.C.isatty(1) == 1
+
+local function progress(epoch, done, total, started, loss, acc)
+  if not tty then return end
+  local width = 30
+  local filled = math.floor(width * done / math.max(total, 1))
+  local elapsed = luon.clock() - started
+  local eta = done > 0 and elapsed / done * (total - done) or 0
+  io.write(("\r[Epoch %d] [%s%s] %d/%d  loss %.4f  acc %.4f  ETA %ds   ")
+           :format(epoch, ("="):rep(filled), (" "):rep(width - filled), done, total, loss, acc, eta))
+  io.flush()
+end
+
+local function clear_progress()
+  if tty then io.write("\r" .. (" "):rep(100) .. "\r") end
+end
+
+---------------------------------------------------------------------------
+-- Evaluation (section 8.2)
+
+local split_and_load = gluon.utils.split_and_load
+
+local function test(net, data, devs)
+  local acc = gluon.metric.Accuracy()
+  for _, batch in data:enumerate() do
+    local parts = #devs
+    local even = batch[1].shape[1] % parts == 0
+    local data_list = split_and_load(batch[1], devs, {even_split = even})
+    local label_list = split_and_load(batch[2], devs, {even_split = even})
+    local outputs = {}
+    for i, X in ipairs(data_list) do outputs[i] = net(X) end
+    acc:update(label_list, outputs)
+  end
+  local _, accuracy = acc:get()
+  return accuracy
+end
+
+---------------------------------------------------------------------------
+-- Training (section 8.3)
+
+print(("Using %d device%s: %s"):format(#devices, #devices == 1 and "" or "s",
+      table.concat((function() local t = {} for i, d in ipairs(devices) do t[i] = tostring(d) end return t end)(), ", ")))
+print(("train %d, validation %d, test %d images; batch %d; %d epochs; lr %g, momentum %g")
+      :format(train_ds:len(), val_ds:len(), test_ds:len(), batch_size, opt.epochs, opt.lr, opt.momentum))
+
+local net = LeafNetwork()
+net:initialize({init = luon.init.Xavier(), force_reinit = true, device = devices})
+
+local loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+local trainer = gluon.Trainer(net:collect_params(), "sgd", {learning_rate = opt.lr, momentum = opt.momentum})
+local accuracy = gluon.metric.Accuracy()
+local log_interval = opt["log-interval"]
+local nbatches = train_loader:len()
+local acc_val = 0
+
+for epoch = 1, opt.epochs do
+  local train_loss, tic, btic = 0, luon.clock(), luon.clock()
+  local seen = 0
+  accuracy:reset()
+  for idx, batch in train_loader:enumerate() do
+    local data, label = batch[1], batch[2]
+    local data_list = split_and_load(data, devices)
+    local label_list = split_and_load(label, devices)
+    local outputs, losses = autograd.record(function()
+      local outs, ls = {}, {}
+      for i, X in ipairs(data_list) do
+        outs[i] = net(X)
+        ls[i] = loss_fn(outs[i], label_list[i])
+      end
+      return outs, ls
+    end)
+    for _, l in ipairs(losses) do l:backward() end
+    trainer:step(batch_size)
+    local batch_loss = 0
+    for _, l in ipairs(losses) do batch_loss = batch_loss + l:sum():item() end
+    train_loss = train_loss + batch_loss
+    seen = seen + batch_size
+    accuracy:update(label_list, outputs)
+    if log_interval > 0 and idx % log_interval == 0 then
+      local _, acc = accuracy:get()
+      clear_progress()
+      print(("Epoch[%d] Batch[%d] Speed: %.1f samples/sec batch loss = %.4f | accuracy = %.4f")
+            :format(epoch, idx, batch_size * log_interval / (luon.clock() - btic), batch_loss, acc))
+      btic = luon.clock()
+    end
+    local _, acc = accuracy:get()
+    progress(epoch, idx, nbatches, tic, train_loss / seen, acc)
+  end
+  clear_progress()
+  local _, acc = accuracy:get()
+  local cost = luon.clock() - tic
+  acc_val = test(net, validation_loader, devices)
+  print(("[Epoch %d] training: accuracy=%.4f loss=%.4f"):format(epoch, acc, train_loss / math.max(seen, 1)))
+  print(("[Epoch %d] time cost: %.2f (%.1f samples/sec)"):format(epoch, cost, seen / cost))
+  print(("[Epoch %d] validation: validation accuracy=%.4f"):format(epoch, acc_val))
+end
+
+local acc_test = test(net, test_loader, devices)
+print(("test accuracy=%.4f"):format(acc_test))
+
+---------------------------------------------------------------------------
+-- Save, reload onto one device, and check the reloaded network agrees
+
+net:save_parameters(opt.save)
+local reloaded = LeafNetwork()
+reloaded:load_parameters(opt.save, {device = devices[1]})
+local acc_reloaded = test(reloaded, test_loader, {devices[1]})
+print(("saved %s; reloaded on %s: test accuracy=%.4f"):format(opt.save, tostring(devices[1]), acc_reloaded))
+if math.abs(acc_reloaded - acc_test) > 1e-6 then
+  error(("leaf_train: the reloaded parameters give test accuracy %.4f, the trained ones %.4f")
+        :format(acc_reloaded, acc_test), 0)
+end
