@@ -2,7 +2,11 @@
  * its kernel first: OpenBLAS 0.3.21 does not know recent CPUs (Zen 5 is
  * taken for a Pentium 4, "Prescott", at a fifth of the speed), so unless
  * OPENBLAS_CORETYPE is set we name the best kernel family the CPU runs.
- * (Only row-major calls are made; the fallback loop assumes it.) */
+ * (Only row-major calls are made; the fallback loop assumes it.)
+ * OpenBLAS runs single-threaded: its threads spin in sched_yield between
+ * calls and fought luon's own pool (parallel.c) for the two cores, so a
+ * large product is instead split into row or column blocks over luon's
+ * pool, and a product made inside a parallel kernel runs inline. */
 #include "internal.h"
 #include <cblas.h>
 #include <dlfcn.h>
@@ -15,6 +19,7 @@ typedef void (*sgemm_fn)(int, int, int, int, int, int, float, const float *, int
 typedef void (*dgemm_fn)(int, int, int, int, int, int, double, const double *, int,
                          const double *, int, double, double *, int);
 typedef char *(*corename_fn)(void);
+typedef void (*setthreads_fn)(int);
 
 static sgemm_fn sgemm;
 static dgemm_fn dgemm;
@@ -47,6 +52,8 @@ static void load(void) {
   sgemm = (sgemm_fn)dlsym(h, "cblas_sgemm");
   dgemm = (dgemm_fn)dlsym(h, "cblas_dgemm");
   corename = (corename_fn)dlsym(h, "openblas_get_corename");
+  setthreads_fn set_threads = (setthreads_fn)dlsym(h, "openblas_set_num_threads");
+  if (set_threads) set_threads(1);
   if (!sgemm || !dgemm) snprintf(load_error, sizeof load_error, "the BLAS library has no cblas_sgemm");
 }
 
@@ -75,10 +82,63 @@ const char *luon_blas_info(void) {
       *cij = (T)(alpha * acc + (beta == 0 ? 0 : beta * *cij));                     \
     }
 
+/* One product split into blocks of rows of C (or of columns, when C is
+ * wide), each a single-threaded BLAS call on one of luon's threads. */
+typedef struct split {
+  bool dbl, by_rows;
+  int ta, tb, m, n, k, lda, ldb, ldc, blk;
+  double alpha, beta;
+  const void *a, *b;
+  void *c;
+} split;
+
+static void split_range(void *ctx, int64_t t0, int64_t t1) {
+  const split *s = ctx;
+  size_t es = s->dbl ? sizeof(double) : sizeof(float);
+  int total = s->by_rows ? s->m : s->n;
+  int i0 = (int)t0 * s->blk, i1 = (int)t1 * s->blk;
+  if (i1 > total) i1 = total;
+  if (i0 >= i1) return;
+  const char *a = s->a, *b = s->b;
+  char *c = s->c;
+  int m = s->m, n = s->n;
+  if (s->by_rows) { /* rows i0..i1 of op(A) and C */
+    a += (size_t)i0 * (s->ta == CblasTrans ? 1 : (size_t)s->lda) * es;
+    c += (size_t)i0 * (size_t)s->ldc * es;
+    m = i1 - i0;
+  } else {          /* columns i0..i1 of op(B) and C */
+    b += (size_t)i0 * (s->tb == CblasTrans ? (size_t)s->ldb : 1) * es;
+    c += (size_t)i0 * es;
+    n = i1 - i0;
+  }
+  if (s->dbl)
+    dgemm(CblasRowMajor, s->ta, s->tb, m, n, s->k, s->alpha, (const double *)a, s->lda,
+          (const double *)b, s->ldb, s->beta, (double *)c, s->ldc);
+  else
+    sgemm(CblasRowMajor, s->ta, s->tb, m, n, s->k, (float)s->alpha, (const float *)a, s->lda,
+          (const float *)b, s->ldb, (float)s->beta, (float *)c, s->ldc);
+}
+
+/* Run on the pool when the product is worth waking it (about 2 MFLOP and up). */
+static bool run_split(split *s) {
+  int nt = lu_num_threads();
+  if (nt < 2 || (double)s->m * s->n * s->k < (double)(1 << 20)) return false;
+  s->by_rows = s->m >= s->n;
+  int total = s->by_rows ? s->m : s->n;
+  int blk = (total + nt - 1) / nt;
+  blk = (blk + 15) / 16 * 16; /* whole register tiles */
+  if (blk >= total) return false;
+  s->blk = blk;
+  lu_parallel_for((total + blk - 1) / blk, 1, split_range, s);
+  return true;
+}
+
 void lu_sgemm(int order, int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda,
               const float *b, int ldb, float beta, float *c, int ldc) {
   pthread_once(&once, load);
   if (sgemm) {
+    split s = {false, false, ta, tb, m, n, k, lda, ldb, ldc, 0, alpha, beta, a, b, c};
+    if (order == CblasRowMajor && run_split(&s)) return;
     sgemm(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }
@@ -89,6 +149,8 @@ void lu_dgemm(int order, int ta, int tb, int m, int n, int k, double alpha, cons
               int lda, const double *b, int ldb, double beta, double *c, int ldc) {
   pthread_once(&once, load);
   if (dgemm) {
+    split s = {true, false, ta, tb, m, n, k, lda, ldb, ldc, 0, alpha, beta, a, b, c};
+    if (order == CblasRowMajor && run_split(&s)) return;
     dgemm(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }

@@ -432,9 +432,9 @@ static luon_status check_blas(const char *op, const geom *g) {
 /* ---- forward ------------------------------------------------------------------- */
 
 /* The samples are split into `chunks` ranges; each has its own im2col buffer
- * (and, for the weight gradient, its own accumulator). One chunk runs on the
- * caller and lets OpenBLAS thread each product; several run on luon's
- * threads, each product then being small. */
+ * (and, for the weight gradient, its own accumulator). Several chunks run on
+ * luon's threads, their products single-threaded; one chunk runs on the
+ * caller and lu_sgemm splits each product over the threads. */
 typedef struct job {
   const geom *g;
   int32_t dt;
@@ -575,12 +575,13 @@ static bool direct_ok(const geom *g, int32_t dt) {
   return dt == LUON_DTYPE_F32 && g->sw == 1 && g->K <= 32 && g->KH * g->KW * g->Cg <= 64;
 }
 
-/* Threads over samples when the per-sample product is small; else OpenBLAS
- * threads each product. LUON_CONV_CHUNKS overrides (for benchmarks). */
+/* One chunk of samples per thread; with fewer samples than threads, one
+ * chunk whose products lu_sgemm splits over the threads instead.
+ * LUON_CONV_CHUNKS overrides (for benchmarks). */
 static int64_t pick_chunks(const geom *g) {
   const char *e = getenv("LUON_CONV_CHUNKS");
-  int64_t nt = lu_num_threads(), ch = e ? atoll(e) : 1;
-  if (!e && g->Og * g->K * g->P < (int64_t)1 << 18) ch = nt;
+  int64_t nt = lu_num_threads(), ch = e ? atoll(e) : nt;
+  if (!e && g->N < nt) ch = 1;
   if (ch < 1) ch = 1;
   if (ch > g->N) ch = g->N > 0 ? g->N : 1;
   return ch;
