@@ -363,6 +363,51 @@ luon_status luon_image_write(const char *path, const luon_tensor *t, int32_t qua
 /* Release a buffer returned by luon (encoders). NULL is fine. */
 void luon_free(void *p);
 
+/* The data loader (core/pipeline.c): worker threads that read and decode
+ * images (or take them from an in-memory uint8 array), run the transform
+ * steps and write each sample straight into its slot of one contiguous
+ * batch tensor on cpu(0), batches prefetched and returned in order. No Lua
+ * runs in the workers; the sampler stays with the caller, which passes each
+ * epoch's order. Random steps are seeded per sample with
+ * (luon_loader_epoch_seed(seed, epoch), dataset index), so the batches do
+ * not depend on the number of workers. A pipeline whose first step is a
+ * Resize decodes JPEGs at the smallest DCT scale that still covers the
+ * resize (its output size is taken from the full image's header). Opaque. */
+typedef struct luon_loader luon_loader;
+/* A loader over n samples: file paths (JPEG/PNG, decoded with flag 1 RGB or
+ * 0 gray) or images, a contiguous (n,H,W,C) uint8 array on the CPU
+ * (retained), exactly one of the two; labels[n] are copied, as are the
+ * steps. num_workers 0: luon_loader_next makes each batch on the calling
+ * thread. prefetch: batches in flight (<= 0: 2 * num_workers). on_error 0:
+ * a sample that fails to load ends the epoch with an error naming its file;
+ * 1: it is left out of its batch and counted (luon_loader_skipped). */
+luon_status luon_loader_new(int64_t n, const char *const *paths, const luon_tensor *images,
+                            const int64_t *labels, int32_t flag, const luon_transform_step *steps,
+                            int32_t nsteps, int32_t num_workers, int32_t prefetch, int32_t on_error,
+                            uint64_t seed, luon_loader **out);
+/* Start an epoch (abandoning the current one): batch b holds the samples
+ * order[bounds[b]] .. order[bounds[b+1]-1] (dataset indices); bounds[0] = 0. */
+luon_status luon_loader_start(luon_loader *l, const int64_t *order, const int64_t *bounds,
+                              int64_t nbatch, int64_t epoch);
+/* The next batch, blocking until it is ready: data (B,...) and int64 labels
+ * (B,), +1 each; both NULL with LUON_OK at the end of the epoch. A failure
+ * returns its status and message and ends the epoch. */
+luon_status luon_loader_next(luon_loader *l, luon_tensor **data, luon_tensor **label);
+/* Samples skipped so far (on_error 1); the first one's message into first_msg. */
+int64_t luon_loader_skipped(luon_loader *l, char *first_msg, int64_t msg_bytes);
+/* Stop and join the workers, free everything (mid-epoch is fine; NULL too). */
+void luon_loader_free(luon_loader *l);
+/* The seed of an epoch's random steps. */
+uint64_t luon_loader_epoch_seed(uint64_t seed, int64_t epoch);
+/* One sample exactly as the workers make it: read, decode, transform (+1). */
+luon_status luon_loader_load_image(const char *path, int32_t flag, const luon_transform_step *steps,
+                                   int32_t nsteps, uint64_t seed, uint64_t sample_index,
+                                   luon_tensor **out);
+/* The entries of a directory, unsorted, as one buffer of *len bytes: per
+ * entry a kind byte ('d' directory, 'f' regular file, 'o' other, symlinks
+ * followed) then the NUL-terminated name. Release with luon_free. */
+luon_status luon_dir_list(const char *path, char **buf, int64_t *len);
+
 /* LUON_CDEF_END */
 
 #ifdef __cplusplus

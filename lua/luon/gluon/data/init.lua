@@ -1,7 +1,15 @@
 -- luon.gluon.data: MXNet's gluon.data: Dataset (0-based items, :len()),
 -- ArrayDataset, SimpleDataset, lazy transform/transform_first, samplers and
--- a single-threaded DataLoader with the default Stack batchify. (A threaded
--- C loader replaces DataLoader later; vision datasets are in data.vision.)
+-- the DataLoader with the default Stack batchify (vision datasets are in
+-- data.vision).
+--
+-- The DataLoader has two paths. When the dataset is an ImageFolderDataset
+-- (or FashionMNIST/MNIST), bare or through transform_first of a built-in
+-- transform or Compose, decoding, the transforms and batching run in C
+-- worker threads (core/pipeline.c); the sampler runs here and hands each
+-- epoch's order to C. Anything else (Lua transforms, a batchify_fn, other
+-- datasets) builds batches here on the caller's thread. With a seed both
+-- paths give the same batches for any num_workers.
 --
 -- Items of several fields are Lua lists {data, label}; a transform gets the
 -- fields as arguments (fn(data, label)) and returns the new fields.
@@ -15,6 +23,9 @@ local ffi, C = core.ffi, core.C
 local is_array = core.is_array
 
 local data = {}
+
+-- Warnings go through data.warn (tests replace it to capture them).
+function data.warn(msg) io.stderr:write("Warning: ", msg, "\n") end
 
 -- A class whose instances index 0-based items with obj[i] (= obj:get(i)).
 local function class(base)
@@ -83,10 +94,12 @@ function Dataset:transform_first(fn, lazy)
   if type(fn) ~= "function" and not (type(fn) == "table" and getmetatable(fn)) then
     argerror("transform_first: expected a function, got %s", type(fn))
   end
-  return self:transform(function(x, ...)
+  local t = self:transform(function(x, ...)
     if select("#", ...) == 0 then return fn(x) end
     return fn(x), ...
   end, lazy)
+  if lazy ~= false then t._first = fn end -- for the C loader
+  return t
 end
 
 -- The items for which fn(item) is true.
@@ -424,18 +437,60 @@ function BatchSampler:iter()
 end
 
 ---------------------------------------------------------------------------
--- DataLoader (single-threaded)
+-- DataLoader
 
 local DataLoader = {}
 DataLoader.__index = DataLoader
 
--- DataLoader(dataset, {batch_size=, shuffle=, sampler=, last_batch=,
--- batch_sampler=, batchify_fn=, seed=, num_workers=}) as MXNet's, with
--- num_workers accepted and ignored (batches are made on the caller's thread).
+local loader_keys = {batch_size = true, shuffle = true, sampler = true, last_batch = true,
+                     batch_sampler = true, batchify_fn = true, num_workers = true, pin_memory = true,
+                     pin_device_id = true, prefetch = true, thread_pool = true, timeout = true,
+                     try_nopython = true, seed = true, on_error = true}
+
+-- What the C loader needs when the dataset can go there: {src = the base
+-- dataset's _c_source(), base =, fn = the transform_first transform or nil,
+-- arr, n = its C steps}; nil otherwise.
+local function c_plan(dataset)
+  local base, fn = dataset, nil
+  if getmetatable(dataset) == LazyTransformDataset then
+    if dataset._first == nil then return nil end
+    base, fn = dataset._base, dataset._first
+  end
+  if type(base) ~= "table" or type(base._c_source) ~= "function" then return nil end
+  local src = base:_c_source()
+  if not src then return nil end
+  local arr, n = nil, 0
+  if fn ~= nil then
+    if type(fn) ~= "table" or type(fn.c_steps) ~= "function" then return nil end
+    arr, n = fn:c_steps()
+    if not arr then return nil end
+  elseif not src.paths then
+    return nil -- bare in-memory arrays: the gather path below is one take
+  end
+  return {src = src, base = base, fn = fn, arr = arr, n = n}
+end
+
+local seed_out = ffi.new("uint64_t[1]")
+local loader_out = ffi.new("luon_loader*[1]")
+
+-- DataLoader(dataset, {batch_size=, shuffle=, sampler=, last_batch=
+-- 'keep'|'discard'|'rollover', batch_sampler=, batchify_fn=, num_workers=,
+-- pin_memory=, prefetch=, try_nopython=, seed=, on_error='raise'|'skip'})
+-- as MXNet's. num_workers threads decode and transform when the dataset
+-- can go to C (see the banner; try_nopython = false keeps it here); 0 makes
+-- the batches on the caller's thread. seed fixes the shuffling and the
+-- random augmentations (else both follow np.random.seed). on_error = 'skip'
+-- leaves images that fail to decode out of their batch and counts them
+-- (loader:skipped()); the default stops with an error naming the file.
+-- pin_memory is accepted; batches are in host memory on cpu(0).
 function data.DataLoader(dataset, opts)
   opts = opts or {}
   if type(dataset) ~= "table" or type(dataset.len) ~= "function" then
     argerror("DataLoader: expected a Dataset (with :len() and :get(i)), got %s", type(dataset))
+  end
+  if type(opts) ~= "table" then argerror("DataLoader: expected a table of options, got %s", type(opts)) end
+  for k in pairs(opts) do
+    if not loader_keys[k] then argerror("DataLoader: unknown option '%s'", tostring(k)) end
   end
   local bsampler = opts.batch_sampler
   if bsampler == nil then
@@ -456,34 +511,191 @@ function data.DataLoader(dataset, opts)
   elseif opts.batch_size ~= nil or opts.shuffle or opts.sampler ~= nil or opts.last_batch ~= nil then
     argerror("batch_size, shuffle, sampler and last_batch must not be specified if batch_sampler is specified.")
   end
-  return setmetatable({_dataset = dataset, _batch_sampler = bsampler,
-                       _batchify = opts.batchify_fn}, DataLoader)
+  local nw = opts.num_workers or 0
+  if type(nw) ~= "number" or nw % 1 ~= 0 or nw < 0 then
+    argerror("DataLoader: num_workers must be an integer >= 0, got %s", tostring(nw))
+  end
+  local prefetch = opts.prefetch or 0
+  if type(prefetch) ~= "number" or prefetch % 1 ~= 0 or prefetch < 0 then
+    argerror("DataLoader: prefetch must be an integer >= 0, got %s", tostring(prefetch))
+  end
+  if opts.timeout ~= nil and not (type(opts.timeout) == "number" and opts.timeout > 0) then
+    argerror("DataLoader: timeout must be a positive number of seconds, got %s", tostring(opts.timeout))
+  end
+  local on_error = opts.on_error or "raise"
+  if on_error ~= "raise" and on_error ~= "skip" then
+    argerror("DataLoader: on_error must be 'raise' or 'skip', got %s", tostring(on_error))
+  end
+  local seed = opts.seed
+  if seed ~= nil and (type(seed) ~= "number" or seed % 1 ~= 0 or seed < 0) then
+    argerror("DataLoader: seed must be an integer >= 0, got %s", tostring(seed))
+  end
+  if seed == nil then
+    core.check(C.luon_transform_next_seed(seed_out))
+    seed = seed_out[0]
+  end
+  local self = setmetatable({_dataset = dataset, _batch_sampler = bsampler, _batchify = opts.batchify_fn,
+                             _seed = seed, _epoch = 0, _skip = on_error == "skip", _skipped = 0,
+                             _num_workers = nw}, DataLoader)
+  local plan = not opts.batchify_fn and c_plan(dataset)
+  if plan and opts.try_nopython ~= false then
+    local src = plan.src
+    local n = #src.labels
+    local labels = ffi.new("int64_t[?]", math.max(n, 1))
+    for i = 1, n do labels[i - 1] = src.labels[i] end
+    local paths
+    if src.paths then
+      paths = ffi.new("const char*[?]", math.max(n, 1))
+      for i = 1, n do paths[i - 1] = src.paths[i] end
+    end
+    core.check(C.luon_loader_new(n, paths, src.images and src.images.t or nil, labels, src.flag or 1,
+                                 plan.arr, plan.n, nw, prefetch, self._skip and 1 or 0, seed, loader_out))
+    self._c = ffi.gc(loader_out[0], C.luon_loader_free)
+    self._images = src.images -- kept alive with the loader (C holds a reference too)
+  elseif plan then
+    self._plan = plan -- the Lua path, sample by sample as the C loader makes them
+  elseif opts.try_nopython == true and nw > 0 then
+    argerror("MXNet backend loader compatibility: [dataset - fail][batchify_fn - %s][batch sampler - pass] " ..
+             "(the C loader takes an ImageFolderDataset or FashionMNIST, bare or with transform_first of " ..
+             "built-in transforms, and the default batchify)", opts.batchify_fn and "fail" or "pass")
+  end
+  return self
 end
 
 -- Number of batches in an epoch.
 function DataLoader:len() return self._batch_sampler:len() end
 
+-- Images left out so far because they failed to load (on_error = 'skip').
+function DataLoader:skipped()
+  if self._c then return tonumber(C.luon_loader_skipped(self._c, nil, 0)) end
+  return self._skipped
+end
+
+local function warn_skips(self, before, first)
+  local now = self:skipped()
+  if now > before then
+    data.warn(("DataLoader: skipped %d image%s that failed to load this epoch (first: %s)")
+              :format(now - before, now - before == 1 and "" or "s", first or "?"))
+  end
+end
+
 -- One batch from a list of 0-based indices. Datasets that can gather a
 -- batch themselves (an ArrayDataset of arrays, the vision datasets) do it
 -- with one take per field when the default batchify is in use.
-function DataLoader:_batch(indices)
+function DataLoader:_batch(indices, eseed)
   local ds = self._dataset
+  local p = self._plan
+  if p then
+    local samples = {}
+    for k = 1, #indices do
+      local i = indices[k]
+      local ok, x = true, nil
+      if p.src.paths then
+        if self._skip then ok, x = pcall(p.base._load, p.base, i, p.arr, p.n, eseed)
+        else x = p.base:_load(i, p.arr, p.n, eseed) end
+      else
+        x = p.fn:_apply(p.base:get(i)[1], eseed, i)
+      end
+      if ok then
+        samples[#samples + 1] = {x, p.src.labels[i + 1]}
+      else
+        self._skipped = self._skipped + 1
+        self._first_skip = self._first_skip or tostring(x)
+      end
+    end
+    if #samples == 0 then return false end
+    return batchify.stack(samples)
+  end
   if not self._batchify and ds._gather then
     local b = ds:_gather(indices)
     if b ~= nil then return b end
   end
   local samples = {}
-  for k = 1, #indices do samples[k] = ds:get(indices[k]) end
+  for k = 1, #indices do
+    local i = indices[k]
+    if self._skip then
+      local ok, item = pcall(ds.get, ds, i)
+      if ok then
+        samples[#samples + 1] = item
+      else
+        self._skipped = self._skipped + 1
+        self._first_skip = self._first_skip or tostring(item)
+      end
+    else
+      samples[#samples + 1] = ds:get(i)
+    end
+  end
+  if #samples == 0 then return false end
   return (self._batchify or batchify.stack)(samples)
+end
+
+local data_out, label_out = ffi.new("luon_tensor*[1]"), ffi.new("luon_tensor*[1]")
+local msg_buf = ffi.new("char[1024]")
+
+-- The C loader's epoch: the batch sampler's whole epoch goes to C at once.
+function DataLoader:_c_iter()
+  local batches, total = {}, 0
+  for b in self._batch_sampler:iter() do
+    batches[#batches + 1] = b
+    total = total + #b
+  end
+  local order = ffi.new("int64_t[?]", math.max(total, 1))
+  local bounds = ffi.new("int64_t[?]", #batches + 1)
+  local pos = 0
+  for k, b in ipairs(batches) do
+    for j = 1, #b do order[pos + j - 1] = b[j] end
+    pos = pos + #b
+    bounds[k] = pos
+  end
+  local epoch = self._epoch
+  self._epoch = epoch + 1
+  local h = self._c
+  local before, done = self:skipped(), false -- before the workers start
+  core.check(C.luon_loader_start(h, order, bounds, #batches, epoch), 3)
+  local token = {}
+  self._token = token
+  return function()
+    if done then return nil end
+    if self._token ~= token then
+      core.error("DataLoader: this iteration was abandoned when a newer one of the same loader started", 2)
+    end
+    local st = C.luon_loader_next(h, data_out, label_out)
+    if st ~= 0 then
+      done = true
+      core.raise(1)
+    end
+    if data_out[0] == nil then
+      done = true
+      if self:skipped() > before then
+        C.luon_loader_skipped(h, msg_buf, 1024)
+        warn_skips(self, before, ffi.string(msg_buf))
+      end
+      return nil
+    end
+    local x, y = core.wrap(data_out[0]), core.wrap(label_out[0])
+    core.gc_pressure()
+    return {x, y}
+  end
 end
 
 -- for batch in loader:iter() do ... end
 function DataLoader:iter()
+  if self._c then return self:_c_iter() end
   local it = self._batch_sampler:iter()
+  local eseed = C.luon_loader_epoch_seed(self._seed, self._epoch)
+  self._epoch = self._epoch + 1
+  local before = self._skipped
+  self._first_skip = nil
   return function()
-    local idx = it()
-    if idx == nil then return nil end
-    return self:_batch(idx)
+    while true do
+      local idx = it()
+      if idx == nil then
+        if self._skipped > before then warn_skips(self, before, self._first_skip) end
+        return nil
+      end
+      local b = self:_batch(idx, eseed)
+      if b then return b end -- false: every sample of the batch was skipped
+    end
   end
 end
 

@@ -1,8 +1,10 @@
 -- luon.gluon.data.vision: the MNIST and FashionMNIST datasets from their IDX
 -- files (gzip or plain), read by core/io.c. The images are kept as ONE uint8
 -- array (N,28,28,1) and item i is {a view of image i (28,28,1), label}, as
--- MXNet's (HWC uint8, label a number). vision.transforms (module
--- luon.gluon.data.transforms) loads on first use.
+-- MXNet's (HWC uint8, label a number). ImageFolderDataset: a folder per
+-- class, images decoded on access (core/image.c). Both hand their samples
+-- to the threaded C loader (core/pipeline.c) through :_c_source().
+-- vision.transforms (module luon.gluon.data.transforms) loads on first use.
 local core = require("luon.core")
 local np = require("luon.np")
 local data = require("luon.gluon.data")
@@ -91,6 +93,123 @@ function MNISTDataset:_gather(indices)
   local labels = {}
   for k = 1, #indices do labels[k] = self._label[indices[k] + 1] end
   return {np.take(self._data, idx, 0), data.batchify.stack(labels)}
+end
+
+-- For the C loader: the images as one (N,H,W,C) uint8 array and the labels.
+function MNISTDataset:_c_source()
+  if self._transform then return nil end
+  return {images = self._data, labels = self._label}
+end
+
+---------------------------------------------------------------------------
+-- ImageFolderDataset
+
+local listbuf, listlen = ffi.new("char*[1]"), ffi.new("int64_t[1]")
+
+-- The entries of a directory: a sorted list of {name =, kind = 'd'|'f'|'o'}.
+local function list_dir(path, cls)
+  local st = C.luon_dir_list(path, listbuf, listlen)
+  if st ~= 0 then core.error(("%s: %s"):format(cls, ffi.string(C.luon_last_error())), 4) end
+  local s = ffi.string(listbuf[0], listlen[0])
+  C.luon_free(listbuf[0])
+  local out = {}
+  for kind, name in s:gmatch("(.)([^%z]*)%z") do out[#out + 1] = {name = name, kind = kind} end
+  -- byte order, as Python's sorted() on names (code points for UTF-8)
+  table.sort(out, function(a, b) return a.name < b.name end)
+  return out
+end
+
+local image_ext = {[".jpg"] = true, [".jpeg"] = true, [".png"] = true}
+
+local ImageFolderDataset = data.Dataset:extend()
+vision._ImageFolderDataset = ImageFolderDataset
+
+-- ImageFolderDataset(root, {flag = 1}) (or (root, flag)): every folder of
+-- root, sorted by name (byte order: 'B' < 'a'), is a class whose label is
+-- its position from 0; .synsets names them. Files ending .jpg, .jpeg or
+-- .png (any case) are the items, class by class in name order, as
+-- .items = {{path, label}, ...}; other files are skipped with one warning
+-- that counts them. Item i (0-based) is {(H,W,C) uint8 image, label};
+-- flag 1: RGB, 0: gray (H,W,1).
+function vision.ImageFolderDataset(root, opts)
+  local cls = "ImageFolderDataset"
+  if type(root) ~= "string" then core.error(("%s: root must be a string path, got %s"):format(cls, type(root))) end
+  if type(opts) == "number" then opts = {flag = opts} end
+  opts = opts or {}
+  if type(opts) ~= "table" then core.error(("%s: expected a table of options, got %s"):format(cls, type(opts))) end
+  if opts.transform ~= nil then
+    core.error(cls .. ": Directly apply transform to dataset is deprecated. Please use " ..
+               "dataset:transform() or dataset:transform_first() instead")
+  end
+  local flag = opts.flag == nil and 1 or opts.flag
+  if flag ~= 0 and flag ~= 1 then
+    core.error(("%s: flag must be 1 (RGB) or 0 (gray), got %s"):format(cls, tostring(flag)))
+  end
+  root = root:gsub("^~", os.getenv("HOME") or "~")
+  if #root > 1 then root = root:gsub("/+$", "") end
+  local synsets, items, paths, labels = {}, {}, {}, {}
+  local ignored, first_ignored, not_dirs = 0, nil, {}
+  for _, e in ipairs(list_dir(root, cls)) do
+    local path = root .. "/" .. e.name
+    if e.kind ~= "d" then
+      not_dirs[#not_dirs + 1] = path
+    else
+      local label = #synsets
+      synsets[label + 1] = e.name
+      for _, f in ipairs(list_dir(path, cls)) do
+        local fpath = path .. "/" .. f.name
+        local ext = (f.name:match("^.+(%.[^.]*)$") or ""):lower()
+        if f.kind == "f" and image_ext[ext] then
+          items[#items + 1] = {fpath, label}
+          paths[#paths + 1] = fpath
+          labels[#labels + 1] = label
+        else
+          ignored = ignored + 1
+          first_ignored = first_ignored or fpath
+        end
+      end
+    end
+  end
+  for _, p in ipairs(not_dirs) do data.warn(("Ignoring %s, which is not a directory."):format(p)) end
+  if ignored > 0 then
+    data.warn(("%s: ignoring %d file%s that %s not .jpg, .jpeg or .png images (first: %s)")
+                :format(cls, ignored, ignored == 1 and "" or "s", ignored == 1 and "is" or "are", first_ignored))
+  end
+  return ImageFolderDataset:new{_root = root, _flag = flag, synsets = synsets, items = items,
+                                _paths = paths, _labels = labels}
+end
+
+function ImageFolderDataset:len() return #self.items end
+
+local imgout = ffi.new("luon_tensor*[1]")
+
+function ImageFolderDataset:get(i)
+  local n = #self.items
+  if type(i) ~= "number" or i % 1 ~= 0 or i < 0 or i >= n then
+    core.error(("dataset index %s is out of range for a dataset of length %d (indices are 0-based)")
+               :format(tostring(i), n))
+  end
+  local path = self._paths[i + 1]
+  core.check(C.luon_image_read(path, self._flag, 0, 0, imgout))
+  core.gc_pressure()
+  return {core.wrap(imgout[0]), self._labels[i + 1]}
+end
+
+-- Item i's image through C steps exactly as the C loader's workers make it
+-- (seeded by (seed, i)); errors name the file.
+function ImageFolderDataset:_load(i, arr, n, seed)
+  local st = C.luon_loader_load_image(self._paths[i + 1], self._flag, arr, n, seed, i, imgout)
+  if st ~= 0 then core.raise(3) end
+  core.gc_pressure()
+  return core.wrap(imgout[0])
+end
+
+function ImageFolderDataset:_c_source()
+  return {paths = self._paths, labels = self._labels, flag = self._flag}
+end
+
+function ImageFolderDataset:__tostring()
+  return ("ImageFolderDataset(root='%s', %d classes, %d images)"):format(self._root, #self.synsets, #self.items)
 end
 
 -- MNIST{root = '~/.mxnet/datasets/mnist', train = true, transform = fn(data, label)}
