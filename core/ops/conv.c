@@ -2,7 +2,9 @@
  * zero padding, dilation and groups, and its input and weight gradients.
  * Not here: pooling (pool.c), transposed, 1-d or 3-d convolution.
  *   y[n,o,i,j] = b[o] + sum_{c,p,q} w[o,c,p,q] x[n, g*Cg+c, i*sh-ph+p*dh, j*sw-pw+q*dw]
- *   (g = o / Og; Cg = C/groups input and Og = O/groups output channels per group) */
+ *   (g = o / Og; Cg = C/groups input and Og = O/groups output channels per group)
+ * conv2d's i[7] = 1 fuses a relu: y = max(that, 0), written once; its
+ * backward masks dy by y > 0 (Conv2D(activation='relu') uses it). */
 #include "internal.h"
 #include <cblas.h>
 #include <limits.h>
@@ -18,6 +20,7 @@ typedef struct geom {
   int64_t OH, OW;           /* output (N,O,OH,OW) */
   int64_t sh, sw, ph, pw, dh, dw, G;
   int64_t Cg, Og, K, P;     /* per group: K = Cg*KH*KW rows of im2col, P = OH*OW */
+  bool relu;                /* forward only: the fused relu */
 } geom;
 
 /* ---- shapes ------------------------------------------------------------------ */
@@ -89,6 +92,11 @@ static luon_status conv_geom(const lu_call *c, geom *g) {
   LU_TRY(check_4d(op, w, "the weight", "(O,C/groups,KH,KW)"));
   LU_TRY(check_float(op, x, "the input", w, "the weight"));
   LU_TRY(read_attrs(op, c->attrs, g));
+  int64_t act = c->attrs->ni > 7 ? c->attrs->i[7] : 0;
+  if (act != 0 && act != 1)
+    return lu_error(LUON_EINVAL, "conv2d: i[7] (fused activation) must be 0 (none) or 1 (relu), got %lld",
+                    (long long)act);
+  g->relu = act == 1;
   g->N = x->shape[0], g->C = x->shape[1], g->H = x->shape[2], g->W = x->shape[3];
   g->O = w->shape[0], g->KH = w->shape[2], g->KW = w->shape[3];
   if (w->shape[1] * g->G != g->C) {
@@ -288,7 +296,7 @@ static void conv_ref(const geom *g, int32_t dt, const char *x, const char *w, co
                   s += ld(w, dt, ((o * g->Cg + c) * g->KH + p) * g->KW + q) *
                        ld(x, dt, (((n * g->C) + c0 + c) * g->H + ih) * g->W + iw);
               }
-          st(y, dt, ((n * g->O + o) * g->OH + i) * g->OW + j, s);
+          st(y, dt, ((n * g->O + o) * g->OH + i) * g->OW + j, g->relu && s < 0 ? 0 : s);
         }
 }
 
@@ -450,6 +458,17 @@ static void sample_range(const job *j, int64_t ch, int64_t *n0, int64_t *n1) {
   *n1 = j->g->N * (ch + 1) / j->chunks;
 }
 
+/* y[0..n) = max(y, 0), NaN kept (as the relu op) */
+static TC void relu_inplace(int32_t dt, int64_t n, char *y) {
+  if (dt == LUON_DTYPE_F32) {
+    float *v = (float *)y;
+    for (int64_t k = 0; k < n; k++) v[k] = v[k] < 0 ? 0.0f : v[k];
+  } else {
+    double *v = (double *)y;
+    for (int64_t k = 0; k < n; k++) v[k] = v[k] < 0 ? 0.0 : v[k];
+  }
+}
+
 /* y[n] (O,P) = W_g (Og,K) @ col(x[n]_g) (K,P) + b, for each group g */
 static void fwd_chunks(void *ctx, int64_t c0, int64_t c1) {
   const job *j = ctx;
@@ -481,6 +500,7 @@ static void fwd_chunks(void *ctx, int64_t c0, int64_t c1) {
         }
         gemm(j->dt, false, false, g->Og, g->P, g->K, j->b + gi * g->Og * g->K * es, g->K, cm, g->P,
              beta, yg, g->P);
+        if (g->relu) relu_inplace(j->dt, g->Og * g->P, yg); /* while the sample is in cache */
       }
   }
 }
@@ -491,6 +511,7 @@ static void fwd_chunks(void *ctx, int64_t c0, int64_t c1) {
  * Rows (n, i) split across threads; all O channels of a row together. */
 #define DBLK 16
 typedef float v16 __attribute__((vector_size(64)));
+typedef int32_t vi16 __attribute__((vector_size(64)));
 
 /* s[b] = bias + sum over taps of wt * row, for NB blocks of DBLK columns from j */
 #define DIRECT_BLOCKS(NB)                                                                   \
@@ -504,6 +525,8 @@ typedef float v16 __attribute__((vector_size(64)));
         s[b_] += wt[t] * xv;                                                                \
       }                                                                                     \
     }                                                                                       \
+    if (relu)                                                                               \
+      for (int b_ = 0; b_ < NB; b_++) s[b_] = (v16)((vi16)s[b_] & ~(s[b_] < 0));           \
     memcpy(yr + j, s, sizeof s);                                                            \
   } while (0)
 
@@ -512,6 +535,7 @@ static TC void direct_rows(void *ctx, int64_t r0, int64_t r1) {
   const geom *g = jb->g;
   const float *x = (const float *)jb->a, *w = (const float *)jb->b, *b = (const float *)jb->bias;
   float *y = (float *)jb->y;
+  bool relu = g->relu;
   for (int64_t r = r0; r < r1; r++) {
     int64_t n = r / g->OH, i = r % g->OH;
     for (int64_t gi = 0; gi < g->G; gi++) {
@@ -564,7 +588,7 @@ static TC void direct_rows(void *ctx, int64_t r0, int64_t r1) {
           float sum = bv;
           for (int64_t t = 0; t < nt; t++)
             if (jj >= lo[t] && jj < hi[t]) sum += wt[t] * rows[t][jj];
-          yr[jj] = sum;
+          yr[jj] = relu && sum < 0 ? 0.0f : sum;
         }
       }
     }
@@ -745,10 +769,9 @@ luon_status lu_cpu_conv2d_grad_weight(lu_call *c) {
 /* y = conv2d(x, w, b):
  *   dx = conv2d_grad_input(dy, w)     the transposed convolution of dy
  *   dw = conv2d_grad_weight(x, dy)    dy correlated with x, summed over the batch
- *   db = sum(dy, axes 0, 2, 3)        each output channel's bias adds to every position */
-luon_status lu_grad_conv2d(lu_grad_call *gc) {
-  luon_tensor *dy = gc->dout[0], *x = gc->in[0], *w = gc->in[1];
-  if (!dy) return LUON_OK;
+ *   db = sum(dy, axes 0, 2, 3)        each output channel's bias adds to every position
+ * (with the fused relu, dy * (y > 0) in place of dy) */
+static luon_status conv_grads(lu_grad_call *gc, luon_tensor *dy, luon_tensor *x, luon_tensor *w) {
   luon_attrs a;
   memset(&a, 0, sizeof a);
   int64_t def[7] = {1, 1, 0, 0, 1, 1, 1};
@@ -770,4 +793,16 @@ luon_status lu_grad_conv2d(lu_grad_call *gc) {
     LU_TRY(lu_run(LU_OP_sum, &s, &gc->din[2], 1, dy));
   }
   return LUON_OK;
+}
+
+luon_status lu_grad_conv2d(lu_grad_call *gc) {
+  luon_tensor *dy = gc->dout[0], *x = gc->in[0], *w = gc->in[1], *masked = NULL;
+  if (!dy) return LUON_OK;
+  if (gc->attrs->ni > 7 && gc->attrs->i[7] == 1) { /* fused relu: dy * (y > 0) */
+    LU_TRY(lu_run(LU_OP_relu_grad, NULL, &masked, 2, gc->out[0], dy));
+    dy = masked;
+  }
+  luon_status s = conv_grads(gc, dy, x, w);
+  luon_tensor_release(masked);
+  return s;
 }

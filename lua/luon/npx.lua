@@ -117,7 +117,8 @@ local function layout_check(layout, fname)
 end
 
 -- convolution(data, weight, bias, {kernel=, stride=1, dilate=1, pad=0,
--- num_filter=, num_group=1, no_bias=false, layout='NCHW'}): 2-d, NCHW.
+-- num_filter=, num_group=1, no_bias=false, layout='NCHW', act_type=nil|'relu'}):
+-- 2-d, NCHW; act_type 'relu' (luon's) applies a relu in the same pass.
 -- bias may be nil (or no_bias = true).
 function npx.convolution(data, weight, bias, kw)
   if type(bias) == "table" and not is_array(bias) then kw, bias = bias, nil end
@@ -141,6 +142,12 @@ function npx.convolution(data, weight, bias, kw)
   local a = core.attrs()
   a.i[0], a.i[1], a.i[2], a.i[3], a.i[4], a.i[5], a.i[6] = sh, sw, ph, pw, dh, dw, kw.num_group or 1
   a.ni = 7
+  if kw.act_type ~= nil then -- luon's extension: a relu fused into the convolution
+    if kw.act_type ~= "relu" then
+      core.error(("convolution: act_type can only be 'relu' (fused), got %s"):format(tostring(kw.act_type)))
+    end
+    a.i[7], a.ni = 1, 8
+  end
   return core.call(op.conv2d, inputs, a, 2)
 end
 

@@ -116,6 +116,14 @@ static void test_conv_ref(void) {
       e = fast_vs_ref(LU_OP_conv2d, &a, c->bias ? 3 : 2, in);
       unsetenv("LUON_CONV_ALGO");
       CHECK(e < tol, "config %zu chunks %d: conv2d (im2col) differs from the reference by %g", k, chunks, e);
+      luon_attrs ra = a; /* the fused relu, both algorithms */
+      ra.i[7] = 1, ra.ni = 8;
+      e = fast_vs_ref(LU_OP_conv2d, &ra, c->bias ? 3 : 2, in);
+      CHECK(e < tol, "config %zu chunks %d: conv2d+relu differs from the reference by %g", k, chunks, e);
+      setenv("LUON_CONV_ALGO", "gemm", 1);
+      e = fast_vs_ref(LU_OP_conv2d, &ra, c->bias ? 3 : 2, in);
+      unsetenv("LUON_CONV_ALGO");
+      CHECK(e < tol, "config %zu chunks %d: conv2d+relu (im2col) differs from the reference by %g", k, chunks, e);
       luon_tensor *y = call(LU_OP_conv2d, &a, c->bias ? 3 : 2, in);
       luon_tensor *dy = rnd(c->dt, 4, y->shape);
       luon_attrs ga = a;
@@ -192,10 +200,12 @@ static void fd_check(const char *what, int32_t op, const luon_attrs *a, int nin,
   free(gv);
 }
 
-static void test_conv_fd(void) {
+/* relu: 1 checks conv2d with the fused relu (i[7] = 1) */
+static void conv_fd(int relu) {
   int64_t xs[4] = {2, 4, 6, 5}, ws[4] = {6, 2, 3, 2}, bs[1] = {6};
   luon_tensor *in[3] = {rnd(LUON_DTYPE_F64, 4, xs), rnd(LUON_DTYPE_F64, 4, ws), rnd(LUON_DTYPE_F64, 1, bs)};
   luon_attrs a = conv_attrs(2, 1, 1, 1, 1, 2, 2);
+  if (relu) a.i[7] = 1, a.ni = 8;
   luon_tensor *y = call(LU_OP_conv2d, &a, 3, in);
   luon_tensor *dy = rnd(LUON_DTYPE_F64, 4, y->shape);
   double *r = vals(dy);
@@ -204,6 +214,15 @@ static void test_conv_fd(void) {
   lu_grad_call g = {LU_OP_conv2d, &a, 3, 1, in, outs, douts, need, din};
   CHECK_OK(lu_grad_conv2d(&g));
   const char *names[3] = {"conv2d dx", "conv2d dw", "conv2d db"};
+  if (relu) {
+    double *yv = vals(y);
+    int64_t zeros = 0;
+    for (int64_t k = 0; k < y->size; k++) zeros += yv[k] == 0;
+    CHECK(zeros > 0 && zeros < y->size, "conv2d+relu: %lld of %lld outputs are 0", (long long)zeros,
+          (long long)y->size);
+    free(yv);
+    names[0] = "conv2d+relu dx", names[1] = "conv2d+relu dw", names[2] = "conv2d+relu db";
+  }
   for (int i = 0; i < 3; i++) {
     CHECK(din[i] != NULL, "%s missing", names[i]);
     if (!din[i]) continue;
@@ -222,6 +241,11 @@ static void test_conv_fd(void) {
   free(r);
   luon_tensor_release(y), luon_tensor_release(dy);
   for (int i = 0; i < 3; i++) luon_tensor_release(in[i]);
+}
+
+static void test_conv_fd(void) {
+  conv_fd(0);
+  conv_fd(1);
 }
 
 /* ---- pooling ----------------------------------------------------------------- */

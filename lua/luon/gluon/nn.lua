@@ -194,6 +194,8 @@ function Conv2D:__init(...)
   self._channels, self._groups = channels, groups
   self._kernel, self._stride, self._pad, self._dilate = {kh, kw}, {sh, sw}, {ph, pw}, {dh, dw}
   self._kw = {stride = self._stride, pad = self._pad, dilate = self._dilate, num_group = groups}
+  self._kw_relu = {stride = self._stride, pad = self._pad, dilate = self._dilate, num_group = groups,
+                   act_type = "relu"}
   local in_channels = o.in_channels or 0
   if in_channels > 0 and in_channels % groups ~= 0 then
     core.error(("Conv2D: in_channels (%d) must be a multiple of groups (%d)"):format(in_channels, groups))
@@ -222,8 +224,12 @@ end
 function Conv2D:forward(x)
   local dev = device_of(x)
   local bias = self.bias
-  local y = npx.convolution(x, self.weight:data(dev), bias and bias:data(dev), self._kw)
   local act = self.act
+  if act and act._act_type == "relu" and #act._fhooks == 0 and #act._prehooks == 0 then
+    -- fused: one pass over the output (the act child runs itself when hooked, as for summary)
+    return npx.convolution(x, self.weight:data(dev), bias and bias:data(dev), self._kw_relu)
+  end
+  local y = npx.convolution(x, self.weight:data(dev), bias and bias:data(dev), self._kw)
   if act then return act(y) end
   return y
 end
