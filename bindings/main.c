@@ -14,28 +14,20 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "paths.h"
 #ifdef LUON_HAVE_LIBEDIT
 #include <editline/readline.h>
 #endif
 
-/* Lua directories: beside the executable when installed (../share/luon/lua),
- * else the build and source trees it was built from. */
+/* Lua directories: beside the executable when installed, else the build
+ * and source trees (paths.c). */
 static void lua_dirs(char *paths, size_t n, char *cpaths, size_t cn) {
   char exe[4096];
   ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
   exe[len > 0 ? len : 0] = 0;
   char *slash = strrchr(exe, '/');
   if (slash) *slash = 0;
-  char installed[4200];
-  snprintf(installed, sizeof installed, "%s/../share/luon/lua", exe);
-  if (access(installed, F_OK) == 0) {
-    snprintf(paths, n, "%s/?.lua;%s/?/init.lua", installed, installed);
-    snprintf(cpaths, cn, "%s/../lib/?.so", exe);
-  } else {
-    snprintf(paths, n, "%s/?.lua;%s/?/init.lua;%s/?.lua;%s/?/init.lua", LUON_BUILD_LUA,
-             LUON_BUILD_LUA, LUON_SOURCE_LUA, LUON_SOURCE_LUA);
-    snprintf(cpaths, cn, "%s/?.so", LUON_BUILD_LIB);
-  }
+  lu_lua_dirs(exe, paths, n, cpaths, cn);
 }
 
 static int traceback(lua_State *L) {
@@ -355,16 +347,8 @@ int main(int argc, char **argv) {
     return 1;
   }
   luaL_openlibs(L);
-  /* our directories first, then whatever LUA_PATH gave */
+  lu_add_lua_dirs(L, paths, cpaths); /* ours first, then whatever LUA_PATH gave */
   lua_getglobal(L, "package");
-  lua_getfield(L, -1, "path");
-  lua_pushfstring(L, "%s;%s", paths, lua_tostring(L, -1));
-  lua_setfield(L, -3, "path");
-  lua_pop(L, 1);
-  lua_getfield(L, -1, "cpath");
-  lua_pushfstring(L, "%s;%s", cpaths, lua_tostring(L, -1));
-  lua_setfield(L, -3, "cpath");
-  lua_pop(L, 1);
   lua_getfield(L, -1, "preload");
   lua_pushcfunction(L, open_repl_native);
   lua_setfield(L, -2, "luon.repl_native");

@@ -28,7 +28,8 @@ typedef enum luon_status {
   LUON_EUNSUPPORTED = 8,  /* a valid request this build or backend cannot do */
   LUON_EDEVICE_LOST = 9,  /* a sticky device fault: restart the process */
   LUON_EGRAD = 10,        /* autograd misuse */
-  LUON_EINTERNAL = 11     /* a bug in luon */
+  LUON_EINTERNAL = 11,    /* a bug in luon */
+  LUON_ESCRIPT = 12       /* a Lua error in an embedded runtime (bindings/luon_embed.h) */
 } luon_status;
 
 /* The message of the last failed call on this thread ("" if none). */
@@ -99,6 +100,14 @@ luon_status luon_tensor_from_host(const void *src, int32_t dtype, int32_t ndim,
 /* Copy a tensor's elements, row-major, into host memory `dst` of `bytes`
  * bytes (converting to `dtype`). Waits for the work that writes t. */
 luon_status luon_tensor_to_host(const luon_tensor *t, void *dst, int32_t dtype, size_t bytes);
+/* A tensor over memory the caller owns (+1), without copying: luon never
+ * frees ptr, and the caller keeps it valid while the tensor or any view of
+ * it lives. strides in elements, NULL = row-major; dev_type/dev_id say
+ * where ptr lives (device memory for LUON_GPU). LUON_EINVAL for a NULL ptr
+ * with elements; LUON_ESHAPE, LUON_EDTYPE, LUON_EDEVICE as for empty. */
+luon_status luon_tensor_wrap(void *ptr, int32_t dtype, int32_t ndim, const int64_t *shape,
+                             const int64_t *strides, int32_t dev_type, int32_t dev_id,
+                             luon_tensor **out);
 /* A view of t with another shape/strides/offset over the same storage (+1). */
 luon_status luon_tensor_view(luon_tensor *t, int32_t ndim, const int64_t *shape,
                              const int64_t *strides, int64_t offset, luon_tensor **out);

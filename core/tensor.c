@@ -194,6 +194,51 @@ luon_status luon_tensor_empty(int32_t dtype, int32_t ndim, const int64_t *shape,
   return lu_tensor_new(dtype, ndim, shape, d, out);
 }
 
+luon_status luon_tensor_wrap(void *ptr, int32_t dtype, int32_t ndim, const int64_t *shape,
+                             const int64_t *strides, int32_t dev_type, int32_t dev_id,
+                             luon_tensor **out) {
+  lu_device d = {dev_type, dev_id};
+  LU_TRY(lu_device_check(d));
+  if (ndim > 0 && !shape) return lu_error(LUON_EINVAL, "wrap: NULL shape for %d dimensions", ndim);
+  LU_TRY(check_shape("wrap", ndim, shape));
+  if (!lu_dtype_valid(dtype)) return lu_error(LUON_EDTYPE, "wrap: unknown dtype %d", dtype);
+  int64_t n = lu_numel(ndim, shape), lo = 0, hi = 0, st_[LU_MAXD];
+  if (!strides) lu_contiguous_strides(ndim, shape, st_);
+  const int64_t *s = strides ? strides : st_;
+  for (int i = 0; i < ndim && n > 0; i++) {
+    int64_t span = (shape[i] - 1) * s[i];
+    if (span < 0) lo += span; else hi += span;
+  }
+  if (!ptr && n > 0) return lu_error(LUON_EINVAL, "wrap: NULL data for shape %s", lu_shape_str(ndim, shape));
+  /* header and storage in one allocation, as lu_tensor_new; block stays
+   * NULL so the last release frees only the header, never ptr */
+  tensor_alloc *a = malloc(sizeof(tensor_alloc));
+  if (!a) return lu_error(LUON_ENOMEM, "wrap: out of host memory for a tensor header");
+  int64_t esize = luon_dtype_size(dtype);
+  lu_storage *st = &a->st;
+  st->block = NULL;
+  st->ptr = (char *)ptr + lo * esize; /* the lowest element a negative stride reaches */
+  st->refcount = 1;
+  st->dev = d;
+  st->bytes = n > 0 ? (size_t)(hi - lo + 1) * (size_t)esize : 0;
+  st->owner = a;
+  luon_tensor *t = &a->t;
+  init_tensor(t);
+  t->dtype = dtype;
+  t->ndim = ndim;
+  t->dev = d;
+  for (int i = 0; i < ndim; i++) {
+    t->shape[i] = shape[i];
+    t->strides[i] = s[i];
+  }
+  t->offset = -lo;
+  t->size = n;
+  t->storage = st;
+  count_tensor((int64_t)sizeof(tensor_alloc));
+  *out = t;
+  return LUON_OK;
+}
+
 luon_status luon_tensor_view(luon_tensor *t, int32_t ndim, const int64_t *shape,
                              const int64_t *strides, int64_t offset, luon_tensor **out) {
   if (!t) return lu_error(LUON_EINVAL, "view: NULL tensor");

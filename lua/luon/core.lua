@@ -200,6 +200,40 @@ gc_pressure = function()
 end
 M.gc_pressure = gc_pressure
 
+-- Who collects (for hosts with a deadline: a robot's control tick, a game's
+-- frame). "auto": the above, so an op may pay for a full collection.
+-- "manual": no op ever collects: LuaJIT's collector is stopped and
+-- gc_pressure only counts; the host calls gc_step between ticks (the C
+-- API's luon_rt_gc_step does, timed), or memory grows without bound.
+-- A forced collection elsewhere (the retry after LUON_ENOMEM, npx.empty_cache)
+-- restarts LuaJIT's collector until the next gc_step stops it again.
+M.gc_mode = "auto"
+function M.set_gc_mode(mode)
+  if mode == "manual" then
+    M.gc_threshold = 2 ^ 62 -- never reached (a finite number: it is compared with an int64)
+    collectgarbage("stop")
+  elseif mode == "auto" then
+    M.gc_threshold = M.gc_min
+    collectgarbage("restart")
+  else
+    error(("set_gc_mode: mode must be 'auto' or 'manual', got %s"):format(tostring(mode)), 2)
+  end
+  M.gc_mode = mode
+end
+
+-- One small incremental step of collection (collectgarbage("step", kb));
+-- when it finishes a cycle, the arrays found dead are released at once and
+-- true is returned.
+function M.gc_step(kb)
+  local done = collectgarbage("step", kb or 0)
+  if M.gc_mode == "manual" then collectgarbage("stop") end
+  if done then
+    sweep()
+    counters.bytes_since_gc = 0
+  end
+  return done
+end
+
 -- Hand a new (+1) tensor pointer to the GC; returns the array.
 local function wrap(p)
   local a = Array(p)

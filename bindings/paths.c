@@ -1,0 +1,33 @@
+/* paths.c: where luon's Lua files and native libraries are (paths.h): the one
+ * place that knows the install layout (prefix/bin, prefix/lib,
+ * prefix/share/luon/lua) and the build tree's. */
+#include "paths.h"
+#include <lua.h>
+#include <stdio.h>
+#include <unistd.h>
+
+void lu_lua_dirs(const char *dir, char *paths, size_t n, char *cpaths, size_t cn) {
+  char installed[4200];
+  snprintf(installed, sizeof installed, "%s/../share/luon/lua", dir);
+  if (access(installed, F_OK) == 0) {
+    snprintf(paths, n, "%s/?.lua;%s/?/init.lua", installed, installed);
+    snprintf(cpaths, cn, "%s/../lib/?.so", dir);
+  } else {
+    snprintf(paths, n, "%s/?.lua;%s/?/init.lua;%s/?.lua;%s/?/init.lua", LUON_BUILD_LUA,
+             LUON_BUILD_LUA, LUON_SOURCE_LUA, LUON_SOURCE_LUA);
+    snprintf(cpaths, cn, "%s/?.so", LUON_BUILD_LIB);
+  }
+}
+
+/* ours first, then whatever was there (LUA_PATH, the host's own) */
+void lu_add_lua_dirs(lua_State *L, const char *paths, const char *cpaths) {
+  lua_getglobal(L, "package");
+  lua_getfield(L, -1, "path");
+  lua_pushfstring(L, "%s;%s", paths, lua_tostring(L, -1));
+  lua_setfield(L, -3, "path");
+  lua_pop(L, 1);
+  lua_getfield(L, -1, "cpath");
+  lua_pushfstring(L, "%s;%s", cpaths, lua_tostring(L, -1));
+  lua_setfield(L, -3, "cpath");
+  lua_pop(L, 2);
+}
