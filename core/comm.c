@@ -90,6 +90,17 @@ luon_status luon_allreduce(int32_t n, luon_tensor *const *r, int32_t op) {
         return lu_error(LUON_EINVAL, "allreduce: replicas %d and %d share memory", m + 1, k + 1);
   }
   if (n == 1) return LUON_OK;
+  /* replicas on distinct physical GPUs: NCCL in the backend (it declines
+   * replicas sharing a card, which take the copies and adds below) */
+  bool gpus = lu_cuda.allreduce && lu_dtype_is_float(r[0]->dtype);
+  for (int k = 0; k < n && gpus; k++) gpus = r[k]->dev.type == LUON_GPU && lu_is_contiguous(r[k]);
+  if (gpus) {
+    void *p[MAX_REPLICAS];
+    int32_t ids[MAX_REPLICAS];
+    for (int k = 0; k < n; k++) p[k] = lu_data(r[k]), ids[k] = r[k]->dev.id;
+    luon_status s = lu_cuda.allreduce(n, p, ids, r[0]->dtype, r[0]->size, op);
+    if (s != LUON_EUNSUPPORTED) return lu_cuda_check(s);
+  }
   bool fast = lu_dtype_is_float(r[0]->dtype);
   for (int k = 0; k < n && fast; k++) fast = r[k]->dev.type == LUON_CPU && lu_is_contiguous(r[k]);
   if (!fast) return generic(n, r, op);

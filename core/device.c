@@ -44,8 +44,10 @@ static void cuda_load(void) {
     return;
   }
   lu_cuda_init_fn init = (lu_cuda_init_fn)dlsym(h, "luon_cuda_init");
+  static const lu_cuda_host host = {lu_rng_reserve, lu_alloc, lu_free, luon_last_error};
   lu_cuda_backend b;
   memset(&b, 0, sizeof b);
+  b.host = &host;
   if (!init) {
     snprintf(cuda_status, sizeof cuda_status, "%s has no luon_cuda_init", path);
   } else if (init(&b) != LUON_OK || b.abi != LU_CUDA_ABI || !b.device_count) {

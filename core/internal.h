@@ -277,9 +277,23 @@ static inline double lu_u64_to_unit(uint32_t hi, uint32_t lo) {
 
 /* ---- the CUDA backend (cuda/, loaded with dlopen) ----------------------- */
 
-/* The vtable libluon_cuda.so fills in luon_cuda_init. Absent: all NULL. */
+/* What the core lends the backend (libluon_cuda.so does not link
+ * libluon.so): set by device.c before luon_cuda_init. */
+typedef struct lu_cuda_host {
+  uint64_t (*rng_reserve)(lu_device dev, uint64_t n, uint64_t *key);
+  luon_status (*alloc)(lu_device dev, size_t bytes, lu_block **out); /* kernel scratch */
+  void (*free)(lu_block *b);
+  const char *(*last_error)(void);  /* the core's message after a failed alloc */
+} lu_cuda_host;
+
+/* The vtable libluon_cuda.so fills in luon_cuda_init. Absent: all NULL.
+ * Streams: every kernel and copy for gpu(i) is ordered on gpu(i)'s one
+ * compute stream, so a block freed to gpu(i)'s cache is safely reused by
+ * later gpu(i) work without a synchronisation; copies on the copy stream
+ * are fenced with events both ways. */
 typedef struct lu_cuda_backend {
   int32_t abi;                  /* LU_CUDA_ABI */
+  const lu_cuda_host *host;     /* set by the core before init */
   int32_t (*device_count)(void);
   luon_status (*memory_info)(int32_t id, int64_t *free_b, int64_t *total_b);
   luon_status (*malloc)(int32_t id, size_t bytes, void **ptr);
@@ -288,9 +302,24 @@ typedef struct lu_cuda_backend {
                         size_t bytes);
   luon_status (*sync)(int32_t id);
   const char *(*last_error)(void);
+  /* pinned (page-locked) host memory, for the data loader's batches */
+  luon_status (*host_alloc)(size_t bytes, void **ptr);
+  void (*host_free)(void *ptr);
+  /* events on gpu(id)'s compute stream: record after the work queued so
+   * far; sync waits for it on the host; query: LUON_OK when done,
+   * LUON_EUNSUPPORTED (no message) while pending */
+  luon_status (*event_record)(int32_t id, void **ev);
+  luon_status (*event_sync)(void *ev);
+  luon_status (*event_query)(void *ev);
+  void (*event_free)(void *ev);
+  /* In-place sum (op 0) or mean (op 1) of n contiguous replicas of count
+   * elements on gpu(ids[k]): NCCL when the replicas sit on distinct physical
+   * cards; LUON_EUNSUPPORTED otherwise (the caller then copies and adds). */
+  luon_status (*allreduce)(int32_t n, void *const *ptrs, const int32_t *ids, int32_t dtype,
+                           int64_t count, int32_t op);
   lu_kernel_fn kernels[LU_OP_COUNT]; /* NULL: the op has no CUDA kernel */
 } lu_cuda_backend;
-#define LU_CUDA_ABI 1
+#define LU_CUDA_ABI 2
 /* Entry point of libluon_cuda.so. */
 typedef luon_status (*lu_cuda_init_fn)(lu_cuda_backend *b);
 extern lu_cuda_backend lu_cuda;   /* zeroed when the backend is absent */

@@ -1,6 +1,7 @@
 /* device.cu: the entry point of libluon_cuda.so and its device vtable:
- * counting GPUs, memory, copies, synchronisation and the backend's error
- * message. No kernels here (those are cuda/ops/<op>.cu); nothing prints. */
+ * counting GPUs, streams, memory (device and pinned host), copies, events,
+ * synchronisation and the backend's error message. No kernels here (those
+ * are cuda/ops/<op>.cu); nothing prints. */
 #include "internal_cuda.h"
 #include <pthread.h>
 #include <stdarg.h>
@@ -44,12 +45,16 @@ static bool is_sticky(cudaError_t e) {
   }
 }
 
+static int lost; /* a sticky fault was seen: the context is gone for good */
+
 luon_status lu_cuda_fail(cudaError_t e, const char *what) {
   const char *text = cudaGetErrorString(e), *name = cudaGetErrorName(e);
-  if (is_sticky(e))
+  if (is_sticky(e)) {
+    __atomic_store_n(&lost, 1, __ATOMIC_RELAXED);
     return lu_cuda_seterr(LUON_EDEVICE_LOST,
                           "%s: %s (%s); the GPU context is lost, restart the process", what,
                           text, name);
+  }
   cudaGetLastError(); /* clear it, so the next call does not see it */
   return lu_cuda_seterr(e == cudaErrorMemoryAllocation ? LUON_ENOMEM : LUON_EDEVICE,
                         "%s: %s (%s)", what, text, name);
@@ -106,6 +111,9 @@ luon_status lu_cuda_enter(int32_t id, lu_cuda_guard *g, const char *what) {
   if (id < 0 || id >= n)
     return lu_cuda_seterr(LUON_EDEVICE, "%s: gpu(%d) does not exist (%d GPU%s)", what, id, n,
                           n == 1 ? "" : "s");
+  if (__atomic_load_n(&lost, __ATOMIC_RELAXED))
+    return lu_cuda_seterr(LUON_EDEVICE_LOST, "%s: an earlier CUDA fault lost the GPU context; "
+                          "restart the process", what);
   int want = phys_of[id];
   LU_CUDA_TRY(cudaGetDevice(&g->prev));
   if (g->prev != want) {
@@ -120,6 +128,83 @@ void lu_cuda_leave(lu_cuda_guard *g) {
    * lost it has reported that. */
   if (g->changed && cudaSetDevice(g->prev) != cudaSuccess) cudaGetLastError();
   g->changed = 0;
+}
+
+/* ---- streams -------------------------------------------------------------- */
+
+static pthread_mutex_t stream_lock = PTHREAD_MUTEX_INITIALIZER;
+static cudaStream_t compute_s[LU_MAX_GPU_DEVICES], copy_s[LU_MAX_GPU_DEVICES];
+
+/* Non-blocking streams: they never wait for the legacy default stream, so
+ * virtual GPUs on one card and real cards run their work concurrently. */
+static luon_status get_stream(int32_t id, bool copy, cudaStream_t *out) {
+  cudaStream_t *tab = copy ? copy_s : compute_s;
+  pthread_mutex_lock(&stream_lock);
+  cudaError_t e = cudaSuccess;
+  if (!tab[id]) e = cudaStreamCreateWithFlags(&tab[id], cudaStreamNonBlocking);
+  *out = tab[id];
+  pthread_mutex_unlock(&stream_lock);
+  return e == cudaSuccess ? LUON_OK : lu_cuda_fail(e, "cudaStreamCreateWithFlags");
+}
+
+luon_status lu_cuda_stream(int32_t id, cudaStream_t *s) { return get_stream(id, false, s); }
+
+bool lu_cuda_flag(const char *name) {
+  const char *v = getenv(name);
+  return v && *v && strcmp(v, "0") != 0;
+}
+
+static bool sync_each_op(void) {
+  static int flag = -1;
+  if (flag < 0) flag = lu_cuda_flag("LUON_CUDA_SYNC");
+  return flag == 1;
+}
+
+/* ---- kernel calls and scratch -------------------------------------------------- */
+
+const lu_cuda_host *lu_cuda_host_api;
+
+static const char *const op_names[LU_OP_COUNT] = {
+#define LUON_OP(name, nin, nout, kind) #name,
+#include "luon_ops.def"
+#undef LUON_OP
+};
+
+luon_status lu_cuda_begin(const lu_call *c, lu_cuda_ctx *k) {
+  k->id = c->dev.id;
+  k->op = c->op >= 0 && c->op < LU_OP_COUNT ? op_names[c->op] : "op";
+  k->s = 0;
+  luon_status s = lu_cuda_enter(c->dev.id, &k->g, k->op);
+  if (s != LUON_OK) return s;
+  s = lu_cuda_stream(c->dev.id, &k->s);
+  if (s != LUON_OK) lu_cuda_leave(&k->g);
+  return s;
+}
+
+luon_status lu_cuda_end(lu_cuda_ctx *k, luon_status s) {
+  char what[128];
+  cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) {
+    snprintf(what, sizeof what, "%s on gpu(%d): kernel launch", k->op, k->id);
+    s = lu_cuda_fail(e, what);
+  } else if (sync_each_op() && (e = cudaStreamSynchronize(k->s)) != cudaSuccess) {
+    snprintf(what, sizeof what, "%s on gpu(%d) (LUON_CUDA_SYNC=1: the fault is in this op)", k->op,
+             k->id);
+    s = lu_cuda_fail(e, what);
+  }
+  lu_cuda_leave(&k->g);
+  return s;
+}
+
+luon_status lu_cuda_scratch(int32_t id, size_t bytes, lu_block **b) {
+  *b = NULL;
+  luon_status s = lu_cuda_host_api->alloc(lu_device{LUON_GPU, id}, bytes ? bytes : 1, b);
+  if (s != LUON_OK) return lu_cuda_seterr(s, "%s", lu_cuda_host_api->last_error());
+  return LUON_OK;
+}
+
+void lu_cuda_scratch_free(lu_block *b) {
+  if (b) lu_cuda_host_api->free(b);
 }
 
 /* ---- the vtable --------------------------------------------------------- */
@@ -143,6 +228,11 @@ static luon_status memory_info(int32_t id, int64_t *free_b, int64_t *total_b) {
   return LUON_OK;
 }
 
+/* The core's caching allocator (core/alloc.c) keeps freed blocks per
+ * logical device and hands them out again without a synchronisation: safe
+ * because all of gpu(id)'s work runs in order on its compute stream. On
+ * failure it drains its cache (cudaFree) and retries once before reporting
+ * LUON_ENOMEM with the bytes asked and free. */
 static luon_status dev_malloc(int32_t id, size_t bytes, void **ptr) {
   *ptr = NULL;
   lu_cuda_guard g;
@@ -159,6 +249,8 @@ static luon_status dev_malloc(int32_t id, size_t bytes, void **ptr) {
   return LUON_OK;
 }
 
+/* cudaFree waits for the card's queued work, so a block still read by a
+ * kernel is never released under it (the cache drains rarely). */
 static void dev_free(int32_t id, void *ptr) {
   if (!ptr) return;
   lu_cuda_guard g;
@@ -170,8 +262,151 @@ static void dev_free(int32_t id, void *ptr) {
   else if (e != cudaSuccess) lu_cuda_fail(e, "cudaFree");
 }
 
-/* Copies are ordered on the legacy default stream, like the kernels; a copy
- * to the host returns once the data is there. */
+static luon_status host_alloc(size_t bytes, void **ptr) {
+  *ptr = NULL;
+  if (lu_cuda_count() == 0) return lu_cuda_seterr(LUON_EDEVICE, "pinned alloc: no GPU");
+  lu_cuda_guard g;
+  luon_status s = lu_cuda_enter(0, &g, "pinned alloc");
+  if (s != LUON_OK) return s;
+  cudaError_t e = cudaHostAlloc(ptr, bytes ? bytes : 1, cudaHostAllocPortable);
+  lu_cuda_leave(&g);
+  if (e != cudaSuccess) {
+    *ptr = NULL;
+    char what[96];
+    snprintf(what, sizeof what, "cudaHostAlloc of %zu pinned bytes", bytes);
+    return lu_cuda_fail(e, what);
+  }
+  return LUON_OK;
+}
+
+static void host_free(void *ptr) {
+  if (!ptr) return;
+  cudaError_t e = cudaFreeHost(ptr);
+  if (e == cudaErrorCudartUnloading) cudaGetLastError();
+  else if (e != cudaSuccess) lu_cuda_fail(e, "cudaFreeHost");
+}
+
+/* A new event recorded on stream s of gpu(id)'s card (current). */
+static luon_status record_on(cudaStream_t s, cudaEvent_t *ev) {
+  LU_CUDA_TRY(cudaEventCreateWithFlags(ev, cudaEventDisableTiming));
+  cudaError_t e = cudaEventRecord(*ev, s);
+  if (e != cudaSuccess) {
+    cudaEventDestroy(*ev);
+    *ev = NULL;
+    return lu_cuda_fail(e, "cudaEventRecord");
+  }
+  return LUON_OK;
+}
+
+static luon_status event_record(int32_t id, void **out) {
+  *out = NULL;
+  lu_cuda_guard g;
+  luon_status s = lu_cuda_enter(id, &g, "event record");
+  if (s != LUON_OK) return s;
+  cudaStream_t st;
+  cudaEvent_t ev = NULL;
+  s = lu_cuda_stream(id, &st);
+  if (s == LUON_OK) s = record_on(st, &ev);
+  lu_cuda_leave(&g);
+  *out = (void *)ev;
+  return s;
+}
+
+static luon_status event_sync(void *ev) {
+  if (!ev) return LUON_OK;
+  LU_CUDA_TRY(cudaEventSynchronize((cudaEvent_t)ev));
+  return LUON_OK;
+}
+
+static luon_status event_query(void *ev) {
+  if (!ev) return LUON_OK;
+  cudaError_t e = cudaEventQuery((cudaEvent_t)ev);
+  if (e == cudaErrorNotReady) {
+    cudaGetLastError();
+    return LUON_EUNSUPPORTED;
+  }
+  return e == cudaSuccess ? LUON_OK : lu_cuda_fail(e, "cudaEventQuery");
+}
+
+static void event_free(void *ev) {
+  if (ev) cudaEventDestroy((cudaEvent_t)ev);
+}
+
+static pthread_mutex_t peer_lock = PTHREAD_MUTEX_INITIALIZER;
+static signed char peer_state[LU_MAX_GPU_DEVICES][LU_MAX_GPU_DEVICES]; /* 0 unknown, 1 on, -1 off */
+
+/* Let card `from` (current) read card `to` directly when the hardware can;
+ * cudaMemcpyPeerAsync stages through the host otherwise. */
+static void enable_peer(int from, int to) {
+  pthread_mutex_lock(&peer_lock);
+  if (peer_state[from][to] == 0) {
+    int can = 0;
+    if (cudaDeviceCanAccessPeer(&can, from, to) == cudaSuccess && can) {
+      cudaError_t e = cudaDeviceEnablePeerAccess(to, 0);
+      can = e == cudaSuccess || e == cudaErrorPeerAccessAlreadyEnabled;
+    }
+    cudaGetLastError();
+    peer_state[from][to] = can ? 1 : -1;
+  }
+  pthread_mutex_unlock(&peer_lock);
+}
+
+/* gpu(sid) -> gpu(did): on did's copy stream, after the work queued on both
+ * compute streams (the source's producer, the destination's earlier
+ * readers of a reused block); both compute streams then wait for the copy,
+ * so neither block is reused before it is done. No host wait. */
+static luon_status copy_between(void *dst, int32_t did, const void *src, int32_t sid,
+                                size_t bytes) {
+  lu_cuda_guard g;
+  cudaStream_t scomp, dcomp, dcopy;
+  cudaEvent_t es = NULL, ed = NULL, ec = NULL;
+  luon_status s = lu_cuda_enter(sid, &g, "gpu copy");
+  if (s != LUON_OK) return s;
+  s = lu_cuda_stream(sid, &scomp);
+  if (s == LUON_OK) s = record_on(scomp, &es);
+  lu_cuda_leave(&g);
+  if (s != LUON_OK) return s;
+  s = lu_cuda_enter(did, &g, "gpu copy");
+  if (s != LUON_OK) {
+    cudaEventDestroy(es);
+    return s;
+  }
+  int ps = phys_of[sid], pd = phys_of[did];
+  if (ps != pd) enable_peer(pd, ps);
+  cudaError_t e = cudaSuccess;
+  const char *what = "copy between gpus";
+  s = lu_cuda_stream(did, &dcomp);
+  if (s == LUON_OK) s = get_stream(did, true, &dcopy);
+  if (s == LUON_OK) s = record_on(dcomp, &ed);
+  if (s == LUON_OK) {
+    if ((e = cudaStreamWaitEvent(dcopy, es, 0)) != cudaSuccess ||
+        (e = cudaStreamWaitEvent(dcopy, ed, 0)) != cudaSuccess)
+      what = "copy between gpus: cudaStreamWaitEvent";
+    else if (ps == pd)
+      e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, dcopy);
+    else
+      e = cudaMemcpyPeerAsync(dst, pd, src, ps, bytes, dcopy);
+    if (e == cudaSuccess) {
+      s = record_on(dcopy, &ec);
+      if (s == LUON_OK && ((e = cudaStreamWaitEvent(dcomp, ec, 0)) != cudaSuccess ||
+                           (e = cudaStreamWaitEvent(scomp, ec, 0)) != cudaSuccess))
+        what = "copy between gpus: cudaStreamWaitEvent";
+    }
+    if (e != cudaSuccess) s = lu_cuda_fail(e, what);
+  }
+  /* destroying an event with work pending is fine: it is released after */
+  if (es) cudaEventDestroy(es);
+  if (ed) cudaEventDestroy(ed);
+  if (ec) cudaEventDestroy(ec);
+  lu_cuda_leave(&g);
+  return s;
+}
+
+/* Host to device: queued on the destination's compute stream, after the
+ * kernels already there. A pageable source is staged by CUDA before the
+ * call returns (and CUDA may wait for that stream first); a pinned source
+ * (host_alloc) is read asynchronously, so its owner records an event
+ * before reusing it. Device to host waits for the source's stream only. */
 static luon_status dev_memcpy(void *dst, lu_device ddev, const void *src, lu_device sdev,
                               size_t bytes) {
   if (bytes == 0) return LUON_OK;
@@ -188,41 +423,63 @@ static luon_status dev_memcpy(void *dst, lu_device ddev, const void *src, lu_dev
                             k ? "source" : "destination", d.type == LUON_GPU ? "gpu" : "device?",
                             d.id, n, n == 1 ? "" : "s");
   }
-  lu_cuda_guard g; /* run on the GPU end (the destination when both are) */
-  luon_status s = lu_cuda_enter(dh ? sdev.id : ddev.id, &g, "gpu copy");
+  if (!dh && !sh && ddev.id != sdev.id) return copy_between(dst, ddev.id, src, sdev.id, bytes);
+  int32_t id = dh ? sdev.id : ddev.id;
+  lu_cuda_guard g;
+  luon_status s = lu_cuda_enter(id, &g, "gpu copy");
   if (s != LUON_OK) return s;
+  cudaStream_t st;
+  s = lu_cuda_stream(id, &st);
+  if (s != LUON_OK) {
+    lu_cuda_leave(&g);
+    return s;
+  }
   cudaError_t e;
   const char *what;
   if (sh) {
-    e = cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice);
-    what = "copy host to gpu: cudaMemcpy";
+    e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, st);
+    what = "copy host to gpu: cudaMemcpyAsync";
   } else if (dh) {
-    e = cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost);
-    what = "copy gpu to host: cudaMemcpy";
-  } else if (phys_of[ddev.id] == phys_of[sdev.id]) {
-    e = cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice);
-    what = "copy gpu to gpu: cudaMemcpy";
+    e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, st);
+    what = "copy gpu to host: cudaMemcpyAsync";
+    if (e == cudaSuccess) {
+      e = cudaStreamSynchronize(st);
+      what = "copy gpu to host: waiting for the gpu's stream (an earlier op may have faulted)";
+    }
   } else {
-    e = cudaMemcpyPeer(dst, phys_of[ddev.id], src, phys_of[sdev.id], bytes);
-    what = "copy between gpus: cudaMemcpyPeer";
+    e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, st);
+    what = "copy gpu to gpu: cudaMemcpyAsync";
+  }
+  if (e == cudaSuccess && sync_each_op()) {
+    e = cudaStreamSynchronize(st);
+    what = "gpu copy (LUON_CUDA_SYNC=1)";
   }
   lu_cuda_leave(&g);
   return e == cudaSuccess ? LUON_OK : lu_cuda_fail(e, what);
 }
 
+/* Waits for gpu(id)'s stream only: other logical GPUs keep running. */
 static luon_status dev_sync(int32_t id) {
   lu_cuda_guard g;
   luon_status s = lu_cuda_enter(id, &g, "gpu sync");
   if (s != LUON_OK) return s;
-  cudaError_t e = cudaDeviceSynchronize();
+  cudaStream_t st;
+  s = lu_cuda_stream(id, &st);
+  cudaError_t e = s == LUON_OK ? cudaStreamSynchronize(st) : cudaSuccess;
   lu_cuda_leave(&g);
-  return e == cudaSuccess ? LUON_OK : lu_cuda_fail(e, "gpu sync: cudaDeviceSynchronize");
+  if (s != LUON_OK) return s;
+  return e == cudaSuccess ? LUON_OK : lu_cuda_fail(e, "gpu sync: cudaStreamSynchronize");
 }
 
 /* The backend touches no CUDA API here: counting waits for device_count. */
 extern "C" __attribute__((visibility("default"))) luon_status
 luon_cuda_init(lu_cuda_backend *b) {
   if (!b) return lu_cuda_seterr(LUON_EINVAL, "luon_cuda_init: NULL vtable");
+  if (!b->host || !b->host->alloc || !b->host->free || !b->host->rng_reserve ||
+      !b->host->last_error)
+    return lu_cuda_seterr(LUON_EINVAL, "luon_cuda_init: the core lent no host services "
+                          "(libluon.so and libluon_cuda.so are from different builds)");
+  lu_cuda_host_api = b->host;
   b->abi = LU_CUDA_ABI;
   b->device_count = device_count;
   b->memory_info = memory_info;
@@ -231,6 +488,15 @@ luon_cuda_init(lu_cuda_backend *b) {
   b->memcpy = dev_memcpy;
   b->sync = dev_sync;
   b->last_error = lu_cuda_geterr;
-  for (int i = 0; i < LU_OP_COUNT; i++) b->kernels[i] = NULL;
+  b->host_alloc = host_alloc;
+  b->host_free = host_free;
+  b->event_record = event_record;
+  b->event_sync = event_sync;
+  b->event_query = event_query;
+  b->event_free = event_free;
+  b->allreduce = lu_cuda_allreduce;
+#define LUON_OP(name, nin, nout, kind) b->kernels[LU_OP_##name] = lu_cuda_##name;
+#include "luon_ops.def"
+#undef LUON_OP
   return LUON_OK;
 }

@@ -1,6 +1,8 @@
 /* internal_cuda.h: what the files of cuda/ share: the backend's own
  * thread-local error message, the mapping of a CUDA error to a luon status,
- * and switching to a logical GPU's physical card. Not seen by core/. */
+ * switching to a logical GPU's card and stream, kernel scratch from the
+ * core's caching allocator, and the op registry's lu_cuda_<op> symbols.
+ * Not seen by core/. */
 #ifndef LUON_INTERNAL_CUDA_H
 #define LUON_INTERNAL_CUDA_H
 
@@ -17,9 +19,9 @@ luon_status lu_cuda_seterr(luon_status s, const char *fmt, ...)
 const char *lu_cuda_geterr(void);
 
 /* Map a failed CUDA call to a status and set the message "<what>: <text>
- * (<name>)". Sticky faults become LUON_EDEVICE_LOST ("restart the process");
- * the runtime's last error is cleared for the others so the device stays
- * usable. */
+ * (<name>)". Sticky faults become LUON_EDEVICE_LOST ("restart the process")
+ * and every later call fails fast; the runtime's last error is cleared for
+ * the others so the device stays usable. */
 luon_status lu_cuda_fail(cudaError_t e, const char *what);
 
 /* Check a CUDA call; on failure return its status from the enclosing
@@ -36,12 +38,72 @@ int32_t lu_cuda_count(void);
 int lu_cuda_phys(int32_t id);
 
 /* Make gpu(id)'s card current, remembering the previous one; leave restores
- * it. enter fails with LUON_EDEVICE for an id that does not exist. */
+ * it. enter fails with LUON_EDEVICE for an id that does not exist and with
+ * LUON_EDEVICE_LOST once a sticky fault has been seen. */
 typedef struct lu_cuda_guard {
   int prev;
   int changed;
 } lu_cuda_guard;
 luon_status lu_cuda_enter(int32_t id, lu_cuda_guard *g, const char *what);
 void lu_cuda_leave(lu_cuda_guard *g);
+
+/* gpu(id)'s compute stream (created on first use; the card must be
+ * current). Every kernel for gpu(id) goes on it: see lu_cuda_backend. */
+luon_status lu_cuda_stream(int32_t id, cudaStream_t *s);
+
+/* What the core lends (random counters, the caching allocator). */
+extern const lu_cuda_host *lu_cuda_host_api;
+
+/* One kernel call: enter the device of c, fetch its stream. end checks the
+ * launches (cudaGetLastError), synchronises under LUON_CUDA_SYNC=1 so an
+ * asynchronous fault names this op, and restores the previous card; it
+ * returns s unless the check fails. */
+typedef struct lu_cuda_ctx {
+  lu_cuda_guard g;
+  cudaStream_t s;
+  int32_t id;
+  const char *op;
+} lu_cuda_ctx;
+luon_status lu_cuda_begin(const lu_call *c, lu_cuda_ctx *k);
+luon_status lu_cuda_end(lu_cuda_ctx *k, luon_status s);
+
+/* Device scratch of `bytes` on gpu(id) from the core's cache. Free it right
+ * after the kernels that use it are queued: reuse is stream ordered. */
+luon_status lu_cuda_scratch(int32_t id, size_t bytes, lu_block **b);
+void lu_cuda_scratch_free(lu_block *b);
+
+/* Whether an environment flag is set to something other than "0". */
+bool lu_cuda_flag(const char *name);
+
+/* Philox-4x32-10, the same function as core/rng.c's lu_philox, for host and
+ * device, so GPU random numbers equal the CPU's for one seed. */
+__host__ __device__ inline void lu_cuda_philox(uint64_t key, uint64_t counter, uint32_t out[4]) {
+  uint32_t c0 = (uint32_t)counter, c1 = (uint32_t)(counter >> 32), c2 = 0, c3 = 0;
+  uint32_t k0 = (uint32_t)key, k1 = (uint32_t)(key >> 32);
+  for (int r = 0; r < 10; r++) {
+    uint64_t p0 = (uint64_t)0xD2511F53u * c0, p1 = (uint64_t)0xCD9E8D57u * c2;
+    uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0, n2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1;
+    c1 = (uint32_t)p1;
+    c3 = (uint32_t)p0;
+    c0 = n0;
+    c2 = n2;
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  out[0] = c0;
+  out[1] = c1;
+  out[2] = c2;
+  out[3] = c3;
+}
+
+/* The CUDA kernels, one per op, found by name from the registry. Weak: an
+ * op without one is NULL in the table and the dispatcher says so. */
+#define LUON_OP(name, nin, nout, kind) __attribute__((weak)) luon_status lu_cuda_##name(lu_call *c);
+#include "luon_ops.def"
+#undef LUON_OP
+
+/* NCCL all-reduce (comm.cu) for the vtable. */
+luon_status lu_cuda_allreduce(int32_t n, void *const *ptrs, const int32_t *ids, int32_t dtype,
+                              int64_t count, int32_t op);
 
 #endif

@@ -1,0 +1,169 @@
+/* conv.cu: 2-d convolution (cross-correlation) in NCHW and its input and
+ * weight gradients through cuDNN 9's convolution API: stride, padding,
+ * dilation, groups; algorithms from cuDNN's heuristics (the _v7 queries),
+ * workspace from the core's caching allocator; FMA math (no TF32) unless
+ * LUON_CUDA_TF32=1. Operands are made dense first when they are not. */
+#include "kernels.cuh"
+#include <cudnn.h>
+#include <pthread.h>
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static cudnnHandle_t handles[LU_MAX_GPU_DEVICES];
+
+static luon_status dnn_fail(cudnnStatus_t r, const char *op, const char *what) {
+  luon_status s = r == CUDNN_STATUS_ALLOC_FAILED ? LUON_ENOMEM
+                  : r == CUDNN_STATUS_NOT_SUPPORTED ? LUON_EUNSUPPORTED : LUON_EDEVICE;
+  return lu_cuda_seterr(s, "%s: %s: %s (cuDNN %d)", op, what, cudnnGetErrorString(r), (int)r);
+}
+
+#define DNN(call)                                                                      \
+  do {                                                                                 \
+    cudnnStatus_t r_ = (call);                                                         \
+    if (r_ != CUDNN_STATUS_SUCCESS) {                                                  \
+      s = dnn_fail(r_, k.op, #call);                                                   \
+      goto done;                                                                       \
+    }                                                                                  \
+  } while (0)
+
+static luon_status handle(int32_t id, cudaStream_t st, const char *op, cudnnHandle_t *out) {
+  pthread_mutex_lock(&lock);
+  cudnnStatus_t r = CUDNN_STATUS_SUCCESS;
+  if (!handles[id]) {
+    r = cudnnCreate(&handles[id]);
+    if (r != CUDNN_STATUS_SUCCESS) handles[id] = NULL;
+  }
+  *out = handles[id];
+  pthread_mutex_unlock(&lock);
+  if (r != CUDNN_STATUS_SUCCESS) return dnn_fail(r, op, "cudnnCreate");
+  r = cudnnSetStream(*out, st);
+  return r == CUDNN_STATUS_SUCCESS ? LUON_OK : dnn_fail(r, op, "cudnnSetStream");
+}
+
+enum { C_FWD, C_DATA, C_FILTER };
+
+/* x (N,C,H,W), w (O,C/G,KH,KW), y (N,O,OH,OW): the three shapes, whichever
+ * of them is the result; attrs i[0..6] stride, pad, dilation, groups. */
+static luon_status conv(lu_call *c, int kind) {
+  const luon_tensor *xt, *wt, *yt; /* the tensors standing for x, w, y */
+  if (kind == C_FWD) xt = c->in[0], wt = c->in[1], yt = c->out[0];
+  else if (kind == C_DATA) yt = c->in[0], wt = c->in[1], xt = c->out[0];
+  else xt = c->in[0], yt = c->in[1], wt = c->out[0];
+  int64_t v[7] = {1, 1, 0, 0, 1, 1, 1};
+  for (int i = 0; i < 7 && i < c->attrs->ni; i++) v[i] = c->attrs->i[i];
+  int32_t dt = c->out[0]->dtype;
+  cudnnDataType_t ddt = dt == LUON_DTYPE_F64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
+  for (int i = 0; i < 4; i++)
+    if (xt->shape[i] > INT32_MAX || wt->shape[i] > INT32_MAX || yt->shape[i] > INT32_MAX)
+      return lu_cuda_seterr(LUON_EUNSUPPORTED, "conv2d: dimensions beyond 2^31 on the GPU");
+  lu_cuda_ctx k;
+  LU_TRY(lu_cuda_begin(c, &k));
+  luon_status s = LUON_OK;
+  cudnnHandle_t h = NULL;
+  cudnnTensorDescriptor_t xd = NULL, yd = NULL, bd = NULL;
+  cudnnFilterDescriptor_t wd = NULL;
+  cudnnConvolutionDescriptor_t cd = NULL;
+  void *in0 = NULL, *in1 = NULL, *bias = NULL, *ws = NULL;
+  lu_block *b0 = NULL, *b1 = NULL, *b2 = NULL, *wsb = NULL;
+  size_t wsbytes = 0;
+  float f1 = 1, f0 = 0;
+  double d1 = 1, d0 = 0;
+  const void *one = dt == LUON_DTYPE_F64 ? (const void *)&d1 : (const void *)&f1;
+  const void *zero = dt == LUON_DTYPE_F64 ? (const void *)&d0 : (const void *)&f0;
+  if (c->out[0]->size == 0) goto done;
+  if (xt->size == 0 || wt->size == 0 || yt->size == 0) { /* an empty sum: zeros */
+    s = lu_cuda_zero(lu_data(c->out[0]), (size_t)c->out[0]->size * luon_dtype_size(dt), k.s);
+    goto done;
+  }
+  s = lu_cuda_dense(c->in[0], dt, k.s, &in0, &b0);
+  if (s == LUON_OK) s = lu_cuda_dense(c->in[1], dt, k.s, &in1, &b1);
+  if (s == LUON_OK && kind == C_FWD && c->nin > 2) s = lu_cuda_dense(c->in[2], dt, k.s, &bias, &b2);
+  if (s == LUON_OK) s = handle(k.id, k.s, k.op, &h);
+  if (s != LUON_OK) goto done;
+  DNN(cudnnCreateTensorDescriptor(&xd));
+  DNN(cudnnCreateTensorDescriptor(&yd));
+  DNN(cudnnCreateFilterDescriptor(&wd));
+  DNN(cudnnCreateConvolutionDescriptor(&cd));
+  DNN(cudnnSetTensor4dDescriptor(xd, CUDNN_TENSOR_NCHW, ddt, (int)xt->shape[0], (int)xt->shape[1],
+                                 (int)xt->shape[2], (int)xt->shape[3]));
+  DNN(cudnnSetTensor4dDescriptor(yd, CUDNN_TENSOR_NCHW, ddt, (int)yt->shape[0], (int)yt->shape[1],
+                                 (int)yt->shape[2], (int)yt->shape[3]));
+  DNN(cudnnSetFilter4dDescriptor(wd, ddt, CUDNN_TENSOR_NCHW, (int)wt->shape[0], (int)wt->shape[1],
+                                 (int)wt->shape[2], (int)wt->shape[3]));
+  DNN(cudnnSetConvolution2dDescriptor(cd, (int)v[2], (int)v[3], (int)v[0], (int)v[1], (int)v[4],
+                                      (int)v[5], CUDNN_CROSS_CORRELATION, ddt));
+  DNN(cudnnSetConvolutionGroupCount(cd, (int)v[6]));
+  DNN(cudnnSetConvolutionMathType(cd, lu_cuda_flag("LUON_CUDA_TF32") ? CUDNN_TENSOR_OP_MATH
+                                                                     : CUDNN_FMA_MATH));
+  if (kind == C_FWD) {
+    cudnnConvolutionFwdAlgoPerf_t perf[8];
+    int got = 0;
+    DNN(cudnnGetConvolutionForwardAlgorithm_v7(h, xd, wd, cd, yd, 8, &got, perf));
+    int pick = -1;
+    for (int i = 0; i < got && pick < 0; i++)
+      if (perf[i].status == CUDNN_STATUS_SUCCESS) pick = i;
+    if (pick < 0) {
+      s = lu_cuda_seterr(LUON_EUNSUPPORTED, "conv2d: cuDNN has no algorithm for this convolution");
+      goto done;
+    }
+    cudnnConvolutionFwdAlgo_t algo = perf[pick].algo;
+    DNN(cudnnGetConvolutionForwardWorkspaceSize(h, xd, wd, cd, yd, algo, &wsbytes));
+    if (wsbytes && (s = lu_cuda_scratch(k.id, wsbytes, &wsb)) != LUON_OK) goto done;
+    ws = wsb ? wsb->ptr : NULL;
+    DNN(cudnnConvolutionForward(h, one, xd, in0, wd, in1, cd, algo, ws, wsbytes, zero, yd,
+                                lu_data(c->out[0])));
+    if (bias) {
+      DNN(cudnnCreateTensorDescriptor(&bd));
+      DNN(cudnnSetTensor4dDescriptor(bd, CUDNN_TENSOR_NCHW, ddt, 1, (int)yt->shape[1], 1, 1));
+      DNN(cudnnAddTensor(h, one, bd, bias, one, yd, lu_data(c->out[0])));
+    }
+  } else if (kind == C_DATA) {
+    cudnnConvolutionBwdDataAlgoPerf_t perf[8];
+    int got = 0;
+    DNN(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, wd, yd, cd, xd, 8, &got, perf));
+    int pick = -1;
+    for (int i = 0; i < got && pick < 0; i++)
+      if (perf[i].status == CUDNN_STATUS_SUCCESS) pick = i;
+    if (pick < 0) {
+      s = lu_cuda_seterr(LUON_EUNSUPPORTED, "conv2d_grad_input: cuDNN has no algorithm");
+      goto done;
+    }
+    cudnnConvolutionBwdDataAlgo_t algo = perf[pick].algo;
+    DNN(cudnnGetConvolutionBackwardDataWorkspaceSize(h, wd, yd, cd, xd, algo, &wsbytes));
+    if (wsbytes && (s = lu_cuda_scratch(k.id, wsbytes, &wsb)) != LUON_OK) goto done;
+    ws = wsb ? wsb->ptr : NULL;
+    DNN(cudnnConvolutionBackwardData(h, one, wd, in1, yd, in0, cd, algo, ws, wsbytes, zero, xd,
+                                     lu_data(c->out[0])));
+  } else {
+    cudnnConvolutionBwdFilterAlgoPerf_t perf[8];
+    int got = 0;
+    DNN(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, xd, yd, cd, wd, 8, &got, perf));
+    int pick = -1;
+    for (int i = 0; i < got && pick < 0; i++)
+      if (perf[i].status == CUDNN_STATUS_SUCCESS) pick = i;
+    if (pick < 0) {
+      s = lu_cuda_seterr(LUON_EUNSUPPORTED, "conv2d_grad_weight: cuDNN has no algorithm");
+      goto done;
+    }
+    cudnnConvolutionBwdFilterAlgo_t algo = perf[pick].algo;
+    DNN(cudnnGetConvolutionBackwardFilterWorkspaceSize(h, xd, yd, cd, wd, algo, &wsbytes));
+    if (wsbytes && (s = lu_cuda_scratch(k.id, wsbytes, &wsb)) != LUON_OK) goto done;
+    ws = wsb ? wsb->ptr : NULL;
+    DNN(cudnnConvolutionBackwardFilter(h, one, xd, in0, yd, in1, cd, algo, ws, wsbytes, zero, wd,
+                                       lu_data(c->out[0])));
+  }
+done:
+  if (xd) cudnnDestroyTensorDescriptor(xd);
+  if (yd) cudnnDestroyTensorDescriptor(yd);
+  if (bd) cudnnDestroyTensorDescriptor(bd);
+  if (wd) cudnnDestroyFilterDescriptor(wd);
+  if (cd) cudnnDestroyConvolutionDescriptor(cd);
+  lu_cuda_scratch_free(b0);
+  lu_cuda_scratch_free(b1);
+  lu_cuda_scratch_free(b2);
+  lu_cuda_scratch_free(wsb);
+  return lu_cuda_end(&k, s);
+}
+
+luon_status lu_cuda_conv2d(lu_call *c) { return conv(c, C_FWD); }
+luon_status lu_cuda_conv2d_grad_input(lu_call *c) { return conv(c, C_DATA); }
+luon_status lu_cuda_conv2d_grad_weight(lu_call *c) { return conv(c, C_FILTER); }

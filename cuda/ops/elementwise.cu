@@ -1,0 +1,471 @@
+/* elementwise.cu: the one generic strided, broadcasting elementwise kernel
+ * family (a functor per op, inputs converted to the compute dtype on load,
+ * any strides, up to 8 dims) and the ops built on it: arithmetic,
+ * comparisons, unary math, clip, where, copy/astype (float16/bfloat16
+ * included), the activations of nn.c and their gradients. Results match
+ * core/ops/elementwise.c and nn.c; shape and dtype checks stay in the core. */
+#include "kernels.cuh"
+#include <math.h>
+#include <type_traits>
+
+/* ---- dtypes without libluon ----------------------------------------------------- */
+
+/* luon_dtype_size is called by lu_data (internal.h); this hidden copy keeps
+ * libluon_cuda.so free of references into libluon.so. ORDER luon_dtype */
+extern "C" int32_t luon_dtype_size(int32_t dt) {
+  static const int32_t sizes[LUON_DTYPE_COUNT] = {0, 4, 8, 2, 2, 4, 8, 1, 1};
+  return dt > 0 && dt < LUON_DTYPE_COUNT ? sizes[dt] : 0;
+}
+
+static bool is_float(int32_t dt) { return dt == LUON_DTYPE_F32 || dt == LUON_DTYPE_F64; }
+
+/* core/dtype.c's lu_dtype_promote. */
+static int32_t promote(int32_t a, int32_t b) {
+  static const int rank[LUON_DTYPE_COUNT] = {0, 7, 8, 5, 6, 3, 4, 2, 1};
+  if (a == b) return a;
+  bool sa = a == LUON_DTYPE_F16 || a == LUON_DTYPE_BF16, sb = b == LUON_DTYPE_F16 || b == LUON_DTYPE_BF16;
+  bool fa = is_float(a) || sa, fb = is_float(b) || sb;
+  if (fa != fb) return fa ? a : b;
+  if (sa && sb) return LUON_DTYPE_F32;
+  return rank[a] > rank[b] ? a : b;
+}
+
+/* ---- index spaces ------------------------------------------------------------------ */
+
+bool lu_cuda_contiguous(const luon_tensor *t) {
+  int64_t s = 1;
+  for (int i = t->ndim - 1; i >= 0; i--) {
+    if (t->shape[i] != 1 && t->strides[i] != s) return false;
+    s *= t->shape[i];
+  }
+  return true;
+}
+
+void lu_space_init(lu_space *s, int nd, const int64_t *shape) {
+  memset(s, 0, sizeof *s);
+  s->nd = nd;
+  s->n = 1;
+  for (int d = 0; d < nd; d++) {
+    s->shape[d] = shape[d];
+    s->n *= shape[d];
+  }
+}
+
+void lu_space_add_raw(lu_space *s, void *p, int32_t dt, const int64_t *st) {
+  int k = s->nops++;
+  s->p[k] = p;
+  s->dt[k] = dt;
+  for (int d = 0; d < s->nd; d++) s->st[k][d] = s->shape[d] == 1 ? 0 : st[d];
+}
+
+void lu_space_add(lu_space *s, const luon_tensor *t) {
+  int64_t st[LU_MAXD];
+  int lead = s->nd - t->ndim;
+  for (int d = 0; d < s->nd; d++) {
+    int j = d - lead;
+    st[d] = (j < 0 || t->shape[j] == 1) ? 0 : t->strides[j];
+  }
+  lu_space_add_raw(s, lu_data(t), t->dtype, st);
+}
+
+void lu_space_done(lu_space *s) {
+  /* drop size-1 axes, then merge neighbours that step evenly for every operand */
+  int nd = 0;
+  for (int d = 0; d < s->nd; d++) {
+    if (s->shape[d] == 1) continue;
+    s->shape[nd] = s->shape[d];
+    for (int k = 0; k < s->nops; k++) s->st[k][nd] = s->st[k][d];
+    nd++;
+  }
+  int m = 0;
+  for (int d = 0; d < nd; d++) {
+    if (m > 0) {
+      bool ok = true;
+      for (int k = 0; k < s->nops && ok; k++) ok = s->st[k][m - 1] == s->st[k][d] * s->shape[d];
+      if (ok) {
+        s->shape[m - 1] *= s->shape[d];
+        for (int k = 0; k < s->nops; k++) s->st[k][m - 1] = s->st[k][d];
+        continue;
+      }
+    }
+    s->shape[m] = s->shape[d];
+    for (int k = 0; k < s->nops; k++) s->st[k][m] = s->st[k][d];
+    m++;
+  }
+  s->nd = m;
+  s->flat = m <= 1;
+  for (int k = 0; k < s->nops; k++) {
+    s->scalar[k] = m == 0 || s->st[k][0] == 0;
+    if (m == 1 && s->st[k][0] != 0 && s->st[k][0] != 1) s->flat = false;
+  }
+}
+
+/* ---- functors ------------------------------------------------------------------------- */
+
+/* integer arithmetic wraps through the unsigned twin */
+template <class T> struct twin { typedef T U; };
+template <> struct twin<int32_t> { typedef uint32_t U; };
+template <> struct twin<int64_t> { typedef uint64_t U; };
+
+template <class T> __device__ __forceinline__ bool isnan_(T x) {
+  if constexpr (std::is_floating_point<T>::value) return x != x;
+  else return false;
+}
+template <class T> __device__ __forceinline__ T exp_(T x) {
+  if constexpr (std::is_same<T, float>::value) return expf(x);
+  else return (T)exp((double)x);
+}
+template <class T> __device__ __forceinline__ T log1p_(T x) {
+  if constexpr (std::is_same<T, float>::value) return log1pf(x);
+  else return (T)log1p((double)x);
+}
+/* integer power by squaring, wrapping; negative exponents as 1/x^-y truncated */
+__device__ __forceinline__ int64_t ipow(int64_t x, int64_t y) {
+  if (y < 0) return x == 1 ? 1 : x == -1 ? (y & 1 ? -1 : 1) : 0;
+  uint64_t r = 1, b = (uint64_t)x;
+  for (uint64_t e = (uint64_t)y; e; e >>= 1, b *= b)
+    if (e & 1) r *= b;
+  return (int64_t)r;
+}
+
+#define BIN(NAME, EXPR)                                                                \
+  struct NAME {                                                                        \
+    static const int arity = 2;                                                        \
+    double s;                                                                          \
+    template <class T> __device__ __forceinline__ auto operator()(T x, T y) const {    \
+      typedef typename twin<T>::U U;                                                   \
+      (void)sizeof(U);                                                                 \
+      return EXPR;                                                                     \
+    }                                                                                  \
+  };
+#define UN(NAME, EXPR)                                                                 \
+  struct NAME {                                                                        \
+    static const int arity = 1;                                                        \
+    double s;                                                                          \
+    template <class T> __device__ __forceinline__ T operator()(T x) const {            \
+      typedef typename twin<T>::U U;                                                   \
+      (void)sizeof(U);                                                                 \
+      return EXPR;                                                                     \
+    }                                                                                  \
+  };
+
+BIN(Add, (T)((U)x + (U)y))
+BIN(Sub, (T)((U)x - (U)y))
+BIN(Mul, (T)((U)x * (U)y))
+BIN(Div, (T)(x / y))
+BIN(Max, (T)((x > y || isnan_(x)) ? x : y))
+BIN(Min, (T)((x < y || isnan_(x)) ? x : y))
+BIN(Eq, (bool)(x == y))
+BIN(Ne, (bool)(x != y))
+BIN(Gt, (bool)(x > y))
+BIN(Ge, (bool)(x >= y))
+BIN(Lt, (bool)(x < y))
+BIN(Le, (bool)(x <= y))
+struct Pow {
+  static const int arity = 2;
+  double s;
+  template <class T> __device__ __forceinline__ T operator()(T x, T y) const {
+    if constexpr (std::is_same<T, float>::value) return powf(x, y);
+    else if constexpr (std::is_same<T, double>::value) return pow(x, y);
+    else return (T)ipow((int64_t)x, (int64_t)y);
+  }
+};
+
+UN(Neg, (T)(-(U)x))
+UN(Sign, (T)(x > 0 ? (T)1 : x < 0 ? (T)-1 : x))
+UN(Square, (T)((U)x * (U)x))
+UN(Relu, (T)(x < 0 ? (T)0 : x))
+UN(Sigmoid, (T)((T)1 / ((T)1 + exp_(-x))))
+UN(Exp, exp_(x))
+UN(SoftRelu, (T)(x > 0 ? x + log1p_(exp_(-x)) : log1p_(exp_(x))))
+UN(Leaky, (T)(x > 0 ? x : (T)s * x))
+UN(Ident, x)
+struct Abs {
+  static const int arity = 1;
+  double s;
+  template <class T> __device__ __forceinline__ T operator()(T x) const {
+    if constexpr (std::is_floating_point<T>::value) return x < 0 ? -x : (x == 0 ? (T)0 : x);
+    else if constexpr (std::is_same<T, uint8_t>::value) return x;
+    else return x < 0 ? (T)((typename twin<T>::U)0 - (typename twin<T>::U)x) : x;
+  }
+};
+struct Log {
+  static const int arity = 1;
+  double s;
+  template <class T> __device__ __forceinline__ T operator()(T x) const {
+    if constexpr (std::is_same<T, float>::value) return logf(x);
+    else return (T)log((double)x);
+  }
+};
+struct Sqrt {
+  static const int arity = 1;
+  double s;
+  template <class T> __device__ __forceinline__ T operator()(T x) const {
+    if constexpr (std::is_same<T, float>::value) return sqrtf(x);
+    else return (T)sqrt((double)x);
+  }
+};
+struct Tanh {
+  static const int arity = 1;
+  double s;
+  template <class T> __device__ __forceinline__ T operator()(T x) const {
+    if constexpr (std::is_same<T, float>::value) return tanhf(x);
+    else return (T)tanh((double)x);
+  }
+};
+/* clip: bounds fixed per dtype on the host (floats: lo/hi, integers: ilo/ihi) */
+struct Clip {
+  static const int arity = 1;
+  double lo, hi;
+  int64_t ilo, ihi;
+  template <class T> __device__ __forceinline__ T operator()(T x) const {
+    T l, h;
+    if constexpr (std::is_floating_point<T>::value) l = (T)lo, h = (T)hi;
+    else l = (T)ilo, h = (T)ihi;
+    return x < l ? l : x > h ? h : x;
+  }
+};
+/* activation gradients: (v, d) = (x or y, dy) */
+BIN(GRelu, (T)(x > 0 ? y : (T)0))
+BIN(GSigmoid, (T)(y * x * ((T)1 - x)))
+BIN(GTanh, (T)(y * ((T)1 - x * x)))
+BIN(GSoftRelu, (T)(y / ((T)1 + exp_(-x))))
+BIN(GLeaky, (T)(x > 0 ? y : (T)s * y))
+
+/* ---- kernels ------------------------------------------------------------------------ */
+
+/* operand 0 the output (stored as its dtype), 1..arity the inputs read as T */
+template <class T, class F> __global__ void k_map(lu_space s, F f) {
+  LU_GRID_LOOP(i, s.n) {
+    int64_t o[LU_MAX_OPS];
+    lu_offsets(s, i, o);
+    T a = lu_ld<T>(s.p[1], s.dt[1], o[1]);
+    if constexpr (F::arity == 1) {
+      lu_st(s.p[0], s.dt[0], o[0], f(a));
+    } else {
+      T b = lu_ld<T>(s.p[2], s.dt[2], o[2]);
+      lu_st(s.p[0], s.dt[0], o[0], f(a, b));
+    }
+  }
+}
+
+/* where: operand 1 the condition (nonzero = true), 2 and 3 x and y */
+template <class T> __global__ void k_where(lu_space s) {
+  LU_GRID_LOOP(i, s.n) {
+    int64_t o[LU_MAX_OPS];
+    lu_offsets(s, i, o);
+    T v = lu_ld_truth(s.p[1], s.dt[1], o[1]) ? lu_ld<T>(s.p[2], s.dt[2], o[2])
+                                             : lu_ld<T>(s.p[3], s.dt[3], o[3]);
+    lu_st(s.p[0], s.dt[0], o[0], v);
+  }
+}
+
+/* copy to a bool output: a truth value, as the CPU's conversion to bool */
+__global__ void k_copy_truth(lu_space s) {
+  LU_GRID_LOOP(i, s.n) {
+    int64_t o[LU_MAX_OPS];
+    lu_offsets(s, i, o);
+    ((uint8_t *)s.p[0])[o[0]] = lu_ld_truth(s.p[1], s.dt[1], o[1]);
+  }
+}
+
+/* ---- launching ---------------------------------------------------------------------- */
+
+static luon_status no_dtype(const char *op, int32_t dt) {
+  return lu_cuda_seterr(LUON_EDTYPE, "%s: no CUDA kernel for dtype %d", op, dt);
+}
+
+/* out = f(in...) over the output's shape, inputs broadcast, computed as dtype ct. */
+template <class F> static luon_status map_op(lu_call *c, int32_t ct, F f, bool floats_only) {
+  lu_cuda_ctx k;
+  LU_TRY(lu_cuda_begin(c, &k));
+  luon_tensor *y = c->out[0];
+  luon_status st = LUON_OK;
+  if (y->size > 0) {
+    lu_space s;
+    lu_space_init(&s, y->ndim, y->shape);
+    lu_space_add(&s, y);
+    for (int j = 0; j < F::arity; j++) lu_space_add(&s, c->in[j]);
+    lu_space_done(&s);
+    unsigned g = lu_blocks(s.n);
+    if (floats_only) {
+      LU_DISPATCH_FLOAT(ct, T, (k_map<T, F><<<g, LU_THREADS, 0, k.s>>>(s, f)),
+                        st = no_dtype(k.op, ct))
+    } else {
+      LU_DISPATCH_ALL(ct, T, (k_map<T, F><<<g, LU_THREADS, 0, k.s>>>(s, f)),
+                      st = no_dtype(k.op, ct))
+    }
+  }
+  return lu_cuda_end(&k, st);
+}
+
+/* The dtype binary inputs are read as: the output's, or their promotion
+ * for comparisons (whose output is bool). */
+static int32_t bin_ct(const lu_call *c) {
+  return promote(c->in[0]->dtype, c->in[1]->dtype);
+}
+
+#define BINARY(op, F, FLOATS)                                                         \
+  luon_status lu_cuda_##op(lu_call *c) { return map_op(c, c->out[0]->dtype, F{0}, FLOATS); }
+#define COMPARE(op, F)                                                                \
+  luon_status lu_cuda_##op(lu_call *c) { return map_op(c, bin_ct(c), F{0}, false); }
+#define UNARY(op, F, FLOATS)                                                          \
+  luon_status lu_cuda_##op(lu_call *c) { return map_op(c, c->out[0]->dtype, F{0}, FLOATS); }
+
+BINARY(add, Add, false)
+BINARY(subtract, Sub, false)
+BINARY(multiply, Mul, false)
+BINARY(divide, Div, true)
+BINARY(power, Pow, false)
+BINARY(maximum, Max, false)
+BINARY(minimum, Min, false)
+COMPARE(equal, Eq)
+COMPARE(not_equal, Ne)
+COMPARE(greater, Gt)
+COMPARE(greater_equal, Ge)
+COMPARE(less, Lt)
+COMPARE(less_equal, Le)
+UNARY(negative, Neg, false)
+UNARY(abs, Abs, false)
+UNARY(sign, Sign, false)
+UNARY(exp, Exp, true)
+UNARY(log, Log, true)
+UNARY(sqrt, Sqrt, true)
+UNARY(square, Square, false)
+UNARY(tanh, Tanh, true)
+UNARY(sigmoid, Sigmoid, true)
+UNARY(relu, Relu, false)
+UNARY(softrelu, SoftRelu, true)
+BINARY(relu_grad, GRelu, true)
+BINARY(sigmoid_grad, GSigmoid, true)
+BINARY(tanh_grad, GTanh, true)
+BINARY(softrelu_grad, GSoftRelu, true)
+
+luon_status lu_cuda_leaky_relu(lu_call *c) {
+  return map_op(c, c->out[0]->dtype, Leaky{c->attrs->f[0]}, true);
+}
+luon_status lu_cuda_leaky_relu_grad(lu_call *c) {
+  return map_op(c, c->out[0]->dtype, GLeaky{c->attrs->f[0]}, true);
+}
+
+/* clip bound v (NaN: none) as an integer within [mn, mx], as core/ops/elementwise.c */
+static int64_t int_bound(double v, bool lower, int64_t mn, int64_t mx) {
+  if (isnan(v)) return lower ? mn : mx;
+  v = lower ? ceil(v) : floor(v);
+  if (v <= (double)mn) return mn;
+  if (v >= (double)mx) return mx;
+  return (int64_t)v;
+}
+
+luon_status lu_cuda_clip(lu_call *c) {
+  int32_t dt = c->out[0]->dtype;
+  const double *f = c->attrs->f;
+  Clip k;
+  k.lo = isnan(f[0]) ? -INFINITY : f[0];
+  k.hi = isnan(f[1]) ? INFINITY : f[1];
+  if (dt == LUON_DTYPE_F32) k.lo = (float)k.lo, k.hi = (float)k.hi;
+  int64_t mn = INT64_MIN, mx = INT64_MAX;
+  if (dt == LUON_DTYPE_I32) mn = INT32_MIN, mx = INT32_MAX;
+  if (dt == LUON_DTYPE_U8) mn = 0, mx = 255;
+  if (dt == LUON_DTYPE_BOOL) mn = 0, mx = 1;
+  k.ilo = int_bound(f[0], true, mn, mx);
+  k.ihi = int_bound(f[1], false, mn, mx);
+  return map_op(c, dt, k, false);
+}
+
+luon_status lu_cuda_where(lu_call *c) {
+  lu_cuda_ctx k;
+  LU_TRY(lu_cuda_begin(c, &k));
+  luon_tensor *y = c->out[0];
+  luon_status st = LUON_OK;
+  if (y->size > 0) {
+    lu_space s;
+    lu_space_init(&s, y->ndim, y->shape);
+    lu_space_add(&s, y);
+    for (int j = 0; j < 3; j++) lu_space_add(&s, c->in[j]);
+    lu_space_done(&s);
+    LU_DISPATCH_ALL(y->dtype, T, (k_where<T><<<lu_blocks(s.n), LU_THREADS, 0, k.s>>>(s)),
+                    st = no_dtype("where", y->dtype))
+  }
+  return lu_cuda_end(&k, st);
+}
+
+/* ---- copy / astype --------------------------------------------------------------- */
+
+/* operand 0 <- operand 1 converted; the compute type is the output's
+ * (float for the 16-bit storage types, a truth value for bool). */
+luon_status lu_cuda_copy_space(lu_space *sp, cudaStream_t s) {
+  if (sp->n == 0) return LUON_OK;
+  int32_t odt = sp->dt[0];
+  unsigned g = lu_blocks(sp->n);
+  switch (odt) {
+  case LUON_DTYPE_BOOL: k_copy_truth<<<g, LU_THREADS, 0, s>>>(*sp); break;
+  case LUON_DTYPE_F16:
+  case LUON_DTYPE_BF16: k_map<float, Ident><<<g, LU_THREADS, 0, s>>>(*sp, Ident{0}); break;
+  case LUON_DTYPE_F32: k_map<float, Ident><<<g, LU_THREADS, 0, s>>>(*sp, Ident{0}); break;
+  case LUON_DTYPE_F64: k_map<double, Ident><<<g, LU_THREADS, 0, s>>>(*sp, Ident{0}); break;
+  case LUON_DTYPE_I32: k_map<int32_t, Ident><<<g, LU_THREADS, 0, s>>>(*sp, Ident{0}); break;
+  case LUON_DTYPE_I64: k_map<int64_t, Ident><<<g, LU_THREADS, 0, s>>>(*sp, Ident{0}); break;
+  case LUON_DTYPE_U8: k_map<uint8_t, Ident><<<g, LU_THREADS, 0, s>>>(*sp, Ident{0}); break;
+  default: return no_dtype("copy", odt);
+  }
+  return LUON_OK;
+}
+
+/* Also reached from luon_tensor_copy with out[0] any strided view of x's shape. */
+luon_status lu_cuda_copy(lu_call *c) {
+  lu_cuda_ctx k;
+  LU_TRY(lu_cuda_begin(c, &k));
+  luon_tensor *y = c->out[0], *x = c->in[0];
+  luon_status st = LUON_OK;
+  if (y->ndim != x->ndim || memcmp(y->shape, x->shape, sizeof(int64_t) * (size_t)x->ndim) != 0) {
+    st = lu_cuda_seterr(LUON_ESHAPE, "copy: shapes differ");
+  } else if (y->size > 0) {
+    lu_space s;
+    lu_space_init(&s, y->ndim, y->shape);
+    lu_space_add(&s, y);
+    lu_space_add(&s, x);
+    lu_space_done(&s);
+    if (s.flat && !s.scalar[0] && !s.scalar[1] && y->dtype == x->dtype) {
+      cudaError_t e = cudaMemcpyAsync(s.p[0], s.p[1], (size_t)s.n * luon_dtype_size(x->dtype),
+                                      cudaMemcpyDeviceToDevice, k.s);
+      if (e != cudaSuccess) st = lu_cuda_fail(e, "copy: cudaMemcpyAsync");
+    } else {
+      st = lu_cuda_copy_space(&s, k.s);
+    }
+  }
+  return lu_cuda_end(&k, st);
+}
+
+luon_status lu_cuda_dense(const luon_tensor *t, int32_t dt, cudaStream_t s, void **ptr,
+                          lu_block **blk) {
+  *blk = NULL;
+  if (t->dtype == dt && lu_cuda_contiguous(t)) {
+    *ptr = lu_data(t);
+    return LUON_OK;
+  }
+  LU_TRY(lu_cuda_scratch(t->dev.id, (size_t)t->size * luon_dtype_size(dt), blk));
+  *ptr = (*blk)->ptr;
+  int64_t st[LU_MAXD], acc = 1;
+  for (int d = t->ndim - 1; d >= 0; d--) {
+    st[d] = acc;
+    acc *= t->shape[d];
+  }
+  lu_space sp;
+  lu_space_init(&sp, t->ndim, t->shape);
+  lu_space_add_raw(&sp, *ptr, dt, st);
+  lu_space_add(&sp, t);
+  lu_space_done(&sp);
+  luon_status r = lu_cuda_copy_space(&sp, s);
+  if (r != LUON_OK) {
+    lu_cuda_scratch_free(*blk);
+    *blk = NULL;
+  }
+  return r;
+}
+
+luon_status lu_cuda_zero(void *p, size_t bytes, cudaStream_t s) {
+  if (bytes == 0) return LUON_OK;
+  LU_CUDA_TRY(cudaMemsetAsync(p, 0, bytes, s));
+  return LUON_OK;
+}

@@ -1,0 +1,179 @@
+/* matmul.cu: NumPy matmul on the GPU. Floats through cuBLAS strided
+ * batched GEMM (row-major as C^T = B^T A^T; TF32 off unless
+ * LUON_CUDA_TF32=1), operands made dense (and batch-broadcast) in scratch
+ * only when they are not already; integers through a plain wrapping kernel
+ * as core/ops/matmul.c. Shapes and dtypes come from lu_shape_matmul. */
+#include "kernels.cuh"
+#include <cublas_v2.h>
+#include <pthread.h>
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static cublasHandle_t handles[LU_MAX_GPU_DEVICES];
+
+static luon_status blas_fail(cublasStatus_t r, const char *what) {
+  return lu_cuda_seterr(r == CUBLAS_STATUS_ALLOC_FAILED ? LUON_ENOMEM : LUON_EDEVICE,
+                        "matmul: %s: %s (cuBLAS %d)", what, cublasGetStatusString(r), (int)r);
+}
+
+/* gpu(id)'s handle on stream s (the card current). */
+static luon_status handle(int32_t id, cudaStream_t s, cublasHandle_t *out) {
+  pthread_mutex_lock(&lock);
+  cublasStatus_t r = CUBLAS_STATUS_SUCCESS;
+  if (!handles[id]) {
+    r = cublasCreate(&handles[id]);
+    if (r == CUBLAS_STATUS_SUCCESS)
+      r = cublasSetMathMode(handles[id], lu_cuda_flag("LUON_CUDA_TF32") ? CUBLAS_TF32_TENSOR_OP_MATH
+                                                                        : CUBLAS_DEFAULT_MATH);
+    if (r != CUBLAS_STATUS_SUCCESS) handles[id] = NULL;
+  }
+  *out = handles[id];
+  pthread_mutex_unlock(&lock);
+  if (r != CUBLAS_STATUS_SUCCESS) return blas_fail(r, "cublasCreate");
+  r = cublasSetStream(*out, s);
+  return r == CUBLAS_STATUS_SUCCESS ? LUON_OK : blas_fail(r, "cublasSetStream");
+}
+
+/* The problem: batch shape (nb, bshape), and each operand's element strides
+ * broadcast to (bshape..., rows, cols). */
+typedef struct mmp {
+  int nb;
+  int64_t bshape[LU_MAXD], nbatch, M, K, N;
+  int64_t ast[LU_MAXD + 2], bst[LU_MAXD + 2]; /* batch strides, then the 2 matrix strides */
+} mmp;
+
+static void operand_strides(const luon_tensor *t, bool one_d, bool is_b, const mmp *p, int64_t *st) {
+  int mat = one_d ? 1 : 2, tb = t->ndim - mat;
+  for (int d = 0; d < p->nb; d++) {
+    int j = d - (p->nb - tb);
+    st[d] = (j < 0 || t->shape[j] == 1) ? 0 : t->strides[j];
+  }
+  if (one_d) { /* a (K) as (1,K); b (K) as (K,1) */
+    st[p->nb] = is_b ? t->strides[0] : 0;
+    st[p->nb + 1] = is_b ? 0 : t->strides[0];
+  } else {
+    st[p->nb] = t->shape[t->ndim - 2] == 1 ? 0 : t->strides[t->ndim - 2];
+    st[p->nb + 1] = t->shape[t->ndim - 1] == 1 ? 0 : t->strides[t->ndim - 1];
+  }
+}
+
+/* out (bshape..., M, N) dense = a @ b, integer, wrapping */
+__global__ void k_imatmul(mmp p, const void *a, int32_t adt, const void *b, int32_t bdt, void *y,
+                          int32_t ydt) {
+  LU_GRID_LOOP(o, p.nbatch * p.M * p.N) {
+    int64_t j = o % p.N, i = (o / p.N) % p.M, q = o / (p.N * p.M), oa = 0, ob = 0;
+    for (int d = p.nb - 1; d >= 0; d--) {
+      int64_t r = q % p.bshape[d];
+      q /= p.bshape[d];
+      oa += r * p.ast[d];
+      ob += r * p.bst[d];
+    }
+    oa += i * p.ast[p.nb];
+    ob += j * p.bst[p.nb + 1];
+    uint64_t s = 0;
+    for (int64_t k = 0; k < p.K; k++)
+      s += (uint64_t)lu_ld<int64_t>(a, adt, oa + k * p.ast[p.nb + 1]) *
+           (uint64_t)lu_ld<int64_t>(b, bdt, ob + k * p.bst[p.nb]);
+    lu_st<int64_t>(y, ydt, o, (int64_t)s);
+  }
+}
+
+/* Operand t as dense (nbatch or 1, rows, cols) of dtype dt: its own memory
+ * when it already is, else a broadcast copy in scratch; *bstride 0 when one
+ * matrix serves every batch. */
+static luon_status dense_operand(const luon_tensor *t, int32_t dt, const int64_t *st, const mmp *p,
+                                 int64_t rows, int64_t cols, cudaStream_t s, void **ptr,
+                                 int64_t *bstride, lu_block **blk) {
+  *blk = NULL;
+  int64_t own = 1;
+  bool same_batch = true;
+  for (int d = 0; d < p->nb; d++) {
+    int j = d - (p->nb - (t->ndim - 2));
+    int64_t tb = j < 0 ? 1 : t->shape[j];
+    own *= tb;
+    if (tb != p->bshape[d] && tb != 1) same_batch = false;
+  }
+  if (t->dtype == dt && lu_cuda_contiguous(t) && (own == p->nbatch || own == 1) && same_batch) {
+    *ptr = lu_data(t);
+    *bstride = own == 1 ? 0 : rows * cols;
+    return LUON_OK;
+  }
+  int64_t shape[LU_MAXD + 2], dst[LU_MAXD + 2], acc = 1;
+  for (int d = 0; d < p->nb; d++) shape[d] = p->bshape[d];
+  shape[p->nb] = rows;
+  shape[p->nb + 1] = cols;
+  int nd = p->nb + 2;
+  if (nd > LU_MAXD)
+    return lu_cuda_seterr(LUON_EUNSUPPORTED, "matmul: %d batch axes on the GPU (at most %d)", p->nb,
+                          LU_MAXD - 2);
+  for (int d = nd - 1; d >= 0; d--) {
+    dst[d] = acc;
+    acc *= shape[d];
+  }
+  LU_TRY(lu_cuda_scratch(t->dev.id, (size_t)acc * luon_dtype_size(dt), blk));
+  *ptr = (*blk)->ptr;
+  *bstride = rows * cols;
+  lu_space sp;
+  lu_space_init(&sp, nd, shape);
+  lu_space_add_raw(&sp, *ptr, dt, dst);
+  lu_space_add_raw(&sp, lu_data(t), t->dtype, st);
+  lu_space_done(&sp);
+  return lu_cuda_copy_space(&sp, s);
+}
+
+luon_status lu_cuda_matmul(lu_call *c) {
+  const luon_tensor *a = c->in[0], *b = c->in[1];
+  luon_tensor *y = c->out[0];
+  mmp p;
+  memset(&p, 0, sizeof p);
+  bool a1 = a->ndim == 1, b1 = b->ndim == 1;
+  p.M = a1 ? 1 : a->shape[a->ndim - 2];
+  p.K = a->shape[a->ndim - 1];
+  p.N = b1 ? 1 : b->shape[b->ndim - 1];
+  p.nb = y->ndim - (a1 ? 0 : 1) - (b1 ? 0 : 1);
+  p.nbatch = 1;
+  for (int d = 0; d < p.nb; d++) {
+    p.bshape[d] = y->shape[d];
+    p.nbatch *= y->shape[d];
+  }
+  operand_strides(a, a1, false, &p, p.ast);
+  operand_strides(b, b1, true, &p, p.bst);
+  lu_cuda_ctx k;
+  LU_TRY(lu_cuda_begin(c, &k));
+  luon_status s = LUON_OK;
+  int32_t dt = y->dtype;
+  if (y->size == 0) return lu_cuda_end(&k, s);
+  if (dt != LUON_DTYPE_F32 && dt != LUON_DTYPE_F64) {
+    k_imatmul<<<lu_blocks(y->size), LU_THREADS, 0, k.s>>>(p, lu_data(a), a->dtype, lu_data(b),
+                                                          b->dtype, lu_data(y), dt);
+    return lu_cuda_end(&k, s);
+  }
+  if (p.K == 0) return lu_cuda_end(&k, lu_cuda_zero(lu_data(y), (size_t)y->size * luon_dtype_size(dt), k.s));
+  if (p.M > INT32_MAX || p.N > INT32_MAX || p.K > INT32_MAX || p.nbatch > INT32_MAX)
+    return lu_cuda_end(&k, lu_cuda_seterr(LUON_EUNSUPPORTED, "matmul: dimensions beyond 2^31 on the GPU"));
+  void *pa = NULL, *pb = NULL;
+  int64_t sa = 0, sb = 0;
+  lu_block *ba = NULL, *bb = NULL;
+  s = dense_operand(a, dt, p.ast, &p, p.M, p.K, k.s, &pa, &sa, &ba);
+  if (s == LUON_OK) s = dense_operand(b, dt, p.bst, &p, p.K, p.N, k.s, &pb, &sb, &bb);
+  cublasHandle_t h = NULL;
+  if (s == LUON_OK) s = handle(k.id, k.s, &h);
+  if (s == LUON_OK) {
+    int M = (int)p.M, N = (int)p.N, K = (int)p.K, nb = (int)p.nbatch;
+    cublasStatus_t r;
+    if (dt == LUON_DTYPE_F32) {
+      const float one = 1, zero = 0;
+      r = cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, &one, (const float *)pb, N,
+                                    sb, (const float *)pa, K, sa, &zero, (float *)lu_data(y), N,
+                                    (int64_t)M * N, nb);
+    } else {
+      const double one = 1, zero = 0;
+      r = cublasDgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, &one, (const double *)pb,
+                                    N, sb, (const double *)pa, K, sa, &zero, (double *)lu_data(y),
+                                    N, (int64_t)M * N, nb);
+    }
+    if (r != CUBLAS_STATUS_SUCCESS) s = blas_fail(r, "cublas?gemmStridedBatched");
+  }
+  lu_cuda_scratch_free(ba);
+  lu_cuda_scratch_free(bb);
+  return lu_cuda_end(&k, s);
+}

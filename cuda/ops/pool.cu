@@ -1,0 +1,95 @@
+/* pool.cu: 2-d max and average pooling and their gradients on the GPU with
+ * core/ops/pool.c's exact rules (ceil_mode's last-window rule, padding
+ * counted per window when count_include_pad, the first maximum taking the
+ * gradient). Direct kernels, not cuDNN: cuDNN has no ceil_mode and clips
+ * average windows differently. Input and results dense (N,C,H,W). */
+#include "kernels.cuh"
+
+typedef struct pgeom {
+  int64_t N, C, H, W, KH, KW, sh, sw, ph, pw, OH, OW;
+  bool incl_pad;
+} pgeom;
+
+/* the attrs as lu_shape_<op> validated them (pool.c's pool_geom) */
+static void geom(const lu_call *c, const luon_tensor *x, const luon_tensor *y, pgeom *g) {
+  const luon_attrs *a = c->attrs;
+  g->N = x->shape[0], g->C = x->shape[1], g->H = x->shape[2], g->W = x->shape[3];
+  bool global = a->ni > 7 && a->i[7] != 0;
+  g->incl_pad = a->ni <= 8 || a->i[8] != 0;
+  if (global) {
+    g->KH = g->H, g->KW = g->W, g->sh = g->sw = 1, g->ph = g->pw = 0;
+  } else {
+    g->KH = a->i[0], g->KW = a->i[1];
+    g->sh = a->ni > 3 ? a->i[2] : g->KH, g->sw = a->ni > 3 ? a->i[3] : g->KW;
+    g->ph = a->ni > 5 ? a->i[4] : 0, g->pw = a->ni > 5 ? a->i[5] : 0;
+  }
+  g->OH = y->shape[2], g->OW = y->shape[3];
+}
+
+__device__ __forceinline__ void window(int64_t i, int64_t s, int64_t p, int64_t k, int64_t n, bool incl,
+                                       int64_t *h0, int64_t *h1, int64_t *count) {
+  int64_t a = i * s - p, b = a + k;
+  int64_t pb = b < n + p ? b : n + p;
+  *h0 = a > 0 ? a : 0;
+  *h1 = b < n ? b : n;
+  *count = incl ? pb - a : *h1 - *h0;
+}
+
+/* one thread per output (n,c,i,j); with dy, the gradient is added into dx */
+template <class T> __global__ void k_pool(pgeom g, bool is_max, const T *x, T *y, const T *dy, T *dx) {
+  LU_GRID_LOOP(o, g.N * g.C * g.OH * g.OW) {
+    int64_t j = o % g.OW, i = (o / g.OW) % g.OH, pl = o / (g.OW * g.OH);
+    int64_t h0, h1, w0, w1, ch, cw;
+    window(i, g.sh, g.ph, g.KH, g.H, g.incl_pad, &h0, &h1, &ch);
+    window(j, g.sw, g.pw, g.KW, g.W, g.incl_pad, &w0, &w1, &cw);
+    double best = -INFINITY, sum = 0;
+    int64_t arg = -1, cnt = ch * cw;
+    for (int64_t h = h0; h < h1; h++)
+      for (int64_t w = w0; w < w1; w++) {
+        int64_t k = (pl * g.H + h) * g.W + w;
+        double v = (double)x[k];
+        if (arg < 0 || v > best) best = v, arg = k;
+        sum += v;
+      }
+    if (!dx) {
+      y[o] = (T)(is_max ? best : cnt > 0 ? sum / (double)cnt : 0);
+    } else if (is_max) {
+      if (arg >= 0) atomicAdd(&dx[arg], dy[o]);
+    } else if (cnt > 0) {
+      T d = (T)((double)dy[o] / (double)cnt);
+      for (int64_t h = h0; h < h1; h++)
+        for (int64_t w = w0; w < w1; w++) atomicAdd(&dx[(pl * g.H + h) * g.W + w], d);
+    }
+  }
+}
+
+static luon_status pool(lu_call *c, bool is_max, bool grad) {
+  const luon_tensor *x = c->in[0];
+  luon_tensor *out = c->out[0];
+  pgeom g;
+  geom(c, x, grad ? c->in[1] : out, &g);
+  lu_cuda_ctx k;
+  LU_TRY(lu_cuda_begin(c, &k));
+  void *xp = NULL, *dyp = NULL;
+  lu_block *xb = NULL, *dyb = NULL;
+  luon_status s = lu_cuda_dense(x, x->dtype, k.s, &xp, &xb);
+  if (s == LUON_OK && grad) s = lu_cuda_dense(c->in[1], x->dtype, k.s, &dyp, &dyb);
+  if (s == LUON_OK && grad) s = lu_cuda_zero(lu_data(out), (size_t)out->size * luon_dtype_size(out->dtype), k.s);
+  int64_t n = g.N * g.C * g.OH * g.OW;
+  if (s == LUON_OK && n > 0) {
+    if (x->dtype == LUON_DTYPE_F32)
+      k_pool<float><<<lu_blocks(n), LU_THREADS, 0, k.s>>>(g, is_max, (const float *)xp,
+          grad ? NULL : (float *)lu_data(out), (const float *)dyp, grad ? (float *)lu_data(out) : NULL);
+    else
+      k_pool<double><<<lu_blocks(n), LU_THREADS, 0, k.s>>>(g, is_max, (const double *)xp,
+          grad ? NULL : (double *)lu_data(out), (const double *)dyp, grad ? (double *)lu_data(out) : NULL);
+  }
+  lu_cuda_scratch_free(xb);
+  lu_cuda_scratch_free(dyb);
+  return lu_cuda_end(&k, s);
+}
+
+luon_status lu_cuda_max_pool2d(lu_call *c) { return pool(c, true, false); }
+luon_status lu_cuda_avg_pool2d(lu_call *c) { return pool(c, false, false); }
+luon_status lu_cuda_max_pool2d_grad(lu_call *c) { return pool(c, true, true); }
+luon_status lu_cuda_avg_pool2d_grad(lu_call *c) { return pool(c, false, true); }

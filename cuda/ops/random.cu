@@ -1,0 +1,138 @@
+/* random.cu: random tensors from the device's Philox stream, element j
+ * drawing the words of (key, start + j) exactly as core/ops/random.c, so
+ * one seed gives the same numbers on CPU and GPU (normal within the last
+ * bits of the device's log/cos). The counters come from the core. */
+#include "kernels.cuh"
+#include <math.h>
+
+enum { R_UNIFORM, R_NORMAL, R_RANDINT };
+
+typedef struct rnd {
+  int kind;
+  uint64_t key, start;
+  double a, b, top;       /* uniform: low, high, the largest value below high */
+  uint64_t lo, range;     /* randint */
+} rnd;
+
+__device__ __forceinline__ float unit32(uint32_t x) { return (float)(x >> 8) * (1.0f / 16777216.0f); }
+__device__ __forceinline__ double unit64(uint32_t hi, uint32_t lo) {
+  return (double)((((uint64_t)hi << 32) | lo) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+__global__ void k_random(lu_space s, rnd r) {
+  LU_GRID_LOOP(j, s.n) {
+    int64_t o[LU_MAX_OPS];
+    lu_offsets(s, j, o);
+    uint32_t w[4];
+    lu_cuda_philox(r.key, r.start + (uint64_t)j, w);
+    int32_t dt = s.dt[0];
+    if (r.kind == R_UNIFORM) {
+      if (dt == LUON_DTYPE_F32) {
+        float v = (float)(r.a + (r.b - r.a) * unit32(w[0])), top = (float)r.top;
+        ((float *)s.p[0])[o[0]] = r.b > r.a && v > top ? top : v;
+      } else {
+        double v = r.a + (r.b - r.a) * unit64(w[0], w[1]);
+        ((double *)s.p[0])[o[0]] = r.b > r.a && v > r.top ? r.top : v;
+      }
+    } else if (r.kind == R_NORMAL) {
+      double u1 = 1.0 - unit64(w[0], w[1]), u2 = unit64(w[2], w[3]);
+      double z = r.a + r.b * sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+      if (dt == LUON_DTYPE_F32) ((float *)s.p[0])[o[0]] = (float)z;
+      else ((double *)s.p[0])[o[0]] = z;
+    } else {
+      uint64_t x = (uint64_t)w[0] << 32 | w[1];
+      uint64_t v = r.lo + __umul64hi(x, r.range);
+      if (dt == LUON_DTYPE_I64) ((int64_t *)s.p[0])[o[0]] = (int64_t)v;
+      else if (dt == LUON_DTYPE_I32) ((int32_t *)s.p[0])[o[0]] = (int32_t)(int64_t)v;
+      else ((uint8_t *)s.p[0])[o[0]] = (uint8_t)v;
+    }
+  }
+}
+
+static luon_status generate(lu_call *c, rnd r) {
+  luon_tensor *y = c->out[0];
+  r.start = lu_cuda_host_api->rng_reserve(c->dev, (uint64_t)y->size, &r.key);
+  lu_cuda_ctx k;
+  LU_TRY(lu_cuda_begin(c, &k));
+  if (y->size > 0) {
+    lu_space s;
+    lu_space_init(&s, y->ndim, y->shape);
+    lu_space_add(&s, y);
+    lu_space_done(&s);
+    k_random<<<lu_blocks(s.n), LU_THREADS, 0, k.s>>>(s, r);
+  }
+  return lu_cuda_end(&k, LUON_OK);
+}
+
+luon_status lu_cuda_random_uniform(lu_call *c) {
+  rnd r = {R_UNIFORM, 0, 0, c->attrs->f[0], c->attrs->f[1], 0, 0, 0};
+  r.top = c->out[0]->dtype == LUON_DTYPE_F32 ? (double)nextafterf((float)r.b, -INFINITY)
+                                             : nextafter(r.b, -INFINITY);
+  return generate(c, r);
+}
+
+luon_status lu_cuda_random_normal(lu_call *c) {
+  rnd r = {R_NORMAL, 0, 0, c->attrs->f[0], c->attrs->f[1], 0, 0, 0};
+  return generate(c, r);
+}
+
+/* the range was checked and kept by lu_shape_random_randint */
+luon_status lu_cuda_random_randint(lu_call *c) {
+  rnd r = {R_RANDINT, 0, 0, 0, 0, 0, (uint64_t)c->scratch_i[0], (uint64_t)c->scratch_i[1]};
+  return generate(c, r);
+}
+
+/* y[i, ...] = x[perm[i], ...] over dense bytes: rows of rb bytes */
+__global__ void k_rows(const char *x, char *y, const int64_t *perm, int64_t n, int64_t rb) {
+  LU_GRID_LOOP(b, n * rb) {
+    int64_t i = b / rb, r = b - i * rb;
+    y[b] = x[perm[i] * rb + r];
+  }
+}
+
+/* Fisher-Yates on the host with core/ops/random.c's draws (step i from
+ * counter start + i), then the rows gathered on the GPU. */
+luon_status lu_cuda_random_permute(lu_call *c) {
+  luon_tensor *x = c->in[0], *y = c->out[0];
+  int64_t n = x->shape[0];
+  uint64_t key, start = lu_cuda_host_api->rng_reserve(c->dev, (uint64_t)n, &key);
+  int64_t *p = (int64_t *)malloc(sizeof(int64_t) * (size_t)(n > 0 ? n : 1));
+  if (!p) return lu_cuda_seterr(LUON_ENOMEM, "random_permute: out of host memory for %lld indices",
+                                (long long)n);
+  for (int64_t i = 0; i < n; i++) p[i] = i;
+  for (int64_t i = n - 1; i > 0; i--) {
+    uint32_t r[4];
+    lu_cuda_philox(key, start + (uint64_t)i, r);
+    uint64_t w = (uint64_t)r[0] << 32 | r[1];
+    int64_t j = (int64_t)(((unsigned __int128)w * ((uint64_t)i + 1)) >> 64), t = p[i];
+    p[i] = p[j];
+    p[j] = t;
+  }
+  lu_cuda_ctx k;
+  luon_status s = lu_cuda_begin(c, &k);
+  if (s != LUON_OK) {
+    free(p);
+    return s;
+  }
+  lu_block *pb = NULL, *xb = NULL;
+  void *xd = NULL;
+  if (y->size > 0) {
+    s = lu_cuda_scratch(k.id, sizeof(int64_t) * (size_t)n, &pb);
+    if (s == LUON_OK) s = lu_cuda_dense(x, x->dtype, k.s, &xd, &xb);
+    if (s == LUON_OK) {
+      cudaError_t e = cudaMemcpyAsync(pb->ptr, p, sizeof(int64_t) * (size_t)n,
+                                      cudaMemcpyHostToDevice, k.s);
+      if (e != cudaSuccess) s = lu_cuda_fail(e, "random_permute: cudaMemcpyAsync");
+    }
+    if (s == LUON_OK) {
+      int64_t rb = (y->size / n) * luon_dtype_size(y->dtype);
+      k_rows<<<lu_blocks(n * rb), LU_THREADS, 0, k.s>>>((const char *)xd, (char *)lu_data(y),
+                                                       (const int64_t *)pb->ptr, n, rb);
+    }
+  }
+  /* a pageable source is staged before cudaMemcpyAsync returns */
+  free(p);
+  lu_cuda_scratch_free(pb);
+  lu_cuda_scratch_free(xb);
+  return lu_cuda_end(&k, s);
+}
