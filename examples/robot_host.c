@@ -10,7 +10,10 @@
  *   --warmup N        ticks before measuring (default 2000)
  *   --gc-budget-us N  GC work between ticks, microseconds (default 200)
  *   --check           exit 1 unless the actions equal a plain-C forward pass of
- *                     the same parameters and no tick allocates fresh memory
+ *                     the same parameters and no tick after warm-up allocates fresh
+ *                     native memory (deterministic when the budget lets every step
+ *                     finish a cycle; a timed budget that sometimes does not can need
+ *                     a few more cached blocks when a cycle runs long)
  *   --bench           also run the plain-C forward pass and luon with automatic GC,
  *                     and print them side by side (scripts/bench robot) */
 #include <luon_embed.h>
