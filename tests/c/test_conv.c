@@ -380,6 +380,9 @@ static void test_pool_ref(void) {
       /* N C H W k s p ceil */
       {2, 3, 11, 13, 3, 2, 1, 0}, {2, 3, 11, 13, 3, 2, 1, 1}, {1, 4, 17, 15, 4, 2, 0, 0},
       {1, 2, 9, 9, 2, 1, 0, 1},   {3, 2, 8, 10, 3, 3, 1, 1},  {1, 1, 5, 6, 5, 1, 2, 0},
+      /* stride-2 columns, no padding (the AVX-512 max backward): wide rows, tails, ceil */
+      {2, 3, 40, 41, 4, 2, 0, 0}, {1, 2, 37, 39, 4, 2, 0, 1}, {1, 2, 9, 70, 2, 2, 0, 0},
+      {1, 1, 6, 35, 3, 2, 0, 1},  {1, 1, 4, 4, 4, 2, 0, 0},
   };
   for (size_t k = 0; k < sizeof cs / sizeof cs[0]; k++)
     for (int dt = LUON_DTYPE_F32; dt <= LUON_DTYPE_F64; dt++)
@@ -399,6 +402,26 @@ static void test_pool_ref(void) {
         CHECK(e < 1e-6, "config %zu: avg_pool2d_grad differs from the reference by %g", k, e);
         luon_tensor_release(y), luon_tensor_release(in[1]), luon_tensor_release(x);
       }
+}
+
+/* Ties (as after a relu: many zeros): the first maximum, as the reference. */
+static void test_pool_ties(void) {
+  int64_t xs[4] = {2, 3, 12, 53};
+  int64_t n = lu_numel(4, xs);
+  double *v = malloc(sizeof(double) * (size_t)n);
+  for (int64_t k = 0; k < n; k++) v[k] = (double)((k * 7 + k / 5) % 3);
+  luon_tensor *x = from(LUON_DTYPE_F32, 4, xs, v);
+  free(v);
+  static const int64_t ps[][2] = {{4, 2}, {3, 2}, {2, 2}};
+  for (size_t k = 0; k < 3; k++) {
+    luon_attrs a = pool_attrs(ps[k][0], ps[k][1], 0, 0, 0, 1);
+    luon_tensor *y = call(LU_OP_max_pool2d, &a, 1, &x);
+    luon_tensor *in[2] = {x, rnd(LUON_DTYPE_F32, 4, y->shape)};
+    double e = fast_vs_ref(LU_OP_max_pool2d_grad, &a, 2, in);
+    CHECK(e < 1e-6, "ties, kernel %lld: max_pool2d_grad differs from the reference by %g", (long long)ps[k][0], e);
+    luon_tensor_release(y), luon_tensor_release(in[1]);
+  }
+  luon_tensor_release(x);
 }
 
 static void test_pool_fd(void) {
@@ -498,6 +521,7 @@ int main(void) {
   test_pool_hand();
   test_pool_sizes();
   test_pool_ref();
+  test_pool_ties();
   test_pool_fd();
   test_errors();
   return TEST_RESULT;
