@@ -217,6 +217,31 @@ typedef enum luon_reduce_op {
 } luon_reduce_op;
 luon_status luon_allreduce(int32_t n, luon_tensor *const *replicas, int32_t op);
 
+/* Collectives across processes (core/dist.c): Open MPI, loaded with dlopen
+ * by luon_dist_init, for processes started by mpirun; a process not started
+ * by a launcher is rank 0 of 1 and never loads MPI. Arrays are reduced in
+ * place; CPU arrays of float32/float64/int32/int64/uint8 directly, any other
+ * array (GPU, strided, 16-bit float) through a host copy. Every rank must
+ * make the same calls in the same order with arrays of the same shape and
+ * dtype. LUON_DIST_TIMEOUT (seconds, default 300, 0 = none) bounds each
+ * wait: past it the call fails with LUON_EIO and the communicator is
+ * unusable. Failures are LUON_EIO with MPI's message. */
+typedef enum luon_dist_op {
+  LUON_DIST_SUM = 0,
+  LUON_DIST_MEAN = 1,
+  LUON_DIST_MAX = 2,
+  LUON_DIST_MIN = 3
+} luon_dist_op;
+/* Idempotent. Any of the out pointers may be NULL. */
+luon_status luon_dist_init(int32_t *rank, int32_t *size, int32_t *local_rank);
+/* "Open MPI v4.1.4" or "single process ..." (after init). */
+const char *luon_dist_backend(void);
+luon_status luon_dist_barrier(void);
+luon_status luon_dist_allreduce(luon_tensor *t, int32_t op);
+luon_status luon_dist_broadcast(luon_tensor *t, int32_t root);
+/* MPI_Finalize (a collective: every rank calls it); init cannot follow. */
+luon_status luon_dist_finalize(void);
+
 /* Random numbers: one seeded generator per device (counter-based). */
 luon_status luon_random_seed(int64_t seed);
 

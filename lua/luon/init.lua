@@ -26,5 +26,6 @@ function luon.clock()
 end
 
 luon.image = require("luon.image")
+luon.dist = require("luon.dist")                    -- processes over MPI (docs/distributed.md)
 
 return luon

@@ -215,6 +215,9 @@ function methods._finish_deferred_init(p)
       ini(p.name, value)
     end)
   end
+  -- luon.dist sets this for the parameters of a kvstore='dist' Trainer: the
+  -- value every process materialises is rank 0's (a broadcast)
+  if M.on_materialize then M.on_materialize(p, value) end
   place(p, value, d.devices)
 end
 

@@ -1,8 +1,9 @@
 -- luon.gluon.trainer: gluon.Trainer, which applies an optimizer to a set of
 -- Parameters: step(batch_size) = rescale by 1/batch_size, sum the gradients
 -- of every replica into every replica (allreduce_grads), then one identical
--- optimizer update per replica (update). Not here: the update rules
--- (luon.gluon.optimizer), distributed kvstores, saving optimizer states.
+-- optimizer update per replica (update). With kvstore = 'dist' the sums
+-- also run across processes (luon.dist, over MPI; see docs/distributed.md).
+-- Not here: the update rules (luon.gluon.optimizer), saving optimizer states.
 local core = require("luon.core")
 local ffi, C = core.ffi, core.C
 local np = require("luon.np")
@@ -119,11 +120,15 @@ function Trainer:__init(params, opt, optimizer_params, opts)
   rawset(self, "_devices", devices or {})
   local kv = opts.kvstore
   if kv == nil then kv = "device" end
-  if kv ~= false and kv ~= "device" and kv ~= "local" then
-    core.error(("Trainer: kvstore '%s' is not supported (use 'device', 'local' or false); " ..
-                "distributed training is not implemented"):format(tostring(kv)))
+  local dist_kv = {dist = true, dist_sync = true, dist_sync_device = true, dist_device_sync = true}
+  if kv ~= false and kv ~= "device" and kv ~= "local" and not dist_kv[kv] then
+    core.error(("Trainer: kvstore '%s' is not supported (use 'device', 'local', 'dist' or false)")
+               :format(tostring(kv)))
   end
   rawset(self, "_kvstore", kv)
+  -- kvstore 'dist': across processes too (luon.dist); step(batch_size)
+  -- then takes this process's batch size and the optimizer sees the sum
+  rawset(self, "_dist", dist_kv[kv] and require("luon.dist") or false)
   -- Gradients are always summed into every replica and each replica updated
   -- with the same sum (MXNet's update_on_kvstore=false); the weights equal
   -- those of update_on_kvstore=true, so that flag is accepted and ignored.
@@ -152,6 +157,7 @@ function Trainer:__init(params, opt, optimizer_params, opts)
   local updaters = {}
   for k, d in ipairs(self._devices) do updaters[k] = optimizer.get_updater(opt, tostring(d)) end
   rawset(self, "_updaters", updaters)
+  if self._dist then self._dist._trainer_init(self) end
 end
 
 function Trainer._props.learning_rate(self)
@@ -187,7 +193,9 @@ end
 function Trainer:step(batch_size, ignore_stale_grad)
   check_batch_size(batch_size, "step")
   self._optimizer.rescale_grad = self._scale / batch_size
+  rawset(self, "_local_batch", batch_size)
   self:allreduce_grads()
+  rawset(self, "_local_batch", nil)
   self:_update(ignore_stale_grad)
 end
 
@@ -196,23 +204,30 @@ end
 -- from its own part of the batch): after every update all replicas take
 -- their mean, so every replica of every parameter stays identical.
 function Trainer:_sync_states()
-  if #self._devices < 2 then return end
-  for _, p in ipairs(self._params) do
-    if p.grad_req == "null" then reduce_replicas(p:list_data(), "mean") end
+  if #self._devices >= 2 then
+    for _, p in ipairs(self._params) do
+      if p.grad_req == "null" then reduce_replicas(p:list_data(), "mean") end
+    end
   end
+  if self._dist then self._dist._trainer_sync_states(self) end
 end
 
 -- Sum each parameter's gradients over its replicas, into every replica.
 function Trainer:allreduce_grads()
-  if #self._devices < 2 or self._kvstore == false then return end
-  for _, p in ipairs(self._params) do
-    if p.grad_req ~= "null" then reduce_replicas(p:list_grad()) end
+  if self._kvstore == false then return end
+  if #self._devices >= 2 then
+    for _, p in ipairs(self._params) do
+      if p.grad_req ~= "null" then reduce_replicas(p:list_grad()) end
+    end
   end
+  if self._dist then self._dist._trainer_allreduce(self) end
 end
 
 -- update(batch_size): the second half of step, after allreduce_grads().
 function Trainer:update(batch_size, ignore_stale_grad)
   check_batch_size(batch_size, "update")
+  -- dist: batch_size is this process's; every process is assumed to have one as large
+  if self._dist then batch_size = batch_size * self._dist.size() end
   self._optimizer.rescale_grad = self._scale / batch_size
   self:_update(ignore_stale_grad)
 end

@@ -391,6 +391,9 @@ function RandomSampler:iter()
   return list_iter(p)
 end
 
+-- Each process's shard for distributed training (luon.dist).
+data.SplitSampler = require("luon.gluon.data.sampler_dist").SplitSampler
+
 local last_batch_modes = {keep = true, discard = true, rollover = true}
 
 -- Groups a sampler's indices into lists of batch_size.

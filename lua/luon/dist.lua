@@ -1,0 +1,277 @@
+-- luon.dist: training across processes, over Open MPI (core/dist.c loads
+-- libmpi.so.40 with dlopen). Launch with
+--   mpirun -np 2 build/luon train.lua
+-- A script run without mpirun is rank 0 of 1 and every collective is a
+-- no-op, so the same script runs both ways.
+--
+--   dist.init()                 -> rank, size (idempotent; the others call it)
+--   dist.rank(), dist.size(), dist.local_rank(), dist.is_root()
+--   dist.barrier()
+--   dist.allreduce(x, op)       in place, op 'sum' (default), 'mean', 'max', 'min'; returns x
+--   dist.broadcast(x, root)     in place from rank root (default 0); returns x
+--   dist.device()               gpu(local_rank) when there are GPUs, else cpu(0)
+--   dist.sampler(dataset, opts) this process's gluon.data.SplitSampler shard
+--   dist.save_parameters(net, path)   rank 0 writes (atomically), then a barrier
+--   dist.finalize()             optional: at a normal exit (status 0) luon
+--                               finalizes MPI itself
+--
+-- Every rank must make the same collective calls in the same order with
+-- arrays of the same shape and dtype. GPU arrays go through host memory
+-- (NCCL arrives with the CUDA kernels). LUON_DIST_TIMEOUT (seconds, default
+-- 300, 0 = none) bounds every wait: a rank that never joins a collective
+-- makes the others fail with an error instead of hanging. A rank that exits
+-- with an error makes mpirun stop the whole job and name that rank.
+local core = require("luon.core")
+local ffi, C = core.ffi, core.C
+
+local dist = {}
+
+local r3 = ffi.new("int32_t[3]")
+local state = nil -- {rank, size, local_rank} after init
+
+function dist.init()
+  if not state then
+    core.check(C.luon_dist_init(r3, r3 + 1, r3 + 2), 2)
+    state = {rank = r3[0], size = r3[1], local_rank = r3[2]}
+  end
+  return state.rank, state.size
+end
+
+local function st()
+  if not state then dist.init() end
+  return state
+end
+
+function dist.is_initialized() return state ~= nil end
+function dist.rank() return st().rank end
+function dist.size() return st().size end
+function dist.local_rank() return st().local_rank end
+function dist.is_root() return st().rank == 0 end
+-- "Open MPI v4.1.4" or "single process (not started by mpirun)".
+function dist.backend()
+  st()
+  return ffi.string(C.luon_dist_backend())
+end
+
+function dist.barrier()
+  st()
+  core.check(C.luon_dist_barrier(), 2)
+end
+
+local ops = {sum = 0, mean = 1, max = 2, min = 3}
+
+local function check_array(x, fname)
+  if not core.is_array(x) then
+    core.error(("dist.%s: the first argument must be an ndarray, got %s"):format(fname, type(x)), 3)
+  end
+end
+
+function dist.allreduce(x, op)
+  check_array(x, "allreduce")
+  local id = ops[op or "sum"]
+  if not id then
+    core.error(("dist.allreduce: op must be 'sum', 'mean', 'max' or 'min', got %s"):format(tostring(op)), 2)
+  end
+  st()
+  core.check(C.luon_dist_allreduce(x.t, id), 2)
+  return x
+end
+
+function dist.broadcast(x, root)
+  check_array(x, "broadcast")
+  root = root or 0
+  if type(root) ~= "number" or root % 1 ~= 0 then
+    core.error(("dist.broadcast: root must be a rank number, got %s"):format(tostring(root)), 2)
+  end
+  st()
+  core.check(C.luon_dist_broadcast(x.t, root), 2)
+  return x
+end
+
+-- The device this process should train on: one GPU per process on a node
+-- (gpu(local_rank)), or cpu(0) where there are no GPUs.
+function dist.device()
+  local npx = require("luon.npx")
+  local n = npx.num_gpus()
+  if n == 0 then return npx.cpu(0) end
+  local lr = st().local_rank
+  if lr >= n then
+    core.error(("dist.device: local rank %d but this node has %d GPUs; start at most %d processes per node")
+               :format(lr, n, n), 2)
+  end
+  return npx.gpu(lr)
+end
+
+-- This process's shard of a dataset (or of `length` samples) for
+-- DataLoader{sampler = ...}: gluon.data.SplitSampler(length, size, rank,
+-- opts); opts.shuffle (default true) reshuffles the shard every epoch.
+function dist.sampler(dataset, opts)
+  local n = dataset
+  if type(dataset) == "table" or type(dataset) == "userdata" then n = dataset:len() end
+  local s = st()
+  return require("luon.gluon.data.sampler_dist").SplitSampler(n, s.size, s.rank, opts)
+end
+
+-- Checkpoints: rank 0 writes (save_parameters writes a temporary file and
+-- renames it, so a crash never leaves half a checkpoint), the others wait,
+-- so that every rank can read the file once this returns.
+function dist.save_parameters(net, path, ...)
+  if st().rank == 0 then net:save_parameters(path, ...) end
+  dist.barrier()
+end
+
+---------------------------------------------------------------------------
+-- Many arrays in one collective (gradients): the arrays of one dtype are
+-- copied into a flat host buffer, reduced in one call, and copied back.
+-- Arrays of 4M elements or more on the CPU, contiguous, go on their own (the
+-- copies would cost more than the call they save). The buffers and views are
+-- kept per list of shapes (`cache`, a table the caller owns).
+
+local BIG = 4 * 1024 * 1024
+local view_out = ffi.new("luon_tensor*[1]")
+local view_strides = ffi.new("int64_t[8]")
+
+local function signature(arrays)
+  local parts = {}
+  for k, a in ipairs(arrays) do
+    local info = core.info_of(a)
+    local sh = {}
+    for d = 0, info.ndim - 1 do sh[#sh + 1] = tostring(info.shape[d]) end
+    parts[k] = info.dtype .. ":" .. info.dev_type .. ":" .. info.contiguous .. ":" .. table.concat(sh, "x")
+  end
+  return table.concat(parts, ",")
+end
+
+local function make_plan(arrays)
+  local np = require("luon.np")
+  local groups, order, direct = {}, {}, {}
+  for k, a in ipairs(arrays) do
+    local info = core.info_of(a)
+    if info.size >= BIG and info.dev_type == 1 and info.contiguous == 1 then
+      direct[#direct + 1] = k
+    else
+      local dt = core.dtype_names[info.dtype]
+      local g = groups[dt]
+      if not g then
+        g = {dtype = dt, n = 0, members = {}}
+        groups[dt] = g
+        order[#order + 1] = g
+      end
+      g.members[#g.members + 1] = {index = k, offset = g.n, size = tonumber(info.size)}
+      g.n = g.n + tonumber(info.size)
+    end
+  end
+  for _, g in ipairs(order) do
+    g.buf = np.empty({g.n}, {dtype = g.dtype, device = require("luon.npx").cpu(0)})
+    for _, m in ipairs(g.members) do
+      local info = core.info_of(arrays[m.index])
+      local stride = 1
+      for d = info.ndim - 1, 0, -1 do
+        view_strides[d] = stride
+        stride = stride * info.shape[d]
+      end
+      core.check(C.luon_tensor_view(g.buf.t, info.ndim, info.shape, view_strides, m.offset, view_out), 3)
+      m.view = core.wrap(view_out[0])
+    end
+  end
+  return {groups = order, direct = direct}
+end
+
+-- allreduce of a list of arrays, in place, as dist.allreduce on each.
+function dist.allreduce_many(arrays, op, cache)
+  local id = ops[op or "sum"]
+  if not id then core.error(("dist.allreduce_many: unknown op %s"):format(tostring(op)), 2) end
+  st()
+  if #arrays == 0 then return arrays end
+  cache = cache or {}
+  local sig = signature(arrays)
+  if cache.sig ~= sig then cache.sig, cache.plan = sig, make_plan(arrays) end
+  local plan = cache.plan
+  for _, k in ipairs(plan.direct) do core.check(C.luon_dist_allreduce(arrays[k].t, id), 2) end
+  for _, g in ipairs(plan.groups) do
+    for _, m in ipairs(g.members) do core.check(C.luon_tensor_copy(m.view.t, arrays[m.index].t), 2) end
+    core.check(C.luon_dist_allreduce(g.buf.t, id), 2)
+    for _, m in ipairs(g.members) do core.check(C.luon_tensor_copy(arrays[m.index].t, m.view.t), 2) end
+  end
+  return arrays
+end
+
+---------------------------------------------------------------------------
+-- The Trainer's side (gluon.Trainer with kvstore = 'dist'; trainer.lua
+-- calls these). Parameters start as rank 0's: those initialized now are
+-- broadcast now, the others (deferred initialization) when they are
+-- materialised (every process runs the same first forward).
+
+local managed = setmetatable({}, {__mode = "k"})
+local hooked = false
+
+local function copy_to_replicas(list)
+  for k = 2, #list do core.check(C.luon_tensor_copy(list[k].t, list[1].t), 3) end
+end
+
+function dist._trainer_init(tr)
+  dist.init()
+  if not hooked then
+    hooked = true
+    require("luon.gluon.parameter").on_materialize = function(p, value)
+      if managed[p] then dist.broadcast(value, 0) end
+    end
+  end
+  for _, p in ipairs(tr._params) do
+    managed[p] = true
+    if p._data then
+      local data = p:list_data()
+      dist.broadcast(data[1], 0)
+      copy_to_replicas(data)
+    end
+  end
+  rawset(tr, "_dist_cache", {grads = {}, states = {}})
+end
+
+-- After the replicas of this process are summed: the sum across processes
+-- (replica 1's gradient, then copied to the others), and the global batch
+-- size for step (the sum of every process's).
+function dist._trainer_allreduce(tr)
+  if st().size == 1 then return end
+  local np = require("luon.np")
+  local arrays, lists = {}, {}
+  for _, p in ipairs(tr._params) do
+    if p.grad_req ~= "null" then
+      local g = p:list_grad()
+      arrays[#arrays + 1] = g[1]
+      lists[#lists + 1] = g
+    end
+  end
+  local cache = tr._dist_cache
+  local batch = tr._local_batch and np.array({tr._local_batch})
+  if batch then arrays[#arrays + 1] = batch end
+  dist.allreduce_many(arrays, "sum", cache.grads)
+  for _, g in ipairs(lists) do copy_to_replicas(g) end
+  if batch then
+    tr._optimizer.rescale_grad = tr._scale / batch:item()
+  end
+end
+
+-- After the update: parameters the optimizer does not touch (grad_req
+-- 'null', e.g. BatchNorm's running statistics) take the mean over processes.
+function dist._trainer_sync_states(tr)
+  if st().size == 1 then return end
+  local arrays, lists = {}, {}
+  for _, p in ipairs(tr._params) do
+    if p.grad_req == "null" and p._data then
+      local d = p:list_data()
+      arrays[#arrays + 1] = d[1]
+      lists[#lists + 1] = d
+    end
+  end
+  if #arrays == 0 then return end
+  dist.allreduce_many(arrays, "mean", tr._dist_cache.states)
+  for _, d in ipairs(lists) do copy_to_replicas(d) end
+end
+
+function dist.finalize()
+  if not state then return end
+  core.check(C.luon_dist_finalize(), 2)
+end
+
+return dist
