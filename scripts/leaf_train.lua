@@ -14,7 +14,7 @@ local ffi = require("ffi")
 
 local defaults = {
   root = "data/fashion-leaf", devices = "auto", epochs = 2, ["batch-size"] = 32,
-  lr = 0.05, momentum = 0.9, ["log-interval"] = 20, save = "leaf_models.params",
+  lr = 0.01, momentum = 0.9, ["log-interval"] = 20, save = "leaf_models.params",
   workers = 2, seed = 42, limit = 0,
 }
 local help = [[
@@ -24,7 +24,7 @@ usage: luon scripts/leaf_train.lua [options]
                       are two, one GPU when there is one, two logical CPU devices otherwise)
   --epochs N          (default 2)
   --batch-size N      global batch, split across the devices (default 32)
-  --lr X              SGD learning rate (default 0.05; the tutorial's 0.001 learns slowly)
+  --lr X              SGD learning rate (default 0.01; the tutorial's 0.001 learns slowly)
   --momentum X        SGD momentum (default 0.9; the tutorial uses none)
   --log-interval N    log every N batches, 0 for never (default 20)
   --save PATH         where the parameters go (default leaf_models.params)
@@ -153,7 +153,7 @@ local function dataset(split)
   local ok, ds = pcall(gluon.data.vision.ImageFolderDataset, path)
   if not ok then
     error(("leaf_train: cannot read the %s images under %s (%s); make the default dataset " ..
-           "with `build/luon scripts/make_dataset.lua` or pass --root"):format(split, path, tostring(ds)), 0)
+           "with `scripts/make_dataset` or pass --root"):format(split, path, tostring(ds)), 0)
   end
   if opt.limit > 0 and ds:len() > opt.limit then ds = ds:take(opt.limit) end
   return ds
@@ -161,7 +161,7 @@ end
 
 local function loader(ds, transformer, shuffle)
   return gluon.data.DataLoader(ds:transform_first(transformer),
-    {batch_size = batch_size, shuffle = shuffle, try_nopython = true, num_workers = opt.workers,
+    {batch_size = batch_size, shuffle = shuffle, try_nopython = opt.limit == 0 or nil, num_workers = opt.workers,
      seed = opt.seed, last_batch = shuffle and "discard" or "keep"})
 end
 
