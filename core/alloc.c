@@ -104,7 +104,7 @@ static void account(pool *pl, const lu_block *b) {
   pl->stats.in_use += (int64_t)b->bytes;
   if (pl->stats.in_use > pl->stats.peak) pl->stats.peak = pl->stats.in_use;
   BUMP(counters.bytes_since_gc, (int64_t)b->bytes);
-  BUMP(counters.bytes_in_use, (int64_t)b->bytes);
+  __atomic_add_fetch(&counters.bytes_in_use, (int64_t)b->bytes, __ATOMIC_RELAXED);
 }
 
 luon_status lu_alloc(lu_device d, size_t bytes, lu_block **out) {
@@ -162,7 +162,7 @@ void lu_free(lu_block *b) {
   pthread_mutex_lock(&pl->lock);
   pl->stats.in_use -= (int64_t)b->bytes;
   pl->stats.cached += (int64_t)b->bytes;
-  BUMP(counters.bytes_in_use, -(int64_t)b->bytes);
+  __atomic_sub_fetch(&counters.bytes_in_use, (int64_t)b->bytes, __ATOMIC_RELAXED);
   b->next = pl->free[c];
   pl->free[c] = b;
   pthread_mutex_unlock(&pl->lock);

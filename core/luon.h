@@ -145,7 +145,8 @@ luon_status luon_memory_reset_peak(int32_t dev_type, int32_t dev_id);
 
 /* Process-wide counters the Lua layer reads through a pointer, without a
  * call, to pace its garbage collector (LuaJIT cannot see native memory).
- * Updated without locks: approximate under threads, exact on one. */
+ * tensors_live and bytes_in_use are exact; bytes_since_gc is updated
+ * without locks (a heuristic: approximate when threads allocate). */
 typedef struct luon_counters {
   int64_t bytes_since_gc;   /* bytes handed out (blocks, cached or fresh, and
                                tensor headers) since the binding last reset it */
