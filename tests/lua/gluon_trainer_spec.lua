@@ -257,7 +257,7 @@ describe("Trainer", function()
     H.assert_equal(p:list_data()[2], {-1, -8})
   end)
 
-  it("Adam on two replicas gives bit-identical weights and states", function()
+  it("Adam on two replicas gives bit-identical weights (one update, copied)", function()
     local p = param("x", W0, devs)
     local tr = Trainer({p}, "adam", {learning_rate = 0.01, wd = 0.1})
     for _ = 1, 3 do
@@ -266,7 +266,8 @@ describe("Trainer", function()
       tr:step(2)                       -- summed grad = 2 g, rescale 1/2: g
     end
     H.assert_equal(p:list_data()[2], p:list_data()[1]:totable())
-    H.assert_equal(tr._updaters[2].states[1][1], tr._updaters[1].states[1][1]:totable())
+    -- the optimizer ran once, on the first replica; the others got its weights
+    assert.is_nil(tr._updaters[2].states[1])
     -- same as one device with the whole batch
     local q = param("x", W0, {cpu0})
     local tq = Trainer({q}, "adam", {learning_rate = 0.01, wd = 0.1})

@@ -251,9 +251,21 @@ function Trainer:_update(_)
       end
     end
   end
-  for d = 1, ndev do
+  -- With summed gradients every replica would take the same step: apply the
+  -- optimizer once, on the first replica, and copy the weights to the others
+  -- (MXNet's kvstore 'device': reduce, update once, broadcast). Without a
+  -- kvstore each replica keeps its own gradient and takes its own step.
+  local once = ndev > 1 and self._kvstore ~= false
+  for d = 1, once and 1 or ndev do
     local u = per_dev[d]
     self._updaters[d](u.indices, u.grads, u.weights)
+  end
+  if once then
+    local w1 = per_dev[1].weights
+    for d = 2, ndev do
+      local wd = per_dev[d].weights
+      for k = 1, #w1 do core.check(C.luon_tensor_copy(wd[k].t, w1[k].t), 2) end
+    end
   end
   self:_sync_states()
 end
