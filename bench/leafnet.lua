@@ -4,30 +4,9 @@
 -- the median step over timed steps after warm-up.
 local luon = require("luon")
 local np, npx, gluon, autograd = luon.np, luon.npx, luon.gluon, luon.autograd
-local nn = gluon.nn
 
-local function conv_block(filters)
-  local block = nn.HybridSequential()
-  block:add(nn.Conv2D{channels = filters, kernel_size = 2, activation = "relu"},
-            nn.MaxPool2D{pool_size = 4, strides = 2}, nn.BatchNorm())
-  return block
-end
-local function dense_block(neurons)
-  local block = nn.HybridSequential()
-  block:add(nn.Dense(neurons, {activation = "relu"}), nn.Dropout(0.2))
-  return block
-end
-local LeafNetwork = nn.HybridBlock:extend("LeafNetwork")
-function LeafNetwork:__init()
-  self.conv1, self.conv2, self.conv3 = conv_block(32), conv_block(64), conv_block(128)
-  self.flatten = nn.Flatten()
-  self.dense1, self.dense2 = dense_block(100), dense_block(10)
-  self.dense3 = nn.Dense(2)
-end
-function LeafNetwork:forward(x)
-  x = self.conv3(self.conv2(self.conv1(x)))
-  return self.dense3(self.dense2(self.dense1(self.flatten(x))))
-end
+local here = debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./"
+local LeafNetwork = dofile(here .. "leafnet_model.lua")
 
 local batches = {}
 for k = 1, #arg do batches[#batches + 1] = tonumber(arg[k]) end

@@ -100,7 +100,7 @@ function EvalMetric:get_name_value()
 end
 
 function EvalMetric:update()
-  core.error(("%s: update is not implemented"):format(getmetatable(self).__name))
+  core.error(("%s: this metric class defines no update(labels, preds)"):format(getmetatable(self).__name))
 end
 
 function EvalMetric:__tostring()

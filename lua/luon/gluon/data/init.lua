@@ -65,8 +65,9 @@ end
 local Dataset = class()
 data.Dataset = Dataset
 
-function Dataset:len() argerror("Dataset: len() is not implemented by this dataset") end
-function Dataset:get() argerror("Dataset: get(i) is not implemented by this dataset") end
+-- A dataset class defines len() and get(i); the base class only says so.
+function Dataset:len() argerror("Dataset: this dataset class defines no len()") end
+function Dataset:get() argerror("Dataset: this dataset class defines no get(i)") end
 
 -- A dataset class of one's own: local My = data.Dataset:extend(); define
 -- My:len() and My:get(i) (0-based); make one with My:new{fields...}.
