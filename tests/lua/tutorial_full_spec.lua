@@ -19,6 +19,12 @@ local function find_luon()
   return root .. "build/luon"
 end
 
+-- The command below runs in another directory: make paths absolute.
+local function absolute(path)
+  if path:sub(1, 1) == "/" then return path end
+  return (os.getenv("PWD") or ".") .. "/" .. path
+end
+
 local function run(cmd)
   local p = io.popen(cmd .. " 2>&1")
   local out = p:read("*a")
@@ -31,12 +37,13 @@ describe("spec/tutorial.lua", function()
     local spec = root .. "../shared/spec/tutorial.lua"
     if not exists(spec) then spec = "/work/shared/spec/tutorial.lua" end
     if not exists(spec) then pending("spec/tutorial.lua is not beside the checkout") return end
-    local luon = find_luon()
+    spec = absolute(spec)
+    local luon = absolute(find_luon())
     local dir = os.tmpname()
     os.remove(dir)
     assert.is_true((run(("mkdir -p '%s/datasets'"):format(dir))))
-    local ok, out = run(("'%s' '%sscripts/make_dataset' --out '%s/leaf' --train 40 --validation 12 --test 4 --quiet")
-                        :format(luon, root, dir))
+    local ok, out = run(("'%s' '%s' --out '%s/leaf' --train 40 --validation 12 --test 4 --quiet")
+                        :format(luon, absolute(root .. "scripts/make_dataset"), dir))
     assert.is_true(ok, out)
     assert.is_true((run(("ln -s '%s/leaf/train' '%s/datasets/train' && ln -s '%s/leaf/validation' '%s/datasets/validation'")
                         :format(dir, dir, dir, dir))))
