@@ -198,7 +198,10 @@ describe("DataLoader over images", function()
       end
     end
     local after = in_use()
-    assert.is_true(after <= before, ("bytes in use: %d before, %d after"):format(before, after))
+    -- a leak per loader would hold batches of every one of the 30 (hundreds
+    -- of KB); a few blocks can still be on their way back from a loader the
+    -- last collection finalized (seen: 18 KB in about one run in eight)
+    assert.is_true(after - before < 64 * 1024, ("bytes in use: %d before, %d after"):format(before, after))
   end)
 end)
 
