@@ -23,6 +23,11 @@ luon_status lu_run(int32_t op, const luon_attrs *attrs, luon_tensor **out, int n
   return luon_op_call(op, nin, in, attrs, &nout, out);
 }
 
+bool lu_ref_kernels(void) {
+  const char *e = getenv("LUON_REF_KERNELS");
+  return e && e[0] == '1';
+}
+
 int32_t luon_op_count(void) { return LU_OP_COUNT; }
 
 int32_t luon_op_find(const char *name) {

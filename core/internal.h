@@ -219,6 +219,12 @@ void lu_dgemm(int order, int ta, int tb, int m, int n, int k, double alpha, cons
 typedef void (*lu_row_fn)(void *ctx, int64_t n, char *const *ptrs, const int64_t *strides);
 void lu_foreach_row(int ndim, const int64_t *shape, int nops, char *const *base,
                     const int64_t (*strides)[LU_MAXD], int64_t grain, lu_row_fn fn, void *ctx);
+/* Copy t's elements, row-major, into a dense buffer (pack) or back (unpack):
+ * for kernels that want dense operands of any strided tensor. */
+void lu_pack(const luon_tensor *t, void *buf);
+void lu_unpack(luon_tensor *t, const void *buf);
+/* LUON_REF_KERNELS=1: kernels take their naive reference path (tests). */
+bool lu_ref_kernels(void);
 /* Byte strides of t broadcast to (ndim, shape), for lu_foreach_row. */
 void lu_byte_strides(const luon_tensor *t, int ndim, const int64_t *shape, int64_t *out);
 

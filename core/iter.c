@@ -118,3 +118,33 @@ void lu_byte_strides(const luon_tensor *t, int ndim, const int64_t *shape, int64
   int64_t es = luon_dtype_size(t->dtype);
   for (int i = 0; i < ndim; i++) out[i] *= es;
 }
+
+/* Walk t's elements in row-major order, moving whole rows: t -> buf when
+ * to_buf, else buf -> t. Rows are memcpy'd when the last axis is dense. */
+static void move(luon_tensor *t, char *buf, bool to_buf) {
+  int nd = t->ndim;
+  int64_t es = luon_dtype_size(t->dtype);
+  int64_t n = nd ? t->shape[nd - 1] : 1, st = nd ? t->strides[nd - 1] : 1;
+  int64_t rows = n ? t->size / n : 0, idx[LU_MAXD] = {0}, off = 0;
+  char *p = lu_data(t);
+  for (int64_t r = 0; r < rows; r++, buf += n * es) {
+    if (st == 1) {
+      if (to_buf) memcpy(buf, p + off * es, (size_t)(n * es));
+      else memcpy(p + off * es, buf, (size_t)(n * es));
+    } else {
+      for (int64_t k = 0; k < n; k++) {
+        if (to_buf) memcpy(buf + k * es, p + (off + k * st) * es, (size_t)es);
+        else memcpy(p + (off + k * st) * es, buf + k * es, (size_t)es);
+      }
+    }
+    for (int d = nd - 2; d >= 0; d--) {
+      off += t->strides[d];
+      if (++idx[d] < t->shape[d]) break;
+      off -= t->strides[d] * t->shape[d];
+      idx[d] = 0;
+    }
+  }
+}
+
+void lu_pack(const luon_tensor *t, void *buf) { move((luon_tensor *)t, buf, true); }
+void lu_unpack(luon_tensor *t, const void *buf) { move(t, (char *)buf, false); }

@@ -198,22 +198,6 @@ luon_status lu_shape_conv2d_grad_weight(lu_call *c) {
 
 /* ---- dense operands ------------------------------------------------------------ */
 
-/* Copy t's elements in row-major order into dst, or dst into t. */
-static void move_elems(luon_tensor *t, char *buf, bool to_buf) {
-  int64_t es = luon_dtype_size(t->dtype), idx[LU_MAXD] = {0}, off = 0;
-  char *p = lu_data(t);
-  for (int64_t k = 0; k < t->size; k++) {
-    if (to_buf) memcpy(buf + k * es, p + off * es, (size_t)es);
-    else memcpy(p + off * es, buf + k * es, (size_t)es);
-    for (int d = t->ndim - 1; d >= 0; d--) {
-      off += t->strides[d];
-      if (++idx[d] < t->shape[d]) break;
-      off -= t->strides[d] * t->shape[d];
-      idx[d] = 0;
-    }
-  }
-}
-
 /* The operands of one kernel call, dense: the tensors' own memory when
  * contiguous, else packed copies (inputs) or a buffer written back (output). */
 typedef struct dense {
@@ -242,7 +226,7 @@ static luon_status dense_get(const char *op, lu_call *c, dense *d) {
                       lu_shape_str(t->ndim, t->shape));
     }
     if (k < c->nin) {
-      move_elems(t, d->tmp[k], true);
+      lu_pack(t, d->tmp[k]);
       d->in[k] = d->tmp[k];
     } else {
       d->out = d->tmp[k];
@@ -253,14 +237,8 @@ static luon_status dense_get(const char *op, lu_call *c, dense *d) {
 
 /* Write a packed output back and free the packs. */
 static void dense_done(lu_call *c, dense *d) {
-  if (d->tmp[c->nin]) move_elems(c->out[0], d->tmp[c->nin], false);
+  if (d->tmp[c->nin]) lu_unpack(c->out[0], d->tmp[c->nin]);
   dense_free(d);
-}
-
-/* The naive kernels only, for checking the fast ones (LUON_REF_KERNELS=1). */
-static bool ref_only(void) {
-  const char *e = getenv("LUON_REF_KERNELS");
-  return e && e[0] == '1';
 }
 
 /* ---- naive reference kernels (any float dtype, double accumulation) ------------- */
@@ -635,7 +613,7 @@ luon_status lu_cpu_conv2d(lu_call *c) {
   job j = {&g, dt, luon_dtype_size(dt), 1, d.in[0], d.in[1], bias, d.out, NULL, NULL};
   luon_status s = LUON_OK;
   const char *algo = getenv("LUON_CONV_ALGO");
-  if (ref_only() || g.K == 0) {
+  if (lu_ref_kernels() || g.K == 0) {
     conv_ref(&g, dt, d.in[0], d.in[1], bias, d.out);
   } else if (direct_ok(&g, dt) && !(algo && algo[0] == 'g')) {
     lu_parallel_for(g.N * g.OH, 4, direct_rows, &j);
@@ -689,7 +667,7 @@ luon_status lu_cpu_conv2d_grad_input(lu_call *c) {
   int32_t dt = c->in[0]->dtype;
   job j = {&g, dt, luon_dtype_size(dt), 1, d.in[0], d.in[1], NULL, d.out, NULL, NULL};
   luon_status s = LUON_OK;
-  if (ref_only()) {
+  if (lu_ref_kernels()) {
     gin_ref(&g, dt, d.in[0], d.in[1], d.out);
   } else {
     j.chunks = pick_chunks(&g);
@@ -743,7 +721,7 @@ luon_status lu_cpu_conv2d_grad_weight(lu_call *c) {
   job j = {&g, dt, luon_dtype_size(dt), 1, d.in[0], d.in[1], NULL, d.out, NULL, NULL};
   luon_status s = LUON_OK;
   int64_t nw = g.O * g.K;
-  if (ref_only()) {
+  if (lu_ref_kernels()) {
     gw_ref(&g, dt, d.in[0], d.in[1], d.out);
   } else {
     j.chunks = pick_chunks(&g);

@@ -145,27 +145,6 @@ static void pack(char *dst, int32_t ddt, const char *src, int32_t sdt, int64_t r
   }
 }
 
-/* Copy t->size contiguous elements of src into tensor t (any strides). */
-static void scatter(luon_tensor *t, const char *src) {
-  int64_t es = luon_dtype_size(t->dtype), idx[LU_MAXD] = {0}, off = 0;
-  char *dst = lu_data(t);
-  for (int64_t k = 0; k < t->size; k++) {
-    memcpy(dst + off * es, src + k * es, (size_t)es);
-    for (int d = t->ndim - 1; d >= 0; d--) {
-      off += t->strides[d];
-      if (++idx[d] < t->shape[d]) break;
-      off -= t->strides[d] * t->shape[d];
-      idx[d] = 0;
-    }
-  }
-}
-
-/* The naive kernels only, for checking BLAS (LUON_REF_KERNELS=1). */
-static bool ref_only(void) {
-  const char *e = getenv("LUON_REF_KERNELS");
-  return e && e[0] == '1';
-}
-
 /* One operand of one product, ready for a kernel. */
 typedef struct operand {
   const char *p;
@@ -203,7 +182,7 @@ luon_status lu_cpu_matmul(lu_call *c) {
   int64_t M = p.M, K = p.K, N = p.N, cs = luon_dtype_size(cdt);
   int64_t as = luon_dtype_size(a->dtype), bs = luon_dtype_size(b->dtype);
   bool fl = lu_dtype_is_float(cdt);
-  if (fl && !ref_only() && (M > INT_MAX || N > INT_MAX || K > INT_MAX))
+  if (fl && !lu_ref_kernels() && (M > INT_MAX || N > INT_MAX || K > INT_MAX))
     return lu_error(LUON_EUNSUPPORTED, "matmul: dimensions (%lld,%lld,%lld) exceed what BLAS takes",
                     (long long)M, (long long)K, (long long)N);
   /* (M,K) and (K,N) strides, and the batch strides of each input */
@@ -255,7 +234,7 @@ luon_status lu_cpu_matmul(lu_call *c) {
     prepare(&A, a0 + aoff * as, a->dtype, cdt, M, K, sam, sak, false, pa);
     prepare(&B, b0 + boff * bs, b->dtype, cdt, K, N, sbk, sbn, true, pb);
     char *C = out + t * M * N * cs;
-    if (fl && ref_only()) {
+    if (fl && lu_ref_kernels()) {
       if (cdt == LUON_DTYPE_F32)
         sgemm_ref(M, N, K, (const float *)A.p, A.sr, A.sc, (const float *)B.p, B.sr, B.sc, (float *)C, N);
       else
@@ -284,7 +263,7 @@ luon_status lu_cpu_matmul(lu_call *c) {
     }
   }
   if (!direct) {
-    scatter(y, out);
+    lu_unpack(y, out);
     lu_scratch_free(out);
   }
   lu_scratch_free(pa);

@@ -180,11 +180,6 @@ static void pool_ref(const pgeom *g, int32_t dt, bool is_max, const char *x, cha
       }
 }
 
-static bool ref_only(void) {
-  const char *e = getenv("LUON_REF_KERNELS");
-  return e && e[0] == '1';
-}
-
 /* ---- fast kernels ------------------------------------------------------------- */
 
 /* Planes (n,c) split across threads. Each output row is built tap by tap:
@@ -392,22 +387,6 @@ static void s2_back_planes(void *ctx, int64_t c0, int64_t c1) {
   }
 }
 
-/* Copy t's elements in row-major order into buf, or buf into t. */
-static void move_elems(luon_tensor *t, char *buf, bool to_buf) {
-  int64_t es = luon_dtype_size(t->dtype), idx[LU_MAXD] = {0}, off = 0;
-  char *p = lu_data(t);
-  for (int64_t k = 0; k < t->size; k++) {
-    if (to_buf) memcpy(buf + k * es, p + off * es, (size_t)es);
-    else memcpy(p + off * es, buf + k * es, (size_t)es);
-    for (int d = t->ndim - 1; d >= 0; d--) {
-      off += t->strides[d];
-      if (++idx[d] < t->shape[d]) break;
-      off -= t->strides[d] * t->shape[d];
-      idx[d] = 0;
-    }
-  }
-}
-
 /* One kernel for the four ops: packs non-contiguous operands, then runs the
  * fast kernel (or the reference) over dense buffers. */
 static luon_status pool_run(lu_call *c, bool is_max, bool grad) {
@@ -441,11 +420,11 @@ static luon_status pool_run(lu_call *c, bool is_max, bool grad) {
     return lu_error(LUON_ENOMEM, "%s: out of host memory for scratch (input %s)", op,
                     lu_shape_str(4, x->shape));
   }
-  if (tx) move_elems(x, tx, true);
-  if (td) move_elems(dyt, td, true);
+  if (tx) lu_pack(x, tx);
+  if (td) lu_pack(dyt, td);
   pjob j = {&g, is_max, chunks, tx ? tx : lu_data(x), dyt ? (td ? td : lu_data(dyt)) : NULL,
             ty ? ty : lu_data(y), sc, per_chunk};
-  if (ref_only()) {
+  if (lu_ref_kernels()) {
     pool_ref(&g, dt, is_max, j.x, grad ? NULL : j.y, j.dy, grad ? j.y : NULL);
   } else {
     lu_range_fn fn = dt == LUON_DTYPE_F32 ? planes_f32 : planes_f64;
@@ -453,7 +432,7 @@ static luon_status pool_run(lu_call *c, bool is_max, bool grad) {
     if (chunks > 1) lu_parallel_for(chunks, 1, fn, &j);
     else fn(&j, 0, 1);
   }
-  if (ty) move_elems(y, ty, false);
+  if (ty) lu_unpack(y, ty);
   lu_scratch_free(tx), lu_scratch_free(td), lu_scratch_free(ty), lu_scratch_free(sc);
   return LUON_OK;
 }

@@ -464,27 +464,6 @@ static void cols_range(void *ctx, int64_t b, int64_t e) {
   }
 }
 
-/* Copy n contiguous elements of `src` into tensor t (any strides). */
-static void scatter(luon_tensor *t, const char *src) {
-  int64_t es = luon_dtype_size(t->dtype), idx[LU_MAXD] = {0}, off = 0;
-  char *dst = lu_data(t);
-  for (int64_t k = 0; k < t->size; k++) {
-    memcpy(dst + off * es, src + k * es, (size_t)es);
-    for (int d = t->ndim - 1; d >= 0; d--) {
-      off += t->strides[d];
-      if (++idx[d] < t->shape[d]) break;
-      off -= t->strides[d] * t->shape[d];
-      idx[d] = 0;
-    }
-  }
-}
-
-/* The general path alone, for checking the fast ones (LUON_REF_KERNELS=1). */
-static bool ref_only(void) {
-  const char *e = getenv("LUON_REF_KERNELS");
-  return e && e[0] == '1';
-}
-
 #define CHUNK 32768
 #define GRAIN 32768
 
@@ -517,7 +496,7 @@ static luon_status reduce_cpu(lu_call *c) {
   }
   pl.out = direct ? lu_data(y) : tmp;
   luon_status s = LUON_OK;
-  bool ref = ref_only();
+  bool ref = lu_ref_kernels();
 
   if (pl.R == 0) { /* sum 0, prod 1, mean NaN (max/min were refused by the shape check) */
     acc a = acc_init(pl.rop);
@@ -555,7 +534,7 @@ static luon_status reduce_cpu(lu_call *c) {
     int64_t grain = GRAIN / pl.R;
     lu_parallel_for(pl.nout, ref ? pl.nout : grain < 1 ? 1 : grain, rows_range, &pl);
   }
-  if (s == LUON_OK && !direct) scatter(y, tmp);
+  if (s == LUON_OK && !direct) lu_unpack(y, tmp);
   lu_scratch_free(pl.partial);
   lu_scratch_free(tmp);
   return s;
