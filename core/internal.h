@@ -140,7 +140,8 @@ typedef struct lu_call {
   int32_t out_dtype[LUON_MAX_OP_INPUTS];
   int32_t out_ndim[LUON_MAX_OP_INPUTS];
   int64_t out_shape[LUON_MAX_OP_INPUTS][LU_MAXD];
-  luon_tensor *out[LUON_MAX_OP_INPUTS];
+  luon_tensor *out[LUON_MAX_OP_INPUTS]; /* kind NEW: always contiguous (a strided
+                                            out= goes through a temporary) */
   void *scratch;               /* op-private, set by the shape function */
   int64_t scratch_i[8];
 } lu_call;
@@ -207,6 +208,12 @@ void lu_sgemm(int order, int ta, int tb, int m, int n, int k, float alpha, const
 void lu_dgemm(int order, int ta, int tb, int m, int n, int k, double alpha, const double *a,
               int lda, const double *b, int ldb, double beta, double *c, int ldc);
 
+/* ---- files (image.c) ------------------------------------------------------ */
+
+/* The whole file at path in a malloc'd buffer (free it); errors name the
+ * path, after "fn: " when fn is not NULL. */
+luon_status lu_read_file(const char *fn, const char *path, uint8_t **buf, size_t *len);
+
 /* ---- strided iteration (core/iter.c) -------------------------------------- */
 
 /* Walk an N-d index space `shape` over up to LU_ITER_MAX_OPS operands, each
@@ -268,6 +275,15 @@ void lu_parallel_for(int64_t n, int64_t grain, lu_range_fn fn, void *ctx);
 int lu_num_threads(void);
 
 /* ---- random ------------------------------------------------------------ */
+
+/* The splitmix64 finaliser: a well-mixed 64-bit hash of z (seeds, keys). */
+static inline uint64_t lu_mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+/* splitmix64's step: the golden-ratio increment, then the finaliser. */
+static inline uint64_t lu_splitmix64(uint64_t z) { return lu_mix64(z + 0x9e3779b97f4a7c15ull); }
 
 /* Philox-4x32-10 keyed by the global seed; each call reserves `n` counter
  * values from the device's stream and returns the first. */

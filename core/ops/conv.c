@@ -427,8 +427,9 @@ typedef struct job {
   int64_t es, chunks;
   const char *a, *b, *bias;   /* the two inputs (and the bias) */
   char *y;
-  char *col;                  /* chunks * K*P elements */
+  char *col;                  /* chunks * colsz elements */
   char *acc;                  /* weight gradient: chunks * O*K elements */
+  int64_t colsz;              /* K*P, or 0 for 1x1 kernels, which need no im2col (job_alloc) */
 } job;
 
 static void sample_range(const job *j, int64_t ch, int64_t *n0, int64_t *n1) {
@@ -453,7 +454,7 @@ static void fwd_chunks(void *ctx, int64_t c0, int64_t c1) {
   const geom *g = j->g;
   int64_t es = j->es;
   for (int64_t ch = c0; ch < c1; ch++) {
-    char *col = j->col + ch * g->K * g->P * es;
+    char *col = j->col + ch * j->colsz * es;
     int64_t n0, n1;
     sample_range(j, ch, &n0, &n1);
     for (int64_t n = n0; n < n1; n++)
@@ -592,12 +593,13 @@ static int64_t pick_chunks(const geom *g) {
 /* Allocate the im2col buffers (and accumulators) of a job. */
 static luon_status job_alloc(const char *op, job *j, bool acc) {
   const geom *g = j->g;
-  size_t n = (size_t)(j->chunks * g->K * g->P) + (acc ? (size_t)(j->chunks * g->O * g->K) : 0);
+  j->colsz = pointwise(g) ? 0 : g->K * g->P;
+  size_t n = (size_t)(j->chunks * j->colsz) + (acc ? (size_t)(j->chunks * g->O * g->K) : 0);
   j->col = lu_scratch_alloc(n * (size_t)j->es + 1);
   if (!j->col)
     return lu_error(LUON_ENOMEM, "%s: out of host memory for %lld im2col buffer(s) of (%lld,%lld)", op,
                     (long long)j->chunks, (long long)g->K, (long long)g->P);
-  j->acc = acc ? j->col + j->chunks * g->K * g->P * j->es : NULL;
+  j->acc = acc ? j->col + j->chunks * j->colsz * j->es : NULL;
   return LUON_OK;
 }
 
@@ -610,7 +612,7 @@ luon_status lu_cpu_conv2d(lu_call *c) {
   LU_TRY(dense_get("conv2d", c, &d));
   int32_t dt = c->in[0]->dtype;
   const char *bias = c->nin == 3 ? d.in[2] : NULL;
-  job j = {&g, dt, luon_dtype_size(dt), 1, d.in[0], d.in[1], bias, d.out, NULL, NULL};
+  job j = {&g, dt, luon_dtype_size(dt), 1, d.in[0], d.in[1], bias, d.out, NULL, NULL, 0};
   luon_status s = LUON_OK;
   const char *algo = getenv("LUON_CONV_ALGO");
   if (lu_ref_kernels() || g.K == 0) {
@@ -638,7 +640,7 @@ static void gin_chunks(void *ctx, int64_t c0, int64_t c1) {
   const geom *g = j->g;
   int64_t es = j->es;
   for (int64_t ch = c0; ch < c1; ch++) {
-    char *col = j->col + ch * g->K * g->P * es;
+    char *col = j->col + ch * j->colsz * es;
     int64_t n0, n1;
     sample_range(j, ch, &n0, &n1);
     for (int64_t n = n0; n < n1; n++)
@@ -665,7 +667,7 @@ luon_status lu_cpu_conv2d_grad_input(lu_call *c) {
   dense d;
   LU_TRY(dense_get("conv2d_grad_input", c, &d));
   int32_t dt = c->in[0]->dtype;
-  job j = {&g, dt, luon_dtype_size(dt), 1, d.in[0], d.in[1], NULL, d.out, NULL, NULL};
+  job j = {&g, dt, luon_dtype_size(dt), 1, d.in[0], d.in[1], NULL, d.out, NULL, NULL, 0};
   luon_status s = LUON_OK;
   if (lu_ref_kernels()) {
     gin_ref(&g, dt, d.in[0], d.in[1], d.out);
@@ -690,7 +692,7 @@ static void gw_chunks(void *ctx, int64_t c0, int64_t c1) {
   const geom *g = j->g;
   int64_t es = j->es;
   for (int64_t ch = c0; ch < c1; ch++) {
-    char *col = j->col + ch * g->K * g->P * es;
+    char *col = j->col + ch * j->colsz * es;
     char *acc = j->acc + ch * g->O * g->K * es;
     int64_t n0, n1;
     sample_range(j, ch, &n0, &n1);
@@ -718,7 +720,7 @@ luon_status lu_cpu_conv2d_grad_weight(lu_call *c) {
   dense d;
   LU_TRY(dense_get("conv2d_grad_weight", c, &d));
   int32_t dt = c->in[0]->dtype;
-  job j = {&g, dt, luon_dtype_size(dt), 1, d.in[0], d.in[1], NULL, d.out, NULL, NULL};
+  job j = {&g, dt, luon_dtype_size(dt), 1, d.in[0], d.in[1], NULL, d.out, NULL, NULL, 0};
   luon_status s = LUON_OK;
   int64_t nw = g.O * g.K;
   if (lu_ref_kernels()) {

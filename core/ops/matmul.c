@@ -198,13 +198,10 @@ luon_status lu_cpu_matmul(lu_call *c) {
   int64_t nbatch = lu_numel(p.nb, p.bshape);
   if (y->size == 0) return LUON_OK;
 
-  bool direct = lu_is_contiguous(y);
-  char *out = direct ? lu_data(y) : lu_scratch_alloc((size_t)(y->size * cs));
-  char *pa = NULL, *pb = NULL;
-  if (out) pa = lu_scratch_alloc((size_t)(M * K * cs) + 1);
+  char *out = lu_data(y); /* contiguous: the dispatcher's outputs always are */
+  char *pa = lu_scratch_alloc((size_t)(M * K * cs) + 1), *pb = NULL;
   if (pa) pb = lu_scratch_alloc((size_t)(K * N * cs) + 1);
   if (!pb) {
-    if (!direct) lu_scratch_free(out);
     lu_scratch_free(pa);
     return lu_error(LUON_ENOMEM, "matmul: out of host memory for scratch of (%lld,%lld) and (%lld,%lld)",
                     (long long)M, (long long)K, (long long)K, (long long)N);
@@ -261,10 +258,6 @@ luon_status lu_cpu_matmul(lu_call *c) {
       boff -= bbs[d] * p.bshape[d];
       idx[d] = 0;
     }
-  }
-  if (!direct) {
-    lu_unpack(y, out);
-    lu_scratch_free(out);
   }
   lu_scratch_free(pa);
   lu_scratch_free(pb);

@@ -487,14 +487,7 @@ static luon_status reduce_cpu(lu_call *c) {
   make_plan(&pl, x, c->scratch_i[0]);
   if (pl.nout == 0) return LUON_OK;
 
-  bool direct = lu_is_contiguous(y);
-  char *tmp = NULL;
-  if (!direct) {
-    tmp = lu_scratch_alloc((size_t)(pl.nout * pl.osize));
-    if (!tmp) return lu_error(LUON_ENOMEM, "%s: out of host memory for %lld result elements",
-                              op_names[pl.rop], (long long)pl.nout);
-  }
-  pl.out = direct ? lu_data(y) : tmp;
+  pl.out = lu_data(y); /* contiguous: the dispatcher's outputs always are */
   luon_status s = LUON_OK;
   bool ref = lu_ref_kernels();
 
@@ -534,9 +527,7 @@ static luon_status reduce_cpu(lu_call *c) {
     int64_t grain = GRAIN / pl.R;
     lu_parallel_for(pl.nout, ref ? pl.nout : grain < 1 ? 1 : grain, rows_range, &pl);
   }
-  if (s == LUON_OK && !direct) lu_unpack(y, tmp);
   lu_scratch_free(pl.partial);
-  lu_scratch_free(tmp);
   return s;
 }
 
@@ -554,7 +545,7 @@ luon_status lu_cpu_argmin(lu_call *c) { return reduce_cpu(c); }
  * summed over the new leading axes and over the axes where shape has 1 and
  * dy does not, seen with `shape`, as `dtype` (0: dy's). +1 in *out; dy
  * itself when nothing changes. Every backward rule of a broadcasting op
- * ends with this. (Declared beside its callers until internal.h has it.) */
+ * ends with this. */
 luon_status lu_reduce_sum_to(luon_tensor *dy, int ndim, const int64_t *shape, int32_t dtype,
                              luon_tensor **out) {
   int lead = dy->ndim - ndim;

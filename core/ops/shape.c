@@ -375,19 +375,7 @@ luon_status lu_grad_transpose(lu_grad_call *g) {
 /* broadcast_to: dx = dy summed over the new leading axes and the axes where
  * x had size 1, then seen with x's shape */
 luon_status lu_grad_broadcast_to(lu_grad_call *g) {
-  const luon_tensor *x = g->in[0], *dy = g->dout[0];
-  int lead = dy->ndim - x->ndim;
-  luon_attrs a;
-  memset(&a, 0, sizeof a);
-  a.ni = 1; /* i[0] keepdims = 0 */
-  for (int d = 0; d < dy->ndim; d++)
-    if (d < lead || (x->shape[d - lead] == 1 && dy->shape[d] != 1)) a.i[a.ni++] = d;
-  if (a.ni == 1) return reshape_like(g->dout[0], x, &g->din[0]);
-  luon_tensor *s;
-  LU_TRY(lu_run(LU_OP_sum, &a, &s, 1, g->dout[0]));
-  luon_status st = reshape_like(s, x, &g->din[0]);
-  luon_tensor_release(s);
-  return st;
+  return lu_reduce_sum_to(g->dout[0], g->in[0]->ndim, g->in[0]->shape, 0, &g->din[0]);
 }
 
 /* slice: dx = zeros of x's shape with dy written into the same slice */
