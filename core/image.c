@@ -350,26 +350,29 @@ luon_status luon_image_decode(const void *bytes, size_t n, int32_t flag, int32_t
 }
 
 /* The whole file at path in a malloc'd buffer. */
-static luon_status read_file(const char *fn, const char *path, uint8_t **buf, size_t *len) {
+/* "fn: " before a message, or nothing when fn is NULL. */
+#define P(fn) (fn) ? (fn) : "", (fn) ? ": " : ""
+
+luon_status lu_read_file(const char *fn, const char *path, uint8_t **buf, size_t *len) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0)
-    return lu_error(LUON_EIO, "%s: cannot open '%s': %s", fn, path, strerror(errno));
+    return lu_error(LUON_EIO, "%s%scannot open '%s': %s", P(fn), path, strerror(errno));
   struct stat st;
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     close(fd);
-    return lu_error(LUON_EIO, "%s: '%s' is not a regular file", fn, path);
+    return lu_error(LUON_EIO, "%s%s'%s' is not a regular file", P(fn), path);
   }
   size_t n = (size_t)st.st_size, got = 0;
   uint8_t *b = malloc(n ? n : 1);
   if (!b) {
     close(fd);
-    return lu_error(LUON_ENOMEM, "%s: out of host memory reading '%s' (%zu bytes)", fn, path, n);
+    return lu_error(LUON_ENOMEM, "%s%sout of host memory reading '%s' (%zu bytes)", P(fn), path, n);
   }
   while (got < n) {
     ssize_t r = read(fd, b + got, n - got);
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) {
-      luon_status s = lu_error(LUON_EIO, "%s: cannot read '%s': %s", fn, path,
+      luon_status s = lu_error(LUON_EIO, "%s%scannot read '%s': %s", P(fn), path,
                                r < 0 ? strerror(errno) : "file shrank while reading");
       free(b);
       close(fd);
@@ -382,6 +385,7 @@ static luon_status read_file(const char *fn, const char *path, uint8_t **buf, si
   *len = n;
   return LUON_OK;
 }
+#undef P
 
 luon_status luon_image_read(const char *path, int32_t flag, int32_t min_w, int32_t min_h,
                             luon_tensor **out) {
@@ -389,7 +393,7 @@ luon_status luon_image_read(const char *path, int32_t flag, int32_t min_w, int32
   *out = NULL;
   uint8_t *buf = NULL;
   size_t n = 0;
-  LU_TRY(read_file("imread", path, &buf, &n));
+  LU_TRY(lu_read_file("imread", path, &buf, &n));
   luon_status s = decode("imread", buf, n, flag, min_w, min_h, path, out);
   free(buf);
   return s;

@@ -17,46 +17,9 @@
 
 /* ---- one sample ------------------------------------------------------- */
 
-static uint64_t mix64(uint64_t z) { /* splitmix64 finaliser */
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
 
 uint64_t luon_loader_epoch_seed(uint64_t seed, int64_t epoch) {
-  return mix64(seed ^ mix64((uint64_t)epoch + 0x9E3779B97F4A7C15ull));
-}
-
-static luon_status read_all(const char *path, uint8_t **buf, size_t *len) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return lu_error(LUON_EIO, "cannot open '%s': %s", path, strerror(errno));
-  struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    close(fd);
-    return lu_error(LUON_EIO, "'%s' is not a regular file", path);
-  }
-  size_t n = (size_t)st.st_size, got = 0;
-  uint8_t *b = malloc(n ? n : 1);
-  if (!b) {
-    close(fd);
-    return lu_error(LUON_ENOMEM, "out of host memory reading '%s' (%zu bytes)", path, n);
-  }
-  while (got < n) {
-    ssize_t r = read(fd, b + got, n - got);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) {
-      luon_status s = lu_error(LUON_EIO, "cannot read '%s': %s", path,
-                               r < 0 ? strerror(errno) : "file shrank while reading");
-      free(b);
-      close(fd);
-      return s;
-    }
-    got += (size_t)r;
-  }
-  close(fd);
-  *buf = b;
-  *len = n;
-  return LUON_OK;
+  return lu_mix64(seed ^ lu_mix64((uint64_t)epoch + 0x9E3779B97F4A7C15ull));
 }
 
 /* Width and height from a JPEG's frame header (SOFn), without decoding. */
@@ -134,7 +97,7 @@ static luon_status sample_decode(const char *path, int32_t flag, const luon_tran
   s->steps = steps, s->nsteps = n;
   uint8_t *bytes = NULL;
   size_t len = 0;
-  LU_TRY(read_all(path, &bytes, &len));
+  LU_TRY(lu_read_file(NULL, path, &bytes, &len));
   int min_w, min_h;
   luon_transform_step first;
   decode_hint(steps, n, bytes, len, &min_w, &min_h, &first);

@@ -12,16 +12,10 @@ static bool seeded;
 static uint64_t cpu_counter[LU_MAX_CPU_DEVICES];
 static uint64_t gpu_counter[LU_MAX_GPU_DEVICES];
 
-static uint64_t mix(uint64_t z) { /* splitmix64 finaliser */
-  z += 0x9e3779b97f4a7c15ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
 
 luon_status luon_random_seed(int64_t seed) {
   pthread_mutex_lock(&lock);
-  seed_key = mix((uint64_t)seed);
+  seed_key = lu_splitmix64((uint64_t)seed);
   seeded = true;
   memset(cpu_counter, 0, sizeof cpu_counter);
   memset(gpu_counter, 0, sizeof gpu_counter);
@@ -34,7 +28,7 @@ uint64_t lu_rng_reserve(lu_device dev, uint64_t n, uint64_t *key) {
   if (!seeded) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    seed_key = mix((uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20) ^ ((uint64_t)getpid() << 40));
+    seed_key = lu_splitmix64((uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20) ^ ((uint64_t)getpid() << 40));
     seeded = true;
   }
   uint64_t *ctr = dev.type == LUON_GPU ? &gpu_counter[dev.id % LU_MAX_GPU_DEVICES]
@@ -42,7 +36,7 @@ uint64_t lu_rng_reserve(lu_device dev, uint64_t n, uint64_t *key) {
   uint64_t start = *ctr;
   *ctr += n;
   /* each device draws from its own stream of the same key */
-  *key = seed_key ^ mix((uint64_t)dev.type << 32 | (uint32_t)dev.id);
+  *key = seed_key ^ lu_splitmix64((uint64_t)dev.type << 32 | (uint32_t)dev.id);
   pthread_mutex_unlock(&lock);
   return start;
 }

@@ -91,16 +91,10 @@ typedef struct rng {
   int pos;
 } rng;
 
-static uint64_t mix64(uint64_t z) { /* splitmix64 finaliser */
-  z += 0x9e3779b97f4a7c15ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
 
 /* 64 blocks of 4 words per (sample, step): enough for every step's draws. */
 static void rng_init(rng *r, uint64_t seed, uint64_t sample, int step) {
-  r->key = mix64(seed ^ mix64(0x5eed0000ull + (uint64_t)step));
+  r->key = lu_splitmix64(seed ^ lu_splitmix64(0x5eed0000ull + (uint64_t)step));
   r->ctr = sample << 6;
   r->pos = 4;
 }
@@ -1392,7 +1386,7 @@ int32_t luon_transform_is_random(const luon_transform_step *steps, int32_t nstep
 luon_status luon_transform_next_seed(uint64_t *out) {
   if (!out) return lu_error(LUON_EINVAL, "transform_next_seed: out is NULL");
   uint64_t key, ctr = lu_rng_reserve((lu_device){LUON_CPU, 0}, 1, &key);
-  *out = mix64(key ^ mix64(ctr));
+  *out = lu_splitmix64(key ^ lu_splitmix64(ctr));
   return LUON_OK;
 }
 
