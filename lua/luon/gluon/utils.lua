@@ -69,11 +69,22 @@ end
 -- returns the norm before scaling (a number).
 function utils.clip_global_norm(arrays, max_norm, check_isfinite)
   if check_isfinite == nil then check_isfinite = true end
-  local total = 0
+  -- the squares are summed on each device and read back once per device
+  -- (not once per array: each read waits for the device)
+  local per_device, order = {}, {}
   for k = 1, #arrays do
     local a = arrays[k]
-    total = total + (a * a):sum():item()
+    local dev = a.device
+    local s = np.sum(np.square(a), {dtype = "float64"})
+    if per_device[dev] then
+      per_device[dev] = per_device[dev] + s
+    else
+      per_device[dev] = s
+      order[#order + 1] = dev
+    end
   end
+  local total = 0
+  for _, dev in ipairs(order) do total = total + per_device[dev]:item() end
   total = math.sqrt(total)
   if check_isfinite and (total ~= total or total == math.huge) then
     io.stderr:write("luon: clip_global_norm: nan or inf is detected; clipping results will be undefined\n")

@@ -558,7 +558,10 @@ function data.DataLoader(dataset, opts)
     self._images = src.images -- kept alive with the loader (C holds a reference too)
   elseif plan then
     self._plan = plan -- the Lua path, sample by sample as the C loader makes them
-  elseif opts.try_nopython == true and nw > 0 then
+  elseif opts.try_nopython == true and nw > 0
+         and not (not opts.batchify_fn and type(dataset._c_source) == "function" and dataset:_c_source()) then
+    -- (a bare in-memory dataset such as FashionMNIST needs no C loader:
+    -- its batches are one take, made without Lua per sample)
     argerror("MXNet backend loader compatibility: [dataset - fail][batchify_fn - %s][batch sampler - pass] " ..
              "(the C loader takes an ImageFolderDataset or FashionMNIST, bare or with transform_first of " ..
              "built-in transforms, and the default batchify)", opts.batchify_fn and "fail" or "pass")
