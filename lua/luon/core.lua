@@ -401,6 +401,17 @@ function M.shape_arg(s, fname, level)
   return s
 end
 
+-- "(2,3)", "(4,)", "()": a Lua shape list as NumPy prints it.
+function M.shape_text(shape)
+  return "(" .. table.concat(shape, ",") .. (#shape == 1 and ",)" or ")")
+end
+
+function M.same_shape(a, b)
+  if #a ~= #b then return false end
+  for k = 1, #a do if a[k] ~= b[k] then return false end end
+  return true
+end
+
 M.Array = Array
 function M.is_array(x)
   return type(x) == "cdata" and ffi.istype(Array, x)

@@ -145,7 +145,6 @@ function methods.totable(x)
     for k = 1, shape[d] do t[k] = build(d + 1) end
     return t
   end
-  if #shape == 0 then return build(1) end
   return build(1)
 end
 methods.tolist = methods.totable

@@ -5,10 +5,11 @@
 -- (Trainer.step divides by the batch size).
 local core = require("luon.core")
 local np = require("luon.np")
+local npx = require("luon.npx")
 local optimizer = require("luon.gluon.optimizer")
 
 local op = core.op_ids
-local call, attrs, is_array = core.call, core.attrs, core.is_array
+local is_array = core.is_array
 local class, parse_args = optimizer.class, optimizer._parse_args
 
 local loss = {}
@@ -16,40 +17,23 @@ local loss = {}
 ---------------------------------------------------------------------------
 -- Building blocks
 
-local function log_softmax(x, axis)
-  local a = attrs()
-  a.i[0], a.ni = axis, 1
-  return call(op.log_softmax, {x}, a)
-end
-
-local function softmax(x, axis)
-  local a = attrs()
-  a.i[0], a.ni = axis, 1
-  return call(op.softmax, {x}, a)
-end
+local function log_softmax(x, axis) return npx.log_softmax(x, {axis = axis}) end
+local function softmax(x, axis) return npx.softmax(x, {axis = axis}) end
 loss._softmax = softmax
 
 -- x[..., index, ...] along axis; out-of-range indices are clipped (MXNet's
 -- pick mode 'clip'); keepdims keeps the axis as size 1.
 local function pick(x, index, axis, keepdims)
-  local a = attrs()
-  a.i[0], a.i[1], a.i[2], a.ni = axis, keepdims and 1 or 0, 0, 3
-  return call(op.pick, {x, index}, a)
+  return npx.pick(x, index, {axis = axis, keepdims = keepdims})
 end
 loss._pick = pick
 
 local function relu(x) return core.call1(op.relu, x) end
 local function softrelu(x) return core.call1(op.softrelu, x) end
 
-local function shape_text(shape)
-  return "(" .. table.concat(shape, ",") .. (#shape == 1 and ",)" or ")")
-end
+local shape_text = core.shape_text
 
-local function same_shape(a, b)
-  if #a ~= #b then return false end
-  for k = 1, #a do if a[k] ~= b[k] then return false end end
-  return true
-end
+local same_shape = core.same_shape
 
 -- label reshaped to pred's shape (Gluon's _reshape_like); the sizes must agree.
 local function reshape_like(label, pred, name)

@@ -12,15 +12,9 @@ local class, parse_args = optimizer.class, optimizer._parse_args
 
 local metric = {}
 
-local function shape_text(shape)
-  return "(" .. table.concat(shape, ",") .. (#shape == 1 and ",)" or ")")
-end
+local shape_text = core.shape_text
 
-local function same_shape(a, b)
-  if #a ~= #b then return false end
-  for k = 1, #a do if a[k] ~= b[k] then return false end end
-  return true
-end
+local same_shape = core.same_shape
 
 -- labels and preds as two equal-length lists (a bare ndarray is a list of one).
 local function check_label_shapes(name, labels, preds)

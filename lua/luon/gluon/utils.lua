@@ -6,9 +6,7 @@ local np = require("luon.np")
 
 local utils = {}
 
-local function shape_text(shape)
-  return "(" .. table.concat(shape, ",") .. (#shape == 1 and ",)" or ")")
-end
+local shape_text = core.shape_text
 
 -- split_data(data, num_slice, {batch_axis = 0, even_split = true}) -> list
 function utils.split_data(data, num_slice, batch_axis, even_split)
