@@ -90,9 +90,9 @@ end
 function MNISTDataset:_gather(indices)
   if self._transform then return nil end
   local idx = np.array(indices, {dtype = "int64"})
-  local labels = {}
-  for k = 1, #indices do labels[k] = self._label[indices[k] + 1] end
-  return {np.take(self._data, idx, 0), data.batchify.stack(labels)}
+  -- the labels as one int64 array, made once: a batch is two takes
+  self._label_arr = self._label_arr or np.array(self._label, {dtype = "int64"})
+  return {np.take(self._data, idx, 0), np.take(self._label_arr, idx, 0)}
 end
 
 -- For the C loader: the images as one (N,H,W,C) uint8 array and the labels.
