@@ -2,7 +2,9 @@
  * weight gradients through cuDNN 9's convolution API: stride, padding,
  * dilation, groups; algorithms from cuDNN's heuristics (the _v7 queries),
  * workspace from the core's caching allocator; FMA math (no TF32) unless
- * LUON_CUDA_TF32=1. Operands are made dense first when they are not. */
+ * LUON_CUDA_TF32=1; float16 and bfloat16 data with float32 compute (tensor
+ * cores allowed). Operands are made dense first when they are not. The
+ * forward's bias and fused relu (i[7] = 1) are one small kernel after it. */
 #include "kernels.cuh"
 #include <cudnn.h>
 #include <pthread.h>
@@ -41,6 +43,19 @@ static luon_status handle(int32_t id, cudaStream_t st, const char *op, cudnnHand
 
 enum { C_FWD, C_DATA, C_FILTER };
 
+/* y (N,O,P) dense, in place: y + b[o] (when b), then max(that, 0) with NaN
+ * kept (when relu), as core/ops/conv.c; computed as T, b of y's dtype dt. */
+template <class T>
+__global__ void k_bias_relu(void *y, int32_t dt, const void *b, int64_t n, int64_t O, int64_t P,
+                            bool relu) {
+  LU_GRID_LOOP(i, n) {
+    T v = lu_ld<T>(y, dt, i);
+    if (b) v += lu_ld<T>(b, dt, i / P % O);
+    if (relu && v < (T)0) v = (T)0;
+    lu_st(y, dt, i, v);
+  }
+}
+
 /* x (N,C,H,W), w (O,C/G,KH,KW), y (N,O,OH,OW): the three shapes, whichever
  * of them is the result; attrs i[0..6] stride, pad, dilation, groups. */
 static luon_status conv(lu_call *c, int kind) {
@@ -51,7 +66,13 @@ static luon_status conv(lu_call *c, int kind) {
   int64_t v[7] = {1, 1, 0, 0, 1, 1, 1};
   for (int i = 0; i < 7 && i < c->attrs->ni; i++) v[i] = c->attrs->i[i];
   int32_t dt = c->out[0]->dtype;
-  cudnnDataType_t ddt = dt == LUON_DTYPE_F64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
+  bool half = dt == LUON_DTYPE_F16 || dt == LUON_DTYPE_BF16;
+  bool relu = kind == C_FWD && c->attrs->ni > 7 && c->attrs->i[7] == 1;
+  cudnnDataType_t ddt = dt == LUON_DTYPE_F64   ? CUDNN_DATA_DOUBLE
+                        : dt == LUON_DTYPE_F16 ? CUDNN_DATA_HALF
+                        : dt == LUON_DTYPE_BF16 ? CUDNN_DATA_BFLOAT16
+                                               : CUDNN_DATA_FLOAT;
+  cudnnDataType_t cdt = dt == LUON_DTYPE_F64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT; /* compute */
   for (int i = 0; i < 4; i++)
     if (xt->shape[i] > INT32_MAX || wt->shape[i] > INT32_MAX || yt->shape[i] > INT32_MAX)
       return lu_cuda_seterr(LUON_EUNSUPPORTED, "conv2d: dimensions beyond 2^31 on the GPU");
@@ -59,7 +80,7 @@ static luon_status conv(lu_call *c, int kind) {
   LU_TRY(lu_cuda_begin(c, &k));
   luon_status s = LUON_OK;
   cudnnHandle_t h = NULL;
-  cudnnTensorDescriptor_t xd = NULL, yd = NULL, bd = NULL;
+  cudnnTensorDescriptor_t xd = NULL, yd = NULL;
   cudnnFilterDescriptor_t wd = NULL;
   cudnnConvolutionDescriptor_t cd = NULL;
   void *in0 = NULL, *in1 = NULL, *bias = NULL, *ws = NULL;
@@ -90,10 +111,11 @@ static luon_status conv(lu_call *c, int kind) {
   DNN(cudnnSetFilter4dDescriptor(wd, ddt, CUDNN_TENSOR_NCHW, (int)wt->shape[0], (int)wt->shape[1],
                                  (int)wt->shape[2], (int)wt->shape[3]));
   DNN(cudnnSetConvolution2dDescriptor(cd, (int)v[2], (int)v[3], (int)v[0], (int)v[1], (int)v[4],
-                                      (int)v[5], CUDNN_CROSS_CORRELATION, ddt));
+                                      (int)v[5], CUDNN_CROSS_CORRELATION, cdt));
   DNN(cudnnSetConvolutionGroupCount(cd, (int)v[6]));
-  DNN(cudnnSetConvolutionMathType(cd, lu_cuda_flag("LUON_CUDA_TF32") ? CUDNN_TENSOR_OP_MATH
-                                                                     : CUDNN_FMA_MATH));
+  /* tensor cores change float32's precision (TF32) but not the 16-bit types' */
+  DNN(cudnnSetConvolutionMathType(cd, half || lu_cuda_flag("LUON_CUDA_TF32") ? CUDNN_TENSOR_OP_MATH
+                                                                             : CUDNN_FMA_MATH));
   if (kind == C_FWD) {
     cudnnConvolutionFwdAlgoPerf_t perf[8];
     int got = 0;
@@ -111,10 +133,12 @@ static luon_status conv(lu_call *c, int kind) {
     ws = wsb ? wsb->ptr : NULL;
     DNN(cudnnConvolutionForward(h, one, xd, in0, wd, in1, cd, algo, ws, wsbytes, zero, yd,
                                 lu_data(c->out[0])));
-    if (bias) {
-      DNN(cudnnCreateTensorDescriptor(&bd));
-      DNN(cudnnSetTensor4dDescriptor(bd, CUDNN_TENSOR_NCHW, ddt, 1, (int)yt->shape[1], 1, 1));
-      DNN(cudnnAddTensor(h, one, bd, bias, one, yd, lu_data(c->out[0])));
+    if (bias || relu) {
+      int64_t n = yt->size, O = yt->shape[1], P = yt->shape[2] * yt->shape[3];
+      if (dt == LUON_DTYPE_F64)
+        k_bias_relu<double><<<lu_blocks(n), LU_THREADS, 0, k.s>>>(lu_data(c->out[0]), dt, bias, n, O, P, relu);
+      else
+        k_bias_relu<float><<<lu_blocks(n), LU_THREADS, 0, k.s>>>(lu_data(c->out[0]), dt, bias, n, O, P, relu);
     }
   } else if (kind == C_DATA) {
     cudnnConvolutionBwdDataAlgoPerf_t perf[8];
@@ -154,7 +178,6 @@ static luon_status conv(lu_call *c, int kind) {
 done:
   if (xd) cudnnDestroyTensorDescriptor(xd);
   if (yd) cudnnDestroyTensorDescriptor(yd);
-  if (bd) cudnnDestroyTensorDescriptor(bd);
   if (wd) cudnnDestroyFilterDescriptor(wd);
   if (cd) cudnnDestroyConvolutionDescriptor(cd);
   lu_cuda_scratch_free(b0);

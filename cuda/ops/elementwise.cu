@@ -19,6 +19,12 @@ extern "C" int32_t luon_dtype_size(int32_t dt) {
 
 static bool is_float(int32_t dt) { return dt == LUON_DTYPE_F32 || dt == LUON_DTYPE_F64; }
 
+/* The type a kernel computes in for results of dtype dt: float32 for the
+ * 16-bit floats (lu_ld and lu_st convert on load and store), else dt. */
+static int32_t compute_dtype(int32_t dt) {
+  return dt == LUON_DTYPE_F16 || dt == LUON_DTYPE_BF16 ? LUON_DTYPE_F32 : dt;
+}
+
 /* core/dtype.c's lu_dtype_promote. */
 static int32_t promote(int32_t a, int32_t b) {
   static const int rank[LUON_DTYPE_COUNT] = {0, 7, 8, 5, 6, 3, 4, 2, 1};
@@ -272,11 +278,16 @@ __global__ void k_copy_truth(lu_space s) {
 /* ---- launching ---------------------------------------------------------------------- */
 
 static luon_status no_dtype(const char *op, int32_t dt) {
-  return lu_cuda_seterr(LUON_EDTYPE, "%s: no CUDA kernel for dtype %d", op, dt);
+  static const char *const names[LUON_DTYPE_COUNT] = {/* ORDER luon_dtype */
+      "?", "float32", "float64", "float16", "bfloat16", "int32", "int64", "uint8", "bool"};
+  return lu_cuda_seterr(LUON_EDTYPE, "%s: no CUDA kernel for %s", op,
+                        names[dt > 0 && dt < LUON_DTYPE_COUNT ? dt : 0]);
 }
 
-/* out = f(in...) over the output's shape, inputs broadcast, computed as dtype ct. */
+/* out = f(in...) over the output's shape, inputs broadcast, computed as dtype ct
+ * (float32 for the 16-bit floats). */
 template <class F> static luon_status map_op(lu_call *c, int32_t ct, F f, bool floats_only) {
+  ct = compute_dtype(ct);
   lu_cuda_ctx k;
   LU_TRY(lu_cuda_begin(c, &k));
   luon_tensor *y = c->out[0];
@@ -384,7 +395,7 @@ luon_status lu_cuda_where(lu_call *c) {
     lu_space_add(&s, y);
     for (int j = 0; j < 3; j++) lu_space_add(&s, c->in[j]);
     lu_space_done(&s);
-    LU_DISPATCH_ALL(y->dtype, T, (k_where<T><<<lu_blocks(s.n), LU_THREADS, 0, k.s>>>(s)),
+    LU_DISPATCH_ALL(compute_dtype(y->dtype), T, (k_where<T><<<lu_blocks(s.n), LU_THREADS, 0, k.s>>>(s)),
                     st = no_dtype("where", y->dtype))
   }
   return lu_cuda_end(&k, st);

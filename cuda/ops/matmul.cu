@@ -1,8 +1,9 @@
 /* matmul.cu: NumPy matmul on the GPU. Floats through cuBLAS strided
  * batched GEMM (row-major as C^T = B^T A^T; TF32 off unless
- * LUON_CUDA_TF32=1), operands made dense (and batch-broadcast) in scratch
- * only when they are not already; integers through a plain wrapping kernel
- * as core/ops/matmul.c. Shapes and dtypes come from lu_shape_matmul. */
+ * LUON_CUDA_TF32=1; float16 and bfloat16 through cublasGemmStridedBatchedEx
+ * with float32 accumulation), operands made dense (and batch-broadcast) in
+ * scratch only when they are not already; integers through a plain wrapping
+ * kernel as core/ops/matmul.c. Shapes and dtypes come from lu_shape_matmul. */
 #include "kernels.cuh"
 #include <cublas_v2.h>
 #include <pthread.h>
@@ -142,7 +143,8 @@ luon_status lu_cuda_matmul(lu_call *c) {
   luon_status s = LUON_OK;
   int32_t dt = y->dtype;
   if (y->size == 0) return lu_cuda_end(&k, s);
-  if (dt != LUON_DTYPE_F32 && dt != LUON_DTYPE_F64) {
+  bool half = dt == LUON_DTYPE_F16 || dt == LUON_DTYPE_BF16;
+  if (dt != LUON_DTYPE_F32 && dt != LUON_DTYPE_F64 && !half) {
     k_imatmul<<<lu_blocks(y->size), LU_THREADS, 0, k.s>>>(p, lu_data(a), a->dtype, lu_data(b),
                                                           b->dtype, lu_data(y), dt);
     return lu_cuda_end(&k, s);
@@ -160,7 +162,13 @@ luon_status lu_cuda_matmul(lu_call *c) {
   if (s == LUON_OK) {
     int M = (int)p.M, N = (int)p.N, K = (int)p.K, nb = (int)p.nbatch;
     cublasStatus_t r;
-    if (dt == LUON_DTYPE_F32) {
+    if (half) { /* 16-bit operands and result, float32 accumulation and scalars */
+      const float one = 1, zero = 0;
+      cudaDataType_t t = dt == LUON_DTYPE_F16 ? CUDA_R_16F : CUDA_R_16BF;
+      r = cublasGemmStridedBatchedEx(h, CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, &one, pb, t, N, sb, pa, t, K,
+                                     sa, &zero, lu_data(y), t, N, (int64_t)M * N, nb,
+                                     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    } else if (dt == LUON_DTYPE_F32) {
       const float one = 1, zero = 0;
       r = cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, &one, (const float *)pb, N,
                                     sb, (const float *)pa, K, sa, &zero, (float *)lu_data(y), N,
@@ -171,7 +179,8 @@ luon_status lu_cuda_matmul(lu_call *c) {
                                     N, sb, (const double *)pa, K, sa, &zero, (double *)lu_data(y),
                                     N, (int64_t)M * N, nb);
     }
-    if (r != CUBLAS_STATUS_SUCCESS) s = blas_fail(r, "cublas?gemmStridedBatched");
+    if (r != CUBLAS_STATUS_SUCCESS)
+      s = blas_fail(r, half ? "cublasGemmStridedBatchedEx" : "cublas?gemmStridedBatched");
   }
   lu_cuda_scratch_free(ba);
   lu_cuda_scratch_free(bb);

@@ -147,7 +147,8 @@ static luon_status reduce(lu_call *c) {
   LU_TRY(lu_cuda_begin(c, &k));
   if (p.nout > 0) {
     unsigned g = (unsigned)(p.nout < 65536 ? p.nout : 65536);
-    bool fl = x->dtype == LUON_DTYPE_F32 || x->dtype == LUON_DTYPE_F64;
+    bool fl = x->dtype == LUON_DTYPE_F32 || x->dtype == LUON_DTYPE_F64 || x->dtype == LUON_DTYPE_F16 ||
+              x->dtype == LUON_DTYPE_BF16;
     if (fl) k_reduce<double><<<g, LU_THREADS, 0, k.s>>>(p);
     else k_reduce<int64_t><<<g, LU_THREADS, 0, k.s>>>(p);
   }
