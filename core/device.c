@@ -45,21 +45,37 @@ static void cuda_load(void) {
   }
   lu_cuda_init_fn init = (lu_cuda_init_fn)dlsym(h, "luon_cuda_init");
   static const lu_cuda_host host = {lu_rng_reserve, lu_alloc, lu_free, luon_last_error};
-  lu_cuda_backend b;
-  memset(&b, 0, sizeof b);
-  b.host = &host;
+  /* The vtable, with room to spare: a backend of an older or newer layout
+   * (a stale libluon_cuda.so beside a rebuilt libluon.so) may write more
+   * than our struct holds before we can read its abi and refuse it. */
+  static union {
+    lu_cuda_backend b;
+    char room[sizeof(lu_cuda_backend) + 64 * 1024];
+  } slot;
+  lu_cuda_backend *bp = &slot.b;
+  memset(&slot, 0, sizeof slot);
+  bp->abi = LU_CUDA_ABI; /* what we speak; a backend of ABI 3 or later refuses another */
+  bp->host = &host;
   if (!init) {
     snprintf(cuda_status, sizeof cuda_status, "%s has no luon_cuda_init", path);
-  } else if (init(&b) != LUON_OK || b.abi != LU_CUDA_ABI || !b.device_count) {
+  } else if (init(bp) != LUON_OK && bp->abi == LU_CUDA_ABI) {
     snprintf(cuda_status, sizeof cuda_status, "CUDA backend unavailable: %s",
-             b.last_error ? b.last_error() : luon_last_error());
+             bp->last_error ? bp->last_error() : luon_last_error());
+  } else if (bp->abi != LU_CUDA_ABI) {
+    snprintf(cuda_status, sizeof cuda_status,
+             "CUDA backend unavailable: %s speaks backend ABI %d but this libluon.so speaks %d "
+             "(the two are from different builds; rebuild them together)",
+             path, bp->abi, LU_CUDA_ABI);
+  } else if (!bp->device_count) {
+    snprintf(cuda_status, sizeof cuda_status, "CUDA backend unavailable: %s has no device_count",
+             path);
   } else {
-    int n = b.device_count();
+    int n = bp->device_count();
     if (n <= 0) {
       snprintf(cuda_status, sizeof cuda_status, "CUDA backend loaded but found no GPU: %s",
-               b.last_error ? b.last_error() : "no device");
+               bp->last_error ? bp->last_error() : "no device");
     } else {
-      lu_cuda = b;
+      lu_cuda = *bp;
       gpu_count = n > LU_MAX_GPU_DEVICES ? LU_MAX_GPU_DEVICES : n;
       cuda_status[0] = 0;
       return;

@@ -308,6 +308,8 @@ typedef struct lu_cuda_host {
   const char *(*last_error)(void);  /* the core's message after a failed alloc */
 } lu_cuda_host;
 
+#define LU_NCCL_ID_BYTES 128 /* NCCL_UNIQUE_ID_BYTES: luon.dist sends it over MPI */
+
 /* The vtable libluon_cuda.so fills in luon_cuda_init. Absent: all NULL.
  * Streams: every kernel and copy for gpu(i) is ordered on gpu(i)'s one
  * compute stream, so a block freed to gpu(i)'s cache is safely reused by
@@ -339,9 +341,42 @@ typedef struct lu_cuda_backend {
    * cards; LUON_EUNSUPPORTED otherwise (the caller then copies and adds). */
   luon_status (*allreduce)(int32_t n, void *const *ptrs, const int32_t *ids, int32_t dtype,
                            int64_t count, int32_t op);
+  /* luon.dist's NCCL path (comm.cu): one communicator per process, on one
+   * GPU, across processes; core/dist.c brings the unique id to every rank
+   * over MPI. Communicators are non-blocking (NCCL's blocking = 0): every
+   * wait (init, a collective) polls ncclCommGetAsyncError and gives up after
+   * timeout_s seconds (0: never), aborting the communicator (ncclCommAbort).
+   * A failed or timed-out init or collective leaves the communicator
+   * aborted (only nccl_destroy takes it then): LUON_EIO with "timed out" in
+   * the message past the deadline, LUON_EDEVICE with NCCL's own words
+   * (ncclGetErrorString, ncclGetLastError) otherwise. */
+  int32_t nccl_version;          /* ncclGetVersion's code, e.g. 22809 */
+  /* the 16-byte UUID of gpu(id)'s card: ranks sharing a card cannot share
+   * a communicator (NCCL refuses duplicate GPUs) */
+  luon_status (*device_uuid)(int32_t id, uint8_t uuid[16]);
+  luon_status (*nccl_unique_id)(uint8_t id[LU_NCCL_ID_BYTES]);
+  /* *comm (an opaque handle) for rank of nranks on gpu(dev), once ready */
+  luon_status (*nccl_comm_init)(const uint8_t id[LU_NCCL_ID_BYTES], int32_t nranks, int32_t rank,
+                                int32_t dev, double timeout_s, void **comm);
+  /* In place on the communicator's GPU's compute stream, count contiguous
+   * elements of dtype: an allreduce with op (a luon_dist_op), or a
+   * broadcast from rank root. With timeout_s > 0 they return once the
+   * collective has finished on the GPU (so that a peer that never joins
+   * is noticed); with 0 once it is queued. LUON_EUNSUPPORTED for a dtype
+   * or op NCCL lacks, before anything is queued (the comm stays usable). */
+  luon_status (*nccl_allreduce)(void *comm, void *ptr, int64_t count, int32_t dtype, int32_t op,
+                                double timeout_s);
+  luon_status (*nccl_broadcast)(void *comm, void *ptr, int64_t count, int32_t dtype, int32_t root,
+                                double timeout_s);
+  /* ncclCommFinalize (polled) and ncclCommDestroy, or only the free of an
+   * aborted one; comm is invalid afterwards in every case */
+  luon_status (*nccl_destroy)(void *comm, double timeout_s);
   lu_kernel_fn kernels[LU_OP_COUNT]; /* NULL: the op has no CUDA kernel */
 } lu_cuda_backend;
-#define LU_CUDA_ABI 2
+/* The vtable's layout: bump it with any change above. The core asks for
+ * its own in b->abi before luon_cuda_init; a backend of another layout is
+ * refused by name (device.c), never half used. */
+#define LU_CUDA_ABI 3
 /* Entry point of libluon_cuda.so. */
 typedef luon_status (*lu_cuda_init_fn)(lu_cuda_backend *b);
 extern lu_cuda_backend lu_cuda;   /* zeroed when the backend is absent */

@@ -479,6 +479,12 @@ luon_cuda_init(lu_cuda_backend *b) {
       !b->host->last_error)
     return lu_cuda_seterr(LUON_EINVAL, "luon_cuda_init: the core lent no host services "
                           "(libluon.so and libluon_cuda.so are from different builds)");
+  if (b->abi != 0 && b->abi != LU_CUDA_ABI) { /* fill nothing of a layout we do not know */
+    int32_t want = b->abi;
+    b->abi = LU_CUDA_ABI;
+    return lu_cuda_seterr(LUON_EINVAL, "luon_cuda_init: libluon.so asks for backend ABI %d, this "
+                          "libluon_cuda.so is ABI %d (rebuild them together)", want, LU_CUDA_ABI);
+  }
   lu_cuda_host_api = b->host;
   b->abi = LU_CUDA_ABI;
   b->device_count = device_count;
@@ -495,6 +501,7 @@ luon_cuda_init(lu_cuda_backend *b) {
   b->event_query = event_query;
   b->event_free = event_free;
   b->allreduce = lu_cuda_allreduce;
+  lu_cuda_nccl_fill(b);
 #define LUON_OP(name, nin, nout, kind) b->kernels[LU_OP_##name] = lu_cuda_##name;
 #include "luon_ops.def"
 #undef LUON_OP

@@ -105,5 +105,8 @@ __host__ __device__ inline void lu_cuda_philox(uint64_t key, uint64_t counter, u
 /* NCCL all-reduce (comm.cu) for the vtable. */
 luon_status lu_cuda_allreduce(int32_t n, void *const *ptrs, const int32_t *ids, int32_t dtype,
                               int64_t count, int32_t op);
+/* The cross-process NCCL entries (comm.cu): nccl_version, device_uuid,
+ * nccl_unique_id, nccl_comm_init, nccl_allreduce, nccl_broadcast, nccl_destroy. */
+void lu_cuda_nccl_fill(lu_cuda_backend *b);
 
 #endif
