@@ -94,8 +94,9 @@ luon_status luon_tensor_attach_grad(luon_tensor *t, int32_t req) {
   if (!t) return lu_error(LUON_EINVAL, "attach_grad: NULL array");
   if (req < LUON_GRAD_NULL || req > LUON_GRAD_ADD)
     return lu_error(LUON_EINVAL, "attach_grad: grad_req must be 'write', 'add' or 'null', got %d", req);
-  if (req != LUON_GRAD_NULL && !lu_dtype_is_float(t->dtype))
-    return lu_error(LUON_EDTYPE, "attach_grad: gradients need a float32 or float64 array, this one is %s",
+  if (req != LUON_GRAD_NULL && !lu_dtype_has_grad(t->dtype))
+    return lu_error(LUON_EDTYPE, "attach_grad: gradients need a float array (float16, bfloat16, "
+                    "float32 or float64), this one is %s",
                     luon_dtype_name(t->dtype));
   luon_tensor *g = NULL;
   if (req != LUON_GRAD_NULL) {

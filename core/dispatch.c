@@ -12,6 +12,32 @@ const lu_op_desc lu_ops[LU_OP_COUNT] = {
 #undef LUON_OP
 };
 
+/* float16 and bfloat16 are stored in 16 bits and computed in float32. These
+ * ops take them; the others refuse them, except copy (astype), views and
+ * creation, which move or fill bytes. For these ops the shape function sees
+ * each 16-bit input as the compute dtype (the inputs' promotion, float32
+ * when that is 16-bit), so their checks and rules are float32's; an output
+ * in the compute dtype is stored in the 16-bit type when the promotion is
+ * one and attrs.dtype asks for nothing else. The CPU kernels then run on
+ * float32 copies (run_cpu_half); the CUDA kernels of these ops read and
+ * write the 16-bit types themselves, accumulating in float32. */
+static const bool half_ops[LU_OP_COUNT] = {
+    [LU_OP_add] = true, [LU_OP_subtract] = true, [LU_OP_multiply] = true,
+    [LU_OP_divide] = true, [LU_OP_power] = true, [LU_OP_maximum] = true,
+    [LU_OP_minimum] = true, [LU_OP_equal] = true, [LU_OP_not_equal] = true,
+    [LU_OP_greater] = true, [LU_OP_greater_equal] = true, [LU_OP_less] = true,
+    [LU_OP_less_equal] = true, [LU_OP_negative] = true, [LU_OP_abs] = true,
+    [LU_OP_sign] = true, [LU_OP_exp] = true, [LU_OP_log] = true, [LU_OP_sqrt] = true,
+    [LU_OP_square] = true, [LU_OP_tanh] = true, [LU_OP_sigmoid] = true,
+    [LU_OP_relu] = true, [LU_OP_clip] = true, [LU_OP_where] = true,
+    [LU_OP_sum] = true, [LU_OP_mean] = true, [LU_OP_max] = true, [LU_OP_min] = true,
+    [LU_OP_prod] = true, [LU_OP_argmax] = true, [LU_OP_argmin] = true,
+    [LU_OP_matmul] = true, [LU_OP_conv2d] = true, [LU_OP_conv2d_grad_input] = true,
+    [LU_OP_conv2d_grad_weight] = true, [LU_OP_softrelu] = true, [LU_OP_leaky_relu] = true,
+    [LU_OP_relu_grad] = true, [LU_OP_sigmoid_grad] = true, [LU_OP_tanh_grad] = true,
+    [LU_OP_softrelu_grad] = true, [LU_OP_leaky_relu_grad] = true,
+};
+
 luon_status lu_run(int32_t op, const luon_attrs *attrs, luon_tensor **out, int nin, ...) {
   luon_tensor *in[LUON_MAX_OP_INPUTS];
   va_list ap;
@@ -88,6 +114,42 @@ static luon_status run_kernel(const lu_op_desc *d, lu_call *c) {
   return lu_cuda_check(k(c));
 }
 
+/* A half_ops op on the CPU: its kernel gets the 16-bit inputs as copies in
+ * the compute dtype ct and writes float32 in place of 16-bit outputs, which
+ * are then converted into them. */
+static luon_status run_cpu_half(const lu_op_desc *d, lu_call *c, int32_t ct) {
+  luon_tensor *in[LUON_MAX_OP_INPUTS] = {NULL};
+  lu_call k = *c;
+  k.in = in;
+  luon_status s = LUON_OK;
+  for (int i = 0; i < c->nin && s == LUON_OK; i++) {
+    const luon_tensor *t = c->in[i];
+    if (!lu_dtype_is_storage_only(t->dtype)) {
+      in[i] = luon_tensor_retain(c->in[i]);
+      continue;
+    }
+    s = lu_tensor_new(ct, t->ndim, t->shape, c->dev, &in[i]);
+    if (s == LUON_OK) s = luon_tensor_copy(in[i], t);
+  }
+  for (int j = 0; j < c->nout; j++) {
+    k.out[j] = NULL;
+    if (s != LUON_OK || !lu_dtype_is_storage_only(c->out[j]->dtype)) continue;
+    k.out_dtype[j] = LUON_DTYPE_F32;
+    s = lu_tensor_new(LUON_DTYPE_F32, c->out[j]->ndim, c->out[j]->shape, c->dev, &k.out[j]);
+  }
+  for (int j = 0; j < c->nout; j++)
+    if (!k.out[j]) k.out[j] = c->out[j];
+  if (s == LUON_OK) s = d->cpu(&k);
+  c->scratch = k.scratch;
+  for (int j = 0; j < c->nout; j++) {
+    if (k.out[j] == c->out[j]) continue;
+    if (s == LUON_OK) s = luon_tensor_copy(c->out[j], k.out[j]);
+    luon_tensor_release(k.out[j]);
+  }
+  for (int i = 0; i < c->nin; i++) luon_tensor_release(in[i]);
+  return s;
+}
+
 luon_status luon_op_call(int32_t op, int32_t nin, luon_tensor *const *in, const luon_attrs *attrs,
                          int32_t *nout_p, luon_tensor **out) {
   if (op < 0 || op >= LU_OP_COUNT) return lu_error(LUON_EINVAL, "op id %d does not exist", op);
@@ -106,11 +168,14 @@ luon_status luon_op_call(int32_t op, int32_t nin, luon_tensor *const *in, const 
   if (c.attrs->ni < 0 || c.attrs->ni > LUON_MAX_ATTR_INTS)
     return lu_error(LUON_EINVAL, "%s: %d integer attributes (at most %d)", d->name, c.attrs->ni,
                     LUON_MAX_ATTR_INTS);
+  bool half = false; /* a 16-bit input to an op of half_ops */
   for (int i = 0; i < nin; i++) {
     if (!in[i]) return lu_error(LUON_EINVAL, "%s: input %d is NULL", d->name, i + 1);
-    if (lu_dtype_is_storage_only(in[i]->dtype) && op != LU_OP_copy)
-      return lu_error(LUON_EDTYPE, "%s: %s is a storage type; convert with astype('float32') first",
-                      d->name, luon_dtype_name(in[i]->dtype));
+    if (!lu_dtype_is_storage_only(in[i]->dtype) || op == LU_OP_copy || d->kind == LU_VIEW) continue;
+    if (!half_ops[op])
+      return lu_error(LUON_EDTYPE, "%s: does not take %s (input %d); convert with astype('float32') "
+                      "first", d->name, luon_dtype_name(in[i]->dtype), i + 1);
+    half = true;
   }
   if (nin > 0) {
     c.dev = in[0]->dev;
@@ -130,7 +195,30 @@ luon_status luon_op_call(int32_t op, int32_t nin, luon_tensor *const *in, const 
   if (!d->shape || !d->cpu)
     return lu_error(LUON_EINTERNAL, "%s: this build has no kernel for the op", d->name);
   int cap = *nout_p;
-  LU_TRY(d->shape(&c));
+  int32_t half_ct = 0, half_dt = 0; /* the compute dtype; the 16-bit result dtype */
+  if (half) {
+    int32_t p = in[0]->dtype;
+    for (int i = 1; i < nin; i++) p = lu_dtype_promote(p, in[i]->dtype);
+    half_dt = lu_dtype_is_storage_only(p) ? p : 0;
+    half_ct = half_dt ? LUON_DTYPE_F32 : p;
+    luon_tensor seen[LUON_MAX_OP_INPUTS];
+    luon_tensor *seen_p[LUON_MAX_OP_INPUTS];
+    for (int i = 0; i < nin; i++) {
+      seen[i] = *in[i]; /* a copy of the header only, for the shape function */
+      if (lu_dtype_is_storage_only(seen[i].dtype)) seen[i].dtype = half_ct;
+      seen_p[i] = &seen[i];
+    }
+    c.in = seen_p;
+    luon_status s = d->shape(&c);
+    c.in = in;
+    LU_TRY(s);
+    for (int k = 0; k < c.nout && k < LUON_MAX_OP_INPUTS && half_dt && !c.attrs->dtype; k++)
+      if (c.out_dtype[k] == half_ct) c.out_dtype[k] = half_dt;
+  } else {
+    LU_TRY(d->shape(&c));
+  }
+  for (int k = 0; k < c.nout && k < LUON_MAX_OP_INPUTS && half_ops[op] && !half_ct; k++)
+    if (lu_dtype_is_storage_only(c.out_dtype[k])) half_ct = LUON_DTYPE_F32; /* asked by attrs.dtype */
   if (c.nout < 0 || c.nout > cap || c.nout > LUON_MAX_OP_INPUTS)
     return lu_error(LUON_EINVAL, "%s: makes %d outputs but room was given for %d", d->name, c.nout, cap);
 
@@ -161,7 +249,8 @@ luon_status luon_op_call(int32_t op, int32_t nin, luon_tensor *const *in, const 
       s = lu_tensor_new(c.out_dtype[k], c.out_ndim[k], c.out_shape[k], c.dev, &c.out[k]);
       if (s != LUON_OK) break;
     }
-    if (s == LUON_OK) s = run_kernel(d, &c);
+    if (s == LUON_OK)
+      s = half_ct && c.dev.type == LUON_CPU ? run_cpu_half(d, &c, half_ct) : run_kernel(d, &c);
   } else if (d->kind == LU_INPLACE) {
     for (int k = 0; k < c.nout; k++) c.out[k] = NULL;
     for (int k = 0; k < c.nout; k++) {

@@ -1,5 +1,6 @@
 /* dtype.c: dtype names, sizes, promotion, and conversion between dtypes
- * (float16/bfloat16 are storage types: they convert, they do not compute). */
+ * (float16/bfloat16 are storage types: ops compute on them in float32, the
+ * dispatcher converting for the CPU kernels; see dispatch.c). */
 #include "internal.h"
 #include <math.h>
 
@@ -17,6 +18,7 @@ bool lu_dtype_is_float(int32_t dt) { return dt == LUON_DTYPE_F32 || dt == LUON_D
 bool lu_dtype_is_storage_only(int32_t dt) {
   return dt == LUON_DTYPE_F16 || dt == LUON_DTYPE_BF16;
 }
+bool lu_dtype_has_grad(int32_t dt) { return lu_dtype_is_float(dt) || lu_dtype_is_storage_only(dt); }
 
 int32_t lu_dtype_promote(int32_t a, int32_t b) {
   if (a == b) return a;

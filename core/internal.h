@@ -105,8 +105,12 @@ luon_status lu_tensor_view(luon_tensor *t, int ndim, const int64_t *shape,
 /* ---- dtypes ------------------------------------------------------------ */
 
 bool lu_dtype_valid(int32_t dt);
-bool lu_dtype_is_float(int32_t dt);   /* f32, f64 (f16/bf16 are storage only) */
+bool lu_dtype_is_float(int32_t dt);   /* f32, f64: the float dtypes kernels compute in */
+/* f16, bf16: stored in 16 bits, computed in float32 by the ops that take
+ * them (dispatch.c); CPU kernels never see them. */
 bool lu_dtype_is_storage_only(int32_t dt);
+/* Any float dtype, 16-bit ones included: those gradients flow through. */
+bool lu_dtype_has_grad(int32_t dt);
 /* Result dtype of a binary op on a and b (NumPy-like promotion). */
 int32_t lu_dtype_promote(int32_t a, int32_t b);
 /* Convert n elements between dtypes; both contiguous host buffers. */

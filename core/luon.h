@@ -40,8 +40,8 @@ void luon_set_error(const char *msg);
 typedef enum luon_dtype {
   LUON_DTYPE_F32 = 1,
   LUON_DTYPE_F64 = 2,
-  LUON_DTYPE_F16 = 3,     /* storage only: convert with astype before computing */
-  LUON_DTYPE_BF16 = 4,    /* storage only */
+  LUON_DTYPE_F16 = 3,     /* 16-bit storage: the ops that take it compute in float32 */
+  LUON_DTYPE_BF16 = 4,    /* likewise (which ops: README, "dtypes") */
   LUON_DTYPE_I32 = 5,
   LUON_DTYPE_I64 = 6,
   LUON_DTYPE_U8 = 7,

@@ -613,7 +613,7 @@ luon_status lu_cpu_copy(lu_call *c) {
 /* Input i wants a gradient: it asked for one and is a float array (integer
  * and bool inputs get none). */
 static bool wants(const lu_grad_call *g, int i) {
-  return g->need[i] && lu_dtype_is_float(g->in[i]->dtype);
+  return g->need[i] && lu_dtype_has_grad(g->in[i]->dtype);
 }
 
 /* Every rule starts from dy = the output's gradient in the output's dtype. */

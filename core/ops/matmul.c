@@ -307,8 +307,8 @@ static void give(lu_steps *e, luon_tensor *d, int fn, const int64_t *fs, const l
  * axes the forward dropped. Integer operands get no gradient. */
 luon_status lu_grad_matmul(lu_grad_call *g) {
   luon_tensor *a = g->in[0], *b = g->in[1], *dc = g->dout[0];
-  bool wa = g->need[0] && lu_dtype_is_float(a->dtype);
-  bool wb = g->need[1] && lu_dtype_is_float(b->dtype);
+  bool wa = g->need[0] && lu_dtype_has_grad(a->dtype);
+  bool wb = g->need[1] && lu_dtype_has_grad(b->dtype);
   if (!dc || !(wa || wb)) return LUON_OK;
   mm p;
   LU_TRY(dims(a, b, &p));

@@ -680,7 +680,7 @@ static luon_tensor *spread(lu_steps *e, luon_tensor *t, const luon_tensor *x) {
 /* Every rule: x the input, dyk = dy with the keepdims shape. */
 #define BEGIN                                                                  \
   luon_tensor *x = g->in[0], *dy = g->dout[0];                                 \
-  if (!g->need[0] || !dy || !lu_dtype_is_float(x->dtype)) return LUON_OK;      \
+  if (!g->need[0] || !dy || !lu_dtype_has_grad(x->dtype)) return LUON_OK;      \
   lu_steps e = {LUON_OK, 0, {NULL}};                                           \
   int64_t ks[LU_MAXD];                                                         \
   luon_attrs ra;                                                               \

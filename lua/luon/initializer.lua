@@ -53,8 +53,10 @@ local function fill(arr, v)
   np.full(arr.shape, v, {dtype = arr.dtype, device = arr.device}):copyto(arr)
 end
 
+-- 16-bit floats are drawn in float32 and rounded (random ops make no 16-bit values)
 local function draw(arr, fn, a, b)
-  fn(a, b, arr.shape, {dtype = arr.dtype, device = arr.device}):copyto(arr)
+  local dt = (arr.dtype == "float16" or arr.dtype == "bfloat16") and "float32" or arr.dtype
+  fn(a, b, arr.shape, {dtype = dt, device = arr.device}):copyto(arr)
 end
 
 local Zero = class("Zero", function() end)

@@ -195,9 +195,10 @@ for _, dev in ipairs(H.devices()) do
       it("int32 with float32 gives float32", function()
         H.check(A({1}, "int32") + A({0.5}, "float32"), {1.5}, {dtype = "float32"})
       end)
-      it("float16 must be converted first", function()
-        local h = A({1}, "float16")
-        H.assert_error(function() return h + h end, {"add", "float16", "astype"})
+      it("float16 computes in float32 and stays float16; with float32 gives float32", function()
+        local h = A({1, 2049}, "float16") -- 2049 rounds to 2048 in float16
+        H.check(h + h, {2, 4096}, {dtype = "float16", tol = 0})
+        H.check(h + A({0.5, 1}, "float32"), {1.5, 2049}, {dtype = "float32", tol = 0})
       end)
     end)
 
