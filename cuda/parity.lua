@@ -3,7 +3,9 @@
 -- 0-d and non-contiguous float64 operands) runs forward and backward on
 -- cpu(0) and on gpu(0) and the values must agree; then the ops without a
 -- gradient (comparisons, arg ops, creation, random with one seed, dropout,
--- optimizer updates) are compared directly. Prints one line per case and
+-- optimizer updates) are compared directly; then float16 and bfloat16
+-- matmul, fully_connected and convolution, forward and backward, within
+-- the 16-bit tolerance. Prints one line per case and
 -- "parity: N passed, N failed, N skipped"; exits 1 on a failure.
 --   luajit cuda/parity.lua      (LUA_PATH as `luon --env` prints; needs a GPU)
 local root = (debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. "../"
@@ -33,8 +35,10 @@ local function host(t)
 end
 local function as_list(v) if core.is_array(v) then return {v} end return v end
 
--- nil when a and b agree, else the first difference
-local function differ(a, b, what)
+-- nil when a and b agree (within rtol, atol: RTOL, ATOL unless given), else
+-- the first difference
+local function differ(a, b, what, rtol, atol)
+  rtol, atol = rtol or RTOL, atol or ATOL
   if a.ndim ~= b.ndim then return what .. ": ndim differs" end
   for d = 1, a.ndim do
     if a.shape[d] ~= b.shape[d] then return what .. ": shapes differ" end
@@ -43,7 +47,7 @@ local function differ(a, b, what)
   local bv = host(b)
   for j = 0, n - 1 do
     local x, y = av[j], bv[j]
-    if not (x == y or (x ~= x and y ~= y) or math.abs(x - y) <= ATOL + RTOL * math.max(math.abs(x), math.abs(y))) then
+    if not (x == y or (x ~= x and y ~= y) or math.abs(x - y) <= atol + rtol * math.max(math.abs(x), math.abs(y))) then
       return ("%s element %d: cpu %.17g gpu %.17g"):format(what, j, x, y)
     end
   end
@@ -144,12 +148,12 @@ end
 ---------------------------------------------------------------------------
 -- Ops without a gradient, float32 and integer dtypes, odd sizes.
 
-local function both(label, make)
+local function both(label, make, rtol, atol)
   local ok, err = pcall(function()
     local a = as_list(make(cpu))
     local b = as_list(make(gpu))
     for k = 1, #a do
-      local e = differ(a[k], b[k], "output " .. k)
+      local e = differ(a[k], b[k], "output " .. k, rtol, atol)
       if e then error(e, 0) end
     end
   end)
@@ -239,6 +243,61 @@ both("matmul float32 (65,129)@(129,33) and batched broadcast", function(d)
   return {np.matmul(data(d, {65, 129}, "float32", 1), data(d, {129, 33}, "float32", 2)):astype("float64"),
           np.matmul(data(d, {3, 1, 5, 7}, "float32", 3), data(d, {4, 7, 6}, "float32", 4)):astype("float64")}
 end)
+
+-- float16 / bfloat16: the GPU's 16-bit cuBLAS and cuDNN paths against the
+-- CPU's float32 kernels on converted copies. Both accumulate in float32 and
+-- round once to 16 bits, so they agree to about one 16-bit ulp (the order of
+-- the sums differs): within 1e-2 (float16) and 5e-2 (bfloat16), relative
+-- and absolute, whatever PARITY_RTOL says.
+for _, kind in ipairs({{dt = "float16", tol = 1e-2}, {dt = "bfloat16", tol = 5e-2}}) do
+  local dt = kind.dt
+  -- f on 16-bit inputs of shapes, forward and backward (head gradient of
+  -- the output's shape): the output and the gradients, as float64
+  local function fwd_bwd(d, f, shapes, seed)
+    local xs = {}
+    for k, s in ipairs(shapes) do
+      xs[k] = data(d, s, dt, seed + k)
+      xs[k]:attach_grad()
+    end
+    local y = autograd.record(function() return f(unpack(xs)) end)
+    if y.dtype ~= dt then error(("output is %s, not %s"):format(y.dtype, dt), 0) end
+    y:backward(data(d, y.shape, dt, seed))
+    local r = {y:astype("float64")}
+    for k = 1, #xs do
+      if xs[k].grad.dtype ~= dt then error(("gradient %d is %s"):format(k, xs[k].grad.dtype), 0) end
+      r[#r + 1] = xs[k].grad:astype("float64")
+    end
+    return r
+  end
+  local function check(label, f, shapes, seed)
+    both(label, function(d) return fwd_bwd(d, f, shapes, seed) end, kind.tol, kind.tol)
+  end
+  check("matmul " .. dt .. " (65,129)@(129,33), forward and backward", np.matmul, {{65, 129}, {129, 33}}, 20)
+  check("matmul " .. dt .. " batched broadcast (3,1,5,7)@(4,7,6), forward and backward", np.matmul,
+        {{3, 1, 5, 7}, {4, 7, 6}}, 30)
+  check("fully_connected " .. dt .. " with bias and relu, forward and backward", function(x, w, b)
+    return npx.relu(npx.fully_connected(x, w, b, {num_hidden = 17}))
+  end, {{9, 4, 5}, {17, 20}, {17}}, 40)
+  check("conv2d " .. dt .. " with bias and fused relu, forward and backward", function(x, w, b)
+    return npx.convolution(x, w, b, {kernel = {3, 3}, num_filter = 8, pad = {1, 1}, act_type = "relu"})
+  end, {{3, 5, 13, 11}, {8, 5, 3, 3}, {8}}, 50)
+  check("conv2d " .. dt .. " strided, dilated, grouped, forward and backward", function(x, w)
+    return npx.convolution(x, w, {kernel = {3, 2}, num_filter = 6, stride = {2, 1}, dilate = {1, 2},
+                                  num_group = 2, no_bias = true})
+  end, {{2, 4, 15, 12}, {6, 2, 3, 2}}, 60)
+  both("matmul and conv2d " .. dt .. " accumulate in float32 (4608 ones sum to 4608)", function(d)
+    local ones = np.ones({1, 4608}, {dtype = dt, device = d})
+    local x = np.ones({1, 512, 3, 3}, {dtype = dt, device = d})
+    local r = {np.matmul(ones, ones.T):astype("float64"),
+               npx.convolution(x, x, {kernel = {3, 3}, num_filter = 1, no_bias = true}):astype("float64")}
+    for k = 1, 2 do
+      local v = r[k]:sum():item()
+      if v ~= 4608 then error(("%s result %g on %s, not 4608"):format(k == 1 and "matmul" or "conv2d", v,
+                                                                       tostring(d)), 0) end
+    end
+    return r
+  end, 0, 0)
+end
 
 say(("parity: %d passed, %d failed, %d skipped"):format(passed, failed, skipped))
 os.exit(failed == 0 and 0 or 1)
