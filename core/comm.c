@@ -2,7 +2,8 @@
  * this process (data-parallel gradient summation). Logical CPU devices share
  * memory, so their all-reduce is one threaded pass that reads every replica
  * and writes the result into all of them; other devices go through copies
- * and adds on the first replica's device (NCCL joins with the CUDA backend). */
+ * and adds on the first replica's device, or NCCL in the CUDA backend between
+ * distinct physical GPUs (cuda/comm.cu). */
 #include "internal.h"
 
 #define MAX_REPLICAS 64

@@ -10,10 +10,19 @@
  * MPI's ABI only (Debian's libmpi.so.40), not MPICH's.
  *
  * Arrays on the CPU that are contiguous and of a dtype MPI knows are reduced
- * in place; any other array (a GPU array, a strided view, float16/bfloat16)
- * is staged through a contiguous host copy (float32 for the 16-bit floats).
- * NCCL for GPU arrays arrives with the CUDA kernels: until then GPU arrays
- * take the host path, correct but bounded by PCIe and the network.
+ * in place; any other CPU array (a strided view, float16/bfloat16) is
+ * staged through a contiguous host copy (float32 for the 16-bit floats).
+ *
+ * GPU arrays go through NCCL (the CUDA backend's nccl_* entries), set up on
+ * the first collective of a GPU array: every rank tells the others, in one
+ * MPI allreduce, its card's UUID and whether it can use NCCL; if all can and
+ * no two ranks share a card (NCCL refuses that), rank 0 makes the unique id,
+ * MPI broadcasts it, and every rank makes its communicator on that array's
+ * GPU, kept for the process (dist.finalize destroys it). Otherwise, agreed
+ * by all ranks, GPU arrays are staged through host memory and MPI, and
+ * luon_dist_backend says why. A GPU array on another GPU of the process, or
+ * strided, goes through a contiguous copy on the communicator's GPU. CPU
+ * arrays never touch NCCL.
  *
  * Bounded waits: with LUON_DIST_TIMEOUT=S (seconds, default 300; 0 = wait
  * forever) every collective first waits for all ranks to arrive with a
@@ -23,11 +32,16 @@
  * collective runs. The process then ends with an error, and mpirun,
  * which aborts the job when any rank exits non-zero, stops the others.
  * A rank that dies is reported by mpirun itself (its rank, PID, host and
- * exit status), usually long before the timeout. Nothing here aborts. */
+ * exit status), usually long before the timeout. Nothing here aborts.
+ * NCCL's communicator is non-blocking: its setup and each collective are
+ * polled (ncclCommGetAsyncError, and an event for the collective's end)
+ * under the same deadline, and past it the communicator is aborted
+ * (ncclCommAbort) and every later collective fails at once. */
 #include "internal.h"
 
 #include <dlfcn.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -68,12 +82,17 @@ static struct {
   int we_initialised; /* we called MPI_Init_thread (so we finalise) */
   int finalized;
   int broken;         /* a collective timed out: the communicator is unusable */
-  char broken_msg[400];
+  char broken_msg[700];
   int32_t rank, size, local_rank;
   mpi_handle comm;
   double timeout;     /* seconds, 0 = none */
-  char backend[300];
+  char backend[500];
+  /* GPU arrays: 0 undecided, GPU_NCCL, or GPU_HOST (staged through MPI) */
+  int gpu_path;
+  void *nccl;         /* the backend's communicator, on gpu(nccl_dev) */
+  int32_t nccl_dev;
 } G;
+enum { GPU_NCCL = 1, GPU_HOST = 2 };
 
 static const char *mpi_msg(int code) {
   static _Thread_local char buf[MPI_ERRSTR + 32];
@@ -153,9 +172,10 @@ static luon_status load_mpi(const char *var, const char *val) {
 /* At exit: a process ending normally (status 0) finalizes MPI, which
  * waits for every rank; one ending with an error does not, so it leaves at
  * once and mpirun, seeing a non-zero status, stops the job and names it. */
+static luon_status finalize(bool at_exit);
 static void at_process_exit(int status, void *arg) {
   if (status == 0 && G.ready && G.mpi && G.we_initialised && !G.finalized && !G.broken)
-    luon_dist_finalize();
+    finalize(true);
 }
 
 #define MPI_TRY(call, what)                                                                \
@@ -219,19 +239,29 @@ luon_status luon_dist_init(int32_t *rank, int32_t *size, int32_t *local_rank) {
 
 const char *luon_dist_backend(void) { return G.ready ? G.backend : "not initialised"; }
 
-luon_status luon_dist_finalize(void) {
+/* At process exit the CUDA runtime may already be torn down (its own exit
+ * handlers ran first): the NCCL communicator is then left to the exit. */
+static luon_status finalize(bool at_exit) {
   if (!G.ready || G.finalized) return LUON_OK;
   G.finalized = 1;
   G.ready = 0;
-  if (!G.mpi) return LUON_OK;
+  luon_status ns = LUON_OK;
+  if (G.nccl && !at_exit) {
+    ns = lu_cuda.nccl_destroy(G.nccl, G.timeout);
+    if (ns != LUON_OK) ns = lu_error(ns, "dist.finalize: %s", lu_cuda.last_error());
+  }
+  G.nccl = NULL;
+  if (!G.mpi) return ns;
   int done = 0;
   M.Finalized(&done);
-  if (done || !G.we_initialised) return LUON_OK;
+  if (done || !G.we_initialised) return ns;
   if (!G.broken) M.Comm_free(&G.comm);
   int rc = M.Finalize();
   if (rc != MPI_OK) return lu_error(LUON_EIO, "dist.finalize: MPI_Finalize failed: %s", mpi_msg(rc));
-  return LUON_OK;
+  return ns;
 }
+
+luon_status luon_dist_finalize(void) { return finalize(false); }
 
 static luon_status ready(const char *fname) {
   if (!G.ready)
@@ -360,6 +390,134 @@ static luon_status finish_stage(luon_tensor *t, luon_tensor *stage, luon_status 
   return s;
 }
 
+/* ---- GPU arrays: NCCL ------------------------------------------------------ */
+
+/* The deadline passed: the communicators are unusable from now on. */
+static luon_status broken(luon_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static luon_status broken(luon_status s, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(G.broken_msg, sizeof G.broken_msg, fmt, ap);
+  va_end(ap);
+  G.broken = 1;
+  return lu_error(s, "dist.%s", G.broken_msg);
+}
+
+/* A failed backend call: its message under ours; LUON_EIO (the deadline)
+ * and NCCL failures leave the communicator aborted, hence broken. */
+static luon_status nccl_failed(luon_status s, const char *what, const char *step, double t0) {
+  const char *msg = lu_cuda.last_error ? lu_cuda.last_error() : "NCCL error";
+  if (s == LUON_EIO)
+    return broken(LUON_EIO,
+                  "%s on rank %d of %d timed out after %.0f s in %s (LUON_DIST_TIMEOUT): another rank "
+                  "never joined it or died in it (dead, stuck or running different code); the NCCL "
+                  "communicator was aborted and luon.dist is now unusable",
+                  what, G.rank, G.size, now_s() - t0, step);
+  if (s == LUON_EUNSUPPORTED || s == LUON_EINVAL || s == LUON_ENOMEM)
+    return lu_error(s, "dist.%s on rank %d of %d: %s", what, G.rank, G.size, msg);
+  return broken(s, "%s on rank %d of %d: %s: %s; the NCCL communicator was aborted and luon.dist "
+                "is now unusable", what, G.rank, G.size, step, msg);
+}
+
+/* Decide, with every rank, how GPU arrays travel; for NCCL make the
+ * communicator on dev. Every rank runs this at its first collective of a
+ * GPU array (every rank makes the same calls). */
+static luon_status gpu_setup(lu_device dev, const char *what) {
+  if (G.gpu_path) return LUON_OK;
+  /* each rank's slot: its card's UUID (2 words) and whether it can use NCCL
+   * (1), or why not (0 LUON_DIST_NCCL=0, 2 no NCCL in its backend) */
+  int64_t n = 3 * (int64_t)G.size;
+  luon_tensor *x = NULL;
+  lu_device host = {LUON_CPU, 0};
+  LU_TRY(lu_tensor_new(LUON_DTYPE_I64, 1, &n, host, &x));
+  int64_t *all = lu_data(x), *mine = all + 3 * (int64_t)G.rank;
+  memset(all, 0, sizeof(int64_t) * (size_t)n);
+  const char *env = getenv("LUON_DIST_NCCL");
+  bool off = env && strcmp(env, "0") == 0;
+  bool have = lu_cuda.nccl_comm_init && lu_cuda.device_uuid;
+  mine[2] = off ? 0 : have ? 1 : 2;
+  luon_status s = LUON_OK;
+  if (mine[2] == 1) {
+    uint8_t uuid[16];
+    s = lu_cuda.device_uuid(dev.id, uuid);
+    if (s != LUON_OK) s = lu_error(s, "dist.%s: %s", what, lu_cuda.last_error());
+    memcpy(mine, uuid, 16);
+  }
+  char step[160];
+  snprintf(step, sizeof step, "%s (choosing how GPU arrays travel)", what);
+  if (s == LUON_OK) s = host_collective(all, n, LUON_DTYPE_I64, M.op_sum, -1, step);
+  char why[200] = "";
+  for (int32_t r = 0; r < G.size && s == LUON_OK && !why[0]; r++) {
+    int64_t *q = all + 3 * (int64_t)r;
+    if (q[2] == 0) snprintf(why, sizeof why, "LUON_DIST_NCCL=0 on rank %d", r);
+    if (q[2] == 2) snprintf(why, sizeof why, "rank %d's CUDA backend has no NCCL", r);
+    for (int32_t o = r + 1; o < G.size && !why[0]; o++) {
+      int64_t *p = all + 3 * (int64_t)o;
+      if (q[2] == 1 && p[2] == 1 && q[0] == p[0] && q[1] == p[1])
+        snprintf(why, sizeof why, "ranks %d and %d share one GPU, and NCCL needs a GPU per rank", r, o);
+    }
+  }
+  luon_tensor_release(x);
+  LU_TRY(s);
+  size_t len = strlen(G.backend);
+  if (why[0]) {
+    G.gpu_path = GPU_HOST;
+    snprintf(G.backend + len, sizeof G.backend - len, "; GPU arrays through host memory (%s)", why);
+    return LUON_OK;
+  }
+  /* rank 0's unique id, with a first byte saying whether it has one */
+  uint8_t id[1 + LU_NCCL_ID_BYTES];
+  memset(id, 0, sizeof id);
+  if (G.rank == 0) {
+    s = lu_cuda.nccl_unique_id(id + 1);
+    id[0] = s == LUON_OK;
+    if (s != LUON_OK) s = lu_error(s, "dist.%s: ncclGetUniqueId: %s", what, lu_cuda.last_error());
+  }
+  snprintf(step, sizeof step, "%s (broadcasting NCCL's unique id)", what);
+  luon_status bs = host_collective(id, sizeof id, LUON_DTYPE_U8, NULL, 0, step);
+  LU_TRY(s);
+  LU_TRY(bs);
+  if (!id[0]) return lu_error(LUON_EDEVICE, "dist.%s: rank 0 could not make NCCL's unique id (its error says why)", what);
+  double t0 = now_s();
+  s = lu_cuda.nccl_comm_init(id + 1, G.size, G.rank, dev.id, G.timeout, &G.nccl);
+  if (s != LUON_OK) {
+    G.nccl = NULL;
+    snprintf(step, sizeof step, "setting up NCCL (ncclCommInitRankConfig on %s)", lu_device_str(dev));
+    return nccl_failed(s, what, step, t0);
+  }
+  G.gpu_path = GPU_NCCL;
+  G.nccl_dev = dev.id;
+  int v = lu_cuda.nccl_version;
+  snprintf(G.backend + len, sizeof G.backend - len, "; GPU arrays through NCCL %d.%d.%d on %s",
+           v / 10000, v / 100 % 100, v % 100, lu_device_str(dev));
+  return LUON_OK;
+}
+
+/* One collective of a GPU array through the communicator, in place, or
+ * through a contiguous copy on the communicator's GPU. root < 0: allreduce. */
+static luon_status nccl_collective(luon_tensor *t, int32_t op, int32_t root, const char *what) {
+  lu_device cd = {LUON_GPU, G.nccl_dev};
+  luon_tensor *w = t;
+  if (!lu_is_contiguous(t) || !lu_device_eq(t->dev, cd)) {
+    LU_TRY(lu_tensor_new(t->dtype, t->ndim, t->shape, cd, &w));
+    luon_status s = luon_tensor_copy(w, t);
+    if (s != LUON_OK) {
+      luon_tensor_release(w);
+      return lu_error(s, "dist.%s: copying %s to the NCCL communicator's %s: %s", what,
+                      lu_device_str(t->dev), lu_device_str(cd), luon_last_error());
+    }
+  }
+  double t0 = now_s();
+  luon_status s = root < 0 ? lu_cuda.nccl_allreduce(G.nccl, lu_data(w), w->size, w->dtype, op, G.timeout)
+                           : lu_cuda.nccl_broadcast(G.nccl, lu_data(w), w->size, w->dtype, root, G.timeout);
+  if (s != LUON_OK) s = nccl_failed(s, what, root < 0 ? "ncclAllReduce" : "ncclBroadcast", t0);
+  if (w != t) {
+    if (s == LUON_OK) s = luon_tensor_copy(t, w);
+    luon_tensor_release(w);
+  }
+  return s;
+}
+
 luon_status luon_dist_allreduce(luon_tensor *t, int32_t op) {
   LU_TRY(ready("allreduce"));
   if (!t) return lu_error(LUON_EINVAL, "dist.allreduce: the array is NULL");
@@ -373,14 +531,18 @@ luon_status luon_dist_allreduce(luon_tensor *t, int32_t op) {
     return lu_error(LUON_EDTYPE, "dist.allreduce: '%s' of a bool array (use 'max' for any, 'min' for all)",
                     op_names[op]);
   if (!G.mpi || G.size == 1 || t->size == 0) return LUON_OK;
+  char what[120];
+  snprintf(what, sizeof what, "allreduce(%s, %s %s)", op_names[op], luon_dtype_name(t->dtype),
+           lu_shape_str(t->ndim, t->shape));
+  if (t->dev.type == LUON_GPU) {
+    LU_TRY(gpu_setup(t->dev, what));
+    if (G.gpu_path == GPU_NCCL) return nccl_collective(t, op, -1, what);
+  }
   LU_TRY(luon_tensor_wait(t));
   luon_tensor *stage;
   LU_TRY(host_view(t, "allreduce", &stage));
   luon_tensor *h = stage ? stage : t;
   mpi_handle mop = op == LUON_DIST_MAX ? M.op_max : op == LUON_DIST_MIN ? M.op_min : M.op_sum;
-  char what[120];
-  snprintf(what, sizeof what, "allreduce(%s, %s %s)", op_names[op], luon_dtype_name(t->dtype),
-           lu_shape_str(t->ndim, t->shape));
   luon_status s = host_collective(lu_data(h), h->size, h->dtype, mop, -1, what);
   if (s == LUON_OK && op == LUON_DIST_MEAN) {
     if (h->dtype == LUON_DTYPE_F32) {
@@ -401,13 +563,17 @@ luon_status luon_dist_broadcast(luon_tensor *t, int32_t root) {
   if (root < 0 || root >= G.size)
     return lu_error(LUON_EINVAL, "dist.broadcast: root %d is not a rank (0 to %d)", root, G.size - 1);
   if (!G.mpi || G.size == 1 || t->size == 0) return LUON_OK;
+  char what[120];
+  snprintf(what, sizeof what, "broadcast(root %d, %s %s)", root, luon_dtype_name(t->dtype),
+           lu_shape_str(t->ndim, t->shape));
+  if (t->dev.type == LUON_GPU) {
+    LU_TRY(gpu_setup(t->dev, what));
+    if (G.gpu_path == GPU_NCCL) return nccl_collective(t, 0, root, what);
+  }
   LU_TRY(luon_tensor_wait(t));
   luon_tensor *stage;
   LU_TRY(host_view(t, "broadcast", &stage));
   luon_tensor *h = stage ? stage : t;
-  char what[120];
-  snprintf(what, sizeof what, "broadcast(root %d, %s %s)", root, luon_dtype_name(t->dtype),
-           lu_shape_str(t->ndim, t->shape));
   luon_status s = host_collective(lu_data(h), h->size, h->dtype, NULL, root, what);
   return finish_stage(t, stage, s);
 }

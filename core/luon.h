@@ -221,12 +221,16 @@ luon_status luon_allreduce(int32_t n, luon_tensor *const *replicas, int32_t op);
 /* Collectives across processes (core/dist.c): Open MPI, loaded with dlopen
  * by luon_dist_init, for processes started by mpirun; a process not started
  * by a launcher is rank 0 of 1 and never loads MPI. Arrays are reduced in
- * place; CPU arrays of float32/float64/int32/int64/uint8 directly, any other
- * array (GPU, strided, 16-bit float) through a host copy. Every rank must
- * make the same calls in the same order with arrays of the same shape and
- * dtype. LUON_DIST_TIMEOUT (seconds, default 300, 0 = none) bounds each
- * wait: past it the call fails with LUON_EIO and the communicator is
- * unusable. Failures are LUON_EIO with MPI's message. */
+ * place; CPU arrays of float32/float64/int32/int64/uint8 directly, other
+ * CPU arrays (strided, 16-bit float) through a host copy; GPU arrays through
+ * NCCL (a communicator per process made at the first GPU collective, its id
+ * broadcast over MPI), or through host memory when ranks share a card or
+ * LUON_DIST_NCCL=0 (luon_dist_backend says which). Every rank must make the
+ * same calls in the same order with arrays of the same shape, dtype and
+ * kind of device. LUON_DIST_TIMEOUT (seconds, default 300, 0 = none) bounds
+ * each wait, MPI's and NCCL's: past it the call fails with LUON_EIO and the
+ * communicators are unusable. Failures are LUON_EIO with MPI's message, or
+ * NCCL's (LUON_EDEVICE). */
 typedef enum luon_dist_op {
   LUON_DIST_SUM = 0,
   LUON_DIST_MEAN = 1,
@@ -240,7 +244,8 @@ const char *luon_dist_backend(void);
 luon_status luon_dist_barrier(void);
 luon_status luon_dist_allreduce(luon_tensor *t, int32_t op);
 luon_status luon_dist_broadcast(luon_tensor *t, int32_t root);
-/* MPI_Finalize (a collective: every rank calls it); init cannot follow. */
+/* Destroys the NCCL communicator, then MPI_Finalize (a collective: every
+ * rank calls it); init cannot follow. */
 luon_status luon_dist_finalize(void);
 
 /* Random numbers: one seeded generator per device (counter-based). */

@@ -16,11 +16,15 @@
 --                               finalizes MPI itself
 --
 -- Every rank must make the same collective calls in the same order with
--- arrays of the same shape and dtype. GPU arrays go through host memory
--- (NCCL arrives with the CUDA kernels). LUON_DIST_TIMEOUT (seconds, default
--- 300, 0 = none) bounds every wait: a rank that never joins a collective
--- makes the others fail with an error instead of hanging. A rank that exits
--- with an error makes mpirun stop the whole job and name that rank.
+-- arrays of the same shape, dtype and kind of device. CPU arrays go through
+-- MPI; GPU arrays through NCCL (one communicator per process, on the GPU of
+-- its first GPU collective, its unique id broadcast over MPI), with no copy
+-- to the host; through host memory and MPI only when NCCL cannot serve
+-- (ranks sharing one card, LUON_DIST_NCCL=0; dist.backend() says which).
+-- LUON_DIST_TIMEOUT (seconds, default 300, 0 = none) bounds every wait, MPI's
+-- and NCCL's: a rank that never joins a collective makes the others fail
+-- with an error instead of hanging. A rank that exits with an error makes
+-- mpirun stop the whole job and name that rank.
 local core = require("luon.core")
 local ffi, C = core.ffi, core.C
 
@@ -47,7 +51,9 @@ function dist.rank() return st().rank end
 function dist.size() return st().size end
 function dist.local_rank() return st().local_rank end
 function dist.is_root() return st().rank == 0 end
--- "Open MPI v4.1.4" or "single process (not started by mpirun)".
+-- "Open MPI v4.1.4" or "single process (not started by mpirun)"; after the
+-- first collective of a GPU array also how those travel ("; GPU arrays
+-- through NCCL 2.28.9 on gpu(0)").
 function dist.backend()
   st()
   return ffi.string(C.luon_dist_backend())
@@ -121,11 +127,13 @@ function dist.save_parameters(net, path, ...)
 end
 
 ---------------------------------------------------------------------------
--- Many arrays in one collective (gradients): the arrays of one dtype are
--- copied into a flat host buffer, reduced in one call, and copied back.
--- Arrays of 4M elements or more on the CPU, contiguous, go on their own (the
--- copies would cost more than the call they save). The buffers and views are
--- kept per list of shapes (`cache`, a table the caller owns).
+-- Many arrays in one collective (gradients): the arrays of one dtype and
+-- one device are copied into a flat buffer on that device (cpu(0) for CPU
+-- arrays, the GPU itself for GPU arrays, so GPU gradients go to NCCL without
+-- leaving the card), reduced in one call, and copied back. Contiguous
+-- arrays of 4M elements or more go on their own (the copies would cost more
+-- than the call they save). The buffers and views are kept per list of
+-- shapes and devices (`cache`, a table the caller owns).
 
 local BIG = 4 * 1024 * 1024
 local view_out = ffi.new("luon_tensor*[1]")
@@ -137,24 +145,27 @@ local function signature(arrays)
     local info = core.info_of(a)
     local sh = {}
     for d = 0, info.ndim - 1 do sh[#sh + 1] = tostring(info.shape[d]) end
-    parts[k] = info.dtype .. ":" .. info.dev_type .. ":" .. info.contiguous .. ":" .. table.concat(sh, "x")
+    parts[k] = info.dtype .. ":" .. info.dev_type .. ":" .. info.dev_id .. ":" .. info.contiguous .. ":" ..
+               table.concat(sh, "x")
   end
   return table.concat(parts, ",")
 end
 
 local function make_plan(arrays)
-  local np = require("luon.np")
+  local np, npx = require("luon.np"), require("luon.npx")
   local groups, order, direct = {}, {}, {}
   for k, a in ipairs(arrays) do
     local info = core.info_of(a)
-    if info.size >= BIG and info.dev_type == 1 and info.contiguous == 1 then
+    if info.size >= BIG and info.contiguous == 1 then
       direct[#direct + 1] = k
     else
       local dt = core.dtype_names[info.dtype]
-      local g = groups[dt]
+      local gpu = info.dev_type == 2 and info.dev_id or nil
+      local key = dt .. (gpu and ("@gpu" .. gpu) or "")
+      local g = groups[key]
       if not g then
-        g = {dtype = dt, n = 0, members = {}}
-        groups[dt] = g
+        g = {dtype = dt, n = 0, members = {}, device = gpu and npx.gpu(gpu) or npx.cpu(0)}
+        groups[key] = g
         order[#order + 1] = g
       end
       g.members[#g.members + 1] = {index = k, offset = g.n, size = tonumber(info.size)}
@@ -162,7 +173,7 @@ local function make_plan(arrays)
     end
   end
   for _, g in ipairs(order) do
-    g.buf = np.empty({g.n}, {dtype = g.dtype, device = require("luon.npx").cpu(0)})
+    g.buf = np.empty({g.n}, {dtype = g.dtype, device = g.device})
     for _, m in ipairs(g.members) do
       local info = core.info_of(arrays[m.index])
       local stride = 1
@@ -230,7 +241,9 @@ end
 
 -- After the replicas of this process are summed: the sum across processes
 -- (replica 1's gradient, then copied to the others), and the global batch
--- size for step (the sum of every process's).
+-- size for step (the sum of every process's). GPU gradients are summed on
+-- their GPU by NCCL; the batch size, a host number the optimizer reads,
+-- stays on the CPU and goes through MPI (no wait for the GPU).
 function dist._trainer_allreduce(tr)
   if st().size == 1 then return end
   local np = require("luon.np")

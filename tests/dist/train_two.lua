@@ -6,12 +6,15 @@
 -- checks the ranks agree to the bit); rank 0 also writes the checkpoint
 -- OUT.safetensors through dist.save_parameters.
 --   luon tests/dist/train_two.lua --out PATH [--steps 4] [--batch 7]
---        [--devices 1|2] [--bn none|global|train] [--optimizer sgd|adam]
+--        [--devices 1|2] [--bn none|global|train] [--optimizer sgd|adam] [--gpu 1]
+-- --gpu 1 trains on gpu(0..devices-1) instead of cpu(...): on real GPUs, or
+-- on the stand-in backend (tests/c/fake_cuda.c), whose gradients go
+-- through luon.dist's NCCL path.
 local luon = require("luon")
 local np, npx, gluon, autograd, dist = luon.np, luon.npx, luon.gluon, luon.autograd, luon.dist
 local nn = gluon.nn
 
-local opt = {steps = 4, batch = 7, devices = 1, bn = "none", optimizer = "sgd"}
+local opt = {steps = 4, batch = 7, devices = 1, bn = "none", optimizer = "sgd", gpu = 0}
 local k = 1
 while k <= #arg do
   local key = arg[k]:match("^%-%-(.+)$")
@@ -23,7 +26,7 @@ assert(opt.out, "--out PATH is required")
 
 local rank, size = dist.init()
 local devices = {}
-for d = 0, opt.devices - 1 do devices[#devices + 1] = npx.cpu(d) end
+for d = 0, opt.devices - 1 do devices[#devices + 1] = opt.gpu == 1 and npx.gpu(d) or npx.cpu(d) end
 
 local net = nn.HybridSequential()
 net:add(nn.Conv2D{channels = 4, kernel_size = 3, activation = "relu"},

@@ -225,6 +225,134 @@ describe("luon.dist on two processes (mpirun -np 2)", function()
   end)
 end)
 
+-- GPU arrays on machines without a GPU: the stand-in backend
+-- (tests/c/fake_cuda.c, built beside the tests) has host-memory "GPUs" and
+-- NCCL entries that run over MPI and log every call to LOG.<rank>.
+describe("luon.dist's GPU path on two processes (stand-in CUDA backend)", function()
+  local fake = (luon_exe:gsub("luon$", "tests/libluon_fake_cuda.so"))
+  local function need_fake()
+    if not need_mpi() then return false end
+    if not exists(fake) then pending("no stand-in CUDA backend at " .. fake) return false end
+    return true
+  end
+  local function fake_env(log, extra)
+    return ("LUON_CUDA_LIB=%s LUON_FAKE_LOG=%s %s"):format(quote(fake), quote(log), extra or "")
+  end
+  local function lines(path)
+    local t = {}
+    local f = io.open(path, "r")
+    if not f then return t end
+    for l in f:lines() do t[#t + 1] = l end
+    f:close()
+    return t
+  end
+  local function count(list, pattern)
+    local c = 0
+    for _, l in ipairs(list) do if l:find(pattern) then c = c + 1 end end
+    return c
+  end
+
+  it("GPU arrays go through NCCL: rank 0's unique id reaches every rank, one communicator each, " ..
+     "CPU arrays never reach it", function()
+    if not need_fake() then return end
+    local log = tmp() .. "/nccl"
+    local out, status = mpi(2, "gpu_collectives.lua", "", fake_env(log))
+    assert(status == 0, out)
+    local ngpu = {}
+    for r, c in out:gmatch("rank (%d) ok: %d+ checks, (%d+) GPU collectives") do ngpu[tonumber(r)] = tonumber(c) end
+    assert(ngpu[0] and ngpu[1] and ngpu[0] == ngpu[1], out)
+    assert.truthy(out:find("GPU arrays through NCCL 2%.28%.9 on gpu%(0%)"), out)
+    assert.truthy(out:find("GPU arrays through NCCL 2%.28%.9 on gpu%(1%)"), out) -- dist.device(): gpu(local_rank)
+    local L0, L1 = lines(log .. ".0"), lines(log .. ".1")
+    assert.are.equal(1, count(L0, "^unique_id "), table.concat(L0, "\n"))
+    assert.are.equal(0, count(L1, "^unique_id "), table.concat(L1, "\n"))
+    local id = L0[count(L0, "^uuid") + 1]:match("^unique_id (%x+)$")
+    assert.truthy(id, table.concat(L0, "\n"))
+    for r, L in pairs({[0] = L0, [1] = L1}) do
+      local text = table.concat(L, "\n")
+      assert.are.equal(1, count(L, "^init "), text) -- made once, kept for the process
+      assert.truthy(text:find(("init nranks=2 rank=%d dev=%d id=%s"):format(r, r, id), 1, true), text)
+      assert.are.equal(ngpu[r], count(L, "^allreduce ") + count(L, "^broadcast "), text)
+      assert.falsy(text:find("count=77", 1, true), text) -- the CPU arrays went through MPI
+      assert.are.equal("destroy", L[#L], text)                -- dist.finalize()
+    end
+  end)
+
+  it("ranks sharing one GPU, or LUON_DIST_NCCL=0 on one rank: all ranks stage GPU arrays " ..
+     "through host memory", function()
+    if not need_fake() then return end
+    local log = tmp() .. "/shared"
+    local out, status = mpi(2, "gpu_collectives.lua", "--gpu 0", fake_env(log, "LUON_FAKE_GPU_UUID=card0"))
+    assert(status == 0, out)
+    assert.truthy(out:find("rank 1 ok"), out)
+    assert.truthy(out:find("GPU arrays through host memory %(ranks 0 and 1 share one GPU, and NCCL needs a GPU per rank%)"), out)
+    for r = 0, 1 do
+      local text = table.concat(lines(log .. "." .. r), "\n")
+      assert.falsy(text:find("init ") or text:find("allreduce ") or text:find("unique_id"), text)
+    end
+    log = tmp() .. "/off"
+    local one = ([[sh -c 'if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then export LUON_DIST_NCCL=0; fi; exec "$0" "$@"' ]])
+    out, status = run(("mpirun --allow-run-as-root --oversubscribe -np 2 %s%s %s")
+                      :format(one, quote(luon_exe), quote(scripts .. "gpu_collectives.lua")), fake_env(log))
+    assert(status == 0, out)
+    assert.truthy(out:find("rank 0 ok.*GPU arrays through host memory %(LUON_DIST_NCCL=0 on rank 1%)"), out)
+    assert.falsy(table.concat(lines(log .. ".0"), "\n"):find("init "))
+  end)
+
+  it("a rank that hangs while the other waits inside NCCL: LUON_DIST_TIMEOUT aborts it, " ..
+     "naming the collective", function()
+    if not need_fake() then return end
+    local log = tmp() .. "/hang"
+    local out, status, secs = mpi(2, "dead_rank.lua", "hang gpu", fake_env(log, "LUON_DIST_TIMEOUT=3"))
+    assert.are_not.equal(0, status)
+    assert(status ~= 124 and status ~= 137, "timed out:\n" .. out)
+    assert(secs < 60, ("took %.1f s"):format(secs))
+    assert.truthy(out:find("allreduce%(sum, float32 %(1000,%)%) on rank 0 of 2 timed out after 3 s in ncclAllReduce"), out)
+    assert.truthy(out:find("NCCL communicator was aborted"), out)
+    assert.truthy(table.concat(lines(log .. ".0"), "\n"):find("abort"))
+  end)
+
+  it("training on GPUs (two per process) through NCCL equals one process on the whole batches", function()
+    if not need_fake() then return end
+    local ref, two, log = tmp() .. "/gref", tmp() .. "/gtwo", tmp() .. "/gtrain"
+    local args = "--batch 8 --devices 2 --gpu 1 --out "
+    local out, status = run(("%s %s %s"):format(quote(luon_exe), quote(scripts .. "train_two.lua"), args .. quote(ref)),
+                            fake_env(tmp() .. "/galone"))
+    assert(status == 0, out)
+    out, status = mpi(2, "train_two.lua", args .. quote(two), fake_env(log))
+    assert(status == 0, out)
+    assert.truthy(out:find("GPU arrays through NCCL"), out)
+    assert.truthy(count(lines(log .. ".1"), "^allreduce dtype=1 op=0") >= 4, out) -- one per step at least
+    local want, got0, got1 = params_of(ref .. ".safetensors"), params_of(two .. ".rank0.safetensors"),
+                             params_of(two .. ".rank1.safetensors")
+    local n = 0
+    for name, w in pairs(want) do
+      n = n + 1
+      H.assert_close(got0[name], w, 2e-5)
+      assert.are.same(got0[name], got1[name])
+    end
+    assert.is_true(n >= 4)
+  end)
+
+  it("a CUDA backend of another build (another vtable ABI) is refused by name", function()
+    if not exists(fake) then pending("no stand-in CUDA backend at " .. fake) return end
+    local script = tmp() .. "/abi.lua"
+    local f = assert(io.open(script, "w"))
+    f:write([[local luon = require("luon")
+print("gpus " .. luon.npx.num_gpus())
+print(require("ffi").string(require("luon.core").C.luon_cuda_status()))
+]])
+    f:close()
+    local out, status = run(("%s %s"):format(quote(luon_exe), quote(script)),
+                            ("LUON_CUDA_LIB=%s LUON_FAKE_ABI=2"):format(quote(fake)))
+    assert(status == 0, out)
+    assert.truthy(out:find("gpus 0"), out)
+    assert.truthy(out:find("speaks backend ABI 2 but this libluon.so speaks %d+"), out)
+    out, status = run(("%s %s"):format(quote(luon_exe), quote(script)), "LUON_CUDA_LIB=" .. quote(fake))
+    assert(status == 0 and out:find("gpus 2"), out)
+  end)
+end)
+
 teardown(function()
   if tmpdir then os.execute("rm -rf " .. quote(tmpdir)) end
 end)

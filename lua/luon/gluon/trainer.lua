@@ -2,7 +2,8 @@
 -- Parameters: step(batch_size) = rescale by 1/batch_size, sum the gradients
 -- of every replica into every replica (allreduce_grads), then one identical
 -- optimizer update per replica (update). With kvstore = 'dist' the sums
--- also run across processes (luon.dist, over MPI; see docs/distributed.md).
+-- also run across processes (luon.dist: NCCL for GPU gradients, which stay
+-- on the GPU, MPI for CPU ones; see docs/distributed.md).
 -- Not here: the update rules (luon.gluon.optimizer), saving optimizer states.
 local core = require("luon.core")
 local ffi, C = core.ffi, core.C
