@@ -201,6 +201,22 @@ void lu_broadcast_strides(const luon_tensor *t, int ndim, const int64_t *shape,
 /* Normalise a possibly negative axis; error names op and values. */
 luon_status lu_axis(const char *op, int64_t axis, int ndim, int *out);
 
+/* ---- max-pool windows (pool.c), shared with the fused conv2d_maxpool ---- */
+
+/* One pooling window geometry over an (H, W) plane. */
+typedef struct lu_pool_win {
+  int64_t H, W, KH, KW, sh, sw, ph, pw, OH, OW;
+} lu_pool_win;
+/* From a[0..6] = kernel h,w, stride h,w, pad h,w, ceil_mode; checks them
+ * (errors name op and the input shape). */
+luon_status lu_pool_win_make(const char *op, const int64_t a[7], int64_t N, int64_t C, int64_t H,
+                             int64_t W, lu_pool_win *w);
+/* y (OH,OW) = max of each window of the plane x (H,W); idx = where the first
+ * maximum sits, row-major in the unclipped KH x KW window, or 255 when
+ * `relu` and the maximum is <= 0 (or NaN). float32 or float64 (dt). */
+void lu_maxpool_argmax_plane(const lu_pool_win *w, int32_t dt, const char *x, char *y, uint8_t *idx,
+                             bool relu);
+
 /* ---- BLAS (blas.c): OpenBLAS loaded on first use ------------------------- */
 
 /* LUON_OK once OpenBLAS is loaded (lu_sgemm/lu_dgemm load it themselves

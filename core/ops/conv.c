@@ -84,9 +84,9 @@ static luon_status check_4d(const char *op, const luon_tensor *t, const char *wh
 
 /* The forward's geometry from x, w[, b]. */
 static luon_status conv_geom(const lu_call *c, geom *g) {
-  const char *op = "conv2d";
+  const char *op = lu_ops[c->op].name;
   if (c->nin != 2 && c->nin != 3)
-    return lu_error(LUON_EINVAL, "conv2d: takes x, weight and an optional bias, got %d inputs", c->nin);
+    return lu_error(LUON_EINVAL, "%s: takes x, weight and an optional bias, got %d inputs", op, c->nin);
   const luon_tensor *x = c->in[0], *w = c->in[1];
   LU_TRY(check_4d(op, x, "the input", "(N,C,H,W)"));
   LU_TRY(check_4d(op, w, "the weight", "(O,C/groups,KH,KW)"));
@@ -94,18 +94,18 @@ static luon_status conv_geom(const lu_call *c, geom *g) {
   LU_TRY(read_attrs(op, c->attrs, g));
   int64_t act = c->attrs->ni > 7 ? c->attrs->i[7] : 0;
   if (act != 0 && act != 1)
-    return lu_error(LUON_EINVAL, "conv2d: i[7] (fused activation) must be 0 (none) or 1 (relu), got %lld",
+    return lu_error(LUON_EINVAL, "%s: i[7] (fused activation) must be 0 (none) or 1 (relu), got %lld", op,
                     (long long)act);
   g->relu = act == 1;
   g->N = x->shape[0], g->C = x->shape[1], g->H = x->shape[2], g->W = x->shape[3];
   g->O = w->shape[0], g->KH = w->shape[2], g->KW = w->shape[3];
   if (w->shape[1] * g->G != g->C) {
     if (g->G == 1)
-      return lu_error(LUON_ESHAPE, "conv2d: input has %lld channels but weight expects %lld (input %s, weight %s)",
-                      (long long)g->C, (long long)w->shape[1], lu_shape_str(4, x->shape),
+      return lu_error(LUON_ESHAPE, "%s: input has %lld channels but weight expects %lld (input %s, weight %s)",
+                      op, (long long)g->C, (long long)w->shape[1], lu_shape_str(4, x->shape),
                       lu_shape_str(4, w->shape));
-    return lu_error(LUON_ESHAPE, "conv2d: input has %lld channels but weight expects %lld (%lld per group, "
-                    "%lld groups) (input %s, weight %s)", (long long)g->C, (long long)(w->shape[1] * g->G),
+    return lu_error(LUON_ESHAPE, "%s: input has %lld channels but weight expects %lld (%lld per group, "
+                    "%lld groups) (input %s, weight %s)", op, (long long)g->C, (long long)(w->shape[1] * g->G),
                     (long long)w->shape[1], (long long)g->G, lu_shape_str(4, x->shape),
                     lu_shape_str(4, w->shape));
   }
@@ -113,8 +113,8 @@ static luon_status conv_geom(const lu_call *c, geom *g) {
     const luon_tensor *b = c->in[2];
     LU_TRY(check_float(op, x, "the input", b, "the bias"));
     if (b->ndim != 1 || b->shape[0] != g->O)
-      return lu_error(LUON_ESHAPE, "conv2d: bias must have shape (%lld,) for %lld output channels, got %s",
-                      (long long)g->O, (long long)g->O, lu_shape_str(b->ndim, b->shape));
+      return lu_error(LUON_ESHAPE, "%s: bias must have shape (%lld,) for %lld output channels, got %s",
+                      op, (long long)g->O, (long long)g->O, lu_shape_str(b->ndim, b->shape));
   }
   return finish_geom(op, g);
 }
@@ -201,18 +201,18 @@ luon_status lu_shape_conv2d_grad_weight(lu_call *c) {
 /* The operands of one kernel call, dense: the tensors' own memory when
  * contiguous, else packed copies (inputs) or a buffer written back (output). */
 typedef struct dense {
-  const char *in[3];
+  const char *in[4];
   char *out;
-  char *tmp[4];
+  char *tmp[5];
 } dense;
 
 static void dense_free(dense *d) {
-  for (int k = 0; k < 4; k++) lu_scratch_free(d->tmp[k]);
+  for (int k = 0; k < 5; k++) lu_scratch_free(d->tmp[k]);
 }
 
 static luon_status dense_get(const char *op, lu_call *c, dense *d) {
   memset(d, 0, sizeof *d);
-  for (int k = 0; k <= c->nin && k < 4; k++) {
+  for (int k = 0; k <= c->nin && k < 5; k++) {
     luon_tensor *t = k < c->nin ? c->in[k] : c->out[0];
     if (lu_is_contiguous(t)) {
       if (k < c->nin) d->in[k] = lu_data(t);
@@ -448,39 +448,45 @@ static TC void relu_inplace(int32_t dt, int64_t n, char *y) {
   }
 }
 
-/* y[n] (O,P) = W_g (Og,K) @ col(x[n]_g) (K,P) + b, for each group g */
+/* yn (O,P) = W_g (Og,K) @ col(xn_g) (K,P) + b for each group g of sample xn
+ * (C,H,W), relu'd when fused, while the sample is in cache */
+static void fwd_sample(const job *j, const char *xn, char *col, char *yn) {
+  const geom *g = j->g;
+  int64_t es = j->es;
+  for (int64_t gi = 0; gi < g->G; gi++) {
+    const char *xg = xn + gi * g->Cg * g->H * g->W * es;
+    char *yg = yn + gi * g->Og * g->P * es;
+    const char *cm = xg;
+    if (!pointwise(g)) {
+      im2col(j->dt, g, xg, col);
+      cm = col;
+    }
+    double beta = 0;
+    if (j->bias) {
+      beta = 1;
+      for (int64_t o = 0; o < g->Og; o++) {
+        int64_t ob = gi * g->Og + o;
+        if (j->dt == LUON_DTYPE_F32)
+          for (int64_t k = 0; k < g->P; k++) ((float *)yg)[o * g->P + k] = ((const float *)j->bias)[ob];
+        else
+          for (int64_t k = 0; k < g->P; k++) ((double *)yg)[o * g->P + k] = ((const double *)j->bias)[ob];
+      }
+    }
+    gemm(j->dt, false, false, g->Og, g->P, g->K, j->b + gi * g->Og * g->K * es, g->K, cm, g->P, beta,
+         yg, g->P);
+    if (g->relu) relu_inplace(j->dt, g->Og * g->P, yg);
+  }
+}
+
 static void fwd_chunks(void *ctx, int64_t c0, int64_t c1) {
   const job *j = ctx;
   const geom *g = j->g;
-  int64_t es = j->es;
   for (int64_t ch = c0; ch < c1; ch++) {
-    char *col = j->col + ch * j->colsz * es;
     int64_t n0, n1;
     sample_range(j, ch, &n0, &n1);
     for (int64_t n = n0; n < n1; n++)
-      for (int64_t gi = 0; gi < g->G; gi++) {
-        const char *xg = j->a + (n * g->C + gi * g->Cg) * g->H * g->W * es;
-        char *yg = j->y + (n * g->O + gi * g->Og) * g->P * es;
-        const char *cm = xg;
-        if (!pointwise(g)) {
-          im2col(j->dt, g, xg, col);
-          cm = col;
-        }
-        double beta = 0;
-        if (j->bias) {
-          beta = 1;
-          for (int64_t o = 0; o < g->Og; o++) {
-            int64_t ob = gi * g->Og + o;
-            if (j->dt == LUON_DTYPE_F32)
-              for (int64_t k = 0; k < g->P; k++) ((float *)yg)[o * g->P + k] = ((const float *)j->bias)[ob];
-            else
-              for (int64_t k = 0; k < g->P; k++) ((double *)yg)[o * g->P + k] = ((const double *)j->bias)[ob];
-          }
-        }
-        gemm(j->dt, false, false, g->Og, g->P, g->K, j->b + gi * g->Og * g->K * es, g->K, cm, g->P,
-             beta, yg, g->P);
-        if (g->relu) relu_inplace(j->dt, g->Og * g->P, yg); /* while the sample is in cache */
-      }
+      fwd_sample(j, j->a + n * g->C * g->H * g->W * j->es, j->col + ch * j->colsz * j->es,
+                 j->y + n * g->O * g->P * j->es);
   }
 }
 
@@ -509,69 +515,72 @@ typedef int32_t vi16 __attribute__((vector_size(64)));
     memcpy(yr + j, s, sizeof s);                                                            \
   } while (0)
 
-static TC void direct_rows(void *ctx, int64_t r0, int64_t r1) {
-  const job *jb = ctx;
+/* Output row i of every channel of sample n into yn (O,OH,OW). */
+static TC void direct_row(const job *jb, int64_t n, int64_t i, float *yn) {
   const geom *g = jb->g;
   const float *x = (const float *)jb->a, *w = (const float *)jb->b, *b = (const float *)jb->bias;
-  float *y = (float *)jb->y;
   bool relu = g->relu;
-  for (int64_t r = r0; r < r1; r++) {
-    int64_t n = r / g->OH, i = r % g->OH;
-    for (int64_t gi = 0; gi < g->G; gi++) {
-      /* the taps inside the input: input row (shifted by the column offset),
-       * valid output columns [lo, hi), and the weight's index within (Cg,KH,KW) */
-      const float *rows[64];
-      float wt[64];
-      int64_t lo[64], hi[64], wi[64], nt = 0;
-      for (int64_t c = 0; c < g->Cg; c++)
-        for (int64_t p = 0; p < g->KH; p++) {
-          int64_t ih = i * g->sh - g->ph + p * g->dh;
-          if (ih < 0 || ih >= g->H) continue;
-          for (int64_t q = 0; q < g->KW; q++) {
-            int64_t off = q * g->dw - g->pw;
-            rows[nt] = x + ((n * g->C + gi * g->Cg + c) * g->H + ih) * g->W + off;
-            span(off, 1, g->W, g->OW, &lo[nt], &hi[nt]);
-            wi[nt++] = (c * g->KH + p) * g->KW + q;
-          }
+  for (int64_t gi = 0; gi < g->G; gi++) {
+    /* the taps inside the input: input row (shifted by the column offset),
+     * valid output columns [lo, hi), and the weight's index within (Cg,KH,KW) */
+    const float *rows[64];
+    float wt[64];
+    int64_t lo[64], hi[64], wi[64], nt = 0;
+    for (int64_t c = 0; c < g->Cg; c++)
+      for (int64_t p = 0; p < g->KH; p++) {
+        int64_t ih = i * g->sh - g->ph + p * g->dh;
+        if (ih < 0 || ih >= g->H) continue;
+        for (int64_t q = 0; q < g->KW; q++) {
+          int64_t off = q * g->dw - g->pw;
+          rows[nt] = x + ((n * g->C + gi * g->Cg + c) * g->H + ih) * g->W + off;
+          span(off, 1, g->W, g->OW, &lo[nt], &hi[nt]);
+          wi[nt++] = (c * g->KH + p) * g->KW + q;
         }
-      /* the interior, where every tap is inside the input */
-      int64_t a = 0, e = g->OW;
-      for (int64_t t = 0; t < nt; t++) {
-        if (lo[t] > a) a = lo[t];
-        if (hi[t] < e) e = hi[t];
       }
-      if (a > e) a = e;
-      for (int64_t o = gi * g->Og; o < (gi + 1) * g->Og; o++) {
-        float *yr = y + ((n * g->O + o) * g->OH + i) * g->OW;
-        float bv = b ? b[o] : 0.0f;
-        for (int64_t t = 0; t < nt; t++) wt[t] = w[o * g->K + wi[t]];
-        /* four independent blocks at a time hide the FMA latency; the last
-         * group or block is moved back to end at e, overlapping the one before */
-        int64_t j = a;
-        if (e - a >= 4 * DBLK)
-          for (; j < e; j += 4 * DBLK) {
-            if (j + 4 * DBLK > e) j = e - 4 * DBLK;
-            DIRECT_BLOCKS(4);
-          }
-        else if (e - a >= DBLK)
-          for (; j < e; j += DBLK) {
-            if (j + DBLK > e) j = e - DBLK;
-            DIRECT_BLOCKS(1);
-          }
-        /* the edges (and a narrow interior), element by element */
-        for (int64_t jj = 0; jj < g->OW; jj++) {
-          if (jj >= a && jj < j) {
-            jj = j - 1;
-            continue;
-          }
-          float sum = bv;
-          for (int64_t t = 0; t < nt; t++)
-            if (jj >= lo[t] && jj < hi[t]) sum += wt[t] * rows[t][jj];
-          yr[jj] = relu && sum < 0 ? 0.0f : sum;
+    /* the interior, where every tap is inside the input */
+    int64_t a = 0, e = g->OW;
+    for (int64_t t = 0; t < nt; t++) {
+      if (lo[t] > a) a = lo[t];
+      if (hi[t] < e) e = hi[t];
+    }
+    if (a > e) a = e;
+    for (int64_t o = gi * g->Og; o < (gi + 1) * g->Og; o++) {
+      float *yr = yn + (o * g->OH + i) * g->OW;
+      float bv = b ? b[o] : 0.0f;
+      for (int64_t t = 0; t < nt; t++) wt[t] = w[o * g->K + wi[t]];
+      /* four independent blocks at a time hide the FMA latency; the last
+       * group or block is moved back to end at e, overlapping the one before */
+      int64_t j = a;
+      if (e - a >= 4 * DBLK)
+        for (; j < e; j += 4 * DBLK) {
+          if (j + 4 * DBLK > e) j = e - 4 * DBLK;
+          DIRECT_BLOCKS(4);
         }
+      else if (e - a >= DBLK)
+        for (; j < e; j += DBLK) {
+          if (j + DBLK > e) j = e - DBLK;
+          DIRECT_BLOCKS(1);
+        }
+      /* the edges (and a narrow interior), element by element */
+      for (int64_t jj = 0; jj < g->OW; jj++) {
+        if (jj >= a && jj < j) {
+          jj = j - 1;
+          continue;
+        }
+        float sum = bv;
+        for (int64_t t = 0; t < nt; t++)
+          if (jj >= lo[t] && jj < hi[t]) sum += wt[t] * rows[t][jj];
+        yr[jj] = relu && sum < 0 ? 0.0f : sum;
       }
     }
   }
+}
+
+static void direct_rows(void *ctx, int64_t r0, int64_t r1) {
+  const job *jb = ctx;
+  const geom *g = jb->g;
+  for (int64_t r = r0; r < r1; r++)
+    direct_row(jb, r / g->OH, r % g->OH, (float *)jb->y + r / g->OH * g->O * g->P);
 }
 
 static bool direct_ok(const geom *g, int32_t dt) {
@@ -634,28 +643,32 @@ luon_status lu_cpu_conv2d(lu_call *c) {
 
 /* ---- input gradient ----------------------------------------------------------- */
 
-/* dx[n]_g = col2im(W_g^T (K,Og) @ dy[n]_g (Og,P)) */
+/* dxn_g (Cg,H,W) = col2im(W_g^T (K,Og) @ dyn_g (Og,P)) for one sample */
+static void gin_sample(const geom *g, int32_t dt, const char *w, const char *dyn, char *col, char *dxn) {
+  int64_t es = luon_dtype_size(dt);
+  for (int64_t gi = 0; gi < g->G; gi++) {
+    const char *dyg = dyn + gi * g->Og * g->P * es;
+    char *dxg = dxn + gi * g->Cg * g->H * g->W * es;
+    const char *wg = w + gi * g->Og * g->K * es;
+    if (pointwise(g)) {
+      gemm(dt, true, false, g->K, g->P, g->Og, wg, g->K, dyg, g->P, 0, dxg, g->P);
+      continue;
+    }
+    gemm(dt, true, false, g->K, g->P, g->Og, wg, g->K, dyg, g->P, 0, col, g->P);
+    memset(dxg, 0, (size_t)(g->Cg * g->H * g->W * es));
+    col2im(dt, g, col, dxg);
+  }
+}
+
 static void gin_chunks(void *ctx, int64_t c0, int64_t c1) {
   const job *j = ctx;
   const geom *g = j->g;
-  int64_t es = j->es;
   for (int64_t ch = c0; ch < c1; ch++) {
-    char *col = j->col + ch * j->colsz * es;
     int64_t n0, n1;
     sample_range(j, ch, &n0, &n1);
     for (int64_t n = n0; n < n1; n++)
-      for (int64_t gi = 0; gi < g->G; gi++) {
-        const char *dyg = j->a + (n * g->O + gi * g->Og) * g->P * es;
-        char *dxg = j->y + (n * g->C + gi * g->Cg) * g->H * g->W * es;
-        const char *wg = j->b + gi * g->Og * g->K * es;
-        if (pointwise(g)) {
-          gemm(j->dt, true, false, g->K, g->P, g->Og, wg, g->K, dyg, g->P, 0, dxg, g->P);
-          continue;
-        }
-        gemm(j->dt, true, false, g->K, g->P, g->Og, wg, g->K, dyg, g->P, 0, col, g->P);
-        memset(dxg, 0, (size_t)(g->Cg * g->H * g->W * es));
-        col2im(j->dt, g, col, dxg);
-      }
+      gin_sample(g, j->dt, j->b, j->a + n * g->O * g->P * j->es, j->col + ch * j->colsz * j->es,
+                 j->y + n * g->C * g->H * g->W * j->es);
   }
 }
 
@@ -686,29 +699,35 @@ luon_status lu_cpu_conv2d_grad_input(lu_call *c) {
 
 /* ---- weight gradient ----------------------------------------------------------- */
 
-/* acc[chunk]_g (Og,K) = sum over the chunk's samples of dy[n]_g (Og,P) @ col(x[n]_g)^T (P,K) */
+/* acc_g (Og,K) = beta acc_g + dyn_g (Og,P) @ col(xn_g)^T (P,K) for one sample */
+static void gw_sample(const geom *g, int32_t dt, const char *xn, const char *dyn, char *col, double beta,
+                      char *acc) {
+  int64_t es = luon_dtype_size(dt);
+  for (int64_t gi = 0; gi < g->G; gi++) {
+    const char *xg = xn + gi * g->Cg * g->H * g->W * es;
+    const char *cm = xg;
+    if (!pointwise(g)) {
+      im2col(dt, g, xg, col);
+      cm = col;
+    }
+    gemm(dt, false, true, g->Og, g->K, g->P, dyn + gi * g->Og * g->P * es, g->P, cm, g->P, beta,
+         acc + gi * g->Og * g->K * es, g->K);
+  }
+}
+
+/* acc[chunk] (O,K) = the sum over the chunk's samples */
 static void gw_chunks(void *ctx, int64_t c0, int64_t c1) {
   const job *j = ctx;
   const geom *g = j->g;
   int64_t es = j->es;
   for (int64_t ch = c0; ch < c1; ch++) {
-    char *col = j->col + ch * j->colsz * es;
     char *acc = j->acc + ch * g->O * g->K * es;
     int64_t n0, n1;
     sample_range(j, ch, &n0, &n1);
     if (n0 == n1) memset(acc, 0, (size_t)(g->O * g->K * es));
     for (int64_t n = n0; n < n1; n++)
-      for (int64_t gi = 0; gi < g->G; gi++) {
-        const char *xg = j->a + (n * g->C + gi * g->Cg) * g->H * g->W * es;
-        const char *dyg = j->b + (n * g->O + gi * g->Og) * g->P * es;
-        const char *cm = xg;
-        if (!pointwise(g)) {
-          im2col(j->dt, g, xg, col);
-          cm = col;
-        }
-        gemm(j->dt, false, true, g->Og, g->K, g->P, dyg, g->P, cm, g->P, n == n0 ? 0 : 1,
-             acc + gi * g->Og * g->K * es, g->K);
-      }
+      gw_sample(g, j->dt, j->a + n * g->C * g->H * g->W * es, j->b + n * g->O * g->P * es,
+                j->col + ch * j->colsz * es, n == n0 ? 0 : 1, acc);
   }
 }
 
@@ -742,6 +761,238 @@ luon_status lu_cpu_conv2d_grad_weight(lu_call *c) {
   }
   dense_done(c, &d);
   return s;
+}
+
+/* ---- conv2d_maxpool: convolution, relu and max pooling in one pass --------------- */
+
+/* Each thread takes whole samples: the sample's convolution goes to a buffer
+ * of the thread's that stays in cache, is pooled from there with the window
+ * index of each maximum, and is never written to memory; the backward
+ * scatters dy through those indices into the same kind of buffer and runs
+ * the convolution's per-sample gradients on it. The relu's mask, the bias
+ * gradient and max_pool2d_grad's search all fold into the scatter. */
+
+/* The convolution's geometry from x, w[, b] and the pool's from i[8..14]. */
+static luon_status cmp_geom(const lu_call *c, luon_tensor *const *xwb, int nin, geom *g, lu_pool_win *pw) {
+  const char *op = lu_ops[c->op].name;
+  lu_call cc = *c;
+  cc.in = xwb, cc.nin = nin;
+  LU_TRY(conv_geom(&cc, g));
+  if (c->attrs->ni < 15)
+    return lu_error(LUON_EINVAL, "%s: needs conv2d's 8 attributes and the pool's 7 in i[8..14], got %d", op,
+                    c->attrs->ni);
+  LU_TRY(lu_pool_win_make(op, c->attrs->i + 8, g->N, g->O, g->OH, g->OW, pw));
+  if (pw->KH * pw->KW > 254)
+    return lu_error(LUON_EUNSUPPORTED, "%s: pool windows of at most 254 taps, got (%lld,%lld)", op,
+                    (long long)pw->KH, (long long)pw->KW);
+  return LUON_OK;
+}
+
+luon_status lu_shape_conv2d_maxpool(lu_call *c) {
+  geom g;
+  lu_pool_win pw;
+  LU_TRY(cmp_geom(c, c->in, c->nin, &g, &pw));
+  set_out(c, c->in[0]->dtype, g.N, g.O, pw.OH, pw.OW);
+  c->nout = 2;
+  c->out_dtype[1] = LUON_DTYPE_U8;
+  c->out_ndim[1] = 4;
+  memcpy(c->out_shape[1], c->out_shape[0], sizeof(int64_t) * 4);
+  return LUON_OK;
+}
+
+luon_status lu_shape_conv2d_maxpool_grad(lu_call *c) {
+  const char *op = "conv2d_maxpool_grad";
+  geom g;
+  lu_pool_win pw;
+  LU_TRY(cmp_geom(c, c->in + 2, 2, &g, &pw));
+  if (c->attrs->ni < 17)
+    return lu_error(LUON_EINVAL, "%s: needs conv2d_maxpool's 15 attributes plus i[15..16], got %d", op,
+                    c->attrs->ni);
+  const luon_tensor *dy = c->in[0], *idx = c->in[1];
+  int64_t want[4] = {g.N, g.O, pw.OH, pw.OW};
+  if (dy->ndim != 4 || memcmp(dy->shape, want, sizeof want) != 0 || idx->ndim != 4 ||
+      memcmp(idx->shape, want, sizeof want) != 0)
+    return lu_error(LUON_ESHAPE, "%s: the output gradient %s and the indices %s must both be %s", op,
+                    lu_shape_str(dy->ndim, dy->shape), lu_shape_str(idx->ndim, idx->shape),
+                    lu_shape_str(4, want));
+  if (dy->dtype != c->in[2]->dtype || idx->dtype != LUON_DTYPE_U8)
+    return lu_error(LUON_EDTYPE, "%s: the output gradient is %s and the indices %s; want %s and uint8", op,
+                    luon_dtype_name(dy->dtype), luon_dtype_name(idx->dtype), luon_dtype_name(c->in[2]->dtype));
+  int32_t dt = dy->dtype;
+  c->nout = 3;
+  for (int k = 0; k < 3; k++) c->out_dtype[k] = dt;
+  c->out_ndim[0] = c->attrs->i[15] ? 4 : 1;
+  int64_t dx[4] = {g.N, g.C, g.H, g.W}, dw[4] = {g.O, g.Cg, g.KH, g.KW};
+  if (c->attrs->i[15]) memcpy(c->out_shape[0], dx, sizeof dx);
+  else c->out_shape[0][0] = 0;
+  c->out_ndim[1] = 4;
+  memcpy(c->out_shape[1], dw, sizeof dw);
+  c->out_ndim[2] = 1;
+  c->out_shape[2][0] = c->attrs->i[16] ? g.O : 0;
+  return LUON_OK;
+}
+
+typedef struct cmp_job {
+  job j;                        /* the convolution: a = x, b = w, bias */
+  const lu_pool_win *pw;
+  bool direct;                  /* forward through direct_row */
+  char *y;                      /* forward: pooled (N,O,PH,PW) */
+  uint8_t *idx;                 /* forward: written; backward: read */
+  const char *dy;               /* backward: (N,O,PH,PW) */
+  char *dx, *dw, *db;           /* backward: dx may be NULL */
+  char *scratch;
+  int64_t per_chunk;            /* elements of scratch per chunk */
+} cmp_job;
+
+static void cmp_fwd_chunks(void *ctx, int64_t c0, int64_t c1) {
+  const cmp_job *m = ctx;
+  const job *j = &m->j;
+  const geom *g = j->g;
+  int64_t es = j->es, PP = m->pw->OH * m->pw->OW;
+  for (int64_t ch = c0; ch < c1; ch++) {
+    char *buf = m->scratch + ch * m->per_chunk * es, *col = buf + g->O * g->P * es;
+    int64_t n0, n1;
+    sample_range(j, ch, &n0, &n1);
+    for (int64_t n = n0; n < n1; n++) {
+      if (m->direct)
+        for (int64_t i = 0; i < g->OH; i++) direct_row(j, n, i, (float *)buf);
+      else
+        fwd_sample(j, j->a + n * g->C * g->H * g->W * es, col, buf);
+      for (int64_t o = 0; o < g->O; o++)
+        lu_maxpool_argmax_plane(m->pw, j->dt, buf + o * g->P * es, m->y + (n * g->O + o) * PP * es,
+                                m->idx + (n * g->O + o) * PP, g->relu);
+    }
+  }
+}
+
+/* dyc (O,OH,OW) += dy (O,PH,PW) at each window's maximum; db += dy there */
+#define GEN_SCATTER(T, S)                                                                     \
+  static void scatter_##S(const geom *g, const lu_pool_win *pw, const T *dy, const uint8_t *idx,  \
+                          T *dyc, T *db) {                                                     \
+    for (int64_t o = 0; o < g->O; o++) {                                                      \
+      T *plane = dyc + o * g->P, sum = 0;                                                     \
+      for (int64_t i = 0; i < pw->OH; i++)                                                    \
+        for (int64_t jj = 0; jj < pw->OW; jj++, dy++, idx++) {                                \
+          if (*idx == 255) continue;                                                          \
+          int64_t h = i * pw->sh - pw->ph + *idx / pw->KW, w = jj * pw->sw - pw->pw + *idx % pw->KW; \
+          plane[h * g->OW + w] += *dy;                                                        \
+          sum += *dy;                                                                         \
+        }                                                                                     \
+      db[o] += sum;                                                                           \
+    }                                                                                         \
+  }
+GEN_SCATTER(float, f32)
+GEN_SCATTER(double, f64)
+
+/* per chunk: dyc (O,P), col (colsz), dw (O,K) and db (O) partial sums */
+static void cmp_bwd_chunks(void *ctx, int64_t c0, int64_t c1) {
+  const cmp_job *m = ctx;
+  const job *j = &m->j;
+  const geom *g = j->g;
+  int64_t es = j->es, PP = m->pw->OH * m->pw->OW;
+  for (int64_t ch = c0; ch < c1; ch++) {
+    char *dyc = m->scratch + ch * m->per_chunk * es, *col = dyc + g->O * g->P * es;
+    char *acc = col + j->colsz * es, *db = acc + g->O * g->K * es;
+    memset(acc, 0, (size_t)((g->O * g->K + g->O) * es));
+    int64_t n0, n1;
+    sample_range(j, ch, &n0, &n1);
+    for (int64_t n = n0; n < n1; n++) {
+      memset(dyc, 0, (size_t)(g->O * g->P * es));
+      const char *dyn = m->dy + n * g->O * PP * es;
+      const uint8_t *in = m->idx + n * g->O * PP;
+      if (j->dt == LUON_DTYPE_F32) scatter_f32(g, m->pw, (const float *)dyn, in, (float *)dyc, (float *)db);
+      else scatter_f64(g, m->pw, (const double *)dyn, in, (double *)dyc, (double *)db);
+      gw_sample(g, j->dt, j->a + n * g->C * g->H * g->W * es, dyc, col, 1, acc);
+      if (m->dx) gin_sample(g, j->dt, j->b, dyc, col, m->dx + n * g->C * g->H * g->W * es);
+    }
+  }
+}
+
+static luon_status cmp_alloc(const char *op, cmp_job *m, int64_t per_chunk) {
+  m->per_chunk = per_chunk;
+  m->scratch = lu_scratch_alloc((size_t)(m->j.chunks * per_chunk * m->j.es) + 1);
+  if (!m->scratch)
+    return lu_error(LUON_ENOMEM, "%s: out of host memory for %lld per-sample buffers of %lld elements", op,
+                    (long long)m->j.chunks, (long long)per_chunk);
+  return LUON_OK;
+}
+
+/* One chunk of samples per thread (at most one per sample). */
+static void cmp_run(cmp_job *m, lu_range_fn fn) {
+  if (m->j.chunks > 1) lu_parallel_for(m->j.chunks, 1, fn, m);
+  else fn(m, 0, 1);
+}
+
+luon_status lu_cpu_conv2d_maxpool(lu_call *c) {
+  geom g;
+  lu_pool_win pw;
+  LU_TRY(cmp_geom(c, c->in, c->nin, &g, &pw));
+  if (c->out[0]->size == 0) return LUON_OK;
+  LU_TRY(check_blas("conv2d_maxpool", &g));
+  dense d;
+  LU_TRY(dense_get("conv2d_maxpool", c, &d));
+  int32_t dt = c->in[0]->dtype;
+  int64_t nt = lu_num_threads();
+  const char *algo = getenv("LUON_CONV_ALGO");
+  cmp_job m = {{&g, dt, luon_dtype_size(dt), g.N < nt ? g.N : nt, d.in[0], d.in[1],
+                c->nin == 3 ? d.in[2] : NULL, NULL, NULL, NULL, 0}, &pw,
+               direct_ok(&g, dt) && !(algo && algo[0] == 'g'), lu_data(c->out[0]), lu_data(c->out[1]),
+               NULL, NULL, NULL, NULL, NULL, 0};
+  m.j.colsz = m.direct || pointwise(&g) ? 0 : g.K * g.P;
+  luon_status s = cmp_alloc("conv2d_maxpool", &m, g.O * g.P + m.j.colsz);
+  if (s == LUON_OK) cmp_run(&m, cmp_fwd_chunks);
+  lu_scratch_free(m.scratch);
+  dense_done(c, &d);
+  return s;
+}
+
+luon_status lu_cpu_conv2d_maxpool_grad(lu_call *c) {
+  geom g;
+  lu_pool_win pw;
+  LU_TRY(cmp_geom(c, c->in + 2, 2, &g, &pw));
+  if (c->out[1]->size == 0) return LUON_OK;
+  LU_TRY(check_blas("conv2d_maxpool_grad", &g));
+  dense d;
+  LU_TRY(dense_get("conv2d_maxpool_grad", c, &d));
+  int32_t dt = c->in[0]->dtype;
+  int64_t es = luon_dtype_size(dt), nt = lu_num_threads(), nw = g.O * g.K;
+  cmp_job m = {{&g, dt, es, g.N < nt ? g.N : nt, d.in[2], d.in[3], NULL, NULL, NULL, NULL,
+                pointwise(&g) ? 0 : g.K * g.P}, &pw, false, NULL, (uint8_t *)d.in[1], d.in[0],
+               c->attrs->i[15] ? lu_data(c->out[0]) : NULL, lu_data(c->out[1]), lu_data(c->out[2]),
+               NULL, 0};
+  if (m.j.chunks < 1) m.j.chunks = 1;
+  luon_status s = cmp_alloc("conv2d_maxpool_grad", &m, g.O * g.P + m.j.colsz + nw + g.O);
+  if (s == LUON_OK) {
+    cmp_run(&m, cmp_bwd_chunks);
+    /* the chunks' partial sums, in chunk order */
+    for (int64_t k = 0; k < nw + g.O; k++) {
+      double v = 0;
+      for (int64_t ch = 0; ch < m.j.chunks; ch++) v += ld(m.scratch + (ch * m.per_chunk + g.O * g.P + m.j.colsz) * es, dt, k);
+      if (k < nw) st(m.dw, dt, k, v);
+      else if (c->attrs->i[16]) st(m.db, dt, k - nw, v);
+    }
+  }
+  lu_scratch_free(m.scratch);
+  dense_done(c, &d);
+  return s;
+}
+
+/* y, idx = conv2d_maxpool(x, w[, b]): conv2d_maxpool_grad gives dx, dw and
+ * db at once from dy and the saved window indices. */
+luon_status lu_grad_conv2d_maxpool(lu_grad_call *gc) {
+  bool has_b = gc->nin == 3;
+  if (!gc->dout[0] || !(gc->need[0] || gc->need[1] || (has_b && gc->need[2]))) return LUON_OK;
+  luon_attrs a = *gc->attrs;
+  a.i[15] = gc->need[0], a.i[16] = has_b && gc->need[2], a.ni = 17;
+  luon_tensor *in[4] = {gc->dout[0], gc->out[1], gc->in[0], gc->in[1]};
+  luon_tensor *out[3] = {NULL, NULL, NULL};
+  int32_t nout = 3;
+  LU_TRY(luon_op_call(LU_OP_conv2d_maxpool_grad, 4, in, &a, &nout, out));
+  for (int k = 0; k < 3; k++) {
+    if (k < gc->nin && gc->need[k]) gc->din[k] = out[k];
+    else luon_tensor_release(out[k]);
+  }
+  return LUON_OK;
 }
 
 /* ---- backward rule ------------------------------------------------------------ */

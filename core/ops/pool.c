@@ -30,8 +30,34 @@ static int64_t out_size(int64_t n, int64_t k, int64_t s, int64_t p, bool ceil_mo
   return o;
 }
 
+luon_status lu_pool_win_make(const char *op, const int64_t a[7], int64_t N, int64_t C, int64_t H,
+                             int64_t W, lu_pool_win *w) {
+  int64_t shape[4] = {N, C, H, W};
+  w->H = H, w->W = W, w->KH = a[0], w->KW = a[1], w->sh = a[2], w->sw = a[3], w->ph = a[4], w->pw = a[5];
+  if (w->KH < 1 || w->KW < 1)
+    return lu_error(LUON_EINVAL, "%s: kernel must be at least 1, got (%lld,%lld)", op, (long long)w->KH,
+                    (long long)w->KW);
+  if (w->sh < 1 || w->sw < 1)
+    return lu_error(LUON_EINVAL, "%s: strides must be at least 1, got (%lld,%lld)", op, (long long)w->sh,
+                    (long long)w->sw);
+  if (w->ph < 0 || w->pw < 0)
+    return lu_error(LUON_EINVAL, "%s: padding must be at least 0, got (%lld,%lld)", op, (long long)w->ph,
+                    (long long)w->pw);
+  if (w->ph >= w->KH || w->pw >= w->KW)
+    return lu_error(LUON_EINVAL, "%s: padding (%lld,%lld) must be smaller than the kernel (%lld,%lld)", op,
+                    (long long)w->ph, (long long)w->pw, (long long)w->KH, (long long)w->KW);
+  if (H + 2 * w->ph < w->KH || W + 2 * w->pw < w->KW)
+    return lu_error(LUON_ESHAPE, "%s: kernel (%lld,%lld) is larger than the input %s padded by (%lld,%lld)",
+                    op, (long long)w->KH, (long long)w->KW, lu_shape_str(4, shape), (long long)w->ph,
+                    (long long)w->pw);
+  w->OH = out_size(H, w->KH, w->sh, w->ph, a[6] != 0);
+  w->OW = out_size(W, w->KW, w->sw, w->pw, a[6] != 0);
+  return LUON_OK;
+}
+
 static luon_status pool_geom(const lu_call *c, const luon_tensor *x, pgeom *g) {
   const char *op = lu_ops[c->op].name;
+  *g = (pgeom){0};
   const luon_attrs *a = c->attrs;
   if (x->ndim != 4)
     return lu_error(LUON_ESHAPE, "%s: the input must be 4-d (N,C,H,W), got shape %s", op,
@@ -41,36 +67,23 @@ static luon_status pool_geom(const lu_call *c, const luon_tensor *x, pgeom *g) {
                     luon_dtype_name(x->dtype));
   g->N = x->shape[0], g->C = x->shape[1], g->H = x->shape[2], g->W = x->shape[3];
   bool global = a->ni > 7 && a->i[7] != 0;
-  bool ceil_mode = a->ni > 6 && a->i[6] != 0;
   g->incl_pad = a->ni <= 8 || a->i[8] != 0;
   if (global) {
-    g->KH = g->H, g->KW = g->W, g->sh = g->sw = 1, g->ph = g->pw = 0;
-  } else {
-    if (a->ni < 2)
-      return lu_error(LUON_EINVAL, "%s: needs the kernel size in i[0..1] (or global pooling), got %d "
-                      "attributes", op, a->ni);
-    g->KH = a->i[0], g->KW = a->i[1];
-    g->sh = a->ni > 3 ? a->i[2] : g->KH, g->sw = a->ni > 3 ? a->i[3] : g->KW;
-    g->ph = a->ni > 5 ? a->i[4] : 0, g->pw = a->ni > 5 ? a->i[5] : 0;
-    if (g->KH < 1 || g->KW < 1)
-      return lu_error(LUON_EINVAL, "%s: kernel must be at least 1, got (%lld,%lld)", op,
-                      (long long)g->KH, (long long)g->KW);
-    if (g->sh < 1 || g->sw < 1)
-      return lu_error(LUON_EINVAL, "%s: strides must be at least 1, got (%lld,%lld)", op,
-                      (long long)g->sh, (long long)g->sw);
-    if (g->ph < 0 || g->pw < 0)
-      return lu_error(LUON_EINVAL, "%s: padding must be at least 0, got (%lld,%lld)", op,
-                      (long long)g->ph, (long long)g->pw);
-    if (g->ph >= g->KH || g->pw >= g->KW)
-      return lu_error(LUON_EINVAL, "%s: padding (%lld,%lld) must be smaller than the kernel (%lld,%lld)",
-                      op, (long long)g->ph, (long long)g->pw, (long long)g->KH, (long long)g->KW);
+    if (g->H < 1 || g->W < 1)
+      return lu_error(LUON_ESHAPE, "%s: kernel (%lld,%lld) is larger than the input %s padded by (0,0)", op,
+                      (long long)g->H, (long long)g->W, lu_shape_str(4, x->shape));
+    g->KH = g->H, g->KW = g->W, g->sh = g->sw = 1, g->ph = g->pw = 0, g->OH = g->OW = 1;
+    return LUON_OK;
   }
-  if (g->H + 2 * g->ph < g->KH || g->W + 2 * g->pw < g->KW || (global && (g->H < 1 || g->W < 1)))
-    return lu_error(LUON_ESHAPE, "%s: kernel (%lld,%lld) is larger than the input %s padded by (%lld,%lld)",
-                    op, (long long)g->KH, (long long)g->KW, lu_shape_str(4, x->shape), (long long)g->ph,
-                    (long long)g->pw);
-  g->OH = out_size(g->H, g->KH, g->sh, g->ph, ceil_mode);
-  g->OW = out_size(g->W, g->KW, g->sw, g->pw, ceil_mode);
+  if (a->ni < 2)
+    return lu_error(LUON_EINVAL, "%s: needs the kernel size in i[0..1] (or global pooling), got %d "
+                    "attributes", op, a->ni);
+  int64_t v[7] = {a->i[0], a->i[1], a->ni > 3 ? a->i[2] : a->i[0], a->ni > 3 ? a->i[3] : a->i[1],
+                  a->ni > 5 ? a->i[4] : 0, a->ni > 5 ? a->i[5] : 0, a->ni > 6 ? a->i[6] : 0};
+  lu_pool_win w;
+  LU_TRY(lu_pool_win_make(op, v, g->N, g->C, g->H, g->W, &w));
+  g->KH = w.KH, g->KW = w.KW, g->sh = w.sh, g->sw = w.sw, g->ph = w.ph, g->pw = w.pw;
+  g->OH = w.OH, g->OW = w.OW;
   return LUON_OK;
 }
 
@@ -385,6 +398,68 @@ static void s2_back_planes(void *ctx, int64_t c0, int64_t c1) {
     memset(dxp, 0, sizeof(float) * (size_t)HW);
     s2_back_plane(g, (const float *)jb->x + pl * HW, (const float *)jb->dy + pl * OP, dxp);
   }
+}
+
+/* ---- max pooling with window indices, for conv2d_maxpool ------------------------ */
+
+/* Any window: each output's window scanned row-major, the first maximum kept. */
+#define GEN_ARGMAX(T, S)                                                                       \
+  static void argmax_plane_##S(const lu_pool_win *g, const T *x, T *y, uint8_t *idx, bool relu) { \
+    for (int64_t i = 0; i < g->OH; i++)                                                        \
+      for (int64_t j = 0; j < g->OW; j++) {                                                    \
+        int64_t a = i * g->sh - g->ph, b = j * g->sw - g->pw, k = 255;                         \
+        T best = -INFINITY;                                                                    \
+        for (int64_t p = 0; p < g->KH; p++) {                                                  \
+          if (a + p < 0 || a + p >= g->H) continue;                                            \
+          for (int64_t q = 0; q < g->KW; q++) {                                                \
+            if (b + q < 0 || b + q >= g->W) continue;                                          \
+            T v = x[(a + p) * g->W + b + q];                                                   \
+            if (k == 255 || v > best) best = v, k = p * g->KW + q;                             \
+          }                                                                                    \
+        }                                                                                      \
+        y[i * g->OW + j] = best;                                                               \
+        idx[i * g->OW + j] = (uint8_t)(relu && !(best > 0) ? 255 : k);                         \
+      }                                                                                        \
+  }
+GEN_ARGMAX(float, f32)
+GEN_ARGMAX(double, f64)
+
+/* Column stride 2, KW <= 4, no padding, AVX-512: s2_back_plane's search,
+ * 16 outputs at a time, storing the maxima and their window indices. */
+__attribute__((target("avx512f"))) static void s2_argmax_plane(const lu_pool_win *g, const float *xp,
+                                                               float *y, uint8_t *idx, bool relu) {
+  int64_t W = g->W;
+  const __m512i none = _mm512_set1_epi32(255);
+  for (int64_t i = 0; i < g->OH; i++) {
+    int64_t h0 = i * g->sh, h1 = h0 + g->KH < g->H ? h0 + g->KH : g->H;
+    for (int64_t j0 = 0; j0 < g->OW; j0 += 16) {
+      __m512 best = s2_col(xp + h0 * W, j0, W, 0);
+      __m512i arg = _mm512_setzero_si512(); /* (h - h0) * KW + q */
+      for (int64_t h = h0; h < h1; h++)
+        for (int q = h == h0 ? 1 : 0; q < g->KW; q++) {
+          __m512 v = s2_col(xp + h * W, j0, W, q);
+          __mmask16 gt = _mm512_cmp_ps_mask(v, best, _CMP_GT_OQ);
+          best = _mm512_mask_mov_ps(best, gt, v);
+          arg = _mm512_mask_mov_epi32(arg, gt, _mm512_set1_epi32((int)((h - h0) * g->KW + q)));
+        }
+      if (relu) arg = _mm512_mask_mov_epi32(arg, _mm512_cmp_ps_mask(best, _mm512_setzero_ps(), _CMP_NGT_UQ), none);
+      int64_t n = g->OW - j0 < 16 ? g->OW - j0 : 16;
+      __mmask16 m = (__mmask16)((1u << n) - 1);
+      _mm512_mask_storeu_ps(y + i * g->OW + j0, m, best);
+      _mm512_mask_cvtepi32_storeu_epi8(idx + i * g->OW + j0, m, arg);
+    }
+  }
+}
+
+void lu_maxpool_argmax_plane(const lu_pool_win *g, int32_t dt, const char *x, char *y, uint8_t *idx,
+                             bool relu) {
+  pgeom pg = {.sw = g->sw, .KW = g->KW, .pw = g->pw, .ph = g->ph};
+  if (dt == LUON_DTYPE_F32 && s2_ok(&pg))
+    s2_argmax_plane(g, (const float *)x, (float *)y, idx, relu);
+  else if (dt == LUON_DTYPE_F32)
+    argmax_plane_f32(g, (const float *)x, (float *)y, idx, relu);
+  else
+    argmax_plane_f64(g, (const double *)x, (double *)y, idx, relu);
 }
 
 /* One kernel for the four ops: packs non-contiguous operands, then runs the

@@ -51,19 +51,38 @@ function npx.with_device(dev, fn, ...)
   return finish(pcall(fn, ...))
 end
 
+local function stats_of(type_id, id)
+  local s = ffi.new("luon_memory_stats")
+  core.check(C.luon_memory_stats_get(type_id, id, s), 3)
+  return {in_use = tonumber(s.in_use), cached = tonumber(s.cached), peak = tonumber(s.peak),
+          allocs = tonumber(s.allocs), cache_hits = tonumber(s.cache_hits)}
+end
+
 -- Allocator statistics of a device: in_use, cached, peak, allocs, cache_hits.
 function npx.memory_stats(dev)
   dev = core.resolve_device(dev, "memory_stats", 2)
-  local s = ffi.new("luon_memory_stats")
-  core.check(C.luon_memory_stats_get(dev.type_id, dev.device_id, s), 2)
-  return {in_use = tonumber(s.in_use), cached = tonumber(s.cached), peak = tonumber(s.peak),
-          allocs = tonumber(s.allocs), cache_hits = tonumber(s.cache_hits)}
+  local s = stats_of(dev.type_id, dev.device_id) -- not a tail call: errors name our caller
+  return s
 end
 
 function npx.empty_cache(dev)
   dev = core.resolve_device(dev, "empty_cache", 2)
   collectgarbage("collect")
   core.check(C.luon_memory_empty_cache(dev.type_id, dev.device_id), 2)
+end
+
+-- The same for pinned host pool id (0..15; MXNet's cpu_pinned(id)), where
+-- the DataLoader makes its batches when a GPU is present: all zeros
+-- without a GPU. Emptying it waits for the copies still reading its blocks.
+local PINNED = 3 -- LUON_CPU_PINNED
+function npx.pinned_memory_stats(id)
+  local s = stats_of(PINNED, id or 0)
+  return s
+end
+
+function npx.empty_pinned_cache(id)
+  collectgarbage("collect")
+  core.check(C.luon_memory_empty_cache(PINNED, id or 0), 2)
 end
 
 function npx.waitall()
@@ -120,9 +139,8 @@ end
 -- num_filter=, num_group=1, no_bias=false, layout='NCHW', act_type=nil|'relu'}):
 -- 2-d, NCHW; act_type 'relu' (luon's) applies a relu in the same pass.
 -- bias may be nil (or no_bias = true).
-function npx.convolution(data, weight, bias, kw)
-  if type(bias) == "table" and not is_array(bias) then kw, bias = bias, nil end
-  kw = kw or {}
+-- conv2d's inputs and attributes (core.attrs()) for convolution's arguments.
+local function conv_args(data, weight, bias, kw)
   need_array(data, "convolution", "data")
   need_array(weight, "convolution", "weight")
   layout_check(kw.layout, "convolution")
@@ -141,14 +159,41 @@ function npx.convolution(data, weight, bias, kw)
   if bias ~= nil and not kw.no_bias then inputs[3] = need_array(bias, "convolution", "bias") end
   local a = core.attrs()
   a.i[0], a.i[1], a.i[2], a.i[3], a.i[4], a.i[5], a.i[6] = sh, sw, ph, pw, dh, dw, kw.num_group or 1
-  a.ni = 7
+  a.i[7], a.ni = 0, 8
   if kw.act_type ~= nil then -- luon's extension: a relu fused into the convolution
     if kw.act_type ~= "relu" then
       core.error(("convolution: act_type can only be 'relu' (fused), got %s"):format(tostring(kw.act_type)))
     end
-    a.i[7], a.ni = 1, 8
+    a.i[7] = 1
   end
+  return inputs, a
+end
+
+function npx.convolution(data, weight, bias, kw)
+  if type(bias) == "table" and not is_array(bias) then kw, bias = bias, nil end
+  local inputs, a = conv_args(data, weight, bias, kw or {})
   return core.call(op.conv2d, inputs, a, 2)
+end
+
+-- luon's fusion: convolution(data, weight, bias, kw) (with its relu act_type)
+-- then max pooling(pool_kw) as one op whose convolution output is never
+-- stored; the same values as the two calls. pool_kw as pooling's, max only.
+function npx.convolution_maxpool(data, weight, bias, kw, pool_kw)
+  local inputs, a = conv_args(data, weight, bias, kw or {})
+  pool_kw = pool_kw or {}
+  if (pool_kw.pool_type or "max") ~= "max" or pool_kw.global_pool then
+    core.error("convolution_maxpool: the pool must be max pooling over windows (not global)")
+  end
+  local kh, kww = pair(pool_kw.kernel, nil, "convolution_maxpool", "kernel")
+  local sh, sw = pair(pool_kw.stride, {kh, kww}, "convolution_maxpool", "stride")
+  local ph, pw = pair(pool_kw.pad, 0, "convolution_maxpool", "pad")
+  local conv = pool_kw.pooling_convention or "valid"
+  if conv ~= "valid" and conv ~= "full" then
+    core.error(("convolution_maxpool: pooling_convention must be 'valid' or 'full', got %s"):format(tostring(conv)))
+  end
+  a.i[8], a.i[9], a.i[10], a.i[11], a.i[12], a.i[13] = kh, kww, sh, sw, ph, pw
+  a.i[14], a.ni = conv == "full" and 1 or 0, 15
+  return core.call(op.conv2d_maxpool, inputs, a, 2, nil, 2)[1] -- the indices live on in the tape
 end
 
 -- pooling(data, {kernel=, pool_type='max'|'avg', global_pool=false,

@@ -284,6 +284,65 @@ for _, dev in ipairs(H.devices()) do
   end)
 end
 
+-- Conv2D (relu or none) then MaxPool2D in a Sequential runs as one op on the
+-- CPU (npx.convolution_maxpool): the same outputs and gradients as the two
+-- blocks run apart (a forward hook on the pool keeps them apart).
+for _, dev in ipairs(H.devices()) do
+  describe("Conv2D + MaxPool2D fusion on " .. tostring(dev), function()
+    local function net(act, pool)
+      local s = nn.HybridSequential()
+      s:add(nn.Conv2D{channels = 5, kernel_size = 3, padding = 1, activation = act}, pool, nn.Dense(3))
+      s:initialize{device = dev, init = init.Xavier()}
+      return s
+    end
+    local function run(s, x)
+      local ps = s:collect_params()
+      for _, p in pairs(ps) do p:zero_grad() end
+      local y = autograd.record(function() return s(x) end)
+      y:backward()
+      local g = {}
+      for name, p in pairs(ps) do g[name] = p:grad(dev):asnumpy() end
+      return y:asnumpy(), g, x.grad:asnumpy()
+    end
+    for _, case in ipairs({{"relu", nn.MaxPool2D{pool_size = 3, strides = 2}},
+                           {nil, nn.MaxPool2D{pool_size = 2, padding = 1, ceil_mode = true}}}) do
+      it(("matches the unfused blocks (activation %s, %s)"):format(tostring(case[1]), tostring(case[2])), function()
+        np.random.seed(7)
+        local s = net(case[1], case[2])
+        local x = np.random.uniform(-1, 1, {4, 2, 9, 8}, {device = dev})
+        x:attach_grad()
+        s(x) -- the first call infers the deferred shapes, unfused
+        local calls, fused = 0, npx.convolution_maxpool
+        npx.convolution_maxpool = function(...) calls = calls + 1; return fused(...) end
+        local ok, y1, g1, dx1 = pcall(run, s, x)
+        npx.convolution_maxpool = fused
+        assert(ok, y1)
+        assert.equal(dev.device_type == "cpu" and 1 or 0, calls)
+        local h = case[2]:register_forward_hook(function() end)
+        local y2, g2, dx2 = run(s, x)
+        h.detach()
+        H.assert_close(y1, H.values(y2), 1e-5)
+        H.assert_close(dx1, H.values(dx2), 1e-5)
+        for name in pairs(g2) do H.assert_close(g1[name], H.values(g2[name]), 1e-4) end
+      end)
+    end
+  end)
+end
+
+describe("conv2d_maxpool errors", function()
+  it("name the op and the bad value", function()
+    local x, w = np.ones({2, 1, 20, 20}), np.ones({1, 1, 2, 2})
+    H.assert_error(function() return npx.convolution_maxpool(x, w, nil, {}, {kernel = 16}) end,
+                   {"conv2d_maxpool: pool windows of at most 254 taps, got (16,16)"})
+    H.assert_error(function() return npx.convolution_maxpool(x, w, nil, {}, {kernel = 2, pool_type = "avg"}) end,
+                   {"convolution_maxpool: the pool must be max pooling"})
+    H.assert_error(function() return npx.convolution_maxpool(x, np.ones({1, 2, 2, 2}), nil, {}, {kernel = 2}) end,
+                   {"conv2d_maxpool: input has 1 channels but weight expects 2"})
+    H.assert_error(function() return npx.convolution_maxpool(x, w, nil, {}, {kernel = 30}) end,
+                   {"conv2d_maxpool: kernel (30,30) is larger than the input"})
+  end)
+end)
+
 describe("layer argument errors", function()
   it("name the argument and what was expected", function()
     H.assert_error(function() return nn.Dense() end, {"Dense: units must be a positive integer, got nil"})

@@ -21,7 +21,7 @@ local EPS = 1e-6
 local no_gradient = {
   "full", "arange", "linspace", "eye", "random_uniform", "random_normal", "random_randint",
   "random_permute", "equal", "not_equal", "greater", "greater_equal", "less", "less_equal",
-  "argmax", "argmin", "take_grad", "conv2d_grad_input", "conv2d_grad_weight", "max_pool2d_grad",
+  "argmax", "argmin", "take_grad", "conv2d_grad_input", "conv2d_grad_weight", "max_pool2d_grad", "conv2d_maxpool_grad",
   "avg_pool2d_grad", "batch_norm_grad", "softmax_grad", "log_softmax_grad", "pick_grad",
   "relu_grad", "sigmoid_grad", "tanh_grad", "softrelu_grad", "leaky_relu_grad", "sgd_update",
   "sgd_mom_update", "adam_update",
@@ -218,6 +218,17 @@ cases.conv2d = {
    f = function(x, w, b) return raw("conv2d", {x, w, b}, {1, 1, 1, 1, 1, 1, 1}) end},
   {"stride 2, dilation 2, groups 2, no bias", inputs = function() return {randn({1, 4, 7, 6}), randn({2, 2, 2, 2})} end,
    f = function(x, w) return raw("conv2d", {x, w}, {2, 1, 0, 1, 2, 2, 2}) end},
+}
+cases.conv2d_maxpool = {
+  {"relu, bias, pool 2x2 stride 2", inputs = function() return {randn({2, 3, 6, 7}), randn({4, 3, 2, 2}), randn({4})} end,
+   f = function(x, w, b)
+     return raw("conv2d_maxpool", {x, w, b}, {1, 1, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 0, 0, 0}, nil, 2)[1]
+   end},
+  {"pad 1, groups 2, no relu; pool 3x3 stride 1 pad 1, ceil mode",
+   inputs = function() return {randn({1, 4, 5, 4}), randn({2, 2, 3, 3})} end,
+   f = function(x, w)
+     return raw("conv2d_maxpool", {x, w}, {1, 1, 1, 1, 1, 1, 2, 0, 3, 3, 2, 2, 1, 1, 1}, nil, 2)[1]
+   end},
 }
 cases.max_pool2d = {
   {"2x2 stride 2", inputs = function() return {randn({2, 2, 4, 4})} end,

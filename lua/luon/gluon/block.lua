@@ -560,10 +560,17 @@ local function add(self, ...)
   return self
 end
 
+-- Children in order; a child with _fuse_next may run itself and the next
+-- child as one op (Conv2D + MaxPool2D), returning nil when it can't.
 local function chain(self, order, i, ...)
   local name = order[i]
   if name == nil then return ... end
-  return chain(self, order, i + 1, self._children[name](...))
+  local b = self._children[name]
+  if b._fuse_next and order[i + 1] then
+    local y = b:_fuse_next(self._children[order[i + 1]], ...)
+    if y ~= nil then return chain(self, order, i + 2, y) end
+  end
+  return chain(self, order, i + 1, b(...))
 end
 
 local function seq_forward(self, ...)

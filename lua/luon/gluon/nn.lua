@@ -234,6 +234,27 @@ function Conv2D:forward(x)
   return y
 end
 
+-- In a Sequential, Conv2D (no activation or relu) followed by MaxPool2D runs
+-- as one op on the CPU (npx.convolution_maxpool): the convolution's output is
+-- pooled while in cache and never stored, and the backward needs neither it
+-- nor a search of the windows. Not when a hook could see the output between
+-- them, before the first call (deferred shapes), on GPUs, or for batches
+-- smaller than the thread count (the fused op splits over samples).
+local CPU = 1
+function Conv2D:_fuse_next(nxt, x, ...)
+  if not nxt._maxpool_kw or select("#", ...) > 0 or not core.is_array(x) or not self._ready or not nxt._ready
+     or #self._fhooks + #self._prehooks + #nxt._fhooks + #nxt._prehooks > 0 then
+    return nil
+  end
+  local act = self.act
+  if act and (act._act_type ~= "relu" or #act._fhooks + #act._prehooks > 0) then return nil end
+  local info = info_of(x)
+  if info.dev_type ~= CPU or info.ndim ~= 4 or info.shape[0] < npx.num_threads() then return nil end
+  local dev, bias = device_of(x), self.bias
+  return npx.convolution_maxpool(x, self.weight:data(dev), bias and bias:data(dev),
+                                 act and self._kw_relu or self._kw, nxt._maxpool_kw)
+end
+
 function Conv2D:__tostring()
   local s = ("%s(%s -> %d, kernel_size=%s, stride=%s"):format(self._class.__name, self.weight.shape[2],
             self._channels, tuple(self._kernel), tuple(self._stride))
@@ -269,6 +290,8 @@ local function pooling(name, pool_type, global)
     self._kw = {kernel = self._kernel, stride = self._stride, pad = self._pad, pool_type = pool_type,
                 global_pool = global, pooling_convention = self._ceil_mode and "full" or "valid",
                 count_include_pad = self._count_include_pad}
+    -- a max pool that a Conv2D before it in a Sequential may fuse with (Conv2D:_fuse_next)
+    if pool_type == "max" and not global and kh * kw <= 254 then self._maxpool_kw = self._kw end
   end
   function cls:forward(x) return npx.pooling(x, self._kw) end
   function cls:__tostring()
