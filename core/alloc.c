@@ -1,6 +1,9 @@
-/* alloc.c: the caching allocator, one pool per device. Blocks are rounded to
- * size classes (4 per power of two) and kept on free lists when released, so
- * steady-state training steps reuse memory instead of faulting fresh pages. */
+/* alloc.c: the caching allocator, one pool per device and one per pinned
+ * host pool. Blocks are rounded to size classes (4 per power of two) and
+ * kept on free lists when released, so steady-state training steps reuse
+ * memory instead of faulting fresh pages. Pinned blocks carry the events of
+ * the asynchronous copies that read them and are reused only once those
+ * have completed. */
 #include "internal.h"
 #include <pthread.h>
 #include <stdlib.h>
@@ -18,6 +21,7 @@ typedef struct pool {
 
 static pool cpu_pools[LU_MAX_CPU_DEVICES];
 static pool gpu_pools[LU_MAX_GPU_DEVICES];
+static pool pinned_pools[LU_MAX_GPU_DEVICES];
 static pthread_once_t pools_once = PTHREAD_ONCE_INIT;
 static luon_counters counters;
 
@@ -26,14 +30,24 @@ luon_counters *luon_counters_get(void) { return &counters; }
 static void pools_init(void) {
   for (int i = 0; i < LU_MAX_CPU_DEVICES; i++) pthread_mutex_init(&cpu_pools[i].lock, NULL);
   for (int i = 0; i < LU_MAX_GPU_DEVICES; i++) pthread_mutex_init(&gpu_pools[i].lock, NULL);
+  for (int i = 0; i < LU_MAX_GPU_DEVICES; i++) pthread_mutex_init(&pinned_pools[i].lock, NULL);
 }
 
 static pool *pool_of(lu_device d) {
   pthread_once(&pools_once, pools_init);
   if (d.type == LUON_CPU && d.id >= 0 && d.id < LU_MAX_CPU_DEVICES) return &cpu_pools[d.id];
   if (d.type == LUON_GPU && d.id >= 0 && d.id < LU_MAX_GPU_DEVICES) return &gpu_pools[d.id];
+  if (d.type == LUON_CPU_PINNED && d.id >= 0 && d.id < LU_MAX_GPU_DEVICES) return &pinned_pools[d.id];
   return NULL;
 }
+
+/* A pinned block: per GPU, the event of the last copy from it queued on
+ * that GPU's stream (NULL: none pending). Events are touched under the
+ * pool's lock. */
+typedef struct pinned_block {
+  lu_block b; /* first: a pinned lu_block * is a pinned_block * */
+  void *ev[LU_MAX_GPU_DEVICES];
+} pinned_block;
 
 /* Size class: 64-byte granules below 256 bytes, then 4 classes per power of two. */
 static int size_class(size_t bytes, size_t *rounded) {
@@ -58,6 +72,15 @@ static int64_t host_available(void) {
 /* NULL on failure; *st says why (LUON_ENOMEM, or a device fault). */
 static void *raw_alloc(lu_device d, size_t bytes, luon_status *st) {
   *st = LUON_ENOMEM;
+  if (d.type == LUON_CPU_PINNED) {
+    void *p = NULL;
+    luon_status s = lu_cuda.host_alloc ? lu_cuda.host_alloc(bytes, &p) : LUON_ENOMEM;
+    if (s != LUON_OK) {
+      *st = lu_cuda_check(s);
+      return NULL;
+    }
+    return p;
+  }
   if (d.type == LUON_GPU) {
     void *p = NULL;
     if (!lu_cuda.malloc) return NULL;
@@ -78,8 +101,40 @@ static void *raw_alloc(lu_device d, size_t bytes, luon_status *st) {
 static void raw_free(lu_device d, void *p) {
   if (d.type == LUON_GPU) {
     if (lu_cuda.free) lu_cuda.free(d.id, p);
+  } else if (d.type == LUON_CPU_PINNED) {
+    if (lu_cuda.host_free) lu_cuda.host_free(p);
   } else {
     free(p);
+  }
+}
+
+/* Whether no queued copy still reads pinned block b: forgets the events
+ * that have completed (pool lock held). Never waits. */
+static bool pinned_idle(lu_block *b) {
+  pinned_block *pb = (pinned_block *)b;
+  bool idle = true;
+  for (int g = 0; g < LU_MAX_GPU_DEVICES; g++) {
+    if (!pb->ev[g]) continue;
+    /* pending: LUON_EUNSUPPORTED; an error means the copy will never run */
+    if (lu_cuda.event_query && lu_cuda.event_query(pb->ev[g]) == LUON_EUNSUPPORTED) {
+      idle = false;
+      continue;
+    }
+    if (lu_cuda.event_free) lu_cuda.event_free(pb->ev[g]);
+    pb->ev[g] = NULL;
+  }
+  return idle;
+}
+
+/* Wait for the copies reading pinned block b (pool lock held): only where
+ * its memory is about to be freed, never on the allocation path. */
+static void pinned_wait(lu_block *b) {
+  pinned_block *pb = (pinned_block *)b;
+  for (int g = 0; g < LU_MAX_GPU_DEVICES; g++) {
+    if (!pb->ev[g]) continue;
+    if (lu_cuda.event_sync) lu_cuda.event_sync(pb->ev[g]);
+    if (lu_cuda.event_free) lu_cuda.event_free(pb->ev[g]);
+    pb->ev[g] = NULL;
   }
 }
 
@@ -90,6 +145,7 @@ static void drain(pool *pl, lu_device d) {
     while (b) {
       lu_block *next = b->next;
       pl->stats.cached -= (int64_t)b->bytes;
+      if (d.type == LUON_CPU_PINNED) pinned_wait(b);
       raw_free(d, b->ptr);
       free(b);
       b = next;
@@ -107,6 +163,17 @@ static void account(pool *pl, const lu_block *b) {
   __atomic_add_fetch(&counters.bytes_in_use, (int64_t)b->bytes, __ATOMIC_RELAXED);
 }
 
+/* The first cached block of class c that may be handed out (lock held):
+ * the head, or for a pinned pool the first whose copies are done. */
+static lu_block *take_cached(pool *pl, lu_device d, int c) {
+  lu_block **link = &pl->free[c];
+  if (d.type == LUON_CPU_PINNED)
+    while (*link && !pinned_idle(*link)) link = &(*link)->next;
+  lu_block *b = *link;
+  if (b) *link = b->next;
+  return b;
+}
+
 luon_status lu_alloc(lu_device d, size_t bytes, lu_block **out) {
   pool *pl = pool_of(d);
   if (!pl) return lu_error(LUON_EDEVICE, "alloc: no such device %s", lu_device_str(d));
@@ -115,16 +182,15 @@ luon_status lu_alloc(lu_device d, size_t bytes, lu_block **out) {
   if (c < 0 || c >= NCLASS)
     return lu_error(LUON_ENOMEM, "alloc: %zu bytes is more than any device holds", bytes);
   pthread_mutex_lock(&pl->lock);
-  lu_block *b = pl->free[c];
+  lu_block *b = take_cached(pl, d, c);
   if (b) {
-    pl->free[c] = b->next;
     pl->stats.cached -= (int64_t)b->bytes;
     pl->stats.cache_hits++;
     account(pl, b);
   }
   pthread_mutex_unlock(&pl->lock);
   if (!b) {
-    b = malloc(sizeof *b);
+    b = d.type == LUON_CPU_PINNED ? calloc(1, sizeof(pinned_block)) : malloc(sizeof *b);
     luon_status st = LUON_ENOMEM;
     void *p = b ? raw_alloc(d, rounded, &st) : NULL;
     if (b && !p && st == LUON_ENOMEM) { /* give the cache back to the system and retry once */
@@ -138,9 +204,10 @@ luon_status lu_alloc(lu_device d, size_t bytes, lu_block **out) {
       if (st != LUON_ENOMEM) return st;
       int64_t fr = -1, total = -1;
       if (d.type == LUON_GPU && lu_cuda.memory_info) lu_cuda.memory_info(d.id, &fr, &total);
-      if (d.type == LUON_CPU) fr = host_available();
+      if (d.type != LUON_GPU) fr = host_available();
       return lu_error(LUON_ENOMEM, "out of memory on %s: asked for %zu bytes, %lld bytes free",
-                      lu_device_str(d), bytes, (long long)fr);
+                      d.type == LUON_CPU_PINNED ? "pinned host memory" : lu_device_str(d), bytes,
+                      (long long)fr);
     }
     b->ptr = p;
     b->bytes = rounded;
@@ -151,6 +218,53 @@ luon_status lu_alloc(lu_device d, size_t bytes, lu_block **out) {
   }
   b->next = NULL;
   *out = b;
+  return LUON_OK;
+}
+
+bool lu_pinned_available(void) {
+  luon_gpu_count(); /* loads the backend once */
+  return lu_cuda.host_alloc != NULL;
+}
+
+static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
+
+/* At exit the pinned caches go back (the copies still reading them are
+ * waited for). Registered after the CUDA runtime started, so it runs
+ * before the runtime's own teardown. Blocks still held by live tensors
+ * stay with the process. */
+static void pinned_at_exit(void) {
+  for (int i = 0; i < LU_MAX_GPU_DEVICES; i++) {
+    pool *pl = &pinned_pools[i];
+    pthread_mutex_lock(&pl->lock);
+    drain(pl, (lu_device){LUON_CPU_PINNED, i});
+    pthread_mutex_unlock(&pl->lock);
+  }
+}
+
+static void register_exit(void) { atexit(pinned_at_exit); }
+
+luon_status lu_alloc_pinned(int32_t pin_id, size_t bytes, lu_block **out) {
+  if (!lu_pinned_available()) return lu_alloc((lu_device){LUON_CPU, 0}, bytes, out);
+  if (pin_id < 0 || pin_id >= LU_MAX_GPU_DEVICES)
+    return lu_error(LUON_EINVAL, "pinned alloc: pin id %d is outside 0..%d", pin_id,
+                    LU_MAX_GPU_DEVICES - 1);
+  pthread_once(&exit_once, register_exit);
+  return lu_alloc((lu_device){LUON_CPU_PINNED, pin_id}, bytes, out);
+}
+
+luon_status lu_pinned_record(lu_block *b, int32_t gpu_id) {
+  if (!lu_block_pinned(b)) return LUON_OK;
+  if (gpu_id < 0 || gpu_id >= LU_MAX_GPU_DEVICES || !lu_cuda.event_record)
+    return lu_error(LUON_EDEVICE, "pinned copy: cannot record an event on gpu(%d)", gpu_id);
+  void *ev = NULL;
+  LU_TRY(lu_cuda_check(lu_cuda.event_record(gpu_id, &ev)));
+  pool *pl = pool_of(b->dev);
+  pinned_block *pb = (pinned_block *)b;
+  pthread_mutex_lock(&pl->lock);
+  void *old = pb->ev[gpu_id];
+  pb->ev[gpu_id] = ev;
+  if (old && lu_cuda.event_free) lu_cuda.event_free(old);
+  pthread_mutex_unlock(&pl->lock);
   return LUON_OK;
 }
 
@@ -168,9 +282,18 @@ void lu_free(lu_block *b) {
   pthread_mutex_unlock(&pl->lock);
 }
 
+/* A device's pool, or a pinned host pool (which need not have a GPU). */
+static luon_status pool_check(const char *fn, lu_device d) {
+  if (d.type != LUON_CPU_PINNED) return lu_device_check(d);
+  if (d.id < 0 || d.id >= LU_MAX_GPU_DEVICES)
+    return lu_error(LUON_EDEVICE, "%s: pinned pool %d does not exist: pinned pools are 0 to %d", fn,
+                    d.id, LU_MAX_GPU_DEVICES - 1);
+  return LUON_OK;
+}
+
 luon_status luon_memory_stats_get(int32_t type, int32_t id, luon_memory_stats *out) {
   lu_device d = {type, id};
-  LU_TRY(lu_device_check(d));
+  LU_TRY(pool_check("memory_stats", d));
   pool *pl = pool_of(d);
   pthread_mutex_lock(&pl->lock);
   *out = pl->stats;
@@ -180,7 +303,7 @@ luon_status luon_memory_stats_get(int32_t type, int32_t id, luon_memory_stats *o
 
 luon_status luon_memory_empty_cache(int32_t type, int32_t id) {
   lu_device d = {type, id};
-  LU_TRY(lu_device_check(d));
+  LU_TRY(pool_check("empty_cache", d));
   pool *pl = pool_of(d);
   pthread_mutex_lock(&pl->lock);
   drain(pl, d);
@@ -190,7 +313,7 @@ luon_status luon_memory_empty_cache(int32_t type, int32_t id) {
 
 luon_status luon_memory_reset_peak(int32_t type, int32_t id) {
   lu_device d = {type, id};
-  LU_TRY(lu_device_check(d));
+  LU_TRY(pool_check("reset_peak", d));
   pool *pl = pool_of(d);
   pthread_mutex_lock(&pl->lock);
   pl->stats.peak = pl->stats.in_use;

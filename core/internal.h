@@ -58,6 +58,24 @@ void lu_free(lu_block *b);
 void *lu_scratch_alloc(size_t bytes);
 void lu_scratch_free(void *p);
 
+/* Pinned host pools (alloc.c), one per pin id (MXNet's cpu_pinned(id)):
+ * page-locked host memory that host-to-gpu copies read asynchronously. A
+ * pinned block's dev is {LUON_CPU_PINNED, pin id}; its tensors are on
+ * cpu(0). Without a GPU backend (lu_cuda.host_alloc NULL) there is no
+ * pinned memory: lu_alloc_pinned is lu_alloc on cpu(0). */
+static inline bool lu_block_pinned(const lu_block *b) {
+  return b && b->dev.type == LUON_CPU_PINNED;
+}
+bool lu_pinned_available(void);
+/* A block that is not handed out again while a copy reading it is queued:
+ * only one whose recorded events have all completed (queried, no wait). */
+luon_status lu_alloc_pinned(int32_t pin_id, size_t bytes, lu_block **out);
+/* b (pinned) is the source of a copy just queued on gpu(id)'s stream:
+ * record an event there and keep b from reuse until it completes. A newer
+ * event on the same gpu replaces the older (one stream, in order). No-op
+ * for other blocks. On failure the caller must wait for gpu(id) instead. */
+luon_status lu_pinned_record(lu_block *b, int32_t gpu_id);
+
 /* ---- tensors ----------------------------------------------------------- */
 
 typedef struct lu_storage {
@@ -98,6 +116,10 @@ int64_t lu_numel(int ndim, const int64_t *shape);
 /* New contiguous tensor (+1). */
 luon_status lu_tensor_new(int32_t dtype, int ndim, const int64_t *shape, lu_device dev,
                           luon_tensor **out);
+/* New contiguous cpu(0) tensor (+1) in pinned pool pin_id when there is
+ * pinned memory, else exactly lu_tensor_new on cpu(0). */
+luon_status lu_tensor_new_pinned(int32_t dtype, int ndim, const int64_t *shape, int32_t pin_id,
+                                 luon_tensor **out);
 /* New view sharing t's storage (+1). */
 luon_status lu_tensor_view(luon_tensor *t, int ndim, const int64_t *shape,
                            const int64_t *strides, int64_t offset, luon_tensor **out);

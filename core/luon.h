@@ -55,7 +55,9 @@ int32_t luon_dtype_size(int32_t dtype);
 
 typedef enum luon_device_type {
   LUON_CPU = 1,
-  LUON_GPU = 2
+  LUON_GPU = 2,
+  LUON_CPU_PINNED = 3     /* not a device: pinned host pool `id` in luon_memory_* (its
+                             tensors are on cpu(0); see luon_tensor_empty_pinned) */
 } luon_device_type;
 
 typedef enum luon_limits {
@@ -130,7 +132,8 @@ luon_status luon_device_check(int32_t dev_type, int32_t dev_id);
 /* Wait for all work on a device. */
 luon_status luon_device_sync(int32_t dev_type, int32_t dev_id);
 
-/* Memory statistics of one device's caching allocator. */
+/* Memory statistics of one device's caching allocator, or (dev_type
+ * LUON_CPU_PINNED, id 0..15) of pinned host pool id. */
 typedef struct luon_memory_stats {
   int64_t in_use;        /* bytes handed out and not yet returned */
   int64_t cached;        /* bytes held in the cache for reuse */
@@ -139,9 +142,23 @@ typedef struct luon_memory_stats {
   int64_t cache_hits;    /* of which from the cache */
 } luon_memory_stats;
 luon_status luon_memory_stats_get(int32_t dev_type, int32_t dev_id, luon_memory_stats *out);
-/* Return one device's cached blocks to the system. */
+/* Return one device's cached blocks to the system (a pinned pool first
+ * waits for the copies still reading its cached blocks). */
 luon_status luon_memory_empty_cache(int32_t dev_type, int32_t dev_id);
 luon_status luon_memory_reset_peak(int32_t dev_type, int32_t dev_id);
+
+/* Pinned (page-locked) host memory, what the data loader's batches are made
+ * in when a GPU is present: a copy from it to gpu(i) is queued and returns
+ * at once, and its block is reused only after that copy has completed
+ * (events, queried, never waited for). One pool per pin_id (0..15, MXNet's
+ * cpu_pinned(pin_id)). With no GPU there is no pinned memory and these are
+ * plain cpu(0) tensors. Writing into a pinned tensor while a copy from it
+ * is queued races with that copy (wait_to_read the copy first). */
+/* A new uninitialised cpu(0) tensor in pinned pool pin_id (+1). */
+luon_status luon_tensor_empty_pinned(int32_t dtype, int32_t ndim, const int64_t *shape,
+                                     int32_t pin_id, luon_tensor **out);
+/* 1 when t's memory is pinned (0 also for NULL and without a GPU). */
+int32_t luon_tensor_is_pinned(const luon_tensor *t);
 
 /* Process-wide counters the Lua layer reads through a pointer, without a
  * call, to pace its garbage collector (LuaJIT cannot see native memory).
@@ -433,6 +450,10 @@ luon_status luon_loader_start(luon_loader *l, const int64_t *order, const int64_
  * (B,), +1 each; both NULL with LUON_OK at the end of the epoch. A failure
  * returns its status and message and ends the epoch. */
 luon_status luon_loader_next(luon_loader *l, luon_tensor **data, luon_tensor **label);
+/* Later batches (data and labels) come from pinned pool pin_id (0..15, a
+ * GPU's id when there are GPUs), or from plain cpu(0) memory with pin_id
+ * -1 (the default). Without a GPU it changes nothing. */
+luon_status luon_loader_set_pin_memory(luon_loader *l, int32_t pin_id);
 /* Samples skipped so far (on_error 1); the first one's message into first_msg. */
 int64_t luon_loader_skipped(luon_loader *l, char *first_msg, int64_t msg_bytes);
 /* Stop and join the workers, free everything (mid-epoch is fine; NULL too). */

@@ -1,8 +1,10 @@
 /* pipeline.c: the data loader's worker threads. Each sample is read and
  * decoded (image.c) or taken from an in-memory uint8 array, run through the
  * transform steps (transform.c) straight into its slot of a contiguous batch
- * tensor, and batches come back in order. No Lua runs here; the sampler and
- * everything else stays in Lua. Also the directory listing ImageFolderDataset uses. */
+ * tensor (in pinned memory when asked and a GPU is present, so its copy to
+ * the GPU is asynchronous), and batches come back in order. No Lua runs
+ * here; the sampler and everything else stays in Lua. Also the directory
+ * listing ImageFolderDataset uses. */
 #include "internal.h"
 #include <dirent.h>
 #include <errno.h>
@@ -178,6 +180,7 @@ struct luon_loader {
   int32_t nsteps;
   int32_t on_error;
   uint64_t seed;
+  int32_t pin;                   /* pinned pool of the batches, -1: plain cpu(0) memory */
   /* threads */
   int nworkers, started;
   pthread_t *threads;
@@ -269,7 +272,8 @@ static void process(luon_loader *l, int64_t pos, int64_t b, slot *s) {
   pthread_mutex_lock(&l->mu);
   if (!s->data) {
     shape[0] = l->bounds[b + 1] - l->bounds[b];
-    st = lu_tensor_new(dt, 4, shape, (lu_device){LUON_CPU, 0}, &s->data);
+    st = l->pin >= 0 ? lu_tensor_new_pinned(dt, 4, shape, l->pin, &s->data)
+                     : lu_tensor_new(dt, 4, shape, (lu_device){LUON_CPU, 0}, &s->data);
     if (st != LUON_OK) snprintf(msg, MSG, "DataLoader: batch %lld: %s", (long long)b, luon_last_error());
     else s->sample_bytes = bytes;
   } else if (s->data->dtype != dt || s->data->shape[1] != shape[1] || s->data->shape[2] != shape[2] ||
@@ -402,7 +406,7 @@ luon_status luon_loader_new(int64_t n, const char *const *paths, const luon_tens
   pthread_mutex_init(&l->mu, NULL);
   pthread_cond_init(&l->work_cv, NULL);
   pthread_cond_init(&l->done_cv, NULL);
-  l->n = n, l->flag = flag, l->nsteps = nsteps, l->on_error = on_error, l->seed = seed;
+  l->n = n, l->flag = flag, l->nsteps = nsteps, l->on_error = on_error, l->seed = seed, l->pin = -1;
   l->nworkers = num_workers;
   l->nslots = prefetch;
   l->labels = malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
@@ -552,7 +556,17 @@ luon_status luon_loader_next(luon_loader *l, luon_tensor **data, luon_tensor **l
       luon_tensor_release(t);
       t = v;
     }
-    if (st == LUON_OK) st = luon_tensor_from_host(lab, LUON_DTYPE_I64, 1, &k, LUON_CPU, 0, label);
+    if (st == LUON_OK) {
+      pthread_mutex_lock(&l->mu);
+      int32_t pin = l->pin;
+      pthread_mutex_unlock(&l->mu);
+      if (pin >= 0) {
+        st = lu_tensor_new_pinned(LUON_DTYPE_I64, 1, &k, pin, label);
+        if (st == LUON_OK) memcpy(lu_data(*label), lab, sizeof *lab * (size_t)k);
+      } else {
+        st = luon_tensor_from_host(lab, LUON_DTYPE_I64, 1, &k, LUON_CPU, 0, label);
+      }
+    }
     free(lab);
     if (st != LUON_OK) {
       luon_tensor_release(t);
@@ -561,6 +575,18 @@ luon_status luon_loader_next(luon_loader *l, luon_tensor **data, luon_tensor **l
     *data = t;
     return LUON_OK;
   }
+}
+
+luon_status luon_loader_set_pin_memory(luon_loader *l, int32_t pin_id) {
+  if (!l) return lu_error(LUON_EINVAL, "loader_set_pin_memory: NULL loader");
+  int32_t ngpu = luon_gpu_count();
+  if (pin_id < -1 || pin_id >= LU_MAX_GPU_DEVICES || (ngpu > 0 && pin_id >= ngpu))
+    return lu_error(LUON_EINVAL, "DataLoader: pin_device_id %d does not name a GPU (%d GPU%s)", pin_id,
+                    ngpu, ngpu == 1 ? "" : "s");
+  pthread_mutex_lock(&l->mu);
+  l->pin = pin_id;
+  pthread_mutex_unlock(&l->mu);
+  return LUON_OK;
 }
 
 int64_t luon_loader_skipped(luon_loader *l, char *first_msg, int64_t msg_bytes) {

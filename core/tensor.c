@@ -74,13 +74,15 @@ static void init_tensor(luon_tensor *t) {
   t->offset = 0;
 }
 
-luon_status lu_tensor_new(int32_t dtype, int ndim, const int64_t *shape, lu_device dev,
-                          luon_tensor **out) {
+/* pin_id >= 0: the data from that pinned pool (never inline: a copy of
+ * pageable memory to a GPU is not asynchronous). */
+static luon_status tensor_new(int32_t dtype, int ndim, const int64_t *shape, lu_device dev,
+                              int32_t pin_id, luon_tensor **out) {
   LU_TRY(check_shape("empty", ndim, shape));
   if (!lu_dtype_valid(dtype)) return lu_error(LUON_EDTYPE, "empty: unknown dtype %d", dtype);
   int64_t n = lu_numel(ndim, shape);
   size_t bytes = (size_t)n * (size_t)luon_dtype_size(dtype);
-  bool tiny = dev.type == LUON_CPU && bytes <= INLINE_BYTES;
+  bool tiny = dev.type == LUON_CPU && bytes <= INLINE_BYTES && pin_id < 0;
   size_t size = sizeof(tensor_alloc) + (tiny ? INLINE_BYTES : 0);
   tensor_alloc *a = malloc(size);
   if (!a) return lu_error(LUON_ENOMEM, "empty: out of host memory for a tensor header");
@@ -89,7 +91,8 @@ luon_status lu_tensor_new(int32_t dtype, int ndim, const int64_t *shape, lu_devi
   if (tiny) {
     st->ptr = a->data;
   } else {
-    luon_status s = lu_alloc(dev, bytes, &st->block);
+    luon_status s = pin_id >= 0 ? lu_alloc_pinned(pin_id, bytes, &st->block)
+                                : lu_alloc(dev, bytes, &st->block);
     if (s != LUON_OK) {
       free(a);
       return s;
@@ -112,6 +115,32 @@ luon_status lu_tensor_new(int32_t dtype, int ndim, const int64_t *shape, lu_devi
   count_tensor((int64_t)size);
   *out = t;
   return LUON_OK;
+}
+
+luon_status lu_tensor_new(int32_t dtype, int ndim, const int64_t *shape, lu_device dev,
+                          luon_tensor **out) {
+  return tensor_new(dtype, ndim, shape, dev, -1, out);
+}
+
+luon_status lu_tensor_new_pinned(int32_t dtype, int ndim, const int64_t *shape, int32_t pin_id,
+                                 luon_tensor **out) {
+  if (!lu_pinned_available()) pin_id = -1; /* exactly a cpu(0) tensor */
+  return tensor_new(dtype, ndim, shape, (lu_device){LUON_CPU, 0}, pin_id, out);
+}
+
+luon_status luon_tensor_empty_pinned(int32_t dtype, int32_t ndim, const int64_t *shape,
+                                     int32_t pin_id, luon_tensor **out) {
+  if (!out) return lu_error(LUON_EINVAL, "empty_pinned: out is NULL");
+  *out = NULL;
+  if (pin_id < 0 || pin_id >= LU_MAX_GPU_DEVICES)
+    return lu_error(LUON_EINVAL, "empty_pinned: pin_id %d is outside 0..%d", pin_id,
+                    LU_MAX_GPU_DEVICES - 1);
+  if (ndim > 0 && !shape) return lu_error(LUON_EINVAL, "empty_pinned: NULL shape for %d dimensions", ndim);
+  return lu_tensor_new_pinned(dtype, ndim, shape, pin_id, out);
+}
+
+int32_t luon_tensor_is_pinned(const luon_tensor *t) {
+  return t && t->storage && lu_block_pinned(t->storage->block);
 }
 
 luon_status lu_tensor_view(luon_tensor *src, int ndim, const int64_t *shape,
@@ -256,6 +285,16 @@ static luon_status transfer(void *dst, lu_device dd, const void *src, lu_device 
   return lu_cuda_check(lu_cuda.memcpy(dst, dd, src, sd, bytes));
 }
 
+/* A copy to a GPU from pinned memory is still reading src when transfer
+ * returns: its block is reused only after an event on the GPU's stream
+ * says the copy is done, or, when no event can be recorded, after a wait. */
+static luon_status fence_pinned(const luon_tensor *src, lu_device dd) {
+  lu_block *b = src->storage->block;
+  if (dd.type != LUON_GPU || !lu_block_pinned(b) || lu_pinned_record(b, dd.id) == LUON_OK)
+    return LUON_OK;
+  return lu_cuda.sync ? lu_cuda_check(lu_cuda.sync(dd.id)) : LUON_OK;
+}
+
 luon_status luon_tensor_from_host(const void *src, int32_t dtype, int32_t ndim,
                                   const int64_t *shape, int32_t dev_type, int32_t dev_id,
                                   luon_tensor **out) {
@@ -353,8 +392,9 @@ luon_status luon_tensor_copy(luon_tensor *dst, const luon_tensor *srcc) {
   } else {
     s = lu_tensor_new(c->dtype, c->ndim, c->shape, dst->dev, &tmp);
     if (s == LUON_OK) s = transfer(lu_data(tmp), tmp->dev, lu_data(c), c->dev, bytes);
-    if (s == LUON_OK) s = luon_op_call(LU_OP_copy, 1, &tmp, NULL, &nout, out);
   }
+  if (s == LUON_OK) s = fence_pinned(c, dst->dev);
+  if (s == LUON_OK && tmp) s = luon_op_call(LU_OP_copy, 1, &tmp, NULL, &nout, out);
   luon_tensor_release(tmp);
   luon_tensor_release(c);
   return s;

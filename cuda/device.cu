@@ -406,7 +406,8 @@ static luon_status copy_between(void *dst, int32_t did, const void *src, int32_t
  * kernels already there. A pageable source is staged by CUDA before the
  * call returns (and CUDA may wait for that stream first); a pinned source
  * (host_alloc) is read asynchronously, so its owner records an event
- * before reusing it. Device to host waits for the source's stream only. */
+ * before reusing it (the core's pinned pools: lu_pinned_record, called by
+ * luon_tensor_copy). Device to host waits for the source's stream only. */
 static luon_status dev_memcpy(void *dst, lu_device ddev, const void *src, lu_device sdev,
                               size_t bytes) {
   if (bytes == 0) return LUON_OK;
