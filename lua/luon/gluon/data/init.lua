@@ -11,6 +11,11 @@
 -- datasets) builds batches here on the caller's thread. With a seed both
 -- paths give the same batches for any num_workers.
 --
+-- Where a GPU is present, batches are made in pinned (page-locked) host
+-- memory, so that copying them to a GPU (as_in_context, split_and_load,
+-- copyto) is queued and returns at once (pin_memory = false: plain memory;
+-- pin_device_id: which pinned pool). Without a GPU nothing changes.
+--
 -- Items of several fields are Lua lists {data, label}; a transform gets the
 -- fields as arguments (fn(data, label)) and returns the new fields.
 -- Batchify (Stack): ndarrays are stacked on a new axis 0; numbers become an
@@ -477,6 +482,27 @@ end
 local seed_out = ffi.new("uint64_t[1]")
 local loader_out = ffi.new("luon_loader*[1]")
 
+-- A batch's host arrays (in nested lists too) as copies in pinned pool
+-- pin; arrays already pinned or on a GPU and other values as they are.
+local pin_out = ffi.new("luon_tensor*[1]")
+local function pin_batch(b, pin)
+  if is_array(b) then
+    local info = core.info_of(b)
+    if info.dev_type ~= 1 or C.luon_tensor_is_pinned(b.t) ~= 0 then return b end
+    core.check(C.luon_tensor_empty_pinned(info.dtype, info.ndim, info.shape, pin, pin_out))
+    local p = core.wrap(pin_out[0])
+    core.check(C.luon_tensor_copy(p.t, b.t))
+    return p
+  end
+  if is_tuple(b) then
+    local out = {}
+    for k = 1, #b do out[k] = pin_batch(b[k], pin) end
+    return out
+  end
+  return b
+end
+data._pin_batch = pin_batch -- for the specs
+
 -- DataLoader(dataset, {batch_size=, shuffle=, sampler=, last_batch=
 -- 'keep'|'discard'|'rollover', batch_sampler=, batchify_fn=, num_workers=,
 -- pin_memory=, prefetch=, try_nopython=, seed=, on_error='raise'|'skip'})
@@ -486,7 +512,12 @@ local loader_out = ffi.new("luon_loader*[1]")
 -- random augmentations (else both follow np.random.seed). on_error = 'skip'
 -- leaves images that fail to decode out of their batch and counts them
 -- (loader:skipped()); the default stops with an error naming the file.
--- pin_memory is accepted; batches are in host memory on cpu(0).
+-- Batches are arrays on cpu(0). pin_memory (default true, MXNet's is false)
+-- makes them in pinned memory where a GPU is present, so that their copies
+-- to GPUs are asynchronous; false or no GPU: plain memory, the same values.
+-- pin_device_id (default 0): the GPU whose pinned pool they come from
+-- (npx.pinned_memory_stats(id)). The C loader writes batches
+-- there directly; the Lua path copies each finished batch there.
 function data.DataLoader(dataset, opts)
   opts = opts or {}
   if type(dataset) ~= "table" or type(dataset.len) ~= "function" then
@@ -530,6 +561,21 @@ function data.DataLoader(dataset, opts)
   if on_error ~= "raise" and on_error ~= "skip" then
     argerror("DataLoader: on_error must be 'raise' or 'skip', got %s", tostring(on_error))
   end
+  if opts.pin_memory ~= nil and type(opts.pin_memory) ~= "boolean" then
+    argerror("DataLoader: pin_memory must be true or false, got %s", tostring(opts.pin_memory))
+  end
+  local pin_id = opts.pin_device_id or 0
+  if type(pin_id) ~= "number" or pin_id % 1 ~= 0 or pin_id < 0 then
+    argerror("DataLoader: pin_device_id must be an integer >= 0, got %s", tostring(pin_id))
+  end
+  local ngpu = C.luon_gpu_count()
+  local pin = nil -- the pinned pool of the batches, nil: plain memory
+  if opts.pin_memory ~= false and ngpu > 0 then
+    if pin_id >= ngpu then
+      argerror("DataLoader: pin_device_id %d does not name a GPU (%d GPU%s)", pin_id, ngpu, ngpu == 1 and "" or "s")
+    end
+    pin = pin_id
+  end
   local seed = opts.seed
   if seed ~= nil and (type(seed) ~= "number" or seed % 1 ~= 0 or seed < 0) then
     argerror("DataLoader: seed must be an integer >= 0, got %s", tostring(seed))
@@ -540,7 +586,7 @@ function data.DataLoader(dataset, opts)
   end
   local self = setmetatable({_dataset = dataset, _batch_sampler = bsampler, _batchify = opts.batchify_fn,
                              _seed = seed, _epoch = 0, _skip = on_error == "skip", _skipped = 0,
-                             _num_workers = nw}, DataLoader)
+                             _num_workers = nw, _pin = pin}, DataLoader)
   local plan = not opts.batchify_fn and c_plan(dataset)
   if plan and opts.try_nopython ~= false then
     local src = plan.src
@@ -555,6 +601,7 @@ function data.DataLoader(dataset, opts)
     core.check(C.luon_loader_new(n, paths, src.images and src.images.t or nil, labels, src.flag or 1,
                                  plan.arr, plan.n, nw, prefetch, self._skip and 1 or 0, seed, loader_out))
     self._c = ffi.gc(loader_out[0], C.luon_loader_free)
+    if pin then core.check(C.luon_loader_set_pin_memory(self._c, pin)) end
     self._images = src.images -- kept alive with the loader (C holds a reference too)
   elseif plan then
     self._plan = plan -- the Lua path, sample by sample as the C loader makes them
@@ -701,7 +748,10 @@ function DataLoader:iter()
         return nil
       end
       local b = self:_batch(idx, eseed)
-      if b then return b end -- false: every sample of the batch was skipped
+      if b then -- (false: every sample of the batch was skipped)
+        if self._pin then b = pin_batch(b, self._pin) end
+        return b
+      end
     end
   end
 end
