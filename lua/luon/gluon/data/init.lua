@@ -568,9 +568,9 @@ function data.DataLoader(dataset, opts)
   if type(pin_id) ~= "number" or pin_id % 1 ~= 0 or pin_id < 0 then
     argerror("DataLoader: pin_device_id must be an integer >= 0, got %s", tostring(pin_id))
   end
-  local ngpu = C.luon_gpu_count()
   local pin = nil -- the pinned pool of the batches, nil: plain memory
-  if opts.pin_memory ~= false and ngpu > 0 then
+  local ngpu = opts.pin_memory ~= false and C.luon_gpu_count() or 0 -- (false: no backend loaded for it)
+  if ngpu > 0 then
     if pin_id >= ngpu then
       argerror("DataLoader: pin_device_id %d does not name a GPU (%d GPU%s)", pin_id, ngpu, ngpu == 1 and "" or "s")
     end
