@@ -233,11 +233,13 @@ typedef struct lu_pool_win {
  * (errors name op and the input shape). */
 luon_status lu_pool_win_make(const char *op, const int64_t a[7], int64_t N, int64_t C, int64_t H,
                              int64_t W, lu_pool_win *w);
-/* y (OH,OW) = max of each window of the plane x (H,W); idx = where the first
- * maximum sits, row-major in the unclipped KH x KW window, or 255 when
- * `relu` and the maximum is <= 0 (or NaN). float32 or float64 (dt). */
-void lu_maxpool_argmax_plane(const lu_pool_win *w, int32_t dt, const char *x, char *y, uint8_t *idx,
-                             bool relu);
+/* y (OH,OW) = bias + max of each window of the plane x (H,W), relu'd when
+ * `relu`; idx = where the first maximum sits, row-major in the unclipped
+ * KH x KW window, or 255 where the relu gave 0 (no gradient). float32 or
+ * float64 (dt). scratch: lu_maxpool_argmax_scratch(w) bytes, 8-byte aligned. */
+size_t lu_maxpool_argmax_scratch(const lu_pool_win *w);
+void lu_maxpool_argmax_plane(const lu_pool_win *w, int32_t dt, const char *x, double bias, char *y,
+                             uint8_t *idx, bool relu, char *scratch);
 
 /* ---- BLAS (blas.c): OpenBLAS loaded on first use ------------------------- */
 

@@ -351,7 +351,7 @@ static void span(int64_t off, int64_t s, int64_t W, int64_t OW, int64_t *lo, int
             }                                                                            \
             const T *xr = x + (c * g->H + ih) * g->W + off;                              \
             for (int64_t j = 0; j < lo; j++) r[j] = 0;                                   \
-            if (g->sw == 1) memcpy(r + lo, xr + lo, sizeof(T) * (size_t)(hi - lo));      \
+            if (g->sw == 1) for (int64_t j = lo; j < hi; j++) r[j] = xr[j]; /* inline: short rows */ \
             else for (int64_t j = lo; j < hi; j++) r[j] = xr[j * g->sw];                 \
             for (int64_t j = hi; j < g->OW; j++) r[j] = 0;                               \
           }                                                                              \
@@ -449,8 +449,9 @@ static TC void relu_inplace(int32_t dt, int64_t n, char *y) {
 }
 
 /* yn (O,P) = W_g (Og,K) @ col(xn_g) (K,P) + b for each group g of sample xn
- * (C,H,W), relu'd when fused, while the sample is in cache */
-static void fwd_sample(const job *j, const char *xn, char *col, char *yn) {
+ * (C,H,W), relu'd when fused, while the sample is in cache; `raw`: without
+ * the bias and the relu (conv2d_maxpool applies them after pooling) */
+static void fwd_sample(const job *j, const char *xn, char *col, char *yn, bool raw) {
   const geom *g = j->g;
   int64_t es = j->es;
   for (int64_t gi = 0; gi < g->G; gi++) {
@@ -462,7 +463,7 @@ static void fwd_sample(const job *j, const char *xn, char *col, char *yn) {
       cm = col;
     }
     double beta = 0;
-    if (j->bias) {
+    if (j->bias && !raw) {
       beta = 1;
       for (int64_t o = 0; o < g->Og; o++) {
         int64_t ob = gi * g->Og + o;
@@ -474,7 +475,7 @@ static void fwd_sample(const job *j, const char *xn, char *col, char *yn) {
     }
     gemm(j->dt, false, false, g->Og, g->P, g->K, j->b + gi * g->Og * g->K * es, g->K, cm, g->P, beta,
          yg, g->P);
-    if (g->relu) relu_inplace(j->dt, g->Og * g->P, yg);
+    if (g->relu && !raw) relu_inplace(j->dt, g->Og * g->P, yg);
   }
 }
 
@@ -486,7 +487,7 @@ static void fwd_chunks(void *ctx, int64_t c0, int64_t c1) {
     sample_range(j, ch, &n0, &n1);
     for (int64_t n = n0; n < n1; n++)
       fwd_sample(j, j->a + n * g->C * g->H * g->W * j->es, j->col + ch * j->colsz * j->es,
-                 j->y + n * g->O * g->P * j->es);
+                 j->y + n * g->O * g->P * j->es, false);
   }
 }
 
@@ -515,35 +516,43 @@ typedef int32_t vi16 __attribute__((vector_size(64)));
     memcpy(yr + j, s, sizeof s);                                                            \
   } while (0)
 
+/* The taps of output row i inside the input, for one group's channels xg
+ * (Cg,H,W) of a sample: each one's input row (shifted by the column offset),
+ * valid output columns [lo, hi) and weight index within (Cg,KH,KW); [*a, *e)
+ * the interior, where every tap is inside. Returns the count (<= 64). */
+static int64_t row_taps(const geom *g, const float *xg, int64_t i, const float **rows, int64_t *lo,
+                        int64_t *hi, int64_t *wi, int64_t *a, int64_t *e) {
+  int64_t nt = 0;
+  for (int64_t c = 0; c < g->Cg; c++)
+    for (int64_t p = 0; p < g->KH; p++) {
+      int64_t ih = i * g->sh - g->ph + p * g->dh;
+      if (ih < 0 || ih >= g->H) continue;
+      for (int64_t q = 0; q < g->KW; q++) {
+        int64_t off = q * g->dw - g->pw;
+        rows[nt] = xg + (c * g->H + ih) * g->W + off;
+        span(off, 1, g->W, g->OW, &lo[nt], &hi[nt]);
+        wi[nt++] = (c * g->KH + p) * g->KW + q;
+      }
+    }
+  *a = 0, *e = g->OW;
+  for (int64_t t = 0; t < nt; t++) {
+    if (lo[t] > *a) *a = lo[t];
+    if (hi[t] < *e) *e = hi[t];
+  }
+  if (*a > *e) *a = *e;
+  return nt;
+}
+
 /* Output row i of every channel of sample n into yn (O,OH,OW). */
 static TC void direct_row(const job *jb, int64_t n, int64_t i, float *yn) {
   const geom *g = jb->g;
   const float *x = (const float *)jb->a, *w = (const float *)jb->b, *b = (const float *)jb->bias;
   bool relu = g->relu;
   for (int64_t gi = 0; gi < g->G; gi++) {
-    /* the taps inside the input: input row (shifted by the column offset),
-     * valid output columns [lo, hi), and the weight's index within (Cg,KH,KW) */
     const float *rows[64];
     float wt[64];
-    int64_t lo[64], hi[64], wi[64], nt = 0;
-    for (int64_t c = 0; c < g->Cg; c++)
-      for (int64_t p = 0; p < g->KH; p++) {
-        int64_t ih = i * g->sh - g->ph + p * g->dh;
-        if (ih < 0 || ih >= g->H) continue;
-        for (int64_t q = 0; q < g->KW; q++) {
-          int64_t off = q * g->dw - g->pw;
-          rows[nt] = x + ((n * g->C + gi * g->Cg + c) * g->H + ih) * g->W + off;
-          span(off, 1, g->W, g->OW, &lo[nt], &hi[nt]);
-          wi[nt++] = (c * g->KH + p) * g->KW + q;
-        }
-      }
-    /* the interior, where every tap is inside the input */
-    int64_t a = 0, e = g->OW;
-    for (int64_t t = 0; t < nt; t++) {
-      if (lo[t] > a) a = lo[t];
-      if (hi[t] < e) e = hi[t];
-    }
-    if (a > e) a = e;
+    int64_t lo[64], hi[64], wi[64], a, e;
+    int64_t nt = row_taps(g, x + (n * g->C + gi * g->Cg) * g->H * g->W, i, rows, lo, hi, wi, &a, &e);
     for (int64_t o = gi * g->Og; o < (gi + 1) * g->Og; o++) {
       float *yr = yn + (o * g->OH + i) * g->OW;
       float bv = b ? b[o] : 0.0f;
@@ -699,10 +708,113 @@ luon_status lu_cpu_conv2d_grad_input(lu_call *c) {
 
 /* ---- weight gradient ----------------------------------------------------------- */
 
+/* The direct kernel's weight gradient for one sample (direct_ok geometries):
+ * acc (O,K) += dy rows (O,OH,OW) dotted with the taps' input rows, 16
+ * columns at a time; the K sums of a channel stay in registers over all rows
+ * when every tap is inside (the common case), else go to acc row by row. */
+#define DW_ALL(NT)                                                                          \
+  do {                                                                                      \
+    v16 s[NT];                                                                              \
+    for (int t = 0; t < NT; t++) s[t] = (v16){0};                                           \
+    for (int64_t i = 0; i < g->OH; i++) {                                                   \
+      const float *dr = dyn + (o * g->OH + i) * g->OW;                                      \
+      if (i >= ia && i < ib && nt0 == NT && e0 - a0 >= DBLK) { /* row ia's taps, moved down */ \
+        for (int t = 0; t < NT; t++) rows[t] = rows0[t] + (i - ia) * g->sh * g->W;          \
+        a = a0, e = e0;                                                                     \
+      } else { /* a row with taps in the padding, or a narrow one */                        \
+        int64_t nt = row_taps(g, xg, i, rows, lo, hi, wi, &a, &e);                          \
+        dw_row_any(g, nt, rows, lo, hi, wi, dr, ao);                                        \
+        continue;                                                                           \
+      }                                                                                     \
+      int64_t j = a;                                                                        \
+      for (; j + DBLK <= e; j += DBLK) {                                                    \
+        v16 d;                                                                              \
+        memcpy(&d, dr + j, sizeof d);                                                       \
+        for (int t = 0; t < NT; t++) {                                                      \
+          v16 xv;                                                                           \
+          memcpy(&xv, rows[t] + j, sizeof xv);                                              \
+          s[t] += d * xv;                                                                   \
+        }                                                                                   \
+      }                                                                                     \
+      if (j < e) { /* the last block moved back to end at e, its counted lanes masked off */ \
+        int64_t jb = e - DBLK;                                                              \
+        v16 d;                                                                              \
+        memcpy(&d, dr + jb, sizeof d);                                                      \
+        d = (v16)((vi16)d & (lane >= (int32_t)(j - jb)));                                   \
+        for (int t = 0; t < NT; t++) {                                                      \
+          v16 xv;                                                                           \
+          memcpy(&xv, rows[t] + jb, sizeof xv);                                             \
+          s[t] += d * xv;                                                                   \
+        }                                                                                   \
+      }                                                                                     \
+      dw_edges(g, NT, rows, lo0, hi0, wi0, dr, a, e, ao);                                   \
+    }                                                                                       \
+    for (int t = 0; t < NT; t++) {                                                          \
+      float h = 0;                                                                          \
+      for (int l = 0; l < DBLK; l++) h += s[t][l];                                          \
+      ao[t] += h;                                                                           \
+    }                                                                                       \
+  } while (0)
+
+/* columns outside [a, e) of one row, element by element */
+static void dw_edges(const geom *g, int64_t nt, const float *const *rows, const int64_t *lo,
+                     const int64_t *hi, const int64_t *wi, const float *dr, int64_t a, int64_t e, float *ao) {
+  for (int64_t jj = 0; jj < g->OW; jj++) {
+    if (jj == a) jj = e;
+    if (jj >= g->OW) break;
+    for (int64_t t = 0; t < nt; t++)
+      if (jj >= lo[t] && jj < hi[t]) ao[wi[t]] += dr[jj] * rows[t][jj];
+  }
+}
+
+/* one row with any taps, element by element per tap */
+static TC void dw_row_any(const geom *g, int64_t nt, const float *const *rows, const int64_t *lo,
+                          const int64_t *hi, const int64_t *wi, const float *dr, float *ao) {
+  for (int64_t t = 0; t < nt; t++) {
+    float h = 0;
+    for (int64_t jj = lo[t]; jj < hi[t]; jj++) h += dr[jj] * rows[t][jj];
+    ao[wi[t]] += h;
+  }
+}
+
+static TC void direct_gw_sample(const geom *g, const float *xn, const float *dyn, float *acc) {
+  vi16 lane;
+  for (int l = 0; l < DBLK; l++) lane[l] = l;
+  /* rows [ia, ib) have every tap's input row inside: their taps are row ia's moved down */
+  int64_t ia = (g->ph + g->sh - 1) / g->sh, ib = g->OH;
+  while (ib > ia && (ib - 1) * g->sh - g->ph + (g->KH - 1) * g->dh >= g->H) ib--;
+  for (int64_t gi = 0; gi < g->G; gi++) {
+    const float *xg = xn + gi * g->Cg * g->H * g->W, *rows[64], *rows0[64];
+    int64_t lo[64], hi[64], wi[64], lo0[64], hi0[64], wi0[64], a, e, a0 = 0, e0 = 0, nt0 = -1;
+    if (ia < ib) nt0 = row_taps(g, xg, ia, rows0, lo0, hi0, wi0, &a0, &e0);
+    for (int64_t o = gi * g->Og; o < (gi + 1) * g->Og; o++) {
+      float *ao = acc + o * g->K;
+      switch (g->K) {
+      case 4: DW_ALL(4); break;
+      case 8: DW_ALL(8); break;
+      case 9: DW_ALL(9); break;
+      case 12: DW_ALL(12); break;
+      case 16: DW_ALL(16); break;
+      case 27: DW_ALL(27); break;
+      default:
+        for (int64_t i = 0; i < g->OH; i++) {
+          int64_t nt = row_taps(g, xg, i, rows, lo, hi, wi, &a, &e);
+          dw_row_any(g, nt, rows, lo, hi, wi, dyn + (o * g->OH + i) * g->OW, ao);
+        }
+      }
+    }
+  }
+}
+
 /* acc_g (Og,K) = beta acc_g + dyn_g (Og,P) @ col(xn_g)^T (P,K) for one sample */
 static void gw_sample(const geom *g, int32_t dt, const char *xn, const char *dyn, char *col, double beta,
                       char *acc) {
   int64_t es = luon_dtype_size(dt);
+  if (direct_ok(g, dt)) {
+    if (beta == 0) memset(acc, 0, (size_t)(g->O * g->K * es));
+    direct_gw_sample(g, (const float *)xn, (const float *)dyn, (float *)acc);
+    return;
+  }
   for (int64_t gi = 0; gi < g->G; gi++) {
     const char *xg = xn + gi * g->Cg * g->H * g->W * es;
     const char *cm = xg;
@@ -851,35 +963,41 @@ static void cmp_fwd_chunks(void *ctx, int64_t c0, int64_t c1) {
   int64_t es = j->es, PP = m->pw->OH * m->pw->OW;
   for (int64_t ch = c0; ch < c1; ch++) {
     char *buf = m->scratch + ch * m->per_chunk * es, *col = buf + g->O * g->P * es;
+    char *pool = col + j->colsz * es;
     int64_t n0, n1;
     sample_range(j, ch, &n0, &n1);
     for (int64_t n = n0; n < n1; n++) {
       if (m->direct)
         for (int64_t i = 0; i < g->OH; i++) direct_row(j, n, i, (float *)buf);
       else
-        fwd_sample(j, j->a + n * g->C * g->H * g->W * es, col, buf);
+        fwd_sample(j, j->a + n * g->C * g->H * g->W * es, col, buf, true);
+      /* max(conv + b) = max(conv) + b, and relu commutes with max: both after pooling
+       * (the direct kernel has added them already) */
       for (int64_t o = 0; o < g->O; o++)
-        lu_maxpool_argmax_plane(m->pw, j->dt, buf + o * g->P * es, m->y + (n * g->O + o) * PP * es,
-                                m->idx + (n * g->O + o) * PP, g->relu);
+        lu_maxpool_argmax_plane(m->pw, j->dt, buf + o * g->P * es,
+                                m->direct || !j->bias ? 0 : ld(j->bias, j->dt, o),
+                                m->y + (n * g->O + o) * PP * es, m->idx + (n * g->O + o) * PP, g->relu, pool);
     }
   }
 }
 
-/* dyc (O,OH,OW) += dy (O,PH,PW) at each window's maximum; db += dy there */
-#define GEN_SCATTER(T, S)                                                                     \
-  static void scatter_##S(const geom *g, const lu_pool_win *pw, const T *dy, const uint8_t *idx,  \
-                          T *dyc, T *db) {                                                     \
-    for (int64_t o = 0; o < g->O; o++) {                                                      \
-      T *plane = dyc + o * g->P, sum = 0;                                                     \
-      for (int64_t i = 0; i < pw->OH; i++)                                                    \
-        for (int64_t jj = 0; jj < pw->OW; jj++, dy++, idx++) {                                \
-          if (*idx == 255) continue;                                                          \
-          int64_t h = i * pw->sh - pw->ph + *idx / pw->KW, w = jj * pw->sw - pw->pw + *idx % pw->KW; \
-          plane[h * g->OW + w] += *dy;                                                        \
-          sum += *dy;                                                                         \
-        }                                                                                     \
-      db[o] += sum;                                                                           \
-    }                                                                                         \
+/* dyc (O,OH,OW) += dy (O,PH,PW) at each window's maximum; db += dy there.
+ * off[k]: window index k's offset in the plane from the window's corner. */
+#define GEN_SCATTER(T, S)                                                                       \
+  static void scatter_##S(const geom *g, const lu_pool_win *pw, const int64_t *off, const T *dy,  \
+                          const uint8_t *idx, T *dyc, T *db) {                                   \
+    for (int64_t o = 0; o < g->O; o++) {                                                        \
+      T *plane = dyc + o * g->P, sum = 0;                                                       \
+      for (int64_t i = 0; i < pw->OH; i++) {                                                    \
+        T *row = plane + (i * pw->sh - pw->ph) * g->OW - pw->pw;                                \
+        for (int64_t jj = 0; jj < pw->OW; jj++, dy++, idx++) {                                  \
+          if (*idx == 255) continue;                                                            \
+          row[jj * pw->sw + off[*idx]] += *dy;                                                  \
+          sum += *dy;                                                                           \
+        }                                                                                       \
+      }                                                                                         \
+      db[o] += sum;                                                                             \
+    }                                                                                           \
   }
 GEN_SCATTER(float, f32)
 GEN_SCATTER(double, f64)
@@ -889,7 +1007,8 @@ static void cmp_bwd_chunks(void *ctx, int64_t c0, int64_t c1) {
   const cmp_job *m = ctx;
   const job *j = &m->j;
   const geom *g = j->g;
-  int64_t es = j->es, PP = m->pw->OH * m->pw->OW;
+  int64_t es = j->es, PP = m->pw->OH * m->pw->OW, off[254];
+  for (int64_t k = 0; k < m->pw->KH * m->pw->KW; k++) off[k] = k / m->pw->KW * g->OW + k % m->pw->KW;
   for (int64_t ch = c0; ch < c1; ch++) {
     char *dyc = m->scratch + ch * m->per_chunk * es, *col = dyc + g->O * g->P * es;
     char *acc = col + j->colsz * es, *db = acc + g->O * g->K * es;
@@ -900,8 +1019,8 @@ static void cmp_bwd_chunks(void *ctx, int64_t c0, int64_t c1) {
       memset(dyc, 0, (size_t)(g->O * g->P * es));
       const char *dyn = m->dy + n * g->O * PP * es;
       const uint8_t *in = m->idx + n * g->O * PP;
-      if (j->dt == LUON_DTYPE_F32) scatter_f32(g, m->pw, (const float *)dyn, in, (float *)dyc, (float *)db);
-      else scatter_f64(g, m->pw, (const double *)dyn, in, (double *)dyc, (double *)db);
+      if (j->dt == LUON_DTYPE_F32) scatter_f32(g, m->pw, off, (const float *)dyn, in, (float *)dyc, (float *)db);
+      else scatter_f64(g, m->pw, off, (const double *)dyn, in, (double *)dyc, (double *)db);
       gw_sample(g, j->dt, j->a + n * g->C * g->H * g->W * es, dyc, col, 1, acc);
       if (m->dx) gin_sample(g, j->dt, j->b, dyc, col, m->dx + n * g->C * g->H * g->W * es);
     }
@@ -939,7 +1058,8 @@ luon_status lu_cpu_conv2d_maxpool(lu_call *c) {
                direct_ok(&g, dt) && !(algo && algo[0] == 'g'), lu_data(c->out[0]), lu_data(c->out[1]),
                NULL, NULL, NULL, NULL, NULL, 0};
   m.j.colsz = m.direct || pointwise(&g) ? 0 : g.K * g.P;
-  luon_status s = cmp_alloc("conv2d_maxpool", &m, g.O * g.P + m.j.colsz);
+  int64_t pool = ((int64_t)lu_maxpool_argmax_scratch(&pw) + m.j.es - 1) / m.j.es;
+  luon_status s = cmp_alloc("conv2d_maxpool", &m, g.O * g.P + m.j.colsz + pool);
   if (s == LUON_OK) cmp_run(&m, cmp_fwd_chunks);
   lu_scratch_free(m.scratch);
   dense_done(c, &d);

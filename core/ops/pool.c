@@ -340,13 +340,17 @@ GEN_POOL(double, f64)
  * window's columns 2j+q gathered from two loads by even/odd permutes; the
  * first maximum in row-major order (as the reference), then dy added at it
  * in the plane's dx, which stays in cache. */
-static bool s2_ok(const pgeom *g) {
+static bool avx512_ok(void) {
   static int avx512 = -1;
   if (avx512 < 0) {
     __builtin_cpu_init();
     avx512 = __builtin_cpu_supports("avx512f");
   }
-  return avx512 && g->sw == 2 && g->KW <= 4 && g->pw == 0 && g->ph == 0;
+  return avx512;
+}
+
+static bool s2_ok(const pgeom *g) {
+  return avx512_ok() && g->sw == 2 && g->KW <= 4 && g->pw == 0 && g->ph == 0;
 }
 
 /* the q-th window column, q < 4, for outputs j0..j0+15 of row xr (valid columns < W) */
@@ -402,64 +406,152 @@ static void s2_back_planes(void *ctx, int64_t c0, int64_t c1) {
 
 /* ---- max pooling with window indices, for conv2d_maxpool ------------------------ */
 
-/* Any window: each output's window scanned row-major, the first maximum kept. */
-#define GEN_ARGMAX(T, S)                                                                       \
-  static void argmax_plane_##S(const lu_pool_win *g, const T *x, T *y, uint8_t *idx, bool relu) { \
-    for (int64_t i = 0; i < g->OH; i++)                                                        \
-      for (int64_t j = 0; j < g->OW; j++) {                                                    \
-        int64_t a = i * g->sh - g->ph, b = j * g->sw - g->pw, k = 255;                         \
-        T best = -INFINITY;                                                                    \
-        for (int64_t p = 0; p < g->KH; p++) {                                                  \
-          if (a + p < 0 || a + p >= g->H) continue;                                            \
-          for (int64_t q = 0; q < g->KW; q++) {                                                \
-            if (b + q < 0 || b + q >= g->W) continue;                                          \
-            T v = x[(a + p) * g->W + b + q];                                                   \
-            if (k == 255 || v > best) best = v, k = p * g->KW + q;                             \
-          }                                                                                    \
-        }                                                                                      \
-        y[i * g->OW + j] = best;                                                               \
-        idx[i * g->OW + j] = (uint8_t)(relu && !(best > 0) ? 255 : k);                         \
-      }                                                                                        \
-  }
-GEN_ARGMAX(float, f32)
-GEN_ARGMAX(double, f64)
+/* Separable, as the backward's search in planes_*: per output row, each
+ * column's first maximum over the window's rows, then each window's maximum
+ * with the smallest (row, column) over the padded row: the first maximum in
+ * row-major order. float32 on AVX-512 keeps 16 columns in registers (gcc's
+ * vectorisation of vargmax/hargmax goes through masked stores and reloads).
+ * Scratch: lu_maxpool_argmax_scratch(w) bytes. */
+#define AW 16
 
-/* Column stride 2, KW <= 4, no padding, AVX-512: s2_back_plane's search,
- * 16 outputs at a time, storing the maxima and their window indices. */
-__attribute__((target("avx512f"))) static void s2_argmax_plane(const lu_pool_win *g, const float *xp,
-                                                               float *y, uint8_t *idx, bool relu) {
-  int64_t W = g->W;
-  const __m512i none = _mm512_set1_epi32(255);
-  for (int64_t i = 0; i < g->OH; i++) {
-    int64_t h0 = i * g->sh, h1 = h0 + g->KH < g->H ? h0 + g->KH : g->H;
-    for (int64_t j0 = 0; j0 < g->OW; j0 += 16) {
-      __m512 best = s2_col(xp + h0 * W, j0, W, 0);
-      __m512i arg = _mm512_setzero_si512(); /* (h - h0) * KW + q */
-      for (int64_t h = h0; h < h1; h++)
-        for (int q = h == h0 ? 1 : 0; q < g->KW; q++) {
-          __m512 v = s2_col(xp + h * W, j0, W, q);
-          __mmask16 gt = _mm512_cmp_ps_mask(v, best, _CMP_GT_OQ);
-          best = _mm512_mask_mov_ps(best, gt, v);
-          arg = _mm512_mask_mov_epi32(arg, gt, _mm512_set1_epi32((int)((h - h0) * g->KW + q)));
-        }
-      if (relu) arg = _mm512_mask_mov_epi32(arg, _mm512_cmp_ps_mask(best, _mm512_setzero_ps(), _CMP_NGT_UQ), none);
-      int64_t n = g->OW - j0 < 16 ? g->OW - j0 : 16;
-      __mmask16 m = (__mmask16)((1u << n) - 1);
-      _mm512_mask_storeu_ps(y + i * g->OW + j0, m, best);
-      _mm512_mask_cvtepi32_storeu_epi8(idx + i * g->OW + j0, m, arg);
+static int64_t argmax_row_len(const lu_pool_win *g) {
+  return (g->OW - 1) * g->sw + g->KW + g->W + g->pw + 2 * AW;
+}
+
+size_t lu_maxpool_argmax_scratch(const lu_pool_win *g) { return (size_t)(40 * argmax_row_len(g) + 64); }
+
+/* v[w], r[w] = each column's first maximum over rows [h0, h1) and its row */
+__attribute__((target("avx512f"))) static void vargmax16(const float *xp, int64_t W, int64_t h0,
+                                                          int64_t h1, float *v, int32_t *r) {
+  for (int64_t w = 0; w < W; w += AW) {
+    __mmask16 in = W - w >= AW ? 0xFFFF : (__mmask16)((1u << (W - w)) - 1);
+    __m512 best = _mm512_maskz_loadu_ps(in, xp + h0 * W + w);
+    __m512i row = _mm512_set1_epi32((int)h0);
+    for (int64_t h = h0 + 1; h < h1; h++) {
+      __m512 c = _mm512_maskz_loadu_ps(in, xp + h * W + w);
+      __mmask16 gt = _mm512_cmp_ps_mask(c, best, _CMP_GT_OQ);
+      best = _mm512_mask_blend_ps(gt, best, c);
+      row = _mm512_mask_blend_epi32(gt, row, _mm512_set1_epi32((int)h));
     }
+    _mm512_mask_storeu_ps(v + w, in, best);
+    _mm512_mask_storeu_epi32(r + w, in, row);
   }
 }
 
-void lu_maxpool_argmax_plane(const lu_pool_win *g, int32_t dt, const char *x, char *y, uint8_t *idx,
-                             bool relu) {
-  pgeom pg = {.sw = g->sw, .KW = g->KW, .pw = g->pw, .ph = g->ph};
-  if (dt == LUON_DTYPE_F32 && s2_ok(&pg))
-    s2_argmax_plane(g, (const float *)x, (float *)y, idx, relu);
-  else if (dt == LUON_DTYPE_F32)
-    argmax_plane_f32(g, (const float *)x, (float *)y, idx, relu);
+/* Column stride 2: each window's first maximum over the padded row v (and
+ * rows r), 16 outputs at a time, the window's columns 2j+q gathered from two
+ * loads by even/odd permutes; y (+ bias, relu'd) and the window index
+ * ((row - a) * KW + q, or 255 under relu where y is 0) of one output row. */
+__attribute__((target("avx512f"))) static void s2_row_out(const lu_pool_win *g, const float *v,
+                                                           const int32_t *r, int64_t a, float bias,
+                                                           bool relu, float *y, uint8_t *idx) {
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+  for (int64_t j0 = 0; j0 < g->OW; j0 += AW) {
+    __m512 best = _mm512_setzero_ps();
+    __m512i br = _mm512_setzero_si512(), bq = _mm512_setzero_si512();
+    for (int64_t q = 0; q < g->KW; q++) {
+      int64_t c0 = 2 * j0 + (q & ~(int64_t)1);
+      __m512i sel = (q & 1) ? odd : even;
+      __m512 c = _mm512_permutex2var_ps(_mm512_loadu_ps(v + c0), sel, _mm512_loadu_ps(v + c0 + AW));
+      __m512i cr = _mm512_permutex2var_epi32(_mm512_loadu_si512(r + c0), sel,
+                                             _mm512_loadu_si512(r + c0 + AW));
+      __mmask16 better = q == 0 ? (__mmask16)0xFFFF
+                                : (__mmask16)(_mm512_cmp_ps_mask(c, best, _CMP_GT_OQ) |
+                                              (_mm512_cmp_ps_mask(c, best, _CMP_EQ_OQ) &
+                                               _mm512_cmplt_epi32_mask(cr, br)));
+      best = _mm512_mask_blend_ps(better, best, c);
+      br = _mm512_mask_blend_epi32(better, br, cr);
+      bq = _mm512_mask_blend_epi32(better, bq, _mm512_set1_epi32((int)q));
+    }
+    __m512i k = _mm512_add_epi32(_mm512_mullo_epi32(_mm512_sub_epi32(br, _mm512_set1_epi32((int)a)),
+                                                    _mm512_set1_epi32((int)g->KW)), bq);
+    best = _mm512_add_ps(best, _mm512_set1_ps(bias));
+    if (relu) {
+      __mmask16 off = _mm512_cmp_ps_mask(best, _mm512_setzero_ps(), _CMP_NGT_UQ);
+      k = _mm512_mask_blend_epi32(off, k, _mm512_set1_epi32(255));
+      best = _mm512_mask_blend_ps(off, best, _mm512_setzero_ps());
+    }
+    int64_t n = g->OW - j0 < AW ? g->OW - j0 : AW;
+    __mmask16 m = (__mmask16)((1u << n) - 1);
+    _mm512_mask_storeu_ps(y + j0, m, best);
+    _mm512_mask_cvtepi32_storeu_epi8(idx + j0, m, k);
+  }
+}
+
+/* over v[t..t+k): the maximum with the smallest (row, column), for t < n
+ * (v and r readable to n + k + AW) */
+__attribute__((target("avx512f"))) static void hargmax16(const float *v, const int32_t *r, int64_t n,
+                                                          int64_t k, float *m, int32_t *mr, int32_t *mc) {
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  for (int64_t t = 0; t < n; t += AW) {
+    __m512 best = _mm512_loadu_ps(v + t);
+    __m512i br = _mm512_loadu_si512(r + t), bc = _mm512_add_epi32(lane, _mm512_set1_epi32((int)t));
+    for (int64_t q = 1; q < k; q++) {
+      __m512 c = _mm512_loadu_ps(v + t + q);
+      __m512i cr = _mm512_loadu_si512(r + t + q);
+      __mmask16 better = _mm512_cmp_ps_mask(c, best, _CMP_GT_OQ) |
+                         (_mm512_cmp_ps_mask(c, best, _CMP_EQ_OQ) & _mm512_cmplt_epi32_mask(cr, br));
+      best = _mm512_mask_blend_ps(better, best, c);
+      br = _mm512_mask_blend_epi32(better, br, cr);
+      bc = _mm512_mask_blend_epi32(better, bc, _mm512_add_epi32(lane, _mm512_set1_epi32((int)(t + q))));
+    }
+    _mm512_storeu_ps(m + t, best);
+    _mm512_storeu_si512(mr + t, br);
+    _mm512_storeu_si512(mc + t, bc);
+  }
+}
+
+/* the same without AVX-512 */
+static void vargmax_any(const float *xp, int64_t W, int64_t h0, int64_t h1, float *v, int32_t *r) {
+  if (avx512_ok()) vargmax16(xp, W, h0, h1, v, r);
+  else vargmax_f32(xp, W, h0, h1, v, r);
+}
+static void hargmax_any(const float *v, const int32_t *r, int64_t n, int64_t k, float *m, int32_t *mr,
+                        int32_t *mc) {
+  if (avx512_ok()) hargmax16(v, r, n, k, m, mr, mc);
+  else hargmax_f32(v, r, n, k, m, mr, mc);
+}
+
+static bool s2_rows_ok(const lu_pool_win *g) { return g->sw == 2 && avx512_ok(); }
+static bool no_s2(const lu_pool_win *g) { return false; }
+
+#define GEN_ARGMAX(T, S, VARG, HARG, S2)                                                            \
+  static void argmax_plane_##S(const lu_pool_win *g, const T *xp, T bias, T *y, uint8_t *idx,     \
+                               bool relu, char *scratch) {                                      \
+    int64_t L = argmax_row_len(g);                                                              \
+    T *v = (T *)scratch, *hm = v + L;                                                           \
+    int32_t *vr = (int32_t *)(scratch + 16 * L), *hr = vr + L, *hc = hr + L;                    \
+    for (int64_t w = 0; w < g->pw; w++) v[w] = -INFINITY, vr[w] = INT32_MAX;                    \
+    for (int64_t w = g->pw + g->W; w < L; w++) v[w] = -INFINITY, vr[w] = INT32_MAX;             \
+    int64_t n = (g->OW - 1) * g->sw + 1;                                                        \
+    for (int64_t i = 0; i < g->OH; i++) {                                                       \
+      int64_t a = i * g->sh - g->ph, h0 = a > 0 ? a : 0, h1 = a + g->KH < g->H ? a + g->KH : g->H; \
+      VARG(xp, g->W, h0, h1, v + g->pw, vr + g->pw);                                            \
+      if (S2(g)) {                                                                              \
+        s2_row_out(g, (const float *)v, vr, a, (float)bias, relu, (float *)y + i * g->OW,        \
+                   idx + i * g->OW);                                                            \
+        continue;                                                                               \
+      }                                                                                         \
+      HARG(v, vr, n, g->KW, hm, hr, hc);                                                        \
+      for (int64_t j = 0; j < g->OW; j++) {                                                     \
+        int64_t t = j * g->sw;                                                                  \
+        T m = hm[t] + bias;                                                                     \
+        bool off = relu && !(m > 0);                                                            \
+        y[i * g->OW + j] = off ? 0 : m;                                                         \
+        idx[i * g->OW + j] = off ? 255 : (uint8_t)((hr[t] - a) * g->KW + hc[t] - t);            \
+      }                                                                                         \
+    }                                                                                           \
+  }
+GEN_ARGMAX(float, f32, vargmax_any, hargmax_any, s2_rows_ok)
+GEN_ARGMAX(double, f64, vargmax_f64, hargmax_f64, no_s2)
+
+void lu_maxpool_argmax_plane(const lu_pool_win *g, int32_t dt, const char *x, double bias, char *y,
+                             uint8_t *idx, bool relu, char *scratch) {
+  if (dt == LUON_DTYPE_F32)
+    argmax_plane_f32(g, (const float *)x, (float)bias, (float *)y, idx, relu, scratch);
   else
-    argmax_plane_f64(g, (const double *)x, (double *)y, idx, relu);
+    argmax_plane_f64(g, (const double *)x, bias, (double *)y, idx, relu, scratch);
 }
 
 /* One kernel for the four ops: packs non-contiguous operands, then runs the

@@ -329,6 +329,29 @@ for _, dev in ipairs(H.devices()) do
   end)
 end
 
+describe("conv2d_maxpool on ties", function()
+  it("routes the gradient to each window's first maximum, as conv2d then max_pool2d", function()
+    -- small integers: many equal maxima in every window, positive and zero
+    local x = np.random.randint(0, 3, {2, 2, 20, 37}):astype("float32")
+    local w = np.ones({3, 2, 2, 2})
+    local b = np.array({0, -4, 1}, {dtype = "float32"})
+    for _, pool in ipairs({{kernel = 4, stride = 2}, {kernel = 3, stride = 1, pad = 1}}) do
+      local res = {}
+      for _, fused in ipairs({false, true}) do
+        x:attach_grad(); w:attach_grad(); b:attach_grad()
+        local y = autograd.record(function()
+          local z = fused and npx.convolution_maxpool(x, w, b, {act_type = "relu"}, pool)
+                    or npx.pooling(npx.convolution(x, w, b, {act_type = "relu"}), pool)
+          return z
+        end)
+        y:backward(np.arange(y.size):reshape(y.shape):astype("float32"))
+        res[#res + 1] = {H.values(y), H.values(x.grad), H.values(w.grad), H.values(b.grad)}
+      end
+      for k = 1, 4 do H.assert_close(res[2][k], res[1][k], 1e-6) end
+    end
+  end)
+end)
+
 describe("conv2d_maxpool errors", function()
   it("name the op and the bad value", function()
     local x, w = np.ones({2, 1, 20, 20}), np.ones({1, 1, 2, 2})
