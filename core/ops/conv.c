@@ -954,6 +954,8 @@ typedef struct cmp_job {
   char *dx, *dw, *db;           /* backward: dx may be NULL */
   char *scratch;
   int64_t per_chunk;            /* elements of scratch per chunk */
+  int64_t front;                /* backward: elements before each chunk's dw and db sums */
+  char *wt;                     /* backward, sparse: w as (O,KH,KW,Cg); NULL: dense */
 } cmp_job;
 
 static void cmp_fwd_chunks(void *ctx, int64_t c0, int64_t c1) {
@@ -996,33 +998,188 @@ static void cmp_fwd_chunks(void *ctx, int64_t c0, int64_t c1) {
           sum += *dy;                                                                           \
         }                                                                                       \
       }                                                                                         \
-      db[o] += sum;                                                                             \
+      if (db) db[o] += sum;                                                                     \
     }                                                                                           \
   }
 GEN_SCATTER(float, f32)
 GEN_SCATTER(double, f64)
 
-/* per chunk: dyc (O,P), col (colsz), dw (O,K) and db (O) partial sums */
+/* The backward through the window indices, sparse: only conv outputs that won
+ * a window have a gradient (at most one per pooled output), and each adds v
+ * times its taps' input channels to dw and v times the weight's channels to
+ * dx. The channels are contiguous in channels-last copies of x[n] and dx[n]
+ * and in wt (O,KH,KW,Cg), and the dw sums go to acc (O,KH,KW,Cg): no dense
+ * dy, no im2col, no GEMM over the zeros. For Cg >= SPARSE_MIN_CG. */
+#define SPARSE_MIN_CG 8
+
+/* dw and db only, float32, 2x2 kernels with Cg = 16 * CG16 channels: pooled
+ * row by pooled row, so the input rows under it stay in L1; for each channel
+ * o, its dw sums (4 taps x Cg) in 4 * CG16 registers over the row's nonzeros,
+ * added to acc once. Nonzeros with a tap outside the input go to acc
+ * directly. (Scattered dx updates here chain through memory where windows
+ * share their maximum, slower than the dense route the caller takes.) */
+#define SPARSE_REG(CG16)                                                                         \
+  for (int64_t i = 0; i < pl->OH; i++)                                                           \
+    for (int64_t o = 0; o < g->O; o++) {                                                         \
+      int64_t gi = o / g->Og, at0 = (o * pl->OH + i) * pl->OW;                                   \
+      const float *xg = xt + gi * Cg, *dr = dyn + at0;                                           \
+      const uint8_t *ir = idx + at0;                                                             \
+      float *ao = acc + o * g->K, sum = 0;                                                       \
+      v16 s_[4 * CG16];                                                                          \
+      _Pragma("GCC unroll 16") for (int u_ = 0; u_ < 4 * CG16; u_++) s_[u_] = (v16){0};          \
+      for (int64_t jj = 0; jj < pl->OW; jj++) {                                                  \
+        if (ir[jj] == 255) continue;                                                             \
+        float v = dr[jj];                                                                        \
+        int64_t hh = i * pl->sh - pl->ph + kr[ir[jj]], ww = jj * pl->sw - pl->pw + kc[ir[jj]];   \
+        int64_t ih = hh * g->sh - g->ph, iw = ww * g->sw - g->pw;                                \
+        sum += v;                                                                                \
+        if (ih >= 0 && iw >= 0 && ih + g->dh < g->H && iw + g->dw < g->W) {                      \
+          _Pragma("GCC unroll 4") for (int t_ = 0; t_ < 4; t_++) {                               \
+            int64_t at = ((ih + (t_ >> 1) * g->dh) * g->W + iw + (t_ & 1) * g->dw) * C;          \
+            _Pragma("GCC unroll 4") for (int u_ = 0; u_ < CG16; u_++) {                          \
+              v16 xv;                                                                            \
+              memcpy(&xv, xg + at + 16 * u_, sizeof xv);                                         \
+              s_[t_ * CG16 + u_] += v * xv;                                                      \
+            }                                                                                    \
+          }                                                                                      \
+          continue;                                                                              \
+        }                                                                                        \
+        for (int t_ = 0; t_ < 4; t_++) {                                                         \
+          int64_t y_ = ih + (t_ >> 1) * g->dh, x_ = iw + (t_ & 1) * g->dw;                        \
+          if (y_ < 0 || y_ >= g->H || x_ < 0 || x_ >= g->W) continue;                            \
+          axpy_f32(Cg, v, xg + (y_ * g->W + x_) * C, ao + t_ * Cg);                              \
+        }                                                                                        \
+      }                                                                                          \
+      _Pragma("GCC unroll 16") for (int u_ = 0; u_ < 4 * CG16; u_++) {                           \
+        v16 a_;                                                                                  \
+        memcpy(&a_, ao + 16 * u_, sizeof a_);                                                    \
+        a_ += s_[u_];                                                                            \
+        memcpy(ao + 16 * u_, &a_, sizeof a_);                                                    \
+      }                                                                                          \
+      db[o] += sum;                                                                              \
+    }
+
+static bool sparse_reg_ok(const geom *g) { return g->KH * g->KW == 4 && g->Cg % 16 == 0 && g->Cg <= 64; }
+
+static inline void axpy_f32(int64_t n, float v, const float *restrict x, float *restrict y) {
+  for (int64_t c = 0; c < n; c++) y[c] += v * x[c];
+}
+
+/* false when the geometry is not one SPARSE_REG takes */
+static TC bool sparse_reg_f32(const geom *g, const lu_pool_win *pl, const int64_t *kr, const int64_t *kc,
+                              const float *xt, const float *dyn, const uint8_t *idx, float *acc, float *db) {
+  int64_t C = g->C, Cg = g->Cg;
+  if (!sparse_reg_ok(g)) return false;
+  switch (Cg / 16) {
+  case 1: SPARSE_REG(1); break;
+  case 2: SPARSE_REG(2); break;
+  case 3: SPARSE_REG(3); break;
+  default: SPARSE_REG(4); break;
+  }
+  return true;
+}
+
+#define GEN_SPARSE(T, S, REG)                                                                    \
+  static TC void sparse_sample_##S(const geom *g, const lu_pool_win *pl, const int64_t *kr,       \
+                                   const int64_t *kc, const T *xn, const T *wt, const T *dyn,    \
+                                   const uint8_t *idx, T *xt, T *dxt, T *a4, T *acc, T *db,      \
+                                   T *dxn) {                                                     \
+    int64_t HW = g->H * g->W, C = g->C, Cg = g->Cg;                                              \
+    for (int64_t p = 0; p < HW; p++)                                                             \
+      for (int64_t c = 0; c < C; c++) xt[p * C + c] = xn[c * HW + p];                            \
+    if (dxn) memset(dxt, 0, sizeof(T) * (size_t)(HW * C));                                       \
+    if (dxn || !REG(g, pl, kr, kc, xt, dyn, idx, acc, db))                                       \
+    for (int64_t o = 0; o < g->O; o++) {                                                         \
+      int64_t gi = o / g->Og;                                                                    \
+      const T *xg = xt + gi * Cg, *wo = wt + o * g->K;                                           \
+      T sum = 0;                                                                                 \
+      int64_t nz = 0;                                                                            \
+      memset(a4, 0, sizeof(T) * (size_t)(4 * g->K));                                             \
+      for (int64_t i = 0; i < pl->OH; i++)                                                       \
+        for (int64_t jj = 0; jj < pl->OW; jj++, dyn++, idx++) {                                  \
+          if (*idx == 255) continue;                                                             \
+          T v = *dyn;                                                                            \
+          int64_t hh = i * pl->sh - pl->ph + kr[*idx], ww = jj * pl->sw - pl->pw + kc[*idx];     \
+          T *ao = a4 + (nz++ & 3) * g->K; /* four sums in turn: no chain through memory */       \
+          sum += v;                                                                              \
+          for (int64_t p = 0; p < g->KH; p++) {                                                  \
+            int64_t ih = hh * g->sh - g->ph + p * g->dh;                                         \
+            if (ih < 0 || ih >= g->H) continue;                                                  \
+            for (int64_t q = 0; q < g->KW; q++) {                                                \
+              int64_t iw = ww * g->sw - g->pw + q * g->dw;                                       \
+              if (iw < 0 || iw >= g->W) continue;                                                \
+              int64_t at = (ih * g->W + iw) * C, t = (p * g->KW + q) * Cg;                       \
+              axpy_##S(Cg, v, xg + at, ao + t);                                                  \
+              if (dxn) axpy_##S(Cg, v, wo + t, dxt + gi * Cg + at);                              \
+            }                                                                                    \
+          }                                                                                      \
+        }                                                                                        \
+      for (int64_t k = 0; k < g->K; k++)                                                         \
+        acc[o * g->K + k] += (a4[k] + a4[g->K + k]) + (a4[2 * g->K + k] + a4[3 * g->K + k]);     \
+      db[o] += sum;                                                                              \
+    }                                                                                            \
+    if (dxn)                                                                                     \
+      for (int64_t c = 0; c < C; c++)                                                            \
+        for (int64_t p = 0; p < HW; p++) dxn[c * HW + p] = dxt[p * C + c];                       \
+  }
+GEN_SPARSE(float, f32, sparse_reg_f32)
+static inline void axpy_f64(int64_t n, double v, const double *restrict x, double *restrict y) {
+  for (int64_t c = 0; c < n; c++) y[c] += v * x[c];
+}
+static bool no_reg(const geom *g, const lu_pool_win *pl, const int64_t *kr, const int64_t *kc, const double *xt,
+                   const double *dyn, const uint8_t *idx, double *acc, double *db) {
+  return false;
+}
+GEN_SPARSE(double, f64, no_reg)
+
+/* per chunk: dyc (O,P) and col (colsz), or (sparse) xt and dxt (H*W*C
+ * each); then dw (O,K) and db (O) partial sums */
 static void cmp_bwd_chunks(void *ctx, int64_t c0, int64_t c1) {
   const cmp_job *m = ctx;
   const job *j = &m->j;
   const geom *g = j->g;
-  int64_t es = j->es, PP = m->pw->OH * m->pw->OW, off[254];
-  for (int64_t k = 0; k < m->pw->KH * m->pw->KW; k++) off[k] = k / m->pw->KW * g->OW + k % m->pw->KW;
+  int64_t es = j->es, PP = m->pw->OH * m->pw->OW, off[254], kr[254], kc[254];
+  for (int64_t k = 0; k < m->pw->KH * m->pw->KW; k++) {
+    kr[k] = k / m->pw->KW, kc[k] = k % m->pw->KW;
+    off[k] = kr[k] * g->OW + kc[k];
+  }
   for (int64_t ch = c0; ch < c1; ch++) {
-    char *dyc = m->scratch + ch * m->per_chunk * es, *col = dyc + g->O * g->P * es;
-    char *acc = col + j->colsz * es, *db = acc + g->O * g->K * es;
+    char *front = m->scratch + ch * m->per_chunk * es;
+    char *acc = front + m->front * es, *db = acc + g->O * g->K * es;
     memset(acc, 0, (size_t)((g->O * g->K + g->O) * es));
     int64_t n0, n1;
     sample_range(j, ch, &n0, &n1);
     for (int64_t n = n0; n < n1; n++) {
-      memset(dyc, 0, (size_t)(g->O * g->P * es));
       const char *dyn = m->dy + n * g->O * PP * es;
       const uint8_t *in = m->idx + n * g->O * PP;
+      const char *xn = j->a + n * g->C * g->H * g->W * es;
+      char *dxn = m->dx ? m->dx + n * g->C * g->H * g->W * es : NULL;
+      char *dyc = front, *col = dyc + g->O * g->P * es;
+      if (m->wt) {
+        /* dw (and db) sparse; dx too, except where the register kernel runs:
+         * its scattered dx updates chain through memory, so dx takes the
+         * dense route below */
+        char *xt = col + j->colsz * es, *dxt = xt + g->H * g->W * g->C * es, *a4 = dxt + g->H * g->W * g->C * es;
+        bool reg = j->dt == LUON_DTYPE_F32 && sparse_reg_ok(g);
+        if (j->dt == LUON_DTYPE_F32)
+          sparse_sample_f32(g, m->pw, kr, kc, (const float *)xn, (const float *)m->wt, (const float *)dyn, in,
+                            (float *)xt, (float *)dxt, (float *)a4, (float *)acc, (float *)db,
+                            reg ? NULL : (float *)dxn);
+        else
+          sparse_sample_f64(g, m->pw, kr, kc, (const double *)xn, (const double *)m->wt, (const double *)dyn,
+                            in, (double *)xt, (double *)dxt, (double *)a4, (double *)acc, (double *)db,
+                            (double *)dxn);
+        if (!reg || !dxn) continue;
+        memset(dyc, 0, (size_t)(g->O * g->P * es));
+        scatter_f32(g, m->pw, off, (const float *)dyn, in, (float *)dyc, NULL);
+        gin_sample(g, j->dt, j->b, dyc, col, dxn);
+        continue;
+      }
+      memset(dyc, 0, (size_t)(g->O * g->P * es));
       if (j->dt == LUON_DTYPE_F32) scatter_f32(g, m->pw, off, (const float *)dyn, in, (float *)dyc, (float *)db);
       else scatter_f64(g, m->pw, off, (const double *)dyn, in, (double *)dyc, (double *)db);
-      gw_sample(g, j->dt, j->a + n * g->C * g->H * g->W * es, dyc, col, 1, acc);
-      if (m->dx) gin_sample(g, j->dt, j->b, dyc, col, m->dx + n * g->C * g->H * g->W * es);
+      gw_sample(g, j->dt, xn, dyc, col, 1, acc);
+      if (dxn) gin_sample(g, j->dt, j->b, dyc, col, dxn);
     }
   }
 }
@@ -1056,7 +1213,7 @@ luon_status lu_cpu_conv2d_maxpool(lu_call *c) {
   cmp_job m = {{&g, dt, luon_dtype_size(dt), g.N < nt ? g.N : nt, d.in[0], d.in[1],
                 c->nin == 3 ? d.in[2] : NULL, NULL, NULL, NULL, 0}, &pw,
                direct_ok(&g, dt) && !(algo && algo[0] == 'g'), lu_data(c->out[0]), lu_data(c->out[1]),
-               NULL, NULL, NULL, NULL, NULL, 0};
+               NULL, NULL, NULL, NULL, NULL, 0, 0, NULL};
   m.j.colsz = m.direct || pointwise(&g) ? 0 : g.K * g.P;
   int64_t pool = ((int64_t)lu_maxpool_argmax_scratch(&pw) + m.j.es - 1) / m.j.es;
   luon_status s = cmp_alloc("conv2d_maxpool", &m, g.O * g.P + m.j.colsz + pool);
@@ -1079,20 +1236,33 @@ luon_status lu_cpu_conv2d_maxpool_grad(lu_call *c) {
   cmp_job m = {{&g, dt, es, g.N < nt ? g.N : nt, d.in[2], d.in[3], NULL, NULL, NULL, NULL,
                 pointwise(&g) ? 0 : g.K * g.P}, &pw, false, NULL, (uint8_t *)d.in[1], d.in[0],
                c->attrs->i[15] ? lu_data(c->out[0]) : NULL, lu_data(c->out[1]), lu_data(c->out[2]),
-               NULL, 0};
+               NULL, 0, 0, NULL};
   if (m.j.chunks < 1) m.j.chunks = 1;
-  luon_status s = cmp_alloc("conv2d_maxpool_grad", &m, g.O * g.P + m.j.colsz + nw + g.O);
+  int64_t KK = g.KH * g.KW;
+  bool sparse = g.Cg >= SPARSE_MIN_CG;
+  if (sparse && !(m.wt = lu_scratch_alloc((size_t)(nw * es)))) {
+    dense_done(c, &d);
+    return lu_error(LUON_ENOMEM, "conv2d_maxpool_grad: out of host memory for the weight (%lld elements)",
+                    (long long)nw);
+  }
+  if (sparse) /* w (O,Cg,KH,KW) -> wt (O,KH,KW,Cg) */
+    for (int64_t k = 0; k < nw; k++)
+      st(m.wt, dt, k / g.K * g.K + k % KK * g.Cg + k % g.K / KK, ld(d.in[3], dt, k));
+  m.front = g.O * g.P + m.j.colsz + (sparse ? 2 * g.H * g.W * g.C + 4 * g.K : 0);
+  luon_status s = cmp_alloc("conv2d_maxpool_grad", &m, m.front + nw + g.O);
   if (s == LUON_OK) {
     cmp_run(&m, cmp_bwd_chunks);
-    /* the chunks' partial sums, in chunk order */
+    /* the chunks' partial sums, in chunk order; sparse ones from (O,KH,KW,Cg) */
     for (int64_t k = 0; k < nw + g.O; k++) {
+      int64_t kt = k < nw && sparse ? k / g.K * g.K + k % KK * g.Cg + k % g.K / KK : k;
       double v = 0;
-      for (int64_t ch = 0; ch < m.j.chunks; ch++) v += ld(m.scratch + (ch * m.per_chunk + g.O * g.P + m.j.colsz) * es, dt, k);
+      for (int64_t ch = 0; ch < m.j.chunks; ch++) v += ld(m.scratch + (ch * m.per_chunk + m.front) * es, dt, kt);
       if (k < nw) st(m.dw, dt, k, v);
       else if (c->attrs->i[16]) st(m.db, dt, k - nw, v);
     }
   }
   lu_scratch_free(m.scratch);
+  lu_scratch_free(m.wt);
   dense_done(c, &d);
   return s;
 }

@@ -224,6 +224,11 @@ cases.conv2d_maxpool = {
    f = function(x, w, b)
      return raw("conv2d_maxpool", {x, w, b}, {1, 1, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 0, 0, 0}, nil, 2)[1]
    end},
+  {"8 channels a group (the sparse backward), stride 2 dilation 2; pool 2x2 stride 1",
+   inputs = function() return {randn({2, 16, 7, 7}), randn({4, 8, 2, 2}), randn({4})} end,
+   f = function(x, w, b)
+     return raw("conv2d_maxpool", {x, w, b}, {2, 2, 1, 1, 2, 2, 2, 1, 2, 2, 1, 1, 0, 0, 0}, nil, 2)[1]
+   end},
   {"pad 1, groups 2, no relu; pool 3x3 stride 1 pad 1, ceil mode",
    inputs = function() return {randn({1, 4, 5, 4}), randn({2, 2, 3, 3})} end,
    f = function(x, w)
