@@ -998,7 +998,7 @@ static void cmp_fwd_chunks(void *ctx, int64_t c0, int64_t c1) {
           sum += *dy;                                                                           \
         }                                                                                       \
       }                                                                                         \
-      if (db) db[o] += sum;                                                                     \
+      db[o] += sum;                                                                             \
     }                                                                                           \
   }
 GEN_SCATTER(float, f32)
@@ -1012,19 +1012,21 @@ GEN_SCATTER(double, f64)
  * dy, no im2col, no GEMM over the zeros. For Cg >= SPARSE_MIN_CG. */
 #define SPARSE_MIN_CG 8
 
-/* dw and db only, float32, 2x2 kernels with Cg = 16 * CG16 channels: pooled
- * row by pooled row, so the input rows under it stay in L1; for each channel
- * o, its dw sums (4 taps x Cg) in 4 * CG16 registers over the row's nonzeros,
- * added to acc once. Nonzeros with a tap outside the input go to acc
- * directly. (Scattered dx updates here chain through memory where windows
- * share their maximum, slower than the dense route the caller takes.) */
+/* float32, 2x2 kernels with Cg = 16 * CG16 channels: pooled row by pooled
+ * row, so the input rows under it (in xt and dxt) stay in L1; for each
+ * channel o, its dw sums (4 taps x Cg) in 4 * CG16 registers over the row's
+ * nonzeros, added to acc once. Neighbouring windows often share their
+ * maximum: their v are summed before the one dx update, which would
+ * otherwise wait on the last one's stores. Nonzeros with a tap outside the
+ * input go to acc and dxt directly. */
 #define SPARSE_REG(CG16)                                                                         \
   for (int64_t i = 0; i < pl->OH; i++)                                                           \
     for (int64_t o = 0; o < g->O; o++) {                                                         \
       int64_t gi = o / g->Og, at0 = (o * pl->OH + i) * pl->OW;                                   \
-      const float *xg = xt + gi * Cg, *dr = dyn + at0;                                           \
+      const float *xg = xt + gi * Cg, *wo = wt + o * g->K, *dr = dyn + at0;                      \
       const uint8_t *ir = idx + at0;                                                             \
-      float *ao = acc + o * g->K, sum = 0;                                                       \
+      float *ao = acc + o * g->K, sum = 0, pv = 0;                                               \
+      int64_t pat = -1; /* a pending dx update: v summed over windows sharing their maximum */   \
       v16 s_[4 * CG16];                                                                          \
       _Pragma("GCC unroll 16") for (int u_ = 0; u_ < 4 * CG16; u_++) s_[u_] = (v16){0};          \
       for (int64_t jj = 0; jj < pl->OW; jj++) {                                                  \
@@ -1034,13 +1036,19 @@ GEN_SCATTER(double, f64)
         int64_t ih = hh * g->sh - g->ph, iw = ww * g->sw - g->pw;                                \
         sum += v;                                                                                \
         if (ih >= 0 && iw >= 0 && ih + g->dh < g->H && iw + g->dw < g->W) {                      \
+          int64_t at1 = (ih * g->W + iw) * C;                                                    \
           _Pragma("GCC unroll 4") for (int t_ = 0; t_ < 4; t_++) {                               \
-            int64_t at = ((ih + (t_ >> 1) * g->dh) * g->W + iw + (t_ & 1) * g->dw) * C;          \
+            int64_t at = at1 + ((t_ >> 1) * g->dh * g->W + (t_ & 1) * g->dw) * C;                \
             _Pragma("GCC unroll 4") for (int u_ = 0; u_ < CG16; u_++) {                          \
               v16 xv;                                                                            \
               memcpy(&xv, xg + at + 16 * u_, sizeof xv);                                         \
               s_[t_ * CG16 + u_] += v * xv;                                                      \
             }                                                                                    \
+          }                                                                                      \
+          if (dxt) {                                                                             \
+            if (at1 == pat) { pv += v; continue; }                                               \
+            if (pat >= 0) DX_TAPS(CG16, pat, pv);                                                \
+            pat = at1, pv = v;                                                                   \
           }                                                                                      \
           continue;                                                                              \
         }                                                                                        \
@@ -1048,8 +1056,10 @@ GEN_SCATTER(double, f64)
           int64_t y_ = ih + (t_ >> 1) * g->dh, x_ = iw + (t_ & 1) * g->dw;                        \
           if (y_ < 0 || y_ >= g->H || x_ < 0 || x_ >= g->W) continue;                            \
           axpy_f32(Cg, v, xg + (y_ * g->W + x_) * C, ao + t_ * Cg);                              \
+          if (dxt) axpy_f32(Cg, v, wo + t_ * Cg, dxt + gi * Cg + (y_ * g->W + x_) * C);          \
         }                                                                                        \
       }                                                                                          \
+      if (dxt && pat >= 0) DX_TAPS(CG16, pat, pv);                                               \
       _Pragma("GCC unroll 16") for (int u_ = 0; u_ < 4 * CG16; u_++) {                           \
         v16 a_;                                                                                  \
         memcpy(&a_, ao + 16 * u_, sizeof a_);                                                    \
@@ -1059,6 +1069,21 @@ GEN_SCATTER(double, f64)
       db[o] += sum;                                                                              \
     }
 
+/* dxt at the 4 taps from position at1 += v * the weight's channels */
+#define DX_TAPS(CG16, at1, v)                                                                    \
+  do {                                                                                           \
+    _Pragma("GCC unroll 4") for (int t_ = 0; t_ < 4; t_++) {                                     \
+      float *d_ = dxt + gi * Cg + (at1) + ((t_ >> 1) * g->dh * g->W + (t_ & 1) * g->dw) * C;     \
+      _Pragma("GCC unroll 4") for (int u_ = 0; u_ < CG16; u_++) {                                \
+        v16 dv, wv;                                                                              \
+        memcpy(&dv, d_ + 16 * u_, sizeof dv);                                                    \
+        memcpy(&wv, wo + t_ * Cg + 16 * u_, sizeof wv);                                          \
+        dv += (v) * wv;                                                                          \
+        memcpy(d_ + 16 * u_, &dv, sizeof dv);                                                    \
+      }                                                                                          \
+    }                                                                                            \
+  } while (0)
+
 static bool sparse_reg_ok(const geom *g) { return g->KH * g->KW == 4 && g->Cg % 16 == 0 && g->Cg <= 64; }
 
 static inline void axpy_f32(int64_t n, float v, const float *restrict x, float *restrict y) {
@@ -1067,7 +1092,8 @@ static inline void axpy_f32(int64_t n, float v, const float *restrict x, float *
 
 /* false when the geometry is not one SPARSE_REG takes */
 static TC bool sparse_reg_f32(const geom *g, const lu_pool_win *pl, const int64_t *kr, const int64_t *kc,
-                              const float *xt, const float *dyn, const uint8_t *idx, float *acc, float *db) {
+                              const float *xt, const float *wt, const float *dyn, const uint8_t *idx,
+                              float *dxt, float *acc, float *db) {
   int64_t C = g->C, Cg = g->Cg;
   if (!sparse_reg_ok(g)) return false;
   switch (Cg / 16) {
@@ -1088,7 +1114,7 @@ static TC bool sparse_reg_f32(const geom *g, const lu_pool_win *pl, const int64_
     for (int64_t p = 0; p < HW; p++)                                                             \
       for (int64_t c = 0; c < C; c++) xt[p * C + c] = xn[c * HW + p];                            \
     if (dxn) memset(dxt, 0, sizeof(T) * (size_t)(HW * C));                                       \
-    if (dxn || !REG(g, pl, kr, kc, xt, dyn, idx, acc, db))                                       \
+    if (!REG(g, pl, kr, kc, xt, wt, dyn, idx, dxn ? dxt : NULL, acc, db))                         \
     for (int64_t o = 0; o < g->O; o++) {                                                         \
       int64_t gi = o / g->Og;                                                                    \
       const T *xg = xt + gi * Cg, *wo = wt + o * g->K;                                           \
@@ -1127,13 +1153,13 @@ static inline void axpy_f64(int64_t n, double v, const double *restrict x, doubl
   for (int64_t c = 0; c < n; c++) y[c] += v * x[c];
 }
 static bool no_reg(const geom *g, const lu_pool_win *pl, const int64_t *kr, const int64_t *kc, const double *xt,
-                   const double *dyn, const uint8_t *idx, double *acc, double *db) {
+                   const double *wt, const double *dyn, const uint8_t *idx, double *dxt, double *acc, double *db) {
   return false;
 }
 GEN_SPARSE(double, f64, no_reg)
 
 /* per chunk: dyc (O,P) and col (colsz), or (sparse) xt and dxt (H*W*C
- * each); then dw (O,K) and db (O) partial sums */
+ * each) and four dw sums (4K); then dw (O,K) and db (O) partial sums */
 static void cmp_bwd_chunks(void *ctx, int64_t c0, int64_t c1) {
   const cmp_job *m = ctx;
   const job *j = &m->j;
@@ -1156,23 +1182,14 @@ static void cmp_bwd_chunks(void *ctx, int64_t c0, int64_t c1) {
       char *dxn = m->dx ? m->dx + n * g->C * g->H * g->W * es : NULL;
       char *dyc = front, *col = dyc + g->O * g->P * es;
       if (m->wt) {
-        /* dw (and db) sparse; dx too, except where the register kernel runs:
-         * its scattered dx updates chain through memory, so dx takes the
-         * dense route below */
-        char *xt = col + j->colsz * es, *dxt = xt + g->H * g->W * g->C * es, *a4 = dxt + g->H * g->W * g->C * es;
-        bool reg = j->dt == LUON_DTYPE_F32 && sparse_reg_ok(g);
+        char *xt = front, *dxt = xt + g->H * g->W * g->C * es, *a4 = dxt + g->H * g->W * g->C * es;
         if (j->dt == LUON_DTYPE_F32)
           sparse_sample_f32(g, m->pw, kr, kc, (const float *)xn, (const float *)m->wt, (const float *)dyn, in,
-                            (float *)xt, (float *)dxt, (float *)a4, (float *)acc, (float *)db,
-                            reg ? NULL : (float *)dxn);
+                            (float *)xt, (float *)dxt, (float *)a4, (float *)acc, (float *)db, (float *)dxn);
         else
           sparse_sample_f64(g, m->pw, kr, kc, (const double *)xn, (const double *)m->wt, (const double *)dyn,
                             in, (double *)xt, (double *)dxt, (double *)a4, (double *)acc, (double *)db,
                             (double *)dxn);
-        if (!reg || !dxn) continue;
-        memset(dyc, 0, (size_t)(g->O * g->P * es));
-        scatter_f32(g, m->pw, off, (const float *)dyn, in, (float *)dyc, NULL);
-        gin_sample(g, j->dt, j->b, dyc, col, dxn);
         continue;
       }
       memset(dyc, 0, (size_t)(g->O * g->P * es));
@@ -1248,7 +1265,7 @@ luon_status lu_cpu_conv2d_maxpool_grad(lu_call *c) {
   if (sparse) /* w (O,Cg,KH,KW) -> wt (O,KH,KW,Cg) */
     for (int64_t k = 0; k < nw; k++)
       st(m.wt, dt, k / g.K * g.K + k % KK * g.Cg + k % g.K / KK, ld(d.in[3], dt, k));
-  m.front = g.O * g.P + m.j.colsz + (sparse ? 2 * g.H * g.W * g.C + 4 * g.K : 0);
+  m.front = sparse ? 2 * g.H * g.W * g.C + 4 * g.K : g.O * g.P + m.j.colsz;
   luon_status s = cmp_alloc("conv2d_maxpool_grad", &m, m.front + nw + g.O);
   if (s == LUON_OK) {
     cmp_run(&m, cmp_bwd_chunks);

@@ -336,11 +336,15 @@ end
 
 describe("conv2d_maxpool on ties", function()
   it("routes the gradient to each window's first maximum, as conv2d then max_pool2d", function()
-    -- small integers: many equal maxima in every window, positive and zero
-    local x = np.random.randint(0, 3, {2, 2, 20, 37}):astype("float32")
-    local w = np.ones({3, 2, 2, 2})
-    local b = np.array({0, -4, 1}, {dtype = "float32"})
-    for _, pool in ipairs({{kernel = 4, stride = 2}, {kernel = 3, stride = 1, pad = 1}}) do
+    -- small integers: many equal maxima in every window, positive and zero;
+    -- 2 channels take the dense backward, 16 the sparse one
+    for _, case in ipairs({{2, {kernel = 4, stride = 2}}, {2, {kernel = 3, stride = 1, pad = 1}},
+                           {16, {kernel = 4, stride = 2}}}) do
+    local C, pool = case[1], case[2]
+    local x = np.random.randint(0, 3, {2, C, 20, 37}):astype("float32")
+    local w = np.ones({3, C, 2, 2})
+    local b = np.array({0, -4 * C / 2, 1}, {dtype = "float32"})
+    do
       local res = {}
       for _, fused in ipairs({false, true}) do
         x:attach_grad(); w:attach_grad(); b:attach_grad()
@@ -353,6 +357,7 @@ describe("conv2d_maxpool on ties", function()
         res[#res + 1] = {H.values(y), H.values(x.grad), H.values(w.grad), H.values(b.grad)}
       end
       for k = 1, 4 do H.assert_close(res[2][k], res[1][k], 1e-6) end
+    end
     end
   end)
 end)
