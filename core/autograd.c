@@ -214,6 +214,7 @@ static luon_status to_leaf(luon_tensor *t, luon_tensor *g, int64_t pass) {
                     lu_shape_str(g->ndim, g->shape), lu_shape_str(t->ndim, t->shape));
   if (t->grad_req == LUON_GRAD_WRITE && t->grad_gen != pass) {
     t->grad_gen = pass;
+    if (lu_tensor_take_data(t->grad, g)) return LUON_OK; /* a fresh gradient nobody else holds */
     return luon_tensor_copy(t->grad, g);
   }
   t->grad_gen = pass;

@@ -120,6 +120,10 @@ luon_status lu_tensor_new(int32_t dtype, int ndim, const int64_t *shape, lu_devi
  * pinned memory, else exactly lu_tensor_new on cpu(0). */
 luon_status lu_tensor_new_pinned(int32_t dtype, int ndim, const int64_t *shape, int32_t pin_id,
                                  luon_tensor **out);
+/* dst's data becomes src's, src's dst's old (a copy without copying), when
+ * nothing else can see either: src and both storages held once, both dense
+ * blocks of one pool with the same shape and dtype. False: nothing done. */
+bool lu_tensor_take_data(luon_tensor *dst, luon_tensor *src);
 /* New view sharing t's storage (+1). */
 luon_status lu_tensor_view(luon_tensor *t, int ndim, const int64_t *shape,
                            const int64_t *strides, int64_t offset, luon_tensor **out);

@@ -182,6 +182,20 @@ luon_tensor *luon_tensor_retain(luon_tensor *t) {
   return t;
 }
 
+bool lu_tensor_take_data(luon_tensor *dst, luon_tensor *src) {
+  lu_storage *a = dst->storage, *b = src->storage;
+  if (src->refcount != 1 || a->refcount != 1 || b->refcount != 1 || !a->block || !b->block ||
+      a->bytes != b->bytes || dst->dtype != src->dtype || dst->offset || src->offset ||
+      !lu_device_eq(a->block->dev, b->block->dev) || !lu_is_contiguous(dst) || !lu_is_contiguous(src) ||
+      dst->ndim != src->ndim || memcmp(dst->shape, src->shape, sizeof(int64_t) * (size_t)dst->ndim))
+    return false;
+  lu_block *blk = a->block;
+  void *ptr = a->ptr;
+  a->block = b->block, a->ptr = b->ptr;
+  b->block = blk, b->ptr = ptr;
+  return true;
+}
+
 void luon_tensor_release(luon_tensor *t) {
   if (!t || __atomic_sub_fetch(&t->refcount, 1, __ATOMIC_ACQ_REL) != 0) return;
   lu_storage *st = t->storage;

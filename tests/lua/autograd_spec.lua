@@ -114,6 +114,23 @@ describe("attach_grad and backward", function()
     H.check(x.grad, {2, 2})
   end)
 
+  it("'write' takes a fresh gradient's memory, and copies while a view of x.grad is held", function()
+    for k = 1, 3 do -- out of line, held by nothing else: the memory changes hands
+      local big = np.ones({300, 300})
+      big:attach_grad()
+      autograd.record(function() return (big * k):sum() end):backward()
+      assert.equal(90000 * k, big.grad:sum():item())
+    end
+    local x = np.ones({50, 60})
+    x:attach_grad()
+    local v = x.grad:reshape({3000})
+    for k = 1, 2 do
+      autograd.record(function() return (x * x * k):sum() end):backward()
+      assert.equal(6000 * k, v:sum():item()) -- the held view sees each result
+      assert.equal(6000 * k, x.grad:sum():item())
+    end
+  end)
+
   it("'write' adds up the paths of one backward", function()
     local x = F({1, 2})
     x:attach_grad()
