@@ -58,8 +58,8 @@ typedef struct acc {
 
 #define LD(T, p, i, s) ((double)*(const T *)((p) + (i) * (s)))
 
-/* s0 += x; s1 += (x - mean)^2. Dense rows keep 8 partial sums so that the
- * loop vectorises without reassociating one sum. */
+/* s0 += x - mean; s1 += (x - mean)^2 (mean: a shift). Dense rows keep 8
+ * partial sums so that the loop vectorises without reassociating one sum. */
 #define SUM_ROW(T)                                                             \
   do {                                                                         \
     double s0 = 0, s1 = 0, m = a->mean;                                        \
@@ -69,16 +69,16 @@ typedef struct acc {
       double q0[8] = {0}, q1[8] = {0};                                         \
       for (; i + 8 <= n; i += 8)                                               \
         for (int k = 0; k < 8; k++) {                                          \
-          double v = x[i + k];                                                 \
+          double v = x[i + k] - m;                                             \
           q0[k] += v;                                                          \
-          q1[k] += (v - m) * (v - m);                                          \
+          q1[k] += v * v;                                                      \
         }                                                                      \
       for (int k = 0; k < 8; k++) s0 += q0[k], s1 += q1[k];                    \
     }                                                                          \
     for (; i < n; i++) {                                                       \
-      double v = LD(T, p[0], i, st[0]);                                        \
+      double v = LD(T, p[0], i, st[0]) - m;                                    \
       s0 += v;                                                                 \
-      s1 += (v - m) * (v - m);                                                 \
+      s1 += v * v;                                                             \
     }                                                                          \
     a->s0 += s0;                                                               \
     a->s1 += s1;                                                               \
@@ -227,13 +227,17 @@ static void bn_fwd_range(void *ctx, int64_t c0, int64_t c1) {
     acc a = {in[0]->dtype, 0, 0, 0, 0, 0, 0};
     double mean, var;
     if (f->batch) {
-      if (f->ch.m > 0) { /* two passes: the mean, then squares about it */
+      if (f->ch.m > 0) {
+        /* one pass, about the channel's first element: the sums of x - k
+         * and (x - k)^2 give the mean and variance without the cancellation
+         * of raw sums of squares when the mean is large against the spread */
+        const char *first = f->ch.base[0] + c * f->ch.st[0][f->ch.axis];
+        a.mean = in[0]->dtype == LUON_DTYPE_F32 ? (double)*(const float *)first : *(const double *)first;
         chan_walk(&f->ch, c, 1, X, sum_row, &a);
-        a.mean = a.s0 / (double)f->ch.m;
-        a.s0 = a.s1 = 0;
-        chan_walk(&f->ch, c, 1, X, sum_row, &a);
-        mean = a.mean;
-        var = a.s1 / (double)f->ch.m;
+        double d = a.s0 / (double)f->ch.m;
+        mean = a.mean + d;
+        var = a.s1 / (double)f->ch.m - d * d;
+        if (var < 0) var = 0;
         vset(in[3], c, f->mom * vget(in[3], c) + (1 - f->mom) * mean);
         vset(in[4], c, f->mom * vget(in[4], c) + (1 - f->mom) * var);
       } else { /* an empty batch: no statistics, running ones untouched */

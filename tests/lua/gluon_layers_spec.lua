@@ -281,6 +281,17 @@ for _, dev in ipairs(H.devices()) do
       local one = arr({1})
       H.check(npx.batch_norm(arr({{2}}), arr({3}), arr({0}), arr({0}), one, {eps = 0}), {{2}})
     end)
+
+    it("batch_norm's batch statistics keep their precision when the mean is large against the spread", function()
+      -- variance 1.25 about 1e8: raw sums of squares (4e16) would lose it to rounding
+      local x = np.array({{1e8}, {1e8 + 1}, {1e8 + 2}, {1e8 + 3}}, {dtype = "float64", device = dev})
+      local f = function(v) return np.array(v, {dtype = "float64", device = dev}) end
+      local y = autograd.record(function()
+        return npx.batch_norm(x, f({1}), f({0}), f({0}), f({1}), {eps = 0, fix_gamma = false})
+      end)
+      local s = math.sqrt(1.25)
+      H.check(y, {{-1.5 / s}, {-0.5 / s}, {0.5 / s}, {1.5 / s}}, {tol = 1e-6})
+    end)
   end)
 end
 
