@@ -12,6 +12,8 @@
 
 /* Hot loops get an AVX-512 and an AVX2 clone, picked at load time. */
 #define TC __attribute__((target_clones("avx512f", "avx2", "default")))
+/* Short copy loops stay loops: gcc would make each row a memcpy call. */
+#define NODIST __attribute__((optimize("no-tree-loop-distribute-patterns")))
 
 /* The geometry of one convolution, as the shapes and attributes state it. */
 typedef struct geom {
@@ -336,7 +338,7 @@ static void span(int64_t off, int64_t s, int64_t W, int64_t OW, int64_t *lo, int
 /* x (Cg,H,W) of one sample and group -> col (K,P), row (c,p,q), column (i,j).
  * col2im adds col back into dx (Cg,H,W), which the caller zeroed. */
 #define GEN_COLS(T, S)                                                                   \
-  static TC void im2col_##S(const geom *g, const T *restrict x, T *restrict col) {       \
+  static TC NODIST void im2col_##S(const geom *g, const T *restrict x, T *restrict col) { \
     for (int64_t c = 0; c < g->Cg; c++)                                                  \
       for (int64_t p = 0; p < g->KH; p++)                                                \
         for (int64_t q = 0; q < g->KW; q++) {                                            \
@@ -351,7 +353,7 @@ static void span(int64_t off, int64_t s, int64_t W, int64_t OW, int64_t *lo, int
             }                                                                            \
             const T *xr = x + (c * g->H + ih) * g->W + off;                              \
             for (int64_t j = 0; j < lo; j++) r[j] = 0;                                   \
-            if (g->sw == 1) for (int64_t j = lo; j < hi; j++) r[j] = xr[j]; /* inline: short rows */ \
+            if (g->sw == 1) for (int64_t j = lo; j < hi; j++) r[j] = xr[j];                  \
             else for (int64_t j = lo; j < hi; j++) r[j] = xr[j * g->sw];                 \
             for (int64_t j = hi; j < g->OW; j++) r[j] = 0;                               \
           }                                                                              \
