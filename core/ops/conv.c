@@ -728,21 +728,12 @@ luon_status lu_cpu_conv2d_grad_input(lu_call *c) {
         dw_row_any(g, nt, rows, lo, hi, wi, dr, ao);                                        \
         continue;                                                                           \
       }                                                                                     \
-      int64_t j = a;                                                                        \
-      for (; j + DBLK <= e; j += DBLK) {                                                    \
-        v16 d;                                                                              \
-        memcpy(&d, dr + j, sizeof d);                                                       \
-        for (int t = 0; t < NT; t++) {                                                      \
-          v16 xv;                                                                           \
-          memcpy(&xv, rows[t] + j, sizeof xv);                                              \
-          s[t] += d * xv;                                                                   \
-        }                                                                                   \
-      }                                                                                     \
-      if (j < e) { /* the last block moved back to end at e, its counted lanes masked off */ \
-        int64_t jb = e - DBLK;                                                              \
+      /* the last block moved back to end at e, its counted lanes masked off */            \
+      for (int64_t j = a; j < e; j += DBLK) {                                               \
+        int64_t jb = j + DBLK <= e ? j : e - DBLK;                                          \
         v16 d;                                                                              \
         memcpy(&d, dr + jb, sizeof d);                                                      \
-        d = (v16)((vi16)d & (lane >= (int32_t)(j - jb)));                                   \
+        if (jb != j) d = (v16)((vi16)d & (lane >= (int32_t)(j - jb)));                     \
         for (int t = 0; t < NT; t++) {                                                      \
           v16 xv;                                                                           \
           memcpy(&xv, rows[t] + jb, sizeof xv);                                             \
