@@ -1255,21 +1255,32 @@ luon_status lu_cpu_conv2d_maxpool_grad(lu_call *c) {
     return lu_error(LUON_ENOMEM, "conv2d_maxpool_grad: out of host memory for the weight (%lld elements)",
                     (long long)nw);
   }
-  if (sparse) /* w (O,Cg,KH,KW) -> wt (O,KH,KW,Cg) */
-    for (int64_t k = 0; k < nw; k++)
-      st(m.wt, dt, k / g.K * g.K + k % KK * g.Cg + k % g.K / KK, ld(d.in[3], dt, k));
+  /* k = (o, c, pq) of w (O,Cg,KH,KW) is wt's (o, pq, c) in (O,KH,KW,Cg) */
+#define WT_INDEX(o, c, pq) (((o) * KK + (pq)) * g.Cg + (c))
+  if (sparse)
+    for (int64_t o = 0, k = 0; o < g.O; o++)
+      for (int64_t ci = 0; ci < g.Cg; ci++)
+        for (int64_t pq = 0; pq < KK; pq++, k++)
+          memcpy(m.wt + WT_INDEX(o, ci, pq) * es, d.in[3] + k * es, (size_t)es);
   m.front = sparse ? 2 * g.H * g.W * g.C + 4 * g.K : g.O * g.P + m.j.colsz;
   luon_status s = cmp_alloc("conv2d_maxpool_grad", &m, m.front + nw + g.O);
   if (s == LUON_OK) {
     cmp_run(&m, cmp_bwd_chunks);
     /* the chunks' partial sums, in chunk order; sparse ones from (O,KH,KW,Cg) */
-    for (int64_t k = 0; k < nw + g.O; k++) {
-      int64_t kt = k < nw && sparse ? k / g.K * g.K + k % KK * g.Cg + k % g.K / KK : k;
+    for (int64_t o = 0, k = 0; o < g.O; o++)
+      for (int64_t ci = 0; ci < g.Cg; ci++)
+        for (int64_t pq = 0; pq < KK; pq++, k++) {
+          int64_t kt = sparse ? WT_INDEX(o, ci, pq) : k;
+          double v = 0;
+          for (int64_t ch = 0; ch < m.j.chunks; ch++) v += ld(m.scratch + (ch * m.per_chunk + m.front) * es, dt, kt);
+          st(m.dw, dt, k, v);
+        }
+    for (int64_t o = 0; o < g.O && c->attrs->i[16]; o++) {
       double v = 0;
-      for (int64_t ch = 0; ch < m.j.chunks; ch++) v += ld(m.scratch + (ch * m.per_chunk + m.front) * es, dt, kt);
-      if (k < nw) st(m.dw, dt, k, v);
-      else if (c->attrs->i[16]) st(m.db, dt, k - nw, v);
+      for (int64_t ch = 0; ch < m.j.chunks; ch++) v += ld(m.scratch + (ch * m.per_chunk + m.front) * es, dt, nw + o);
+      st(m.db, dt, o, v);
     }
+#undef WT_INDEX
   }
   lu_scratch_free(m.scratch);
   lu_scratch_free(m.wt);
