@@ -300,9 +300,10 @@ end
 -- blocks run apart (a forward hook on the pool keeps them apart).
 for _, dev in ipairs(H.devices()) do
   describe("Conv2D + MaxPool2D fusion on " .. tostring(dev), function()
-    local function net(act, pool, k, pad)
+    local function net(act, pool, k, pad, groups)
       local s = nn.HybridSequential()
-      s:add(nn.Conv2D{channels = 5, kernel_size = k, padding = pad, activation = act}, pool, nn.Dense(3))
+      s:add(nn.Conv2D{channels = groups and 8 or 5, kernel_size = k, padding = pad, activation = act, groups = groups},
+            pool, nn.Dense(3))
       s:initialize{device = dev, init = init.Xavier()}
       return s
     end
@@ -316,15 +317,16 @@ for _, dev in ipairs(H.devices()) do
       return y:asnumpy(), g, x.grad:asnumpy()
     end
     -- in channels 2: the dense backward; 8 and 16: the sparse one (16 with a
-    -- 2x2 kernel: its float32 register kernel)
+    -- 2x2 kernel: its float32 register kernel; 32 in 2 groups too)
     for _, case in ipairs({{"relu", nn.MaxPool2D{pool_size = 3, strides = 2}, 2, 3, 1},
                            {nil, nn.MaxPool2D{pool_size = 2, padding = 1, ceil_mode = true}, 2, 3, 1},
                            {"relu", nn.MaxPool2D{pool_size = 3, strides = 2}, 8, 3, 1},
-                           {"relu", nn.MaxPool2D{pool_size = 4, strides = 2}, 16, 2, 0}}) do
+                           {"relu", nn.MaxPool2D{pool_size = 4, strides = 2}, 16, 2, 0},
+                           {"relu", nn.MaxPool2D{pool_size = 4, strides = 2}, 32, 2, 0, 2}}) do
       it(("matches the unfused blocks (activation %s, %s, %d in channels)"):format(tostring(case[1]),
           tostring(case[2]), case[3]), function()
         np.random.seed(7)
-        local s = net(case[1], case[2], case[4], case[5])
+        local s = net(case[1], case[2], case[4], case[5], case[6])
         local x = np.random.uniform(-1, 1, {4, case[3], 9, 8}, {device = dev})
         x:attach_grad()
         s(x) -- the first call infers the deferred shapes, unfused
