@@ -238,9 +238,10 @@ end
 -- as one op on the CPU (npx.convolution_maxpool): the convolution's output is
 -- pooled while in cache and never stored, and the backward needs neither it
 -- nor a search of the windows. Not when a hook could see the output between
--- them, before the first call (deferred shapes), on GPUs, or for batches
--- smaller than the thread count (the fused op splits over samples).
-local CPU = 1
+-- them, before the first call (deferred shapes), on GPUs, for 16-bit
+-- floats, or for batches smaller than the thread count (the fused op splits
+-- over samples).
+local CPU, FLOAT32, FLOAT64 = 1, core.FLOAT32, core.FLOAT64
 function Conv2D:_fuse_next(nxt, x, ...)
   if not nxt._maxpool_kw or select("#", ...) > 0 or not core.is_array(x) or not self._ready or not nxt._ready
      or #self._fhooks + #self._prehooks + #nxt._fhooks + #nxt._prehooks > 0 then
@@ -249,7 +250,10 @@ function Conv2D:_fuse_next(nxt, x, ...)
   local act = self.act
   if act and (act._act_type ~= "relu" or #act._fhooks + #act._prehooks > 0) then return nil end
   local info = info_of(x)
-  if info.dev_type ~= CPU or info.ndim ~= 4 or info.shape[0] < npx.num_threads() then return nil end
+  if info.dev_type ~= CPU or info.ndim ~= 4 or info.shape[0] < npx.num_threads() or
+     (info.dtype ~= FLOAT32 and info.dtype ~= FLOAT64) then
+    return nil
+  end
   local dev, bias = device_of(x), self.bias
   return npx.convolution_maxpool(x, self.weight:data(dev), bias and bias:data(dev),
                                  act and self._kw_relu or self._kw, nxt._maxpool_kw)
