@@ -302,7 +302,8 @@ static void give(lu_steps *e, luon_tensor *d, int fn, const int64_t *fs, const l
 
 /* C = A @ B with A (.., M, K), B (.., K, N), C (batch.., M, N):
  *   dA = dC @ B^T  (batch.., M, K), summed over A's broadcast batch axes
- *   dB = A^T @ dC  (batch.., K, N), summed over B's
+ *   dB = A^T @ dC  (batch.., K, N), summed over B's; as (dC^T @ A)^T when B
+ *        is a transposed matrix
  * A 1-d A is (1, K) and a 1-d B (K, 1) throughout, and dC gets back the
  * axes the forward dropped. Integer operands get no gradient. */
 luon_status lu_grad_matmul(lu_grad_call *g) {
@@ -327,7 +328,12 @@ luon_status lu_grad_matmul(lu_grad_call *g) {
     luon_tensor *bt = swapped(&e, reshaped(&e, b, bn, bs));
     give(&e, lu_steps_run(&e, LU_OP_matmul, NULL, dcf, bt, NULL), an, as, a, &g->din[0]);
   }
-  if (wb) {
+  if (wb && p.nb == 0 && a->ndim == 2 && b->ndim == 2 && b->strides[0] == 1 && b->strides[1] == b->shape[0]) {
+    /* B is a matrix seen transposed (Dense's x @ W^T): dB^T = dC^T @ A comes
+     * out in W's own layout, so W's gradient is dense, not a strided view */
+    luon_tensor *dbt = lu_steps_run(&e, LU_OP_matmul, NULL, swapped(&e, dcf), a, NULL);
+    lu_steps_give(&e, swapped(&e, dbt), b, &g->din[1]);
+  } else if (wb) {
     luon_tensor *at = swapped(&e, reshaped(&e, a, an, as));
     give(&e, lu_steps_run(&e, LU_OP_matmul, NULL, at, dcf, NULL), bn, bs, b, &g->din[1]);
   }
