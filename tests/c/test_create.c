@@ -6,17 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int failures;
-#define CHECK(cond, ...)                                                      \
-  do {                                                                        \
-    if (!(cond)) {                                                            \
-      failures++;                                                             \
-      fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);         \
-      fprintf(stderr, __VA_ARGS__);                                           \
-      fprintf(stderr, "\n");                                                  \
-    }                                                                         \
-  } while (0)
+#include "testops.h"
 
 static luon_attrs attrs(int32_t dtype, int ni, const int64_t *i, int nf, const double *f) {
   luon_attrs a;
@@ -26,31 +16,6 @@ static luon_attrs attrs(int32_t dtype, int ni, const int64_t *i, int nf, const d
   for (int k = 0; k < ni; k++) a.i[k] = i[k];
   for (int k = 0; k < nf; k++) a.f[k] = f[k];
   return a;
-}
-
-/* Run op `name` (one output); NULL with *s set on failure. */
-static luon_tensor *op1(const char *name, int nin, luon_tensor **in, const luon_attrs *a, luon_status *s) {
-  luon_tensor *out[1] = {NULL};
-  int32_t nout = 1;
-  luon_status st = luon_op_call(luon_op_find(name), nin, in, a, &nout, out);
-  if (s) *s = st;
-  return st == LUON_OK ? out[0] : NULL;
-}
-
-static luon_tensor *ok1(const char *name, int nin, luon_tensor **in, const luon_attrs *a) {
-  luon_status s;
-  luon_tensor *t = op1(name, nin, in, a, &s);
-  CHECK(s == LUON_OK, "%s: %s", name, luon_last_error());
-  return t;
-}
-
-static void fails(const char *name, int nin, luon_tensor **in, const luon_attrs *a, luon_status st,
-                  const char *msg) {
-  luon_status s;
-  luon_tensor *t = op1(name, nin, in, a, &s);
-  CHECK(s == st, "%s: status %d, expected %d (%s)", name, s, st, luon_last_error());
-  CHECK(strstr(luon_last_error(), msg) != NULL, "%s: message '%s' lacks '%s'", name, luon_last_error(), msg);
-  luon_tensor_release(t);
 }
 
 /* Element j (row-major) of a CPU tensor through its strides. */
@@ -347,8 +312,8 @@ int main(void) {
   test_eye();
   test_random();
   test_permute();
-  if (failures) {
-    fprintf(stderr, "%d failure(s)\n", failures);
+  if (test_failures) {
+    fprintf(stderr, "%d failure(s)\n", test_failures);
     return 1;
   }
   printf("test_create: ok\n");

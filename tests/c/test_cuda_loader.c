@@ -3,6 +3,7 @@
  * none) gpu(i) do not exist, every GPU call says why, and CPUs still work.
  * With a GPU: memory info, a host<->gpu round trip, LUON_VIRTUAL_GPUS. */
 #include "luon.h"
+#include "testutil.h"
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,17 +11,6 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-static int failures;
-#define CHECK(cond, ...)                                                      \
-  do {                                                                        \
-    if (!(cond)) {                                                            \
-      failures++;                                                             \
-      fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);         \
-      fprintf(stderr, __VA_ARGS__);                                           \
-      fprintf(stderr, "\n");                                                  \
-    }                                                                         \
-  } while (0)
 
 /* Whether libluon_cuda.so lies beside the libluon.so this test runs with. */
 static int backend_built(void) {
@@ -126,14 +116,14 @@ static void in_child(const char *name, const char *value, int (*fn)(void)) {
 
 static int child_hidden(void) {
   no_gpu(backend_built());
-  return failures != 0;
+  return test_failures != 0;
 }
 
 static int child_virtual(void) {
   int n = luon_gpu_count();
   CHECK(n == 3, "LUON_VIRTUAL_GPUS=3 gave %d GPUs", n);
   if (n > 0) with_gpu(n);
-  return failures != 0;
+  return test_failures != 0;
 }
 
 int main(void) {
@@ -147,6 +137,6 @@ int main(void) {
     with_gpu(n);
     in_child("LUON_VIRTUAL_GPUS", "3", child_virtual);
   }
-  printf("%s (%d failure%s)\n", failures ? "FAILED" : "ok", failures, failures == 1 ? "" : "s");
-  return failures != 0;
+  printf("%s (%d failure%s)\n", test_failures ? "FAILED" : "ok", test_failures, test_failures == 1 ? "" : "s");
+  return test_failures != 0;
 }

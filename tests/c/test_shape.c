@@ -5,17 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "testops.h"
 
-static int failures;
-#define CHECK(cond, ...)                                                      \
-  do {                                                                        \
-    if (!(cond)) {                                                            \
-      failures++;                                                             \
-      fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);         \
-      fprintf(stderr, __VA_ARGS__);                                           \
-      fprintf(stderr, "\n");                                                  \
-    }                                                                         \
-  } while (0)
 #define OK(expr) CHECK((expr) == LUON_OK, "%s", luon_last_error())
 
 /* A new cpu(0) tensor of dtype from doubles. */
@@ -93,32 +84,6 @@ static luon_attrs ints(int n, const int64_t *v) {
   a.ni = n;
   for (int k = 0; k < n; k++) a.i[k] = v[k];
   return a;
-}
-
-/* Run op `name` with one output; NULL (status in *s) on failure. */
-static luon_tensor *op1(const char *name, int nin, luon_tensor **in, const luon_attrs *a, luon_status *s) {
-  luon_tensor *out[1] = {NULL};
-  int32_t nout = 1;
-  luon_status st = luon_op_call(luon_op_find(name), nin, in, a, &nout, out);
-  if (s) *s = st;
-  return st == LUON_OK ? out[0] : NULL;
-}
-
-static luon_tensor *ok1(const char *name, int nin, luon_tensor **in, const luon_attrs *a) {
-  luon_status s;
-  luon_tensor *t = op1(name, nin, in, a, &s);
-  CHECK(s == LUON_OK, "%s: %s", name, luon_last_error());
-  return t;
-}
-
-/* The call fails with status st and a message containing msg. */
-static void fails(const char *name, int nin, luon_tensor **in, const luon_attrs *a, luon_status st,
-                  const char *msg) {
-  luon_status s;
-  luon_tensor *t = op1(name, nin, in, a, &s);
-  CHECK(s == st, "%s: status %d, expected %d (%s)", name, s, st, luon_last_error());
-  CHECK(strstr(luon_last_error(), msg) != NULL, "%s: message '%s' lacks '%s'", name, luon_last_error(), msg);
-  luon_tensor_release(t);
 }
 
 static void *data_of(const luon_tensor *t) {
@@ -658,8 +623,8 @@ int main(void) {
   test_take();
   if (copy) test_concat_stack();
   if (copy) test_grads();
-  if (failures) {
-    fprintf(stderr, "%d failure(s)\n", failures);
+  if (test_failures) {
+    fprintf(stderr, "%d failure(s)\n", test_failures);
     return 1;
   }
   printf("test_shape: ok\n");
