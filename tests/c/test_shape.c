@@ -7,14 +7,12 @@
 #include <string.h>
 #include "testops.h"
 
-#define OK(expr) CHECK((expr) == LUON_OK, "%s", luon_last_error())
-
 /* A new cpu(0) tensor of dtype from doubles. */
 static luon_tensor *make(int32_t dtype, int ndim, const int64_t *shape, const double *v) {
   int64_t n = 1;
   for (int d = 0; d < ndim; d++) n *= shape[d];
   luon_tensor *t = NULL;
-  OK(luon_tensor_empty(dtype, ndim, shape, LUON_CPU, 0, &t));
+  CHECK_OK(luon_tensor_empty(dtype, ndim, shape, LUON_CPU, 0, &t));
   luon_tensor_info in;
   luon_tensor_info_get(t, &in);
   for (int64_t j = 0; j < n; j++) {
@@ -347,7 +345,7 @@ static void test_split(void) {
   luon_attrs a = ints(3, at_);
   luon_tensor *out[8] = {NULL};
   int32_t nout = 8;
-  OK(luon_op_call(luon_op_find("split"), 1, &x, &a, &nout, out));
+  CHECK_OK(luon_op_call(luon_op_find("split"), 1, &x, &a, &nout, out));
   CHECK(nout == 3, "split into 3 pieces, got %d", nout);
   if (nout == 3) {
     int64_t n3[1] = {3}, n4[1] = {4};
@@ -362,7 +360,7 @@ static void test_split(void) {
   int64_t beyond[3] = {-1, 3, 20};
   a = ints(3, beyond);
   nout = 8;
-  OK(luon_op_call(luon_op_find("split"), 1, &x, &a, &nout, out));
+  CHECK_OK(luon_op_call(luon_op_find("split"), 1, &x, &a, &nout, out));
   if (nout == 3) {
     luon_tensor_info in;
     luon_tensor_info_get(out[2], &in);
@@ -378,7 +376,7 @@ static void test_split(void) {
   int64_t ax1[3] = {1, 2, 5};
   a = ints(3, ax1);
   nout = 8;
-  OK(luon_op_call(luon_op_find("split"), 1, &x, &a, &nout, out));
+  CHECK_OK(luon_op_call(luon_op_find("split"), 1, &x, &a, &nout, out));
   if (nout == 3) {
     int64_t a0[2] = {2, 2}, a1[2] = {2, 3}, a2[2] = {2, 1};
     double v0[4] = {0, 1, 6, 7}, v1[6] = {2, 3, 4, 8, 9, 10}, v2[2] = {5, 11};
@@ -587,7 +585,7 @@ static void test_grads(void) {
   a = ints(2, sp);
   luon_tensor *pieces[2] = {NULL, NULL}, *dp[2] = {NULL, NULL};
   int32_t nout = 2;
-  OK(luon_op_call(luon_op_find("split"), 1, &x, &a, &nout, pieces));
+  CHECK_OK(luon_op_call(luon_op_find("split"), 1, &x, &a, &nout, pieces));
   dp[1] = c2[1]; /* piece 1 got no gradient: zeros */
   backward("split", 1, &x, &a, 2, pieces, dp, din);
   double wsp[6] = {0, 0, 1, 0, 2, 3};
