@@ -613,13 +613,23 @@ static int64_t pick_chunks(const geom *g) {
 /* Allocate the im2col buffers (and accumulators) of a job. */
 static luon_status job_alloc(const char *op, job *j, bool acc) {
   const geom *g = j->g;
-  j->colsz = pointwise(g) ? 0 : g->K * g->P;
+  /* no im2col for 1x1 kernels, nor for weight gradients (acc) the direct kernel makes */
+  j->colsz = pointwise(g) || (acc && direct_ok(g, j->dt)) ? 0 : g->K * g->P;
   size_t n = (size_t)(j->chunks * j->colsz) + (acc ? (size_t)(j->chunks * g->O * g->K) : 0);
   j->col = lu_scratch_alloc(n * (size_t)j->es + 1);
   if (!j->col)
     return lu_error(LUON_ENOMEM, "%s: out of host memory for %lld im2col buffer(s) of (%lld,%lld)", op,
                     (long long)j->chunks, (long long)g->K, (long long)g->P);
   j->acc = acc ? j->col + j->chunks * j->colsz * j->es : NULL;
+  return LUON_OK;
+}
+
+/* The samples in pick_chunks chunks over the threads, each chunk with its
+ * buffers from job_alloc (the caller frees j->col). */
+static luon_status job_run(const char *op, job *j, bool acc, lu_range_fn fn) {
+  j->chunks = pick_chunks(j->g);
+  LU_TRY(job_alloc(op, j, acc));
+  lu_parallel_for(j->chunks, 1, fn, j);
   return LUON_OK;
 }
 
@@ -640,12 +650,7 @@ luon_status lu_cpu_conv2d(lu_call *c) {
   } else if (direct_ok(&g, dt) && !(algo && algo[0] == 'g')) {
     lu_parallel_for(g.N * g.OH, 4, direct_rows, &j);
   } else {
-    j.chunks = pick_chunks(&g);
-    s = job_alloc("conv2d", &j, false);
-    if (s == LUON_OK) {
-      if (j.chunks > 1) lu_parallel_for(j.chunks, 1, fwd_chunks, &j);
-      else fwd_chunks(&j, 0, 1);
-    }
+    s = job_run("conv2d", &j, false, fwd_chunks);
     lu_scratch_free(j.col);
   }
   dense_done(c, &d);
@@ -696,12 +701,7 @@ luon_status lu_cpu_conv2d_grad_input(lu_call *c) {
   if (lu_ref_kernels()) {
     gin_ref(&g, dt, d.in[0], d.in[1], d.out);
   } else {
-    j.chunks = pick_chunks(&g);
-    s = job_alloc("conv2d_grad_input", &j, false);
-    if (s == LUON_OK) {
-      if (j.chunks > 1) lu_parallel_for(j.chunks, 1, gin_chunks, &j);
-      else gin_chunks(&j, 0, 1);
-    }
+    s = job_run("conv2d_grad_input", &j, false, gin_chunks);
     lu_scratch_free(j.col);
   }
   dense_done(c, &d);
@@ -850,11 +850,8 @@ luon_status lu_cpu_conv2d_grad_weight(lu_call *c) {
   if (lu_ref_kernels()) {
     gw_ref(&g, dt, d.in[0], d.in[1], d.out);
   } else {
-    j.chunks = pick_chunks(&g);
-    s = job_alloc("conv2d_grad_weight", &j, true);
+    s = job_run("conv2d_grad_weight", &j, true, gw_chunks);
     if (s == LUON_OK) {
-      if (j.chunks > 1) lu_parallel_for(j.chunks, 1, gw_chunks, &j);
-      else gw_chunks(&j, 0, 1);
       /* the chunks' partial sums, in chunk order */
       for (int64_t k = 0; k < nw; k++) {
         double v = 0;
@@ -1203,12 +1200,6 @@ static luon_status cmp_alloc(const char *op, cmp_job *m, int64_t per_chunk) {
   return LUON_OK;
 }
 
-/* One chunk of samples per thread (at most one per sample). */
-static void cmp_run(cmp_job *m, lu_range_fn fn) {
-  if (m->j.chunks > 1) lu_parallel_for(m->j.chunks, 1, fn, m);
-  else fn(m, 0, 1);
-}
-
 luon_status lu_cpu_conv2d_maxpool(lu_call *c) {
   geom g;
   lu_pool_win pw;
@@ -1227,7 +1218,7 @@ luon_status lu_cpu_conv2d_maxpool(lu_call *c) {
   m.j.colsz = m.direct || pointwise(&g) ? 0 : g.K * g.P;
   int64_t pool = ((int64_t)lu_maxpool_argmax_scratch(&pw) + m.j.es - 1) / m.j.es;
   luon_status s = cmp_alloc("conv2d_maxpool", &m, g.O * g.P + m.j.colsz + pool);
-  if (s == LUON_OK) cmp_run(&m, cmp_fwd_chunks);
+  if (s == LUON_OK) lu_parallel_for(m.j.chunks, 1, cmp_fwd_chunks, &m);
   lu_scratch_free(m.scratch);
   dense_done(c, &d);
   return s;
@@ -1265,7 +1256,7 @@ luon_status lu_cpu_conv2d_maxpool_grad(lu_call *c) {
   m.front = sparse ? 2 * g.H * g.W * g.C + 4 * g.K : g.O * g.P + m.j.colsz;
   luon_status s = cmp_alloc("conv2d_maxpool_grad", &m, m.front + nw + g.O);
   if (s == LUON_OK) {
-    cmp_run(&m, cmp_bwd_chunks);
+    lu_parallel_for(m.j.chunks, 1, cmp_bwd_chunks, &m);
     /* the chunks' partial sums, in chunk order; sparse ones from (O,KH,KW,Cg) */
     for (int64_t o = 0, k = 0; o < g.O; o++)
       for (int64_t ci = 0; ci < g.Cg; ci++)

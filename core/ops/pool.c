@@ -596,8 +596,7 @@ static luon_status pool_run(lu_call *c, bool is_max, bool grad) {
   } else {
     lu_range_fn fn = dt == LUON_DTYPE_F32 ? planes_f32 : planes_f64;
     if (dt == LUON_DTYPE_F32 && is_max && grad && s2_ok(&g)) fn = s2_back_planes;
-    if (chunks > 1) lu_parallel_for(chunks, 1, fn, &j);
-    else fn(&j, 0, 1);
+    lu_parallel_for(chunks, 1, fn, &j);
   }
   if (ty) lu_unpack(y, ty);
   lu_scratch_free(tx), lu_scratch_free(td), lu_scratch_free(ty), lu_scratch_free(sc);
