@@ -328,7 +328,9 @@ luon_status lu_grad_matmul(lu_grad_call *g) {
     luon_tensor *bt = swapped(&e, reshaped(&e, b, bn, bs));
     give(&e, lu_steps_run(&e, LU_OP_matmul, NULL, dcf, bt, NULL), an, as, a, &g->din[0]);
   }
-  if (wb && p.nb == 0 && a->ndim == 2 && b->ndim == 2 && b->strides[0] == 1 && b->strides[1] == b->shape[0]) {
+  int64_t bld;
+  if (wb && p.nb == 0 && a->ndim == 2 && b->ndim == 2 &&
+      layout(b->shape[0], b->shape[1], b->strides[0], b->strides[1], &bld) == TRANS) {
     /* B is a matrix seen transposed (Dense's x @ W^T): dB^T = dC^T @ A comes
      * out in W's own layout, so W's gradient is dense, not a strided view */
     luon_tensor *dbt = lu_steps_run(&e, LU_OP_matmul, NULL, swapped(&e, dcf), a, NULL);
