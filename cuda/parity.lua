@@ -67,17 +67,18 @@ end
 
 ---------------------------------------------------------------------------
 -- The gradcheck cases, taken from the spec's `it` closures (upvalues `name`
--- and `case`) with a stub busted, so the two files share one case table.
+-- and `case`): the spec runs under a busted API whose `it` only collects,
+-- so the two files share one case table.
 
 local its = {}
-local stub = {
+local collect_its = {
   describe = function(_, fn) fn() end,
   it = function(label, fn) its[#its + 1] = {label, fn} end,
   pending = function() end, before_each = function() end, after_each = function() end,
   setup = function() end, teardown = function() end, assert = assert,
 }
 local chunk = assert(loadfile(root .. "tests/lua/gradcheck_spec.lua"))
-setfenv(chunk, setmetatable(stub, {__index = _G}))
+setfenv(chunk, setmetatable(collect_its, {__index = _G}))
 chunk()
 
 local function upvalue(fn, want)

@@ -1,6 +1,7 @@
 -- cuda/spec_on_gpu.lua: run a busted spec written for logical CPU devices
--- with npx.cpu(i) remapped to npx.gpu(i), under a minimal stub of busted
--- (describe/it/pending; before_each and after_each run around each it).
+-- with npx.cpu(i) remapped to npx.gpu(i), under its own small runner of
+-- busted's API (describe/it/pending; before_each and after_each run around
+-- each it; luassert for assert).
 -- For the two-device equivalence test on two virtual GPUs:
 --   LUON_VIRTUAL_GPUS=2 luajit cuda/spec_on_gpu.lua tests/lua/data_parallel_spec.lua
 -- Prints "ok"/"FAIL" per test and "N passed, N failed"; exits 1 on a failure.
