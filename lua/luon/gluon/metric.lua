@@ -45,7 +45,8 @@ end
 
 ---------------------------------------------------------------------------
 -- EvalMetric: sum_metric / num_inst. Device sums wait in _pending (one
--- running 0-d array per device, in first-seen order) until get().
+-- running 0-d array per device, in first-seen order) until get(), and so
+-- do counts known only on the device (_pending_less: samples to take off).
 
 local EvalMetric = class("EvalMetric")
 metric.EvalMetric = EvalMetric
@@ -58,11 +59,12 @@ end
 function EvalMetric:reset()
   self.num_inst = 0
   self.sum_metric = 0.0
-  self._pending, self._pending_devs = {}, {}
+  self._pending, self._pending_devs, self._pending_less = {}, {}, {}
 end
 
--- Add a 0-d device array to the sum (no host sync) and n to the count.
-function EvalMetric:_accumulate(value, n)
+-- Add a 0-d device array to the sum and n to the count, less the 0-d device
+-- count `less` when given (no host sync either way).
+function EvalMetric:_accumulate(value, n, less)
   local dev = value.device
   local cur = self._pending[dev]
   if cur == nil then
@@ -72,14 +74,21 @@ function EvalMetric:_accumulate(value, n)
     self._pending[dev] = cur + value
   end
   self.num_inst = self.num_inst + n
+  if less ~= nil then
+    local l = self._pending_less[dev]
+    self._pending_less[dev] = l == nil and less or l + less
+  end
 end
 
--- Read the device sums into sum_metric (one item() per device).
+-- Read the device sums into sum_metric and num_inst (one item() per device
+-- and sum).
 function EvalMetric:_flush()
   for _, dev in ipairs(self._pending_devs) do
     self.sum_metric = self.sum_metric + self._pending[dev]:item()
+    local less = self._pending_less[dev]
+    if less ~= nil then self.num_inst = self.num_inst - less:item() end
   end
-  self._pending, self._pending_devs = {}, {}
+  self._pending, self._pending_devs, self._pending_less = {}, {}, {}
 end
 
 function EvalMetric:get()
@@ -239,14 +248,14 @@ function CrossEntropy:update(labels, preds)
     for d = 1, nd do if d ~= ax + 1 then lshape[#lshape + 1] = pshape[d] end end
     label = np.reshape(as_int(label), lshape)
     local p = loss._pick(pred, label, ax, false)
-    local n = p.size
+    local ignored
     if self.ignore_label ~= nil then
       local ignore = np.equal(label, self.ignore_label):astype(p.dtype)
-      n = n - np.sum(ignore):item()
+      ignored = np.sum(ignore, {dtype = "float64"})
       p = p * (1 - ignore) + ignore
     end
     local nll = np.negative(np.sum(np.log(np.maximum(p, self.eps)), {dtype = "float64"}))
-    self:_accumulate(nll, n)
+    self:_accumulate(nll, p.size, ignored)
   end
 end
 
