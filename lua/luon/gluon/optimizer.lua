@@ -105,6 +105,14 @@ function LRScheduler:__call(num_update)
   return self.base_lr
 end
 
+-- The argument checks the schedulers share (MXNet's messages).
+local function check_factor(name, factor)
+  if factor > 1 then core.error(("%s: factor must be no more than 1 to make lr reduce, got %g"):format(name, factor)) end
+end
+local function check_max_update(name, v)
+  if type(v) ~= "number" or v < 1 or v % 1 ~= 0 then core.error(name .. ": max_update must be an integer >= 1") end
+end
+
 -- FactorScheduler(step, {factor = 1, stop_factor_lr = 1e-8, base_lr = 0.01, warmup...}):
 -- lr = base_lr * factor^floor((num_update - 1) / step), never below stop_factor_lr.
 local FactorScheduler = class("FactorScheduler", LRScheduler)
@@ -117,7 +125,7 @@ function FactorScheduler:__init(...)
   if type(step) ~= "number" or step < 1 then
     core.error(("FactorScheduler: step must be a number >= 1, got %s"):format(tostring(step)))
   end
-  if factor > 1 then core.error(("FactorScheduler: factor must be no more than 1 to make lr reduce, got %g"):format(factor)) end
+  check_factor("FactorScheduler", factor)
   self.step, self.factor, self.stop_factor_lr, self.count = step, factor, a.stop_factor_lr or 1e-8, 0
 end
 
@@ -149,7 +157,7 @@ function MultiFactorScheduler:__init(...)
       core.error("MultiFactorScheduler: schedule step must be an increasing integer list")
     end
   end
-  if factor > 1 then core.error(("MultiFactorScheduler: factor must be no more than 1 to make lr reduce, got %g"):format(factor)) end
+  check_factor("MultiFactorScheduler", factor)
   self.step, self.factor, self.cur_step_ind, self.count = step, factor, 1, 0
 end
 
@@ -170,9 +178,7 @@ local poly_known = set_of({"max_update", "pwr", "final_lr"}, sched_common)
 function PolyScheduler:__init(...)
   local a = parse_args("PolyScheduler", {"max_update", "base_lr", "pwr", "final_lr"}, poly_known, ...)
   LRScheduler.__init(self, a)
-  if type(a.max_update) ~= "number" or a.max_update < 1 or a.max_update % 1 ~= 0 then
-    core.error("PolyScheduler: max_update must be an integer >= 1")
-  end
+  check_max_update("PolyScheduler", a.max_update)
   self.power, self.base_lr_orig, self.max_update = a.pwr or 2, self.base_lr, a.max_update
   self.final_lr = a.final_lr or 0
   self.max_steps = self.max_update - self.warmup_steps
@@ -194,9 +200,7 @@ local cos_known = set_of({"max_update", "final_lr"}, sched_common)
 function CosineScheduler:__init(...)
   local a = parse_args("CosineScheduler", {"max_update", "base_lr", "final_lr"}, cos_known, ...)
   LRScheduler.__init(self, a)
-  if type(a.max_update) ~= "number" or a.max_update < 1 or a.max_update % 1 ~= 0 then
-    core.error("CosineScheduler: max_update must be an integer >= 1")
-  end
+  check_max_update("CosineScheduler", a.max_update)
   self.base_lr_orig, self.max_update, self.final_lr = self.base_lr, a.max_update, a.final_lr or 0
   self.max_steps = self.max_update - self.warmup_steps
 end
