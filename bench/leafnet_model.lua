@@ -1,6 +1,7 @@
 -- The tutorial's LeafNetwork (spec/tutorial.lua, section 7) for the
--- benchmarks: dofile() returns the class. scripts/leaf_train.lua keeps its
--- own copy on purpose: it is the tutorial written out as a program.
+-- benchmarks and tests/lua/gluon_block_spec.lua: dofile() returns the class.
+-- scripts/leaf_train.lua keeps its own copy on purpose: it is the tutorial
+-- written out as a program.
 local nn = require("luon").gluon.nn
 
 local function conv_block(filters)
@@ -17,10 +18,15 @@ local function dense_block(neurons)
 end
 
 local LeafNetwork = nn.HybridBlock:extend("LeafNetwork")
+-- one assignment a child: children register in assignment order, and
+-- LuaJIT carries out a multiple assignment right to left
 function LeafNetwork:__init()
-  self.conv1, self.conv2, self.conv3 = conv_block(32), conv_block(64), conv_block(128)
+  self.conv1 = conv_block(32)
+  self.conv2 = conv_block(64)
+  self.conv3 = conv_block(128)
   self.flatten = nn.Flatten()
-  self.dense1, self.dense2 = dense_block(100), dense_block(10)
+  self.dense1 = dense_block(100)
+  self.dense2 = dense_block(10)
   self.dense3 = nn.Dense(2)
 end
 function LeafNetwork:forward(x)

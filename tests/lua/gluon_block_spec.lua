@@ -24,45 +24,10 @@ local function captured(fn)
   return a, b, table.concat(printed, "\n"), warnings
 end
 
--- The tutorial's network, as in /work/shared/spec/tutorial.lua section 7.
-local function leaf_network()
-  local function conv_block(filters, kernel_size, stride, batch_norm)
-    kernel_size, stride = kernel_size or 2, stride or 2
-    if batch_norm == nil then batch_norm = true end
-    local blk = nn.HybridSequential()
-    blk:add(nn.Conv2D{channels = filters, kernel_size = kernel_size, activation = "relu"},
-            nn.MaxPool2D{pool_size = 4, strides = stride})
-    if batch_norm then blk:add(nn.BatchNorm()) end
-    return blk
-  end
-  local function dense_block(neurons, activation, dropout)
-    activation, dropout = activation or "relu", dropout == nil and 0.2 or dropout
-    local blk = nn.HybridSequential()
-    blk:add(nn.Dense(neurons, {activation = activation}))
-    if dropout and dropout > 0 then blk:add(nn.Dropout(dropout)) end
-    return blk
-  end
-  local LeafNetwork = nn.HybridBlock:extend("LeafNetwork")
-  function LeafNetwork:__init()
-    self.conv1 = conv_block(32)
-    self.conv2 = conv_block(64)
-    self.conv3 = conv_block(128)
-    self.flatten = nn.Flatten()
-    self.dense1 = dense_block(100)
-    self.dense2 = dense_block(10)
-    self.dense3 = nn.Dense(2)
-  end
-  function LeafNetwork:forward(batch)
-    batch = self.conv1(batch)
-    batch = self.conv2(batch)
-    batch = self.conv3(batch)
-    batch = self.flatten(batch)
-    batch = self.dense1(batch)
-    batch = self.dense2(batch)
-    return self.dense3(batch)
-  end
-  return LeafNetwork()
-end
+-- The tutorial's network (spec/tutorial.lua section 7), as the benchmarks build it.
+local here = debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./"
+local LeafNetwork = dofile(here .. "../../bench/leafnet_model.lua")
+local function leaf_network() return LeafNetwork() end
 
 local leaf_names = {}
 for _, c in ipairs({"conv1", "conv2", "conv3"}) do
