@@ -946,6 +946,7 @@ typedef struct cmp_job {
   int64_t per_chunk;            /* elements of scratch per chunk */
   int64_t front;                /* backward: elements before each chunk's dw and db sums */
   char *wt;                     /* backward, sparse: w as (O,KH,KW,Cg); NULL: dense */
+  int64_t ring_at;              /* backward, sparse: elements before each chunk's sparse_ring */
 } cmp_job;
 
 static void cmp_fwd_chunks(void *ctx, int64_t c0, int64_t c1) {
@@ -1002,77 +1003,31 @@ GEN_SCATTER(double, f64)
  * dy, no im2col, no GEMM over the zeros. For Cg >= SPARSE_MIN_CG. */
 #define SPARSE_MIN_CG 8
 
-/* float32, 2x2 kernels with Cg = 16 * CG16 channels: pooled row by pooled
- * row, so the input rows under it (in xt and dxt) stay in L1; for each
- * channel o, its dw sums (4 taps x Cg) in 4 * CG16 registers over the row's
- * nonzeros, added to acc once. Neighbouring windows often share their
- * maximum: their v are summed before the one dx update, which would
- * otherwise wait on the last one's stores. Nonzeros with a tap outside the
- * input go to acc and dxt directly. */
-#define SPARSE_REG(CG16)                                                                         \
-  for (int64_t i = 0; i < pl->OH; i++)                                                           \
-    for (int64_t o = 0; o < g->O; o++) {                                                         \
-      int64_t gi = o / g->Og, at0 = (o * pl->OH + i) * pl->OW;                                   \
-      const float *xg = xt + gi * Cg, *wo = wt + o * g->K, *dr = dyn + at0;                      \
-      const uint8_t *ir = idx + at0;                                                             \
-      float *ao = acc + o * g->K, sum = 0, pv = 0;                                               \
-      int64_t pat = -1; /* a pending dx update: v summed over windows sharing their maximum */   \
-      v16 s_[4 * CG16];                                                                          \
-      _Pragma("GCC unroll 16") for (int u_ = 0; u_ < 4 * CG16; u_++) s_[u_] = (v16){0};          \
-      for (int64_t jj = 0; jj < pl->OW; jj++) {                                                  \
-        if (ir[jj] == 255) continue;                                                             \
-        float v = dr[jj];                                                                        \
-        int64_t hh = i * pl->sh - pl->ph + kr[ir[jj]], ww = jj * pl->sw - pl->pw + kc[ir[jj]];   \
-        int64_t ih = hh * g->sh - g->ph, iw = ww * g->sw - g->pw;                                \
-        sum += v;                                                                                \
-        if (ih >= 0 && iw >= 0 && ih + g->dh < g->H && iw + g->dw < g->W) {                      \
-          int64_t at1 = (ih * g->W + iw) * C;                                                    \
-          _Pragma("GCC unroll 4") for (int t_ = 0; t_ < 4; t_++) {                               \
-            int64_t at = at1 + ((t_ >> 1) * g->dh * g->W + (t_ & 1) * g->dw) * C;                \
-            _Pragma("GCC unroll 4") for (int u_ = 0; u_ < CG16; u_++) {                          \
-              v16 xv;                                                                            \
-              memcpy(&xv, xg + at + 16 * u_, sizeof xv);                                         \
-              s_[t_ * CG16 + u_] += v * xv;                                                      \
-            }                                                                                    \
-          }                                                                                      \
-          if (dxt) {                                                                             \
-            if (at1 == pat) { pv += v; continue; }                                               \
-            if (pat >= 0) DX_TAPS(CG16, pat, pv);                                                \
-            pat = at1, pv = v;                                                                   \
-          }                                                                                      \
-          continue;                                                                              \
-        }                                                                                        \
-        for (int t_ = 0; t_ < 4; t_++) {                                                         \
-          int64_t y_ = ih + (t_ >> 1) * g->dh, x_ = iw + (t_ & 1) * g->dw;                        \
-          if (y_ < 0 || y_ >= g->H || x_ < 0 || x_ >= g->W) continue;                            \
-          axpy_f32(Cg, v, xg + (y_ * g->W + x_) * C, ao + t_ * Cg);                              \
-          if (dxt) axpy_f32(Cg, v, wo + t_ * Cg, dxt + gi * Cg + (y_ * g->W + x_) * C);          \
-        }                                                                                        \
-      }                                                                                          \
-      if (dxt && pat >= 0) DX_TAPS(CG16, pat, pv);                                               \
-      _Pragma("GCC unroll 16") for (int u_ = 0; u_ < 4 * CG16; u_++) {                           \
-        v16 a_;                                                                                  \
-        memcpy(&a_, ao + 16 * u_, sizeof a_);                                                    \
-        a_ += s_[u_];                                                                            \
-        memcpy(ao + 16 * u_, &a_, sizeof a_);                                                    \
-      }                                                                                          \
-      db[o] += sum;                                                                              \
-    }
+/* float32, 2x2 kernels with Cg = 16 * CG16 channels, in two passes, so that
+ * both keep their sums in registers and store each once:
+ *  - dw: pooled row by pooled row, so the input rows under it stay in cache;
+ *    for each channel o, the row's nonzeros are listed (v and where their
+ *    taps start), then summed into 4 taps x Cg registers and added to acc.
+ *    Each nonzero's v also goes to dyc, a ring of the conv output's rows
+ *    (O x pool KH rows x OW), with its (position, o) bit set in `bits`;
+ *  - dx: each conv-output row that no later pooled row reaches: per
+ *    position, v times the weight's 4 taps x Cg summed in registers over
+ *    the position's set channels, then added to dxt's 4 taps once. Per
+ *    nonzero, dxt would take a load, add and store of 4 * CG16 vectors.
+ *    The ring is left zeroed.
+ * Nonzeros with a tap outside the input take scalar loops. */
+typedef struct sparse_ring {
+  float *dyc;     /* (O, pool KH, OW) */
+  uint64_t *bits; /* (pool KH, OW, ceil(O/64)) */
+  int64_t rows;   /* pool KH */
+  float *v;       /* (pool OW): a pooled row's nonzeros */
+  int64_t *off;   /* (pool OW): where their taps start in xt */
+} sparse_ring;
 
-/* dxt at the 4 taps from position at1 += v * the weight's channels */
-#define DX_TAPS(CG16, at1, v)                                                                    \
-  do {                                                                                           \
-    _Pragma("GCC unroll 4") for (int t_ = 0; t_ < 4; t_++) {                                     \
-      float *d_ = dxt + gi * Cg + (at1) + ((t_ >> 1) * g->dh * g->W + (t_ & 1) * g->dw) * C;     \
-      _Pragma("GCC unroll 4") for (int u_ = 0; u_ < CG16; u_++) {                                \
-        v16 dv, wv;                                                                              \
-        memcpy(&dv, d_ + 16 * u_, sizeof dv);                                                    \
-        memcpy(&wv, wo + t_ * Cg + 16 * u_, sizeof wv);                                          \
-        dv += (v) * wv;                                                                          \
-        memcpy(d_ + 16 * u_, &dv, sizeof dv);                                                    \
-      }                                                                                          \
-    }                                                                                            \
-  } while (0)
+static int64_t ring_bytes(const geom *g, const lu_pool_win *pl) {
+  return pl->KH * g->OW * (g->O * (int64_t)sizeof(float) + (g->O + 63) / 64 * (int64_t)sizeof(uint64_t)) +
+         pl->OW * (int64_t)(sizeof(int64_t) + sizeof(float));
+}
 
 static bool sparse_reg_ok(const geom *g) { return g->KH * g->KW == 4 && g->Cg % 16 == 0 && g->Cg <= 64; }
 
@@ -1080,17 +1035,157 @@ static inline void axpy_f32(int64_t n, float v, const float *restrict x, float *
   for (int64_t c = 0; c < n; c++) y[c] += v * x[c];
 }
 
-/* false when the geometry is not one SPARSE_REG takes */
+/* dx of conv-output row hh from the ring (see above) */
+static inline __attribute__((always_inline)) void ring_row_dx(const geom *g, int64_t hh, const float *wt,
+                                                              const sparse_ring *r, int64_t slot, float *dxt,
+                                                              const int CG16) {
+  const int64_t C = g->C, Cg = g->Cg, O = g->O, MW = (O + 63) / 64, RB = r->rows;
+  int64_t ih = hh * g->sh - g->ph;
+  for (int64_t ww = 0; ww < g->OW; ww++) {
+    float *d = r->dyc + slot * g->OW + ww; /* channel o at d[o * RB * OW] */
+    uint64_t *bw = r->bits + (slot * g->OW + ww) * MW;
+    int64_t iw = ww * g->sw - g->pw;
+    bool inside = ih >= 0 && iw >= 0 && ih + g->dh < g->H && iw + g->dw < g->W;
+    for (int64_t gi = 0; gi < g->G; gi++) {
+      int64_t o0 = gi * g->Og, o1 = o0 + g->Og;
+      v16 a[4 * CG16];
+      _Pragma("GCC unroll 16") for (int u = 0; u < 4 * CG16; u++) a[u] = (v16){0};
+      bool any = false;
+      for (int64_t w = o0 >> 6; w <= (o1 - 1) >> 6; w++) {
+        uint64_t m = bw[w];
+        if (o0 > w * 64) m &= ~(uint64_t)0 << (o0 - w * 64);
+        if (o1 < w * 64 + 64) m &= ((uint64_t)1 << (o1 - w * 64)) - 1;
+        any |= m != 0;
+        while (m) {
+          int64_t o = w * 64 + __builtin_ctzll(m);
+          m &= m - 1;
+          float v = d[o * RB * g->OW];
+          d[o * RB * g->OW] = 0;
+          const float *wo = wt + o * g->K;
+          _Pragma("GCC unroll 16") for (int u = 0; u < 4 * CG16; u++) {
+            v16 wv;
+            memcpy(&wv, wo + 16 * u, sizeof wv);
+            a[u] += v * wv;
+          }
+        }
+      }
+      if (!any) continue;
+      for (int t = 0; t < 4; t++) {
+        int64_t y = ih + (t >> 1) * g->dh, x = iw + (t & 1) * g->dw;
+        float *dp = dxt + gi * Cg + (y * g->W + x) * C;
+        if (inside) {
+          _Pragma("GCC unroll 4") for (int u = 0; u < CG16; u++) {
+            v16 dv;
+            memcpy(&dv, dp + 16 * u, sizeof dv);
+            dv += a[t * CG16 + u];
+            memcpy(dp + 16 * u, &dv, sizeof dv);
+          }
+        } else if (y >= 0 && y < g->H && x >= 0 && x < g->W) {
+          float s[16 * CG16];
+          memcpy(s, a + t * CG16, sizeof s);
+          for (int64_t c = 0; c < Cg; c++) dp[c] += s[c];
+        }
+      }
+    }
+    for (int64_t w = 0; w < MW; w++) bw[w] = 0;
+  }
+}
+
+/* ao (4 taps x Cg) += the sum over k < n of v[k] times x's 4 taps at
+ * xg + off[k] (tap t at t1, t2, t3 from the first): in registers */
+static inline __attribute__((always_inline)) void dw_taps(int64_t n, const float *v, const int64_t *off,
+                                                          const float *xg, int64_t t1, int64_t t2, int64_t t3,
+                                                          float *ao, const int CG16) {
+  v16 s[4 * CG16];
+  _Pragma("GCC unroll 16") for (int u = 0; u < 4 * CG16; u++) s[u] = (v16){0};
+  for (int64_t k = 0; k < n; k++) {
+    const float *p = xg + off[k], *q1 = p + t1, *q2 = p + t2, *q3 = p + t3;
+    float vk = v[k];
+    _Pragma("GCC unroll 4") for (int u = 0; u < CG16; u++) {
+      v16 a, b, c, d;
+      memcpy(&a, p + 16 * u, sizeof a);
+      memcpy(&b, q1 + 16 * u, sizeof b);
+      memcpy(&c, q2 + 16 * u, sizeof c);
+      memcpy(&d, q3 + 16 * u, sizeof d);
+      s[u] += vk * a;
+      s[CG16 + u] += vk * b;
+      s[2 * CG16 + u] += vk * c;
+      s[3 * CG16 + u] += vk * d;
+    }
+  }
+  _Pragma("GCC unroll 16") for (int u = 0; u < 4 * CG16; u++) {
+    v16 a;
+    memcpy(&a, ao + 16 * u, sizeof a);
+    a += s[u];
+    memcpy(ao + 16 * u, &a, sizeof a);
+  }
+}
+
+static inline __attribute__((always_inline)) void sparse_reg_body(
+    const geom *g, const lu_pool_win *pl, const int64_t *kr, const int64_t *kc, const float *xt, const float *wt,
+    const float *dyn, const uint8_t *idx, float *dxt, float *acc, float *db, const sparse_ring *r, const int CG16) {
+  const int64_t C = g->C, Cg = g->Cg, O = g->O, Og = g->Og, K = g->K, H = g->H, W = g->W, OH = g->OH;
+  const int64_t OW = g->OW, sh = g->sh, sw = g->sw, ph = g->ph, pw = g->pw, dh = g->dh, dw = g->dw;
+  const int64_t PH = pl->OH, PW = pl->OW, psh = pl->sh, psw = pl->sw, pph = pl->ph, ppw = pl->pw;
+  const int64_t MW = (O + 63) / 64, RB = pl->KH, t1 = dw * C, t2 = dh * W * C, t3 = t1 + t2;
+  float *restrict dyc = r->dyc, *restrict vs = r->v;
+  uint64_t *restrict bits = r->bits;
+  int64_t *restrict offs = r->off;
+  int64_t rs[256]; /* ring slot of each window row of the pooled row */
+  int64_t done = 0; /* conv-output rows below it have gone to dxt */
+  if (dxt) {
+    memset(dyc, 0, sizeof(float) * (size_t)(RB * OW * O));
+    memset(bits, 0, sizeof(uint64_t) * (size_t)(RB * OW * MW));
+  }
+  for (int64_t i = 0; i < PH; i++) {
+    int64_t h0 = i * psh - pph;
+    for (int64_t k = 0; k < RB; k++) rs[k] = (h0 + k >= 0 ? (h0 + k) % RB : 0) * OW;
+    for (int64_t o = 0; o < O; o++) {
+      int64_t at0 = (o * PH + i) * PW, ob = o >> 6, n = 0;
+      const float *xg = xt + o / Og * Cg, *dr = dyn + at0;
+      const uint8_t *ir = idx + at0;
+      float *ao = acc + o * K, *dyo = dyc + o * RB * OW, sum = 0;
+      uint64_t bit = (uint64_t)1 << (o & 63);
+      for (int64_t jj = 0; jj < PW; jj++) {
+        int64_t wi = ir[jj];
+        if (wi == 255) continue;
+        float v = dr[jj];
+        int64_t hh = h0 + kr[wi], ww = jj * psw - ppw + kc[wi];
+        int64_t ih = hh * sh - ph, iw = ww * sw - pw;
+        sum += v;
+        if (dxt) {
+          int64_t at = rs[kr[wi]] + ww;
+          dyo[at] += v;
+          bits[at * MW + ob] |= bit;
+        }
+        if (ih >= 0 && iw >= 0 && ih + dh < H && iw + dw < W) {
+          vs[n] = v, offs[n++] = (ih * W + iw) * C;
+          continue;
+        }
+        for (int t = 0; t < 4; t++) {
+          int64_t y = ih + (t >> 1) * dh, x = iw + (t & 1) * dw;
+          if (y >= 0 && y < H && x >= 0 && x < W) axpy_f32(Cg, v, xg + (y * W + x) * C, ao + t * Cg);
+        }
+      }
+      dw_taps(n, vs, offs, xg, t1, t2, t3, ao, CG16);
+      db[o] += sum;
+    }
+    if (!dxt) continue;
+    int64_t lim = i + 1 < PH ? (i + 1) * psh - pph : OH;
+    for (; done < lim && done < OH; done++) ring_row_dx(g, done, wt, r, done % RB, dxt, CG16);
+  }
+}
+
+/* false when the geometry is not one sparse_reg_body takes */
 static TC bool sparse_reg_f32(const geom *g, const lu_pool_win *pl, const int64_t *kr, const int64_t *kc,
                               const float *xt, const float *wt, const float *dyn, const uint8_t *idx,
-                              float *dxt, float *acc, float *db) {
-  int64_t C = g->C, Cg = g->Cg;
+                              float *dxt, float *acc, float *db, const sparse_ring *r) {
   if (!sparse_reg_ok(g)) return false;
-  switch (Cg / 16) {
-  case 1: SPARSE_REG(1); break;
-  case 2: SPARSE_REG(2); break;
-  case 3: SPARSE_REG(3); break;
-  default: SPARSE_REG(4); break;
+  switch (g->Cg / 16) {
+  case 1: sparse_reg_body(g, pl, kr, kc, xt, wt, dyn, idx, dxt, acc, db, r, 1); break;
+  case 2: sparse_reg_body(g, pl, kr, kc, xt, wt, dyn, idx, dxt, acc, db, r, 2); break;
+  case 3: sparse_reg_body(g, pl, kr, kc, xt, wt, dyn, idx, dxt, acc, db, r, 3); break;
+  default: sparse_reg_body(g, pl, kr, kc, xt, wt, dyn, idx, dxt, acc, db, r, 4); break;
   }
   return true;
 }
@@ -1099,12 +1194,12 @@ static TC bool sparse_reg_f32(const geom *g, const lu_pool_win *pl, const int64_
   static TC void sparse_sample_##S(const geom *g, const lu_pool_win *pl, const int64_t *kr,       \
                                    const int64_t *kc, const T *xn, const T *wt, const T *dyn,    \
                                    const uint8_t *idx, T *xt, T *dxt, T *a4, T *acc, T *db,      \
-                                   T *dxn) {                                                     \
+                                   const sparse_ring *r, T *dxn) {                               \
     int64_t HW = g->H * g->W, C = g->C, Cg = g->Cg;                                              \
     for (int64_t p = 0; p < HW; p++)                                                             \
       for (int64_t c = 0; c < C; c++) xt[p * C + c] = xn[c * HW + p];                            \
     if (dxn) memset(dxt, 0, sizeof(T) * (size_t)(HW * C));                                       \
-    if (!REG(g, pl, kr, kc, xt, wt, dyn, idx, dxn ? dxt : NULL, acc, db))                         \
+    if (!REG(g, pl, kr, kc, xt, wt, dyn, idx, dxn ? dxt : NULL, acc, db, r))                      \
     for (int64_t o = 0; o < g->O; o++) {                                                         \
       int64_t gi = o / g->Og;                                                                    \
       const T *xg = xt + gi * Cg, *wo = wt + o * g->K;                                           \
@@ -1143,7 +1238,8 @@ static inline void axpy_f64(int64_t n, double v, const double *restrict x, doubl
   for (int64_t c = 0; c < n; c++) y[c] += v * x[c];
 }
 static bool no_reg(const geom *g, const lu_pool_win *pl, const int64_t *kr, const int64_t *kc, const double *xt,
-                   const double *wt, const double *dyn, const uint8_t *idx, double *dxt, double *acc, double *db) {
+                   const double *wt, const double *dyn, const uint8_t *idx, double *dxt, double *acc, double *db,
+                   const sparse_ring *r) {
   return false;
 }
 GEN_SPARSE(double, f64, no_reg)
@@ -1173,12 +1269,18 @@ static void cmp_bwd_chunks(void *ctx, int64_t c0, int64_t c1) {
       char *dyc = front, *col = dyc + g->O * g->P * es;
       if (m->wt) {
         char *xt = front, *dxt = xt + g->H * g->W * g->C * es, *a4 = dxt + g->H * g->W * g->C * es;
+        sparse_ring r;
+        r.bits = (uint64_t *)(front + m->ring_at * es);
+        r.dyc = (float *)(r.bits + m->pw->KH * g->OW * ((g->O + 63) / 64));
+        r.rows = m->pw->KH;
+        r.off = (int64_t *)(r.dyc + m->pw->KH * g->OW * g->O);
+        r.v = (float *)(r.off + m->pw->OW);
         if (j->dt == LUON_DTYPE_F32)
           sparse_sample_f32(g, m->pw, kr, kc, (const float *)xn, (const float *)m->wt, (const float *)dyn, in,
-                            (float *)xt, (float *)dxt, (float *)a4, (float *)acc, (float *)db, (float *)dxn);
+                            (float *)xt, (float *)dxt, (float *)a4, (float *)acc, (float *)db, &r, (float *)dxn);
         else
           sparse_sample_f64(g, m->pw, kr, kc, (const double *)xn, (const double *)m->wt, (const double *)dyn,
-                            in, (double *)xt, (double *)dxt, (double *)a4, (double *)acc, (double *)db,
+                            in, (double *)xt, (double *)dxt, (double *)a4, (double *)acc, (double *)db, &r,
                             (double *)dxn);
         continue;
       }
@@ -1214,7 +1316,7 @@ luon_status lu_cpu_conv2d_maxpool(lu_call *c) {
   cmp_job m = {{&g, dt, luon_dtype_size(dt), g.N < nt ? g.N : nt, d.in[0], d.in[1],
                 c->nin == 3 ? d.in[2] : NULL, NULL, NULL, NULL, 0}, &pw,
                direct_ok(&g, dt) && !(algo && algo[0] == 'g'), lu_data(c->out[0]), lu_data(c->out[1]),
-               NULL, NULL, NULL, NULL, NULL, 0, 0, NULL};
+               NULL, NULL, NULL, NULL, NULL, 0, 0, NULL, 0};
   m.j.colsz = m.direct || pointwise(&g) ? 0 : g.K * g.P;
   int64_t pool = ((int64_t)lu_maxpool_argmax_scratch(&pw) + m.j.es - 1) / m.j.es;
   luon_status s = cmp_alloc("conv2d_maxpool", &m, g.O * g.P + m.j.colsz + pool);
@@ -1237,7 +1339,7 @@ luon_status lu_cpu_conv2d_maxpool_grad(lu_call *c) {
   cmp_job m = {{&g, dt, es, g.N < nt ? g.N : nt, d.in[2], d.in[3], NULL, NULL, NULL, NULL,
                 pointwise(&g) ? 0 : g.K * g.P}, &pw, false, NULL, (uint8_t *)d.in[1], d.in[0],
                c->attrs->i[15] ? lu_data(c->out[0]) : NULL, lu_data(c->out[1]), lu_data(c->out[2]),
-               NULL, 0, 0, NULL};
+               NULL, 0, 0, NULL, 0};
   if (m.j.chunks < 1) m.j.chunks = 1;
   int64_t KK = g.KH * g.KW;
   bool sparse = g.Cg >= SPARSE_MIN_CG;
@@ -1253,8 +1355,12 @@ luon_status lu_cpu_conv2d_maxpool_grad(lu_call *c) {
       for (int64_t ci = 0; ci < g.Cg; ci++)
         for (int64_t pq = 0; pq < KK; pq++, k++)
           memcpy(m.wt + WT_INDEX(o, ci, pq) * es, d.in[3] + k * es, (size_t)es);
-  m.front = sparse ? 2 * g.H * g.W * g.C + 4 * g.K : g.O * g.P + m.j.colsz;
-  luon_status s = cmp_alloc("conv2d_maxpool_grad", &m, m.front + nw + g.O);
+  /* sparse: xt, dxt, the four dw sums and the ring; whole 64-byte lines each */
+#define LINES(e) (((e) + 63 / es) / (64 / es) * (64 / es))
+  m.ring_at = LINES(2 * g.H * g.W * g.C + 4 * g.K);
+  m.front = sparse ? m.ring_at + LINES((ring_bytes(&g, &pw) + es - 1) / es) : g.O * g.P + m.j.colsz;
+  luon_status s = cmp_alloc("conv2d_maxpool_grad", &m, LINES(m.front + nw + g.O));
+#undef LINES
   if (s == LUON_OK) {
     lu_parallel_for(m.j.chunks, 1, cmp_bwd_chunks, &m);
     /* the chunks' partial sums, in chunk order; sparse ones from (O,KH,KW,Cg) */

@@ -300,10 +300,12 @@ end
 -- blocks run apart (a forward hook on the pool keeps them apart).
 for _, dev in ipairs(H.devices()) do
   describe("Conv2D + MaxPool2D fusion on " .. tostring(dev), function()
-    local function net(act, pool, k, pad, groups)
+    local function net(act, pool, k, pad, groups, channels, more)
       local s = nn.HybridSequential()
-      s:add(nn.Conv2D{channels = groups and 8 or 5, kernel_size = k, padding = pad, activation = act, groups = groups},
-            pool, nn.Dense(3))
+      local o = {channels = channels or groups and 8 or 5, kernel_size = k, padding = pad, activation = act,
+                 groups = groups}
+      for key, v in pairs(more or {}) do o[key] = v end
+      s:add(nn.Conv2D(o), pool, nn.Dense(3))
       s:initialize{device = dev, init = init.Xavier()}
       return s
     end
@@ -317,16 +319,23 @@ for _, dev in ipairs(H.devices()) do
       return y:asnumpy(), g, x.grad:asnumpy()
     end
     -- in channels 2: the dense backward; 8 and 16: the sparse one (16 with a
-    -- 2x2 kernel: its float32 register kernel; 32 in 2 groups too)
+    -- 2x2 kernel: its float32 register kernel; 32 in 2 groups too; 70 out
+    -- channels: more than one word of its bits; with conv padding, stride or
+    -- dilation and a padded pool: taps outside the input)
     for _, case in ipairs({{"relu", nn.MaxPool2D{pool_size = 3, strides = 2}, 2, 3, 1},
                            {nil, nn.MaxPool2D{pool_size = 2, padding = 1, ceil_mode = true}, 2, 3, 1},
                            {"relu", nn.MaxPool2D{pool_size = 3, strides = 2}, 8, 3, 1},
                            {"relu", nn.MaxPool2D{pool_size = 4, strides = 2}, 16, 2, 0},
-                           {"relu", nn.MaxPool2D{pool_size = 4, strides = 2}, 32, 2, 0, 2}}) do
-      it(("matches the unfused blocks (activation %s, %s, %d in channels)"):format(tostring(case[1]),
-          tostring(case[2]), case[3]), function()
+                           {"relu", nn.MaxPool2D{pool_size = 4, strides = 2}, 32, 2, 0, 2},
+                           {"relu", nn.MaxPool2D{pool_size = 3, strides = 2, padding = 1}, 16, 2, 1, nil, 70},
+                           {nil, nn.MaxPool2D{pool_size = 2, strides = 1, padding = 1}, 32, 2, 1, 2, 132,
+                            {strides = 2, dilation = 2}},
+                           {"relu", nn.MaxPool2D{pool_size = 2, strides = 3}, 48, 2, 1, nil, 20,
+                            {strides = {1, 2}}}}) do
+      it(("matches the unfused blocks (activation %s, %s, %d in channels, %d out)"):format(tostring(case[1]),
+          tostring(case[2]), case[3], case[7] or case[6] and 8 or 5), function()
         np.random.seed(7)
-        local s = net(case[1], case[2], case[4], case[5], case[6])
+        local s = net(case[1], case[2], case[4], case[5], case[6], case[7], case[8])
         local x = np.random.uniform(-1, 1, {4, case[3], 9, 8}, {device = dev})
         x:attach_grad()
         s(x) -- the first call infers the deferred shapes, unfused
