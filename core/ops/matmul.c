@@ -1,7 +1,8 @@
 /* matmul.c: NumPy matmul. (..., M, K) @ (..., K, N) -> (..., M, N) with batch
  * broadcasting; a 1-d first input is (1, K), a 1-d second input (K, 1), and
- * the added axis is dropped from the result. Floats go to BLAS, integers to
- * a plain loop. Not here: dot/tensordot/einsum (composites in lua/). */
+ * the added axis is dropped from the result. Floats go to BLAS (float32 with
+ * few rows or a short inner dimension to the skinny kernels below), integers
+ * to a plain loop. Not here: dot/tensordot/einsum (composites in lua/). */
 #include "internal.h"
 #include <cblas.h>
 #include <limits.h>
@@ -173,6 +174,167 @@ static void prepare(operand *o, const char *src, int32_t sdt, int32_t cdt, int64
   o->ld = cols > 1 ? cols : 1;
 }
 
+/* float32 products with few rows (a small batch through a Dense layer) or a
+ * short inner dimension (its weight gradient), where OpenBLAS packs the
+ * large operand first and so reads it three times: these read it once,
+ * straight from where it lies, and split its other axis across threads.
+ *  dot:   M <= 8, A's rows and B's columns contiguous (x @ W^T):
+ *         C[m,n] = A[m,:] . B[:,n], n split;
+ *  axpy:  M <= 8, B's rows contiguous (dy @ W): C[m,:] = sum_k A[m,k] B[k,:],
+ *         32 columns at a time in registers, column blocks split;
+ *  outer: K <= 8, B's rows contiguous (dy^T @ x): each row of C at once
+ *         from the K rows of B, rows split. */
+#define TC __attribute__((target_clones("avx512f", "avx2", "default")))
+typedef float vf16 __attribute__((vector_size(64)));
+#define SKINNY_M 8
+#define SKINNY_K 8
+
+typedef struct sjob {
+  const float *A, *B;
+  float *C;
+  int64_t M, N, K, sam, sak, sbk, sbn; /* element strides; C is (M,N) dense */
+} sjob;
+
+static inline float hsum(vf16 v) {
+  float s = 0;
+  for (int l = 0; l < 16; l++) s += v[l];
+  return s;
+}
+
+/* the inner dimension in chunks of SKINNY_KC, so that A's rows of a chunk
+ * stay in L1 while every column of B in [b, e) passes */
+#define SKINNY_KC 1024
+static inline __attribute__((always_inline)) void dot_body(const sjob *j, int64_t b, int64_t e, const int MM) {
+  for (int64_t k0 = 0; k0 < j->K; k0 += SKINNY_KC) {
+    int64_t k1 = k0 + SKINNY_KC < j->K ? k0 + SKINNY_KC : j->K, k16 = k0 + (k1 - k0) / 16 * 16;
+    for (int64_t n = b; n < e; n++) {
+      const float *bn = j->B + n * j->sbn;
+      vf16 acc[MM];
+      for (int m = 0; m < MM; m++) acc[m] = (vf16){0};
+      for (int64_t k = k0; k < k16; k += 16) {
+        vf16 bv;
+        memcpy(&bv, bn + k, sizeof bv);
+        for (int m = 0; m < MM; m++) {
+          vf16 av;
+          memcpy(&av, j->A + m * j->sam + k, sizeof av);
+          acc[m] += av * bv;
+        }
+      }
+      for (int m = 0; m < MM; m++) {
+        float s = hsum(acc[m]);
+        for (int64_t k = k16; k < k1; k++) s += j->A[m * j->sam + k] * bn[k];
+        j->C[m * j->N + n] = k0 ? j->C[m * j->N + n] + s : s;
+      }
+    }
+  }
+}
+
+/* B's rows SKINNY_KB at a time over all the columns of [b, e), with C's
+ * sums kept in memory between them: few streams for the prefetcher */
+#define SKINNY_KB 8
+static inline __attribute__((always_inline)) void axpy_body(const sjob *j, int64_t b, int64_t e, const int MM) {
+  int64_t n1 = e * 32 < j->N ? e * 32 : j->N;
+  for (int64_t k0 = 0; k0 < j->K; k0 += SKINNY_KB) {
+    int64_t k1 = k0 + SKINNY_KB < j->K ? k0 + SKINNY_KB : j->K;
+    for (int64_t n0 = b * 32; n0 < n1; n0 += 32) {
+      if (n0 + 32 > j->N) { /* the last columns, one at a time */
+        for (int64_t n = n0; n < j->N; n++)
+          for (int m = 0; m < MM; m++) {
+            float s = k0 ? j->C[m * j->N + n] : 0;
+            for (int64_t k = k0; k < k1; k++) s += j->A[m * j->sam + k * j->sak] * j->B[k * j->sbk + n];
+            j->C[m * j->N + n] = s;
+          }
+        continue;
+      }
+      vf16 acc[MM][2];
+      for (int m = 0; m < MM; m++) {
+        if (k0) memcpy(acc[m], j->C + m * j->N + n0, sizeof acc[m]);
+        else acc[m][0] = acc[m][1] = (vf16){0};
+      }
+      for (int64_t k = k0; k < k1; k++) {
+        vf16 b0, b1;
+        memcpy(&b0, j->B + k * j->sbk + n0, sizeof b0);
+        memcpy(&b1, j->B + k * j->sbk + n0 + 16, sizeof b1);
+        for (int m = 0; m < MM; m++) {
+          float a = j->A[m * j->sam + k * j->sak];
+          acc[m][0] += a * b0;
+          acc[m][1] += a * b1;
+        }
+      }
+      for (int m = 0; m < MM; m++) memcpy(j->C + m * j->N + n0, acc[m], sizeof acc[m]);
+    }
+  }
+}
+
+#define SKINNY_CASES(F)                                                                          \
+  switch (j->M) {                                                                                \
+  case 1: F(j, b, e, 1); break;                                                                  \
+  case 2: F(j, b, e, 2); break;                                                                  \
+  case 3: F(j, b, e, 3); break;                                                                  \
+  case 4: F(j, b, e, 4); break;                                                                  \
+  case 5: F(j, b, e, 5); break;                                                                  \
+  case 6: F(j, b, e, 6); break;                                                                  \
+  case 7: F(j, b, e, 7); break;                                                                  \
+  default: F(j, b, e, 8); break;                                                                 \
+  }
+
+static TC void skinny_dot(void *ctx, int64_t b, int64_t e) {
+  const sjob *j = ctx;
+  SKINNY_CASES(dot_body)
+}
+
+static TC void skinny_axpy(void *ctx, int64_t b, int64_t e) {
+  const sjob *j = ctx;
+  SKINNY_CASES(axpy_body)
+}
+
+/* SKINNY_NC columns of B's K rows at a time (in L1) for every row of C in [b, e) */
+#define SKINNY_NC 512
+static TC void skinny_outer(void *ctx, int64_t b, int64_t e) {
+  const sjob *j = ctx;
+  for (int64_t c0 = 0; c0 < j->N; c0 += SKINNY_NC) {
+    int64_t c1 = c0 + SKINNY_NC < j->N ? c0 + SKINNY_NC : j->N, c16 = c0 + (c1 - c0) / 16 * 16;
+    for (int64_t i = b; i < e; i++) {
+      float a[SKINNY_K], *c = j->C + i * j->N;
+      for (int64_t k = 0; k < j->K; k++) a[k] = j->A[i * j->sam + k * j->sak];
+      for (int64_t n = c0; n < c16; n += 16) {
+        vf16 s = {0};
+        for (int64_t k = 0; k < j->K; k++) {
+          vf16 bv;
+          memcpy(&bv, j->B + k * j->sbk + n, sizeof bv);
+          s += a[k] * bv;
+        }
+        memcpy(c + n, &s, sizeof s);
+      }
+      for (int64_t n = c16; n < c1; n++) {
+        float s = 0;
+        for (int64_t k = 0; k < j->K; k++) s += a[k] * j->B[k * j->sbk + n];
+        c[n] = s;
+      }
+    }
+  }
+}
+
+/* C = A @ B by one of the kernels above when the shapes suit one (and the
+ * product is big enough to matter); false: use BLAS */
+static bool skinny(int64_t M, int64_t N, int64_t K, const operand *A, const operand *B, float *C) {
+  sjob j = {(const float *)A->p, (const float *)B->p, C, M, N, K, A->sr, A->sc, B->sr, B->sc};
+  if (M * N * K < (1 << 18)) return false;
+  if (M <= SKINNY_M && A->sc == 1 && B->sr == 1 && K >= 64) {
+    lu_parallel_for(N, 8, skinny_dot, &j);
+    return true;
+  }
+  if (M <= SKINNY_M && B->sc == 1 && N >= 256) {
+    lu_parallel_for((N + 31) / 32, 8, skinny_axpy, &j);
+    return true;
+  }
+  if (K <= SKINNY_K && B->sc == 1 && N >= 64) {
+    lu_parallel_for(M, 1, skinny_outer, &j);
+    return true;
+  }
+  return false;
+}
+
 luon_status lu_cpu_matmul(lu_call *c) {
   const luon_tensor *a = c->in[0], *b = c->in[1];
   luon_tensor *y = c->out[0];
@@ -239,7 +401,8 @@ luon_status lu_cpu_matmul(lu_call *c) {
     } else if (fl) {
       enum CBLAS_TRANSPOSE ta = A.how == TRANS ? CblasTrans : CblasNoTrans;
       enum CBLAS_TRANSPOSE tb = B.how == TRANS ? CblasTrans : CblasNoTrans;
-      if (cdt == LUON_DTYPE_F32)
+      if (cdt == LUON_DTYPE_F32 && skinny(M, N, K, &A, &B, (float *)C)) {
+      } else if (cdt == LUON_DTYPE_F32)
         lu_sgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, 1.0f, (const float *)A.p,
                     (int)A.ld, (const float *)B.p, (int)B.ld, 0.0f, (float *)C, (int)(N > 1 ? N : 1));
       else

@@ -71,6 +71,27 @@ for _, dev in ipairs(H.devices()) do
       H.check(np.matmul(A(x), A(y)), ref(x, y), {tol = 1e-6})
       H.check(np.matmul(A(x, "float64"), A(y, "float64")), ref(x, y), {tol = 0})
     end)
+    -- float32 with few rows or a short inner dimension (a Dense layer at a
+    -- small batch: x @ W^T, dy @ W, dy^T @ x) against float64: tails of 16
+    -- and 32 columns, inner dimensions past one chunk, transposed views
+    it("few rows or a short inner dimension, as float64 gives", function()
+      local function case(ma, mb)
+        local a64, b64 = ma:astype("float64"), mb:astype("float64")
+        H.assert_close(H.values(np.matmul(ma, mb)), H.values(np.matmul(a64, b64)), 1e-4)
+      end
+      np.random.seed(3)
+      for _, m in ipairs({1, 3, 8, 9}) do
+        local x = np.random.uniform(-1, 1, {m, 2100}, D):astype("float32")
+        local w = np.random.uniform(-1, 1, {70, 2100}, D):astype("float32")
+        case(x, w.T)                                             -- rows . columns
+        local dy = np.random.uniform(-1, 1, {m, 70}, D):astype("float32")
+        case(dy, w)                                              -- dy @ W
+        case(dy.T:copy().T, w)                                   -- A with a column stride
+        case(dy.T, x)                                            -- (70,m) @ (m,2100)
+      end
+      case(np.random.uniform(-1, 1, {300, 5}, D):astype("float32"),
+           np.random.uniform(-1, 1, {5, 1000}, D):astype("float32"))
+    end)
     it("size-0 inner dimension gives zeros", function()
       H.check(np.matmul(np.ones({2, 0}, D), np.ones({0, 3}, D)), {{0, 0, 0}, {0, 0, 0}}, {shape = {2, 3}})
       H.check(np.matmul(np.ones({0, 4}, D), np.ones({4, 3}, D)), {}, {shape = {0, 3}})
