@@ -195,7 +195,9 @@ typedef struct sjob {
   int64_t M, N, K, sam, sak, sbk, sbn; /* element strides; C is (M,N) dense */
 } sjob;
 
-static inline float hsum(vf16 v) {
+/* always inlined: called out of line from a target clone, a vector argument
+ * would go by another ABI than the default-target callee expects (-O0) */
+static inline __attribute__((always_inline)) float hsum(vf16 v) {
   float s = 0;
   for (int l = 0; l < 16; l++) s += v[l];
   return s;
