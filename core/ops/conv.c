@@ -1190,14 +1190,56 @@ static TC bool sparse_reg_f32(const geom *g, const lu_pool_win *pl, const int64_
   return true;
 }
 
+/* dst[c * ldd + r] = src[r * lds + c] for r < rows, c < cols: float32 in
+ * 16 x 16 tiles transposed in registers (four butterfly stages of two-input
+ * shuffles, each swapping the off-diagonal blocks of every 2s x 2s block),
+ * the edges element by element */
+#define SHUF(b, s, k) ((((k) >> (b)) & 1) ? 16 + ((k) ^ (s)) : (k))
+#define SHUF_HI(b, s, k) ((((k) >> (b)) & 1) ? 16 + (k) : ((k) ^ (s)))
+#define SHUF16(M, b, s)                                                                                \
+  {M(b, s, 0), M(b, s, 1), M(b, s, 2), M(b, s, 3), M(b, s, 4), M(b, s, 5), M(b, s, 6), M(b, s, 7),     \
+   M(b, s, 8), M(b, s, 9), M(b, s, 10), M(b, s, 11), M(b, s, 12), M(b, s, 13), M(b, s, 14), M(b, s, 15)}
+#define BUTTERFLY(b, s)                                                                                \
+  {                                                                                                    \
+    const vi16 lo = SHUF16(SHUF, b, s), hi = SHUF16(SHUF_HI, b, s);                                    \
+    for (int i = 0; i < 16; i++)                                                                       \
+      if (!(i & s)) {                                                                                  \
+        v16 a = t[i], c = t[i | s];                                                                    \
+        t[i] = __builtin_shuffle(a, c, lo);                                                            \
+        t[i | s] = __builtin_shuffle(a, c, hi);                                                        \
+      }                                                                                                \
+  }
+static TC void transpose_f32(const float *src, int64_t rows, int64_t cols, int64_t lds, float *dst,
+                             int64_t ldd) {
+  int64_t r16 = rows / 16 * 16, c16 = cols / 16 * 16;
+  for (int64_t r0 = 0; r0 < r16; r0 += 16)
+    for (int64_t c0 = 0; c0 < c16; c0 += 16) {
+      v16 t[16];
+      for (int i = 0; i < 16; i++) memcpy(&t[i], src + (r0 + i) * lds + c0, sizeof t[i]);
+      BUTTERFLY(0, 1) BUTTERFLY(1, 2) BUTTERFLY(2, 4) BUTTERFLY(3, 8)
+      for (int i = 0; i < 16; i++) memcpy(dst + (c0 + i) * ldd + r0, &t[i], sizeof t[i]);
+    }
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t c = r < r16 ? c16 : 0; c < cols; c++) dst[c * ldd + r] = src[r * lds + c];
+}
+#undef BUTTERFLY
+#undef SHUF16
+#undef SHUF_HI
+#undef SHUF
+
+static void transpose_f64(const double *src, int64_t rows, int64_t cols, int64_t lds, double *dst,
+                          int64_t ldd) {
+  for (int64_t c = 0; c < cols; c++)
+    for (int64_t r = 0; r < rows; r++) dst[c * ldd + r] = src[r * lds + c];
+}
+
 #define GEN_SPARSE(T, S, REG)                                                                    \
   static TC void sparse_sample_##S(const geom *g, const lu_pool_win *pl, const int64_t *kr,       \
                                    const int64_t *kc, const T *xn, const T *wt, const T *dyn,    \
                                    const uint8_t *idx, T *xt, T *dxt, T *a4, T *acc, T *db,      \
                                    const sparse_ring *r, T *dxn) {                               \
     int64_t HW = g->H * g->W, C = g->C, Cg = g->Cg;                                              \
-    for (int64_t p = 0; p < HW; p++)                                                             \
-      for (int64_t c = 0; c < C; c++) xt[p * C + c] = xn[c * HW + p];                            \
+    transpose_##S(xn, C, HW, HW, xt, C);                                                          \
     if (dxn) memset(dxt, 0, sizeof(T) * (size_t)(HW * C));                                       \
     if (!REG(g, pl, kr, kc, xt, wt, dyn, idx, dxn ? dxt : NULL, acc, db, r))                      \
     for (int64_t o = 0; o < g->O; o++) {                                                         \
@@ -1229,9 +1271,7 @@ static TC bool sparse_reg_f32(const geom *g, const lu_pool_win *pl, const int64_
         acc[o * g->K + k] += (a4[k] + a4[g->K + k]) + (a4[2 * g->K + k] + a4[3 * g->K + k]);     \
       db[o] += sum;                                                                              \
     }                                                                                            \
-    if (dxn)                                                                                     \
-      for (int64_t c = 0; c < C; c++)                                                            \
-        for (int64_t p = 0; p < HW; p++) dxn[c * HW + p] = dxt[p * C + c];                       \
+    if (dxn) transpose_##S(dxt, HW, C, C, dxn, HW);                                              \
   }
 GEN_SPARSE(float, f32, sparse_reg_f32)
 static inline void axpy_f64(int64_t n, double v, const double *restrict x, double *restrict y) {
