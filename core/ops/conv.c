@@ -947,7 +947,204 @@ typedef struct cmp_job {
   int64_t front;                /* backward: elements before each chunk's dw and db sums */
   char *wt;                     /* backward, sparse: w as (O,KH,KW,Cg); NULL: dense */
   int64_t ring_at;              /* backward, sparse: elements before each chunk's sparse_ring */
+  float *wr;                    /* forward, channels-last (cl_ok): w as (K,O); NULL: not */
 } cmp_job;
+
+/* dst[c * ldd + r] = src[r * lds + c] for r < rows, c < cols: float32 in
+ * 16 x 16 tiles transposed in registers (four butterfly stages of two-input
+ * shuffles, each swapping the off-diagonal blocks of every 2s x 2s block),
+ * the edges element by element. by_dst: the tiles of 16 rows of dst one
+ * after another (few streams of stores, when dst is the larger stride);
+ * else those of 16 rows of src. */
+#define SHUF(b, s, k) ((((k) >> (b)) & 1) ? 16 + ((k) ^ (s)) : (k))
+#define SHUF_HI(b, s, k) ((((k) >> (b)) & 1) ? 16 + (k) : ((k) ^ (s)))
+#define SHUF16(M, b, s)                                                                                \
+  {M(b, s, 0), M(b, s, 1), M(b, s, 2), M(b, s, 3), M(b, s, 4), M(b, s, 5), M(b, s, 6), M(b, s, 7),     \
+   M(b, s, 8), M(b, s, 9), M(b, s, 10), M(b, s, 11), M(b, s, 12), M(b, s, 13), M(b, s, 14), M(b, s, 15)}
+#define BUTTERFLY(b, s)                                                                                \
+  {                                                                                                    \
+    const vi16 lo = SHUF16(SHUF, b, s), hi = SHUF16(SHUF_HI, b, s);                                    \
+    for (int i = 0; i < 16; i++)                                                                       \
+      if (!(i & s)) {                                                                                  \
+        v16 a = t[i], c = t[i | s];                                                                    \
+        t[i] = __builtin_shuffle(a, c, lo);                                                            \
+        t[i | s] = __builtin_shuffle(a, c, hi);                                                        \
+      }                                                                                                \
+  }
+#define GEN_TRANSPOSE(NAME, DT, STORE, CAST)                                                            \
+  static TC void NAME(const float *src, int64_t rows, int64_t cols, int64_t lds, DT *dst, int64_t ldd, \
+                      bool by_dst) {                                                                   \
+    int64_t r16 = rows / 16 * 16, c16 = cols / 16 * 16;                                                \
+    for (int64_t a = 0; a < (by_dst ? c16 : r16); a += 16)                                             \
+      for (int64_t b = 0; b < (by_dst ? r16 : c16); b += 16) {                                         \
+        int64_t r0 = by_dst ? b : a, c0 = by_dst ? a : b;                                              \
+        v16 t[16];                                                                                     \
+        for (int i = 0; i < 16; i++) memcpy(&t[i], src + (r0 + i) * lds + c0, sizeof t[i]);            \
+        BUTTERFLY(0, 1) BUTTERFLY(1, 2) BUTTERFLY(2, 4) BUTTERFLY(3, 8)                                \
+        for (int i = 0; i < 16; i++) STORE(dst + (c0 + i) * ldd + r0, t[i]);                           \
+      }                                                                                                \
+    for (int64_t r = 0; r < rows; r++)                                                                 \
+      for (int64_t c = r < r16 ? c16 : 0; c < cols; c++) dst[c * ldd + r] = CAST(src + r * lds + c);  \
+  }
+#define STORE_F32(d, v) memcpy((d), &(v), sizeof(v16))
+#define CAST_F32(p) (*(p))
+#define STORE_U8(d, v)                                                                                 \
+  do {                                                                                                 \
+    vu8 b_ = __builtin_convertvector((vi16)(v), vu8);                                                  \
+    memcpy((d), &b_, sizeof b_);                                                                       \
+  } while (0)
+#define CAST_U8(p) ((uint8_t)*(const int32_t *)(const void *)(p))
+typedef uint8_t vu8 __attribute__((vector_size(16)));
+/* dst = src transposed */
+GEN_TRANSPOSE(transpose_f32, float, STORE_F32, CAST_F32)
+/* dst = src transposed, src int32 values (as floats' bits) narrowed to uint8 */
+GEN_TRANSPOSE(transpose_i32_u8, uint8_t, STORE_U8, CAST_U8)
+#undef STORE_F32
+#undef CAST_F32
+#undef STORE_U8
+#undef CAST_U8
+#undef GEN_TRANSPOSE
+#undef BUTTERFLY
+#undef SHUF16
+#undef SHUF_HI
+#undef SHUF
+
+static void transpose_f64(const double *src, int64_t rows, int64_t cols, int64_t lds, double *dst,
+                          int64_t ldd, bool by_dst) {
+  for (int64_t c = 0; c < cols; c++)
+    for (int64_t r = 0; r < rows; r++) dst[c * ldd + r] = src[r * lds + c];
+}
+
+/* Channels-last forward for few taps and 16, 32 or 64 output channels (a
+ * first layer on RGB): conv-output rows are made as needed into a ring of
+ * pool KH rows of (OW, O), each position's O channels summed over the
+ * K = Cg*KH*KW taps in registers, P positions at a time (the input value
+ * broadcast, the tap's weights loaded once for the P). Each pooled row is
+ * then taken from the ring with the O channels in registers (the first
+ * maximum in row-major order, as lu_maxpool_argmax_plane), bias and relu
+ * applied after the max, kept channels-last for the whole sample and then
+ * transposed into the NCHW planes. Conv padding
+ * and groups, pool padding and windows that run past the conv output take
+ * the general path. Scratch per chunk: cl_scratch() floats. */
+static bool cl_ok(const geom *g, const lu_pool_win *pl, int32_t dt) {
+  return dt == LUON_DTYPE_F32 && g->G == 1 && (g->O == 16 || g->O == 32 || g->O == 64) && g->K <= 32 &&
+         g->ph == 0 && g->pw == 0 && pl->ph == 0 && pl->pw == 0 && pl->KH <= 256 &&
+         (pl->OH - 1) * pl->sh + pl->KH <= g->OH && (pl->OW - 1) * pl->sw + pl->KW <= g->OW;
+}
+
+/* the ring, then the sample's pooled values and indices (int32), (PH*PW,O)
+ * each */
+static int64_t cl_scratch(const geom *g, const lu_pool_win *pl) {
+  return pl->KH * g->OW * g->O + 2 * pl->OH * pl->OW * g->O;
+}
+
+/* X(b) for each vector b of the OB */
+#define CL_B1(X) X(0)
+#define CL_B2(X) X(0) X(1)
+#define CL_B4(X) X(0) X(1) X(2) X(3)
+#define CL_FIRST(b)                                                                                    \
+  v16 v##b, best##b;                                                                                   \
+  vi16 arg##b = {0};                                                                                   \
+  memcpy(&best##b, r + 16 * b, sizeof(v16));
+#define CL_STEP(b)                                                                                     \
+  {                                                                                                    \
+    memcpy(&v##b, r + 16 * b, sizeof(v16));                                                            \
+    vi16 gt = v##b > best##b;                                                                          \
+    best##b = (v16)(((vi16)v##b & gt) | ((vi16)best##b & ~gt));                                        \
+    arg##b = (kv & gt) | (arg##b & ~gt);                                                               \
+  }
+#define CL_OUT(b)                                                                                      \
+  {                                                                                                    \
+    v16 m = best##b + bv[b];                                                                           \
+    if (g->relu) { /* not above 0: 0 and no gradient (255), NaN included */                           \
+      vi16 on = m > 0;                                                                                 \
+      m = (v16)((vi16)m & on);                                                                         \
+      arg##b = (arg##b & on) | (((vi16){0} + 255) & ~on);                                              \
+    }                                                                                                  \
+    memcpy(prow + (i * PW + j) * O + 16 * b, &m, sizeof m);                                            \
+    memcpy(pidx + (i * PW + j) * O + 16 * b, &arg##b, sizeof arg##b);                                  \
+  }
+
+#define GEN_CL(OB, P)                                                                                  \
+  /* conv-output row hh into row (OW,O); wr (K,O) */                                                   \
+  static inline __attribute__((always_inline)) void cl_row_##OB(const geom *g, const float *xn,      \
+                                                                 const float *wr, int64_t hh,          \
+                                                                 float *row) {                         \
+    const int64_t W = g->W, K = g->K, sw = g->sw, O = 16 * OB;                                         \
+    const float *tap[32]; /* each tap's input row, shifted by its column offset */                     \
+    for (int64_t c = 0, t = 0; c < g->Cg; c++)                                                         \
+      for (int64_t p = 0; p < g->KH; p++)                                                              \
+        for (int64_t q = 0; q < g->KW; q++, t++)                                                       \
+          tap[t] = xn + (c * g->H + hh * g->sh + p * g->dh) * W + q * g->dw;                           \
+    int64_t ww = 0;                                                                                    \
+    for (; ww + P <= g->OW; ww += P) {                                                                 \
+      v16 s[P * OB];                                                                                   \
+      _Pragma("GCC unroll 16") for (int k = 0; k < P * OB; k++) s[k] = (v16){0};                       \
+      for (int64_t t = 0; t < K; t++) {                                                                \
+        const float *xr = tap[t] + ww * sw, *wt = wr + t * O;                                          \
+        _Pragma("GCC unroll 4") for (int b = 0; b < OB; b++) {                                         \
+          v16 wv;                                                                                      \
+          memcpy(&wv, wt + 16 * b, sizeof wv);                                                         \
+          _Pragma("GCC unroll 8") for (int k = 0; k < P; k++) s[k * OB + b] += xr[k * sw] * wv;        \
+        }                                                                                              \
+      }                                                                                                \
+      _Pragma("GCC unroll 16") for (int k = 0; k < P * OB; k++) memcpy(row + ww * O + 16 * k, &s[k], 64); \
+    }                                                                                                  \
+    for (; ww < g->OW; ww++)                                                                           \
+      for (int b = 0; b < OB; b++) {                                                                   \
+        v16 s = {0}, wv;                                                                               \
+        for (int64_t t = 0; t < K; t++) {                                                              \
+          memcpy(&wv, wr + t * O + 16 * b, sizeof wv);                                                 \
+          s += tap[t][ww * sw] * wv;                                                                   \
+        }                                                                                              \
+        memcpy(row + ww * O + 16 * b, &s, sizeof s);                                                   \
+      }                                                                                                \
+  }                                                                                                    \
+                                                                                                       \
+  static TC void cl_fwd_##OB(const geom *g, const lu_pool_win *pl, const float *xn, const float *wr,   \
+                             const float *bias, float *yn, uint8_t *in, float *scratch) {              \
+    const int64_t O = 16 * OB, RB = pl->KH, PW = pl->OW, PP = pl->OH * PW;                             \
+    float *ring = scratch, *prow = ring + RB * g->OW * O;                                              \
+    int32_t *pidx = (int32_t *)(prow + PP * O);                                                        \
+    v16 bv[OB];                                                                                        \
+    for (int b = 0; b < OB; b++) {                                                                     \
+      bv[b] = (v16){0};                                                                                \
+      if (bias) memcpy(&bv[b], bias + 16 * b, sizeof bv[b]);                                           \
+    }                                                                                                  \
+    const float *rows[256];                                                                            \
+    int64_t next = 0; /* the next conv-output row to make */                                           \
+    for (int64_t i = 0; i < pl->OH; i++) {                                                             \
+      int64_t h0 = i * pl->sh;                                                                         \
+      if (next < h0) next = h0;                                                                        \
+      for (; next < h0 + pl->KH; next++) cl_row_##OB(g, xn, wr, next, ring + next % RB * g->OW * O);   \
+      for (int64_t p = 0; p < pl->KH; p++) rows[p] = ring + (h0 + p) % RB * g->OW * O;                 \
+      for (int64_t j = 0; j < PW; j++) {                                                               \
+        int64_t c0 = j * pl->sw * O;                                                                   \
+        const float *r = rows[0] + c0;                                                                 \
+        CL_B##OB(CL_FIRST)                                                                             \
+        for (int64_t p = 0, k = 0; p < pl->KH; p++)                                                    \
+          for (int64_t q = 0; q < pl->KW; q++, k++) {                                                  \
+            vi16 kv = (vi16){0} + (int32_t)k;                                                          \
+            r = rows[p] + c0 + q * O;                                                                  \
+            CL_B##OB(CL_STEP)                                                                          \
+          }                                                                                            \
+        CL_B##OB(CL_OUT)                                                                               \
+      }                                                                                                \
+    }                                                                                                  \
+    transpose_f32(prow, PP, O, O, yn, PP, true);                                                             \
+    transpose_i32_u8((const float *)pidx, PP, O, O, in, PP, true);                                           \
+  }
+GEN_CL(1, 8)
+GEN_CL(2, 8)
+GEN_CL(4, 4)
+
+/* x[n] -> y[n] (O,PH,PW) and idx[n]; wr (K,O) */
+static void cl_fwd_sample(const geom *g, const lu_pool_win *pl, const float *xn, const float *wr,
+                          const float *bias, float *yn, uint8_t *in, float *scratch) {
+  if (g->O == 16) cl_fwd_1(g, pl, xn, wr, bias, yn, in, scratch);
+  else if (g->O == 32) cl_fwd_2(g, pl, xn, wr, bias, yn, in, scratch);
+  else cl_fwd_4(g, pl, xn, wr, bias, yn, in, scratch);
+}
 
 static void cmp_fwd_chunks(void *ctx, int64_t c0, int64_t c1) {
   const cmp_job *m = ctx;
@@ -960,6 +1157,11 @@ static void cmp_fwd_chunks(void *ctx, int64_t c0, int64_t c1) {
     int64_t n0, n1;
     sample_range(j, ch, &n0, &n1);
     for (int64_t n = n0; n < n1; n++) {
+      if (m->wr) {
+        cl_fwd_sample(g, m->pw, (const float *)j->a + n * g->C * g->H * g->W, m->wr, (const float *)j->bias,
+                      (float *)m->y + n * g->O * PP, m->idx + n * g->O * PP, (float *)buf);
+        continue;
+      }
       if (m->direct)
         for (int64_t i = 0; i < g->OH; i++) direct_row(j, n, i, (float *)buf);
       else
@@ -1190,56 +1392,13 @@ static TC bool sparse_reg_f32(const geom *g, const lu_pool_win *pl, const int64_
   return true;
 }
 
-/* dst[c * ldd + r] = src[r * lds + c] for r < rows, c < cols: float32 in
- * 16 x 16 tiles transposed in registers (four butterfly stages of two-input
- * shuffles, each swapping the off-diagonal blocks of every 2s x 2s block),
- * the edges element by element */
-#define SHUF(b, s, k) ((((k) >> (b)) & 1) ? 16 + ((k) ^ (s)) : (k))
-#define SHUF_HI(b, s, k) ((((k) >> (b)) & 1) ? 16 + (k) : ((k) ^ (s)))
-#define SHUF16(M, b, s)                                                                                \
-  {M(b, s, 0), M(b, s, 1), M(b, s, 2), M(b, s, 3), M(b, s, 4), M(b, s, 5), M(b, s, 6), M(b, s, 7),     \
-   M(b, s, 8), M(b, s, 9), M(b, s, 10), M(b, s, 11), M(b, s, 12), M(b, s, 13), M(b, s, 14), M(b, s, 15)}
-#define BUTTERFLY(b, s)                                                                                \
-  {                                                                                                    \
-    const vi16 lo = SHUF16(SHUF, b, s), hi = SHUF16(SHUF_HI, b, s);                                    \
-    for (int i = 0; i < 16; i++)                                                                       \
-      if (!(i & s)) {                                                                                  \
-        v16 a = t[i], c = t[i | s];                                                                    \
-        t[i] = __builtin_shuffle(a, c, lo);                                                            \
-        t[i | s] = __builtin_shuffle(a, c, hi);                                                        \
-      }                                                                                                \
-  }
-static TC void transpose_f32(const float *src, int64_t rows, int64_t cols, int64_t lds, float *dst,
-                             int64_t ldd) {
-  int64_t r16 = rows / 16 * 16, c16 = cols / 16 * 16;
-  for (int64_t r0 = 0; r0 < r16; r0 += 16)
-    for (int64_t c0 = 0; c0 < c16; c0 += 16) {
-      v16 t[16];
-      for (int i = 0; i < 16; i++) memcpy(&t[i], src + (r0 + i) * lds + c0, sizeof t[i]);
-      BUTTERFLY(0, 1) BUTTERFLY(1, 2) BUTTERFLY(2, 4) BUTTERFLY(3, 8)
-      for (int i = 0; i < 16; i++) memcpy(dst + (c0 + i) * ldd + r0, &t[i], sizeof t[i]);
-    }
-  for (int64_t r = 0; r < rows; r++)
-    for (int64_t c = r < r16 ? c16 : 0; c < cols; c++) dst[c * ldd + r] = src[r * lds + c];
-}
-#undef BUTTERFLY
-#undef SHUF16
-#undef SHUF_HI
-#undef SHUF
-
-static void transpose_f64(const double *src, int64_t rows, int64_t cols, int64_t lds, double *dst,
-                          int64_t ldd) {
-  for (int64_t c = 0; c < cols; c++)
-    for (int64_t r = 0; r < rows; r++) dst[c * ldd + r] = src[r * lds + c];
-}
-
 #define GEN_SPARSE(T, S, REG)                                                                    \
   static TC void sparse_sample_##S(const geom *g, const lu_pool_win *pl, const int64_t *kr,       \
                                    const int64_t *kc, const T *xn, const T *wt, const T *dyn,    \
                                    const uint8_t *idx, T *xt, T *dxt, T *a4, T *acc, T *db,      \
                                    const sparse_ring *r, T *dxn) {                               \
     int64_t HW = g->H * g->W, C = g->C, Cg = g->Cg;                                              \
-    transpose_##S(xn, C, HW, HW, xt, C);                                                          \
+    transpose_##S(xn, C, HW, HW, xt, C, false);                                                          \
     if (dxn) memset(dxt, 0, sizeof(T) * (size_t)(HW * C));                                       \
     if (!REG(g, pl, kr, kc, xt, wt, dyn, idx, dxn ? dxt : NULL, acc, db, r))                      \
     for (int64_t o = 0; o < g->O; o++) {                                                         \
@@ -1271,7 +1430,7 @@ static void transpose_f64(const double *src, int64_t rows, int64_t cols, int64_t
         acc[o * g->K + k] += (a4[k] + a4[g->K + k]) + (a4[2 * g->K + k] + a4[3 * g->K + k]);     \
       db[o] += sum;                                                                              \
     }                                                                                            \
-    if (dxn) transpose_##S(dxt, HW, C, C, dxn, HW);                                              \
+    if (dxn) transpose_##S(dxt, HW, C, C, dxn, HW, false);                                              \
   }
 GEN_SPARSE(float, f32, sparse_reg_f32)
 static inline void axpy_f64(int64_t n, double v, const double *restrict x, double *restrict y) {
@@ -1356,12 +1515,22 @@ luon_status lu_cpu_conv2d_maxpool(lu_call *c) {
   cmp_job m = {{&g, dt, luon_dtype_size(dt), g.N < nt ? g.N : nt, d.in[0], d.in[1],
                 c->nin == 3 ? d.in[2] : NULL, NULL, NULL, NULL, 0}, &pw,
                direct_ok(&g, dt) && !(algo && algo[0] == 'g'), lu_data(c->out[0]), lu_data(c->out[1]),
-               NULL, NULL, NULL, NULL, NULL, 0, 0, NULL, 0};
+               NULL, NULL, NULL, NULL, NULL, 0, 0, NULL, 0, NULL};
   m.j.colsz = m.direct || pointwise(&g) ? 0 : g.K * g.P;
   int64_t pool = ((int64_t)lu_maxpool_argmax_scratch(&pw) + m.j.es - 1) / m.j.es;
-  luon_status s = cmp_alloc("conv2d_maxpool", &m, g.O * g.P + m.j.colsz + pool);
+  if (cl_ok(&g, &pw, dt) && !(algo && algo[0] != 'c')) {
+    if (!(m.wr = lu_scratch_alloc(sizeof(float) * (size_t)(g.K * g.O)))) {
+      dense_done(c, &d);
+      return lu_error(LUON_ENOMEM, "conv2d_maxpool: out of host memory for the weight (%lld elements)",
+                      (long long)(g.K * g.O));
+    }
+    for (int64_t o = 0; o < g.O; o++)
+      for (int64_t t = 0; t < g.K; t++) m.wr[t * g.O + o] = ((const float *)d.in[1])[o * g.K + t];
+  }
+  luon_status s = cmp_alloc("conv2d_maxpool", &m, m.wr ? cl_scratch(&g, &pw) : g.O * g.P + m.j.colsz + pool);
   if (s == LUON_OK) lu_parallel_for(m.j.chunks, 1, cmp_fwd_chunks, &m);
   lu_scratch_free(m.scratch);
+  lu_scratch_free(m.wr);
   dense_done(c, &d);
   return s;
 }
@@ -1379,7 +1548,7 @@ luon_status lu_cpu_conv2d_maxpool_grad(lu_call *c) {
   cmp_job m = {{&g, dt, es, g.N < nt ? g.N : nt, d.in[2], d.in[3], NULL, NULL, NULL, NULL,
                 pointwise(&g) ? 0 : g.K * g.P}, &pw, false, NULL, (uint8_t *)d.in[1], d.in[0],
                c->attrs->i[15] ? lu_data(c->out[0]) : NULL, lu_data(c->out[1]), lu_data(c->out[2]),
-               NULL, 0, 0, NULL, 0};
+               NULL, 0, 0, NULL, 0, NULL};
   if (m.j.chunks < 1) m.j.chunks = 1;
   int64_t KK = g.KH * g.KW;
   bool sparse = g.Cg >= SPARSE_MIN_CG;
