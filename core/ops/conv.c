@@ -959,18 +959,15 @@ typedef struct cmp_job {
 #define SHUF(b, s, k) ((((k) >> (b)) & 1) ? 16 + ((k) ^ (s)) : (k))
 #define SHUF_HI(b, s, k) ((((k) >> (b)) & 1) ? 16 + (k) : ((k) ^ (s)))
 #define SHUF16(M, b, s)                                                                                \
-  {M(b, s, 0), M(b, s, 1), M(b, s, 2), M(b, s, 3), M(b, s, 4), M(b, s, 5), M(b, s, 6), M(b, s, 7),     \
-   M(b, s, 8), M(b, s, 9), M(b, s, 10), M(b, s, 11), M(b, s, 12), M(b, s, 13), M(b, s, 14), M(b, s, 15)}
+  M(b, s, 0), M(b, s, 1), M(b, s, 2), M(b, s, 3), M(b, s, 4), M(b, s, 5), M(b, s, 6), M(b, s, 7),      \
+      M(b, s, 8), M(b, s, 9), M(b, s, 10), M(b, s, 11), M(b, s, 12), M(b, s, 13), M(b, s, 14), M(b, s, 15)
 #define BUTTERFLY(b, s)                                                                                \
-  {                                                                                                    \
-    const vi16 lo = SHUF16(SHUF, b, s), hi = SHUF16(SHUF_HI, b, s);                                    \
-    for (int i = 0; i < 16; i++)                                                                       \
-      if (!(i & s)) {                                                                                  \
-        v16 a = t[i], c = t[i | s];                                                                    \
-        t[i] = __builtin_shuffle(a, c, lo);                                                            \
-        t[i | s] = __builtin_shuffle(a, c, hi);                                                        \
-      }                                                                                                \
-  }
+  for (int i = 0; i < 16; i++)                                                                         \
+    if (!(i & s)) {                                                                                    \
+      v16 a = t[i], c = t[i | s];                                                                      \
+      t[i] = __builtin_shufflevector(a, c, SHUF16(SHUF, b, s));                                        \
+      t[i | s] = __builtin_shufflevector(a, c, SHUF16(SHUF_HI, b, s));                                 \
+    }
 #define GEN_TRANSPOSE(NAME, DT, STORE, CAST)                                                            \
   static TC void NAME(const float *src, int64_t rows, int64_t cols, int64_t lds, DT *dst, int64_t ldd, \
                       bool by_dst) {                                                                   \
