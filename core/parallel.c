@@ -1,10 +1,13 @@
 /* parallel.c: a small persistent thread pool for CPU kernels. The caller
- * takes the first chunk itself; workers sleep on a condition variable
- * between jobs (waking them costs ~10 us, so kernels only go parallel on
- * large work), leaving the cores to OpenBLAS and the data loader. */
+ * takes the first chunk itself. Between jobs a worker first polls for the
+ * next one for up to SPIN_NS (a training step's ops follow each other by
+ * tens of microseconds, and a wake-up through the scheduler costs as much),
+ * then sleeps on a condition variable, leaving the cores to OpenBLAS and
+ * the data loader; the caller polls for the workers' end the same way. */
 #include "internal.h"
 #include <pthread.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MAX_THREADS 64
@@ -19,15 +22,40 @@ static struct {
   void *ctx;
   int64_t n, chunk;
   int64_t generation;
-  int pending;           /* workers still running the job */
+  int64_t pending;       /* workers still running the job */
 } pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0,
           NULL, NULL, 0, 0, 0, 0};
 static pthread_mutex_t call_lock = PTHREAD_MUTEX_INITIALIZER; /* one job at a time */
+
+#define SPIN_NS 100000
+
+static int64_t now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* polls *v (read without the lock) for up to SPIN_NS until it differs from
+ * `from`; the caller then confirms under the lock */
+static void spin_while(const int64_t *v, int64_t from) {
+  int64_t end = 0;
+  for (int k = 0; __atomic_load_n(v, __ATOMIC_ACQUIRE) == from; k++) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+    if ((k & 63) == 0) {
+      int64_t t = now_ns();
+      if (!end) end = t + SPIN_NS;
+      else if (t > end) return;
+    }
+  }
+}
 
 static void *worker(void *arg) {
   int idx = (int)(intptr_t)arg;
   int64_t seen = 0;
   for (;;) {
+    spin_while(&pool.generation, seen);
     pthread_mutex_lock(&pool.lock);
     while (pool.generation == seen) pthread_cond_wait(&pool.wake, &pool.lock);
     seen = pool.generation;
@@ -38,7 +66,7 @@ static void *worker(void *arg) {
     pthread_mutex_unlock(&pool.lock);
     if (b < e) fn(ctx, b, e);
     pthread_mutex_lock(&pool.lock);
-    if (--pool.pending == 0) pthread_cond_signal(&pool.done_cv);
+    if (__atomic_sub_fetch(&pool.pending, 1, __ATOMIC_RELEASE) == 0) pthread_cond_signal(&pool.done_cv);
     pthread_mutex_unlock(&pool.lock);
   }
   return NULL;
@@ -116,10 +144,14 @@ void lu_parallel_for(int64_t n, int64_t grain, lu_range_fn fn, void *ctx) {
   pool.chunk = chunk;
   /* wake exactly the workers with a chunk; others see an empty range */
   pool.pending = pool.started;
-  pool.generation++;
+  __atomic_store_n(&pool.generation, pool.generation + 1, __ATOMIC_RELEASE);
   pthread_cond_broadcast(&pool.wake);
   pthread_mutex_unlock(&pool.lock);
   fn(ctx, 0, chunk < n ? chunk : n);
+  for (int64_t left; (left = __atomic_load_n(&pool.pending, __ATOMIC_ACQUIRE)) > 0;) {
+    spin_while(&pool.pending, left);
+    if (__atomic_load_n(&pool.pending, __ATOMIC_ACQUIRE) == left) break; /* still running: sleep */
+  }
   pthread_mutex_lock(&pool.lock);
   while (pool.pending > 0) pthread_cond_wait(&pool.done_cv, &pool.lock);
   pthread_mutex_unlock(&pool.lock);
