@@ -6,6 +6,7 @@
  * the data loader; the caller polls for the workers' end the same way. */
 #include "internal.h"
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
@@ -80,9 +81,15 @@ static int default_threads(void) {
   return n > MAX_THREADS ? MAX_THREADS : n;
 }
 
+/* Workers block every signal (they inherit the mask of the thread that
+ * starts them), so that a process-directed signal such as the REPL's Ctrl-C
+ * goes to one of the host's threads, whose blocked read it must end. */
 static void start_workers(void) {
   /* called with pool.lock held */
   if (pool.nthreads == 0) pool.nthreads = default_threads();
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
   while (pool.started < pool.nthreads - 1) {
     pthread_t th;
     pthread_attr_t at;
@@ -96,6 +103,7 @@ static void start_workers(void) {
     pthread_attr_destroy(&at);
     pool.started++;
   }
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
 void luon_set_num_threads(int32_t n) {
