@@ -227,6 +227,16 @@ void lu_broadcast_strides(const luon_tensor *t, int ndim, const int64_t *shape,
 /* Normalise a possibly negative axis; error names op and values. */
 luon_status lu_axis(const char *op, int64_t axis, int ndim, int *out);
 
+/* ---- CPU kernels --------------------------------------------------------- */
+
+#ifndef __CUDACC__
+/* Hot loops get an AVX-512 and an AVX2 clone, picked at load time. */
+#define TC __attribute__((target_clones("avx512f", "avx2", "default")))
+/* 16 float32 or int32 lanes: one AVX-512 register, two AVX2 ones */
+typedef float v16 __attribute__((vector_size(64)));
+typedef int32_t vi16 __attribute__((vector_size(64)));
+#endif
+
 /* ---- max-pool windows (pool.c), shared with the fused conv2d_maxpool ---- */
 
 /* One pooling window geometry over an (H, W) plane. */

@@ -151,7 +151,7 @@ void lu_parallel_for(int64_t n, int64_t grain, lu_range_fn fn, void *ctx) {
   pool.n = n;
   pool.chunk = chunk;
   /* wake exactly the workers with a chunk; others see an empty range */
-  pool.pending = pool.started;
+  __atomic_store_n(&pool.pending, pool.started, __ATOMIC_RELAXED);
   __atomic_store_n(&pool.generation, pool.generation + 1, __ATOMIC_RELEASE);
   pthread_cond_broadcast(&pool.wake);
   pthread_mutex_unlock(&pool.lock);

@@ -10,8 +10,6 @@
 #include <limits.h>
 #include <stdlib.h>
 
-/* Hot loops get an AVX-512 and an AVX2 clone, picked at load time. */
-#define TC __attribute__((target_clones("avx512f", "avx2", "default")))
 /* Short copy loops stay loops: gcc would make each row a memcpy call. */
 #define NODIST __attribute__((optimize("no-tree-loop-distribute-patterns")))
 
@@ -498,8 +496,6 @@ static void fwd_chunks(void *ctx, int64_t c0, int64_t c1) {
  * input rows it reads, so the output is written once and nothing is packed.
  * Rows (n, i) split across threads; all O channels of a row together. */
 #define DBLK 16
-typedef float v16 __attribute__((vector_size(64)));
-typedef int32_t vi16 __attribute__((vector_size(64)));
 
 /* s[b] = bias + sum over taps of wt * row, for NB blocks of DBLK columns from j */
 #define DIRECT_BLOCKS(NB)                                                                   \
@@ -1020,9 +1016,9 @@ static void transpose_f64(const double *src, int64_t rows, int64_t cols, int64_t
  * then taken from the ring with the O channels in registers (the first
  * maximum in row-major order, as lu_maxpool_argmax_plane), bias and relu
  * applied after the max, kept channels-last for the whole sample and then
- * transposed into the NCHW planes. Conv padding
- * and groups, pool padding and windows that run past the conv output take
- * the general path. Scratch per chunk: cl_scratch() floats. */
+ * transposed into the NCHW planes. Conv padding and groups, pool padding
+ * and windows that run past the conv output take the general path.
+ * Scratch per chunk: cl_scratch() floats. */
 static bool cl_ok(const geom *g, const lu_pool_win *pl, int32_t dt) {
   return dt == LUON_DTYPE_F32 && g->G == 1 && (g->O == 16 || g->O == 32 || g->O == 64) && g->K <= 32 &&
          g->ph == 0 && g->pw == 0 && pl->ph == 0 && pl->pw == 0 && pl->KH <= 256 &&
@@ -1128,8 +1124,8 @@ static int64_t cl_scratch(const geom *g, const lu_pool_win *pl) {
         CL_B##OB(CL_OUT)                                                                               \
       }                                                                                                \
     }                                                                                                  \
-    transpose_f32(prow, PP, O, O, yn, PP, true);                                                             \
-    transpose_i32_u8((const float *)pidx, PP, O, O, in, PP, true);                                           \
+    transpose_f32(prow, PP, O, O, yn, PP, true);                                                       \
+    transpose_i32_u8((const float *)pidx, PP, O, O, in, PP, true);                                     \
   }
 GEN_CL(1, 8)
 GEN_CL(2, 8)
@@ -1213,7 +1209,7 @@ GEN_SCATTER(double, f64)
  *    position, v times the weight's 4 taps x Cg summed in registers over
  *    the position's set channels, then added to dxt's 4 taps once. Per
  *    nonzero, dxt would take a load, add and store of 4 * CG16 vectors.
- *    The ring is left zeroed.
+ *    The ring starts zeroed (once per chunk) and each sample leaves it so.
  * Nonzeros with a tap outside the input take scalar loops. */
 typedef struct sparse_ring {
   float *dyc;     /* (O, pool KH, OW) */
@@ -1332,10 +1328,6 @@ static inline __attribute__((always_inline)) void sparse_reg_body(
   int64_t *restrict offs = r->off;
   int64_t rs[256]; /* ring slot of each window row of the pooled row */
   int64_t done = 0; /* conv-output rows below it have gone to dxt */
-  if (dxt) {
-    memset(dyc, 0, sizeof(float) * (size_t)(RB * OW * O));
-    memset(bits, 0, sizeof(uint64_t) * (size_t)(RB * OW * MW));
-  }
   for (int64_t i = 0; i < PH; i++) {
     int64_t h0 = i * psh - pph;
     for (int64_t k = 0; k < RB; k++) rs[k] = (h0 + k >= 0 ? (h0 + k) % RB : 0) * OW;
@@ -1455,6 +1447,18 @@ static void cmp_bwd_chunks(void *ctx, int64_t c0, int64_t c1) {
     char *front = m->scratch + ch * m->per_chunk * es;
     char *acc = front + m->front * es, *db = acc + g->O * g->K * es;
     memset(acc, 0, (size_t)((g->O * g->K + g->O) * es));
+    /* the sparse ring, zeroed once: each sample leaves it zeroed */
+    sparse_ring r;
+    int64_t MW = (g->O + 63) / 64;
+    r.bits = (uint64_t *)(front + m->ring_at * es);
+    r.dyc = (float *)(r.bits + m->pw->KH * g->OW * MW);
+    r.rows = m->pw->KH;
+    r.off = (int64_t *)(r.dyc + m->pw->KH * g->OW * g->O);
+    r.v = (float *)(r.off + m->pw->OW);
+    if (m->wt) {
+      memset(r.bits, 0, sizeof(uint64_t) * (size_t)(m->pw->KH * g->OW * MW));
+      memset(r.dyc, 0, sizeof(float) * (size_t)(m->pw->KH * g->OW * g->O));
+    }
     int64_t n0, n1;
     sample_range(j, ch, &n0, &n1);
     for (int64_t n = n0; n < n1; n++) {
@@ -1465,12 +1469,6 @@ static void cmp_bwd_chunks(void *ctx, int64_t c0, int64_t c1) {
       char *dyc = front, *col = dyc + g->O * g->P * es;
       if (m->wt) {
         char *xt = front, *dxt = xt + g->H * g->W * g->C * es, *a4 = dxt + g->H * g->W * g->C * es;
-        sparse_ring r;
-        r.bits = (uint64_t *)(front + m->ring_at * es);
-        r.dyc = (float *)(r.bits + m->pw->KH * g->OW * ((g->O + 63) / 64));
-        r.rows = m->pw->KH;
-        r.off = (int64_t *)(r.dyc + m->pw->KH * g->OW * g->O);
-        r.v = (float *)(r.off + m->pw->OW);
         if (j->dt == LUON_DTYPE_F32)
           sparse_sample_f32(g, m->pw, kr, kc, (const float *)xn, (const float *)m->wt, (const float *)dyn, in,
                             (float *)xt, (float *)dxt, (float *)a4, (float *)acc, (float *)db, &r, (float *)dxn);

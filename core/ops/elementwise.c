@@ -5,8 +5,6 @@
 #include "internal.h"
 #include <math.h>
 
-/* Hot loops get an AVX-512 and an AVX2 clone, picked at load time. */
-#define TC __attribute__((target_clones("avx512f", "avx2", "default")))
 #define CHUNK 256          /* elements per stack buffer on the converting path */
 /* Threads from 2 * grain elements. Waking the pool costs ~10 us, so loops
  * bound by memory wait for 256K elements, loops calling libm for 32K. */

@@ -184,8 +184,6 @@ static void prepare(operand *o, const char *src, int32_t sdt, int32_t cdt, int64
  *         32 columns at a time in registers, column blocks split;
  *  outer: K <= 8, B's rows contiguous (dy^T @ x): each row of C at once
  *         from the K rows of B, rows split. */
-#define TC __attribute__((target_clones("avx512f", "avx2", "default")))
-typedef float vf16 __attribute__((vector_size(64)));
 #define SKINNY_M 8
 #define SKINNY_K 8
 
@@ -197,7 +195,7 @@ typedef struct sjob {
 
 /* always inlined: called out of line from a target clone, a vector argument
  * would go by another ABI than the default-target callee expects (-O0) */
-static inline __attribute__((always_inline)) float hsum(vf16 v) {
+static inline __attribute__((always_inline)) float hsum(v16 v) {
   float s = 0;
   for (int l = 0; l < 16; l++) s += v[l];
   return s;
@@ -211,13 +209,13 @@ static inline __attribute__((always_inline)) void dot_body(const sjob *j, int64_
     int64_t k1 = k0 + SKINNY_KC < j->K ? k0 + SKINNY_KC : j->K, k16 = k0 + (k1 - k0) / 16 * 16;
     for (int64_t n = b; n < e; n++) {
       const float *bn = j->B + n * j->sbn;
-      vf16 acc[MM];
-      for (int m = 0; m < MM; m++) acc[m] = (vf16){0};
+      v16 acc[MM];
+      for (int m = 0; m < MM; m++) acc[m] = (v16){0};
       for (int64_t k = k0; k < k16; k += 16) {
-        vf16 bv;
+        v16 bv;
         memcpy(&bv, bn + k, sizeof bv);
         for (int m = 0; m < MM; m++) {
-          vf16 av;
+          v16 av;
           memcpy(&av, j->A + m * j->sam + k, sizeof av);
           acc[m] += av * bv;
         }
@@ -248,13 +246,13 @@ static inline __attribute__((always_inline)) void axpy_body(const sjob *j, int64
           }
         continue;
       }
-      vf16 acc[MM][2];
+      v16 acc[MM][2];
       for (int m = 0; m < MM; m++) {
         if (k0) memcpy(acc[m], j->C + m * j->N + n0, sizeof acc[m]);
-        else acc[m][0] = acc[m][1] = (vf16){0};
+        else acc[m][0] = acc[m][1] = (v16){0};
       }
       for (int64_t k = k0; k < k1; k++) {
-        vf16 b0, b1;
+        v16 b0, b1;
         memcpy(&b0, j->B + k * j->sbk + n0, sizeof b0);
         memcpy(&b1, j->B + k * j->sbk + n0 + 16, sizeof b1);
         for (int m = 0; m < MM; m++) {
@@ -300,9 +298,9 @@ static TC void skinny_outer(void *ctx, int64_t b, int64_t e) {
       float a[SKINNY_K], *c = j->C + i * j->N;
       for (int64_t k = 0; k < j->K; k++) a[k] = j->A[i * j->sam + k * j->sak];
       for (int64_t n = c0; n < c16; n += 16) {
-        vf16 s = {0};
+        v16 s = {0};
         for (int64_t k = 0; k < j->K; k++) {
-          vf16 bv;
+          v16 bv;
           memcpy(&bv, j->B + k * j->sbk + n, sizeof bv);
           s += a[k] * bv;
         }
@@ -403,11 +401,11 @@ luon_status lu_cpu_matmul(lu_call *c) {
     } else if (fl) {
       enum CBLAS_TRANSPOSE ta = A.how == TRANS ? CblasTrans : CblasNoTrans;
       enum CBLAS_TRANSPOSE tb = B.how == TRANS ? CblasTrans : CblasNoTrans;
-      if (cdt == LUON_DTYPE_F32 && skinny(M, N, K, &A, &B, (float *)C)) {
-      } else if (cdt == LUON_DTYPE_F32)
-        lu_sgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, 1.0f, (const float *)A.p,
-                    (int)A.ld, (const float *)B.p, (int)B.ld, 0.0f, (float *)C, (int)(N > 1 ? N : 1));
-      else
+      if (cdt == LUON_DTYPE_F32) {
+        if (!skinny(M, N, K, &A, &B, (float *)C))
+          lu_sgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, 1.0f, (const float *)A.p, (int)A.ld,
+                   (const float *)B.p, (int)B.ld, 0.0f, (float *)C, (int)(N > 1 ? N : 1));
+      } else
         lu_dgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, 1.0, (const double *)A.p,
                     (int)A.ld, (const double *)B.p, (int)B.ld, 0.0, (double *)C, (int)(N > 1 ? N : 1));
     } else {

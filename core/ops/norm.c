@@ -5,7 +5,6 @@
 #include "internal.h"
 #include <math.h>
 
-#define TC __attribute__((target_clones("avx512f", "avx2", "default")))
 #define CH_GRAIN 65536 /* elements per thread before channels are split across threads */
 
 static luon_status need_float(const char *op, const luon_tensor *t, const char *what) {

@@ -6,7 +6,6 @@
 #include "internal.h"
 #include <math.h>
 
-#define TC __attribute__((target_clones("avx512f", "avx2", "default")))
 #define PAR_GRAIN 16384
 
 enum { O_SGD, O_MOM, O_ADAM };

@@ -7,8 +7,6 @@
 #include <math.h>
 #include <stdlib.h>
 
-/* Hot loops get an AVX-512 and an AVX2 clone, picked at load time. */
-#define TC __attribute__((target_clones("avx512f", "avx2", "default")))
 
 typedef struct pgeom {
   int64_t N, C, H, W;
