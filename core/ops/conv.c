@@ -944,6 +944,7 @@ typedef struct cmp_job {
   char *wt;                     /* backward, sparse: w as (O,KH,KW,Cg); NULL: dense */
   int64_t ring_at;              /* backward, sparse: elements before each chunk's sparse_ring */
   float *wr;                    /* forward, channels-last (cl_ok): w as (K,O); NULL: not */
+  bool few;                     /* backward: few_dw_sample (few_ok) */
 } cmp_job;
 
 /* dst[c * ldd + r] = src[r * lds + c] for r < rows, c < cols: float32 in
@@ -1189,6 +1190,105 @@ static void cmp_fwd_chunks(void *ctx, int64_t c0, int64_t c1) {
   }
 GEN_SCATTER(float, f32)
 GEN_SCATTER(double, f64)
+
+/* The weight gradient of a few-channel layer (a network's first: C <= 4,
+ * one group, no dx wanted), sparse: for each channel o, the winning conv
+ * outputs are listed (v and where their patch starts), then each adds v
+ * times its patch, KH rows of KW pixels x 4 channel lanes, to KH register
+ * sums. xt is x[n] channels-last with the channels padded to 4, zero-padded
+ * by the conv's padding, with 4 more pixels per row so that a row's 16
+ * lanes never read past the end; the lanes past KW x 4 sum whatever follows
+ * and are dropped. The dense way would scatter into an (O, OH, OW) dy and
+ * dot all of it, three quarters zeros after a stride-2 pool. */
+static bool few_ok(const geom *g, int32_t dt, bool dx) {
+  return dt == LUON_DTYPE_F32 && !dx && g->G == 1 && g->C <= 4 && g->dw == 1 && g->KW <= 4 && g->KH <= 4;
+}
+static int64_t few_row(const geom *g) { return (g->W + 2 * g->pw + 4) * 4; }
+static int64_t few_xt(const geom *g) { return (g->H + 2 * g->ph) * few_row(g); }
+#define FEW_LINES(e) (((e) + 15) / 16 * 16) /* floats, to whole 64-byte lines */
+
+static inline __attribute__((always_inline)) void few_taps(int64_t n, const float *v, const int64_t *off,
+                                                           const float *xt, int64_t rstep, v16 *out,
+                                                           const int KH) {
+  v16 s[2][4];
+  _Pragma("GCC unroll 4") for (int p = 0; p < KH; p++) s[0][p] = s[1][p] = (v16){0};
+  int64_t k = 0;
+  for (; k + 1 < n; k += 2) { /* two chains */
+    const float *a = xt + off[k], *b = xt + off[k + 1];
+    _Pragma("GCC unroll 4") for (int p = 0; p < KH; p++) {
+      v16 xa, xb;
+      memcpy(&xa, a + p * rstep, sizeof xa);
+      memcpy(&xb, b + p * rstep, sizeof xb);
+      s[0][p] += v[k] * xa;
+      s[1][p] += v[k + 1] * xb;
+    }
+  }
+  if (k < n)
+    _Pragma("GCC unroll 4") for (int p = 0; p < KH; p++) {
+      v16 xa;
+      memcpy(&xa, xt + off[k] + p * rstep, sizeof xa);
+      s[0][p] += v[k] * xa;
+    }
+  _Pragma("GCC unroll 4") for (int p = 0; p < KH; p++) out[p] = s[0][p] + s[1][p];
+}
+
+/* ps (O, KH, 16 lanes) takes the per-row sums; vs and offs a pooled row's
+ * nonzeros. Pooled row by pooled row, so that the input rows under it stay
+ * in cache over the channels. */
+static TC void few_dw_sample(const geom *g, const lu_pool_win *pl, const int64_t *kr, const int64_t *kc,
+                             const float *xn, const float *dyn, const uint8_t *idx, float *restrict xt,
+                             float *restrict ps, float *restrict vs, int64_t *restrict offs, float *acc,
+                             float *db) {
+  const int64_t R = few_row(g), HW = g->H * g->W, H = g->H, W = g->W, C = g->C, O = g->O, KH = g->KH;
+  const int64_t PH = pl->OH, PW = pl->OW, rstep = g->dh * R, PP = PH * PW;
+  const int64_t rowstep = pl->sh * g->sh * R, colstep = pl->sw * g->sw * 4;
+  memset(xt, 0, sizeof(float) * (size_t)few_xt(g));
+  memset(ps, 0, sizeof(float) * (size_t)(O * KH * 16));
+  for (int64_t h = 0; h < H; h++) {
+    float *row = xt + (h + g->ph) * R + g->pw * 4;
+    for (int64_t c = 0; c < C; c++) {
+      const float *src = xn + c * HW + h * W;
+      for (int64_t w = 0; w < W; w++) row[w * 4 + c] = src[w];
+    }
+  }
+  int64_t toff[256];
+  for (int64_t k = 0; k < 256; k++) toff[k] = 0; /* 255: a dead window, not listed */
+  for (int64_t k = 0; k < pl->KH * pl->KW; k++)
+    toff[k] = (kr[k] - pl->ph) * g->sh * R + (kc[k] - pl->pw) * g->sw * 4;
+  for (int64_t i = 0; i < PH; i++) {
+    for (int64_t o = 0; o < O; o++) {
+      const float *dr = dyn + o * PP + i * PW;
+      const uint8_t *ir = idx + o * PP + i * PW;
+      int64_t n = 0, at = i * rowstep;
+      float sum = 0;
+      for (int64_t jj = 0; jj < PW; jj++, at += colstep) { /* no branch: 1 in 7 windows may be dead */
+        int64_t wi = ir[jj];
+        float v = wi == 255 ? 0.f : dr[jj];
+        sum += v;
+        vs[n] = v, offs[n] = at + toff[wi];
+        n += wi != 255;
+      }
+      v16 s[4];
+      switch (KH) {
+      case 1: few_taps(n, vs, offs, xt, rstep, s, 1); break;
+      case 2: few_taps(n, vs, offs, xt, rstep, s, 2); break;
+      case 3: few_taps(n, vs, offs, xt, rstep, s, 3); break;
+      default: few_taps(n, vs, offs, xt, rstep, s, 4); break;
+      }
+      for (int64_t p = 0; p < KH; p++) {
+        v16 a;
+        memcpy(&a, ps + (o * KH + p) * 16, sizeof a);
+        a += s[p];
+        memcpy(ps + (o * KH + p) * 16, &a, sizeof a);
+      }
+      db[o] += sum;
+    }
+  }
+  for (int64_t o = 0; o < O; o++) /* acc (O, Cg, KH, KW) */
+    for (int64_t p = 0; p < KH; p++)
+      for (int64_t q = 0; q < g->KW; q++)
+        for (int64_t c = 0; c < C; c++) acc[o * g->K + (c * KH + p) * g->KW + q] += ps[(o * KH + p) * 16 + q * 4 + c];
+}
 
 /* The backward through the window indices, sparse: only conv outputs that won
  * a window have a gradient (at most one per pooled output), and each adds v
@@ -1467,6 +1567,12 @@ static void cmp_bwd_chunks(void *ctx, int64_t c0, int64_t c1) {
       const char *xn = j->a + n * g->C * g->H * g->W * es;
       char *dxn = m->dx ? m->dx + n * g->C * g->H * g->W * es : NULL;
       char *dyc = front, *col = dyc + g->O * g->P * es;
+      if (m->few) {
+        float *xt = (float *)front, *ps = xt + FEW_LINES(few_xt(g)), *vs = ps + g->O * g->KH * 16;
+        few_dw_sample(g, m->pw, kr, kc, (const float *)xn, (const float *)dyn, in, xt, ps, vs,
+                      (int64_t *)(vs + FEW_LINES(m->pw->OW)), (float *)acc, (float *)db);
+        continue;
+      }
       if (m->wt) {
         char *xt = front, *dxt = xt + g->H * g->W * g->C * es, *a4 = dxt + g->H * g->W * g->C * es;
         if (j->dt == LUON_DTYPE_F32)
@@ -1510,7 +1616,7 @@ luon_status lu_cpu_conv2d_maxpool(lu_call *c) {
   cmp_job m = {{&g, dt, luon_dtype_size(dt), g.N < nt ? g.N : nt, d.in[0], d.in[1],
                 c->nin == 3 ? d.in[2] : NULL, NULL, NULL, NULL, 0}, &pw,
                direct_ok(&g, dt) && !(algo && algo[0] == 'g'), lu_data(c->out[0]), lu_data(c->out[1]),
-               NULL, NULL, NULL, NULL, NULL, 0, 0, NULL, 0, NULL};
+               NULL, NULL, NULL, NULL, NULL, 0, 0, NULL, 0, NULL, false};
   m.j.colsz = m.direct || pointwise(&g) ? 0 : g.K * g.P;
   int64_t pool = ((int64_t)lu_maxpool_argmax_scratch(&pw) + m.j.es - 1) / m.j.es;
   if (cl_ok(&g, &pw, dt) && !(algo && algo[0] != 'c')) {
@@ -1543,10 +1649,11 @@ luon_status lu_cpu_conv2d_maxpool_grad(lu_call *c) {
   cmp_job m = {{&g, dt, es, g.N < nt ? g.N : nt, d.in[2], d.in[3], NULL, NULL, NULL, NULL,
                 pointwise(&g) ? 0 : g.K * g.P}, &pw, false, NULL, (uint8_t *)d.in[1], d.in[0],
                c->attrs->i[15] ? lu_data(c->out[0]) : NULL, lu_data(c->out[1]), lu_data(c->out[2]),
-               NULL, 0, 0, NULL, 0, NULL};
+               NULL, 0, 0, NULL, 0, NULL, false};
   if (m.j.chunks < 1) m.j.chunks = 1;
   int64_t KK = g.KH * g.KW;
   bool sparse = g.Cg >= SPARSE_MIN_CG;
+  m.few = !sparse && few_ok(&g, dt, m.dx != NULL);
   if (sparse && !(m.wt = lu_scratch_alloc((size_t)(nw * es)))) {
     dense_done(c, &d);
     return lu_error(LUON_ENOMEM, "conv2d_maxpool_grad: out of host memory for the weight (%lld elements)",
@@ -1562,7 +1669,9 @@ luon_status lu_cpu_conv2d_maxpool_grad(lu_call *c) {
   /* sparse: xt, dxt, the four dw sums and the ring; whole 64-byte lines each */
 #define LINES(e) (((e) + 63 / es) / (64 / es) * (64 / es))
   m.ring_at = LINES(2 * g.H * g.W * g.C + 4 * g.K);
-  m.front = sparse ? m.ring_at + LINES((ring_bytes(&g, &pw) + es - 1) / es) : g.O * g.P + m.j.colsz;
+  m.front = sparse ? m.ring_at + LINES((ring_bytes(&g, &pw) + es - 1) / es)
+            : m.few ? FEW_LINES(few_xt(&g)) + g.O * g.KH * 16 + FEW_LINES(pw.OW) + FEW_LINES(2 * pw.OW)
+                    : g.O * g.P + m.j.colsz;
   luon_status s = cmp_alloc("conv2d_maxpool_grad", &m, LINES(m.front + nw + g.O));
 #undef LINES
   if (s == LUON_OK) {
