@@ -1009,19 +1009,20 @@ static void transpose_f64(const double *src, int64_t rows, int64_t cols, int64_t
     for (int64_t r = 0; r < rows; r++) dst[c * ldd + r] = src[r * lds + c];
 }
 
-/* Channels-last forward for few taps and 16, 32 or 64 output channels (a
- * first layer on RGB): conv-output rows are made as needed into a ring of
- * pool KH rows of (OW, O), each position's O channels summed over the
- * K = Cg*KH*KW taps in registers, P positions at a time (the input value
- * broadcast, the tap's weights loaded once for the P). Each pooled row is
- * then taken from the ring with the O channels in registers (the first
- * maximum in row-major order, as lu_maxpool_argmax_plane), bias and relu
- * applied after the max, kept channels-last for the whole sample and then
- * transposed into the NCHW planes. Conv padding and groups, pool padding
- * and windows that run past the conv output take the general path.
+/* Channels-last forward for 16, 32 or a multiple of 64 output channels and
+ * at most 256 taps (K = Cg*KH*KW): conv-output rows are made as needed into
+ * a ring of pool KH rows of (OW, O), each position's channels summed over
+ * the K taps in registers, 16*OB channels and P positions at a time (the
+ * input value broadcast from its NCHW row, the tap's weights loaded once
+ * for the P). Each pooled row is then taken from the ring with the channels
+ * in registers (the first maximum in row-major order, as
+ * lu_maxpool_argmax_plane), bias and relu applied after the max, kept
+ * channels-last for the whole sample and then transposed into the NCHW
+ * planes. No im2col and no GEMM packing. Conv padding and groups, pool
+ * padding and windows that run past the conv output take the general path.
  * Scratch per chunk: cl_scratch() floats. */
 static bool cl_ok(const geom *g, const lu_pool_win *pl, int32_t dt) {
-  return dt == LUON_DTYPE_F32 && g->G == 1 && (g->O == 16 || g->O == 32 || g->O == 64) && g->K <= 32 &&
+  return dt == LUON_DTYPE_F32 && g->G == 1 && (g->O == 16 || g->O == 32 || g->O % 64 == 0) && g->K <= 256 &&
          g->ph == 0 && g->pw == 0 && pl->ph == 0 && pl->pw == 0 && pl->KH <= 256 &&
          (pl->OH - 1) * pl->sh + pl->KH <= g->OH && (pl->OW - 1) * pl->sw + pl->KW <= g->OW;
 }
@@ -1055,21 +1056,23 @@ static int64_t cl_scratch(const geom *g, const lu_pool_win *pl) {
       m = (v16)((vi16)m & on);                                                                         \
       arg##b = (arg##b & on) | (((vi16){0} + 255) & ~on);                                              \
     }                                                                                                  \
-    memcpy(prow + (i * PW + j) * O + 16 * b, &m, sizeof m);                                            \
-    memcpy(pidx + (i * PW + j) * O + 16 * b, &arg##b, sizeof arg##b);                                  \
+    memcpy(prow + (i * PW + j) * O + ob + 16 * b, &m, sizeof m);                                       \
+    memcpy(pidx + (i * PW + j) * O + ob + 16 * b, &arg##b, sizeof arg##b);                             \
   }
 
 #define GEN_CL(OB, P)                                                                                  \
-  /* conv-output row hh into row (OW,O); wr (K,O) */                                                   \
-  static inline __attribute__((always_inline)) void cl_row_##OB(const geom *g, const float *xn,      \
-                                                                 const float *wr, int64_t hh,          \
-                                                                 float *row) {                         \
-    const int64_t W = g->W, K = g->K, sw = g->sw, O = 16 * OB;                                         \
-    const float *tap[32]; /* each tap's input row, shifted by its column offset */                     \
+  /* conv-output row hh into row (OW,O), channels [ob, ob + 16 OB); wr (K,O). Out of line: inlined   \
+   * into the pooling, gcc spilled an accumulator */                                                  \
+  static TC __attribute__((noinline)) void cl_row_##OB(const geom *g, const float *xn,                \
+                                                         const float *wr, int64_t hh, int64_t ob,      \
+                                                         float *row) {                                 \
+    const int64_t W = g->W, K = g->K, sw = g->sw, O = g->O;                                            \
+    const float *tap[256]; /* each tap's input row, shifted by its column offset */                    \
     for (int64_t c = 0, t = 0; c < g->Cg; c++)                                                         \
       for (int64_t p = 0; p < g->KH; p++)                                                              \
         for (int64_t q = 0; q < g->KW; q++, t++)                                                       \
           tap[t] = xn + (c * g->H + hh * g->sh + p * g->dh) * W + q * g->dw;                           \
+    wr += ob, row += ob;                                                                               \
     int64_t ww = 0;                                                                                    \
     for (; ww + P <= g->OW; ww += P) {                                                                 \
       v16 s[P * OB];                                                                                   \
@@ -1082,7 +1085,9 @@ static int64_t cl_scratch(const geom *g, const lu_pool_win *pl) {
           _Pragma("GCC unroll 8") for (int k = 0; k < P; k++) s[k * OB + b] += xr[k * sw] * wv;        \
         }                                                                                              \
       }                                                                                                \
-      _Pragma("GCC unroll 16") for (int k = 0; k < P * OB; k++) memcpy(row + ww * O + 16 * k, &s[k], 64); \
+      _Pragma("GCC unroll 16") for (int k = 0; k < P; k++)                                             \
+        _Pragma("GCC unroll 4") for (int b = 0; b < OB; b++)                                           \
+          memcpy(row + (ww + k) * O + 16 * b, &s[k * OB + b], 64);                                     \
     }                                                                                                  \
     for (; ww < g->OW; ww++)                                                                           \
       for (int b = 0; b < OB; b++) {                                                                   \
@@ -1097,32 +1102,36 @@ static int64_t cl_scratch(const geom *g, const lu_pool_win *pl) {
                                                                                                        \
   static TC void cl_fwd_##OB(const geom *g, const lu_pool_win *pl, const float *xn, const float *wr,   \
                              const float *bias, float *yn, uint8_t *in, float *scratch) {              \
-    const int64_t O = 16 * OB, RB = pl->KH, PW = pl->OW, PP = pl->OH * PW;                             \
+    const int64_t O = g->O, RB = pl->KH, PW = pl->OW, PP = pl->OH * PW;                                \
     float *ring = scratch, *prow = ring + RB * g->OW * O;                                              \
     int32_t *pidx = (int32_t *)(prow + PP * O);                                                        \
-    v16 bv[OB];                                                                                        \
-    for (int b = 0; b < OB; b++) {                                                                     \
-      bv[b] = (v16){0};                                                                                \
-      if (bias) memcpy(&bv[b], bias + 16 * b, sizeof bv[b]);                                           \
-    }                                                                                                  \
     const float *rows[256];                                                                            \
     int64_t next = 0; /* the next conv-output row to make */                                           \
     for (int64_t i = 0; i < pl->OH; i++) {                                                             \
       int64_t h0 = i * pl->sh;                                                                         \
       if (next < h0) next = h0;                                                                        \
-      for (; next < h0 + pl->KH; next++) cl_row_##OB(g, xn, wr, next, ring + next % RB * g->OW * O);   \
+      for (; next < h0 + pl->KH; next++)                                                               \
+        for (int64_t ob = 0; ob < O; ob += 16 * OB)                                                    \
+          cl_row_##OB(g, xn, wr, next, ob, ring + next % RB * g->OW * O);                              \
       for (int64_t p = 0; p < pl->KH; p++) rows[p] = ring + (h0 + p) % RB * g->OW * O;                 \
-      for (int64_t j = 0; j < PW; j++) {                                                               \
-        int64_t c0 = j * pl->sw * O;                                                                   \
-        const float *r = rows[0] + c0;                                                                 \
-        CL_B##OB(CL_FIRST)                                                                             \
-        for (int64_t p = 0, k = 0; p < pl->KH; p++)                                                    \
-          for (int64_t q = 0; q < pl->KW; q++, k++) {                                                  \
-            vi16 kv = (vi16){0} + (int32_t)k;                                                          \
-            r = rows[p] + c0 + q * O;                                                                  \
-            CL_B##OB(CL_STEP)                                                                          \
-          }                                                                                            \
-        CL_B##OB(CL_OUT)                                                                               \
+      for (int64_t ob = 0; ob < O; ob += 16 * OB) {                                                    \
+        v16 bv[OB];                                                                                    \
+        for (int b = 0; b < OB; b++) {                                                                 \
+          bv[b] = (v16){0};                                                                            \
+          if (bias) memcpy(&bv[b], bias + ob + 16 * b, sizeof bv[b]);                                  \
+        }                                                                                              \
+        for (int64_t j = 0; j < PW; j++) {                                                             \
+          int64_t c0 = j * pl->sw * O + ob;                                                            \
+          const float *r = rows[0] + c0;                                                               \
+          CL_B##OB(CL_FIRST)                                                                           \
+          for (int64_t p = 0, k = 0; p < pl->KH; p++)                                                  \
+            for (int64_t q = 0; q < pl->KW; q++, k++) {                                                \
+              vi16 kv = (vi16){0} + (int32_t)k;                                                        \
+              r = rows[p] + c0 + q * O;                                                                \
+              CL_B##OB(CL_STEP)                                                                        \
+            }                                                                                          \
+          CL_B##OB(CL_OUT)                                                                             \
+        }                                                                                              \
       }                                                                                                \
     }                                                                                                  \
     transpose_f32(prow, PP, O, O, yn, PP, true);                                                       \

@@ -332,12 +332,16 @@ for _, dev in ipairs(H.devices()) do
                             {strides = 2, dilation = 2}},
                            {"relu", nn.MaxPool2D{pool_size = 2, strides = 3}, 48, 2, 1, nil, 20,
                             {strides = {1, 2}}},
-                           -- few taps, 32 to 64 out channels (the direct forward)
+                           -- few taps, 32 to 64 out channels (the channels-last or direct forward)
                            {"relu", nn.MaxPool2D{pool_size = 4, strides = 2}, 3, 2, 0, nil, 32},
                            {nil, nn.MaxPool2D{pool_size = 2, strides = 1}, 4, 3, 0, nil, 48,
                             {strides = 2}},
                            {"relu", nn.MaxPool2D{pool_size = {3, 2}, strides = {1, 2}}, 1, 2, 0, nil, 64,
                             {dilation = {2, 1}}},
+                           -- up to 256 taps, 64 or 128 out channels: the channels-last forward
+                           -- in blocks of 64 channels, rows not a multiple of its 4 positions
+                           {"relu", nn.MaxPool2D{pool_size = 4, strides = 2}, 32, 2, 0, nil, 128},
+                           {nil, nn.MaxPool2D{pool_size = 2, strides = 1}, 20, 3, 0, nil, 64},
                            -- no dx wanted, at most 4 channels: the weight gradient from the
                            -- winners alone (the LeafNetwork's first layer; taps in the
                            -- padding, row dilation, 4 x 4 taps, 4 rows, a padded pool)
@@ -374,11 +378,11 @@ end
 describe("conv2d_maxpool on ties", function()
   it("routes the gradient to each window's first maximum, as conv2d then max_pool2d", function()
     -- small integers: many equal maxima in every window, positive and zero;
-    -- 2 channels take the dense backward, 16 the sparse one; 16 and 32 output
-    -- channels from few taps the direct forward
+    -- 2 channels take the dense backward, 16 the sparse one; 16, 32 and 128
+    -- output channels the channels-last forward
     for _, case in ipairs({{2, {kernel = 4, stride = 2}}, {2, {kernel = 3, stride = 1, pad = 1}},
                            {16, {kernel = 4, stride = 2}}, {2, {kernel = 4, stride = 2}, 16},
-                           {3, {kernel = 3, stride = 1}, 32}}) do
+                           {3, {kernel = 3, stride = 1}, 32}, {32, {kernel = 4, stride = 2}, 128}}) do
     local C, pool, O = case[1], case[2], case[3] or 3
     local x = np.random.randint(0, 3, {2, C, 20, 37}):astype("float32")
     local w = np.ones({O, C, 2, 2})
