@@ -235,6 +235,16 @@ luon_status lu_axis(const char *op, int64_t axis, int ndim, int *out);
 /* 16 float32 or int32 lanes: one AVX-512 register, two AVX2 ones */
 typedef float v16 __attribute__((vector_size(64)));
 typedef int32_t vi16 __attribute__((vector_size(64)));
+/* the sum of v's lanes as a tree (4 dependent adds, not 16). Always
+ * inlined: called out of line from a target clone, a vector argument would
+ * go by another ABI than the default-target callee expects (-O0) */
+static inline __attribute__((always_inline)) float lu_hsum16(v16 v) {
+  float a[16];
+  memcpy(a, &v, sizeof a);
+  for (int w = 8; w; w >>= 1)
+    for (int l = 0; l < w; l++) a[l] += a[l + w];
+  return a[0];
+}
 #endif
 
 /* ---- max-pool windows (pool.c), shared with the fused conv2d_maxpool ---- */

@@ -1242,9 +1242,17 @@ static inline __attribute__((always_inline)) void few_taps(int64_t n, const floa
   _Pragma("GCC unroll 4") for (int p = 0; p < KH; p++) out[p] = s[0][p] + s[1][p];
 }
 
-/* ps (O, KH, 16 lanes) takes the per-row sums; vs and offs a pooled row's
- * nonzeros. Pooled row by pooled row, so that the input rows under it stay
- * in cache over the channels. */
+/* Fetch a channel's next pooled row of dy and of the window indices while
+ * the other channels' rows are summed: one stream per channel and per
+ * tensor is more than the hardware prefetchers follow. */
+static inline void next_row_prefetch(const float *dr, const uint8_t *ir, int64_t n) {
+  for (int64_t k = 0; k < n; k += 16) __builtin_prefetch(dr + k);
+  for (int64_t k = 0; k < n; k += 64) __builtin_prefetch(ir + k);
+}
+
+/* ps (O, KH, 16 lanes) takes the per-row sums; vs (pool OW + 16) and offs
+ * (pool OW) a pooled row's nonzeros. Pooled row by pooled row, so that the
+ * input rows under it stay in cache over the channels. */
 static TC void few_dw_sample(const geom *g, const lu_pool_win *pl, const int64_t *kr, const int64_t *kc,
                              const float *xn, const float *dyn, const uint8_t *idx, float *restrict xt,
                              float *restrict ps, float *restrict vs, int64_t *restrict offs, float *acc,
@@ -1270,13 +1278,20 @@ static TC void few_dw_sample(const geom *g, const lu_pool_win *pl, const int64_t
       const float *dr = dyn + o * PP + i * PW;
       const uint8_t *ir = idx + o * PP + i * PW;
       int64_t n = 0, at = i * rowstep;
-      float sum = 0;
+      if (i + 1 < PH) next_row_prefetch(dr + PW, ir + PW, PW);
       for (int64_t jj = 0; jj < PW; jj++, at += colstep) { /* no branch: 1 in 7 windows may be dead */
         int64_t wi = ir[jj];
-        float v = wi == 255 ? 0.f : dr[jj];
-        sum += v;
-        vs[n] = v, offs[n] = at + toff[wi];
+        vs[n] = dr[jj], offs[n] = at + toff[wi];
         n += wi != 255;
+      }
+      /* db: the list's sum 16 lanes at a time (one float sum would wait on
+       * each add), zeros after its end */
+      v16 sv = {0};
+      memset(vs + n, 0, sizeof(v16));
+      for (int64_t k = 0; k < n; k += 16) {
+        v16 t;
+        memcpy(&t, vs + k, sizeof t);
+        sv += t;
       }
       v16 s[4];
       switch (KH) {
@@ -1291,7 +1306,7 @@ static TC void few_dw_sample(const geom *g, const lu_pool_win *pl, const int64_t
         a += s[p];
         memcpy(ps + (o * KH + p) * 16, &a, sizeof a);
       }
-      db[o] += sum;
+      db[o] += lu_hsum16(sv);
     }
   }
   for (int64_t o = 0; o < O; o++) /* acc (O, Cg, KH, KW) */
@@ -1580,7 +1595,7 @@ static void cmp_bwd_chunks(void *ctx, int64_t c0, int64_t c1) {
       if (m->few) {
         float *xt = (float *)front, *ps = xt + FEW_LINES(few_xt(g)), *vs = ps + g->O * g->KH * 16;
         few_dw_sample(g, m->pw, kr, kc, (const float *)xn, (const float *)dyn, in, xt, ps, vs,
-                      (int64_t *)(vs + FEW_LINES(m->pw->OW)), (float *)acc, (float *)db);
+                      (int64_t *)(vs + FEW_LINES(m->pw->OW + 16)), (float *)acc, (float *)db);
         continue;
       }
       if (m->wt) {
@@ -1680,7 +1695,7 @@ luon_status lu_cpu_conv2d_maxpool_grad(lu_call *c) {
 #define LINES(e) (((e) + 63 / es) / (64 / es) * (64 / es))
   m.ring_at = LINES(2 * g.H * g.W * g.C + 4 * g.K);
   m.front = sparse ? m.ring_at + LINES((ring_bytes(&g, &pw) + es - 1) / es)
-            : m.few ? FEW_LINES(few_xt(&g)) + g.O * g.KH * 16 + FEW_LINES(pw.OW) + FEW_LINES(2 * pw.OW)
+            : m.few ? FEW_LINES(few_xt(&g)) + g.O * g.KH * 16 + FEW_LINES(pw.OW + 16) + FEW_LINES(2 * pw.OW)
                     : g.O * g.P + m.j.colsz;
   luon_status s = cmp_alloc("conv2d_maxpool_grad", &m, LINES(m.front + nw + g.O));
 #undef LINES

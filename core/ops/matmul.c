@@ -193,14 +193,6 @@ typedef struct sjob {
   int64_t M, N, K, sam, sak, sbk, sbn; /* element strides; C is (M,N) dense */
 } sjob;
 
-/* always inlined: called out of line from a target clone, a vector argument
- * would go by another ABI than the default-target callee expects (-O0) */
-static inline __attribute__((always_inline)) float hsum(v16 v) {
-  float s = 0;
-  for (int l = 0; l < 16; l++) s += v[l];
-  return s;
-}
-
 /* the inner dimension in chunks of SKINNY_KC, so that A's rows of a chunk
  * stay in L1 while every column of B in [b, e) passes */
 #define SKINNY_KC 1024
@@ -221,7 +213,7 @@ static inline __attribute__((always_inline)) void dot_body(const sjob *j, int64_
         }
       }
       for (int m = 0; m < MM; m++) {
-        float s = hsum(acc[m]);
+        float s = lu_hsum16(acc[m]);
         for (int64_t k = k16; k < k1; k++) s += j->A[m * j->sam + k] * bn[k];
         j->C[m * j->N + n] = k0 ? j->C[m * j->N + n] + s : s;
       }
