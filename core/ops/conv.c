@@ -1242,6 +1242,19 @@ static inline __attribute__((always_inline)) void few_taps(int64_t n, const floa
   _Pragma("GCC unroll 4") for (int p = 0; p < KH; p++) out[p] = s[0][p] + s[1][p];
 }
 
+/* The sum of v[0..n) 16 lanes at a time (one float sum would wait on each
+ * add); v has room for 16 more, which it zeroes. */
+static inline __attribute__((always_inline)) float list_sum(float *v, int64_t n) {
+  v16 s = {0};
+  memset(v + n, 0, sizeof s);
+  for (int64_t k = 0; k < n; k += 16) {
+    v16 t;
+    memcpy(&t, v + k, sizeof t);
+    s += t;
+  }
+  return lu_hsum16(s);
+}
+
 /* Fetch a channel's next pooled row of dy and of the window indices while
  * the other channels' rows are summed: one stream per channel and per
  * tensor is more than the hardware prefetchers follow. */
@@ -1284,15 +1297,7 @@ static TC void few_dw_sample(const geom *g, const lu_pool_win *pl, const int64_t
         vs[n] = dr[jj], offs[n] = at + toff[wi];
         n += wi != 255;
       }
-      /* db: the list's sum 16 lanes at a time (one float sum would wait on
-       * each add), zeros after its end */
-      v16 sv = {0};
-      memset(vs + n, 0, sizeof(v16));
-      for (int64_t k = 0; k < n; k += 16) {
-        v16 t;
-        memcpy(&t, vs + k, sizeof t);
-        sv += t;
-      }
+
       v16 s[4];
       switch (KH) {
       case 1: few_taps(n, vs, offs, xt, rstep, s, 1); break;
@@ -1306,7 +1311,7 @@ static TC void few_dw_sample(const geom *g, const lu_pool_win *pl, const int64_t
         a += s[p];
         memcpy(ps + (o * KH + p) * 16, &a, sizeof a);
       }
-      db[o] += lu_hsum16(sv);
+      db[o] += list_sum(vs, n);
     }
   }
   for (int64_t o = 0; o < O; o++) /* acc (O, Cg, KH, KW) */
@@ -1340,13 +1345,14 @@ typedef struct sparse_ring {
   float *dyc;     /* (O, pool KH, OW) */
   uint64_t *bits; /* (pool KH, OW, ceil(O/64)) */
   int64_t rows;   /* pool KH */
-  float *v;       /* (pool OW): a pooled row's nonzeros */
+  float *v;       /* (pool OW + 16): a pooled row's nonzeros */
   int64_t *off;   /* (pool OW): where their taps start in xt */
+  int64_t *at;    /* (pool OW): where they go in dyc */
 } sparse_ring;
 
 static int64_t ring_bytes(const geom *g, const lu_pool_win *pl) {
   return pl->KH * g->OW * (g->O * (int64_t)sizeof(float) + (g->O + 63) / 64 * (int64_t)sizeof(uint64_t)) +
-         pl->OW * (int64_t)(sizeof(int64_t) + sizeof(float));
+         pl->OW * (int64_t)(2 * sizeof(int64_t) + sizeof(float)) + 16 * (int64_t)sizeof(float);
 }
 
 static bool sparse_reg_ok(const geom *g) { return g->KH * g->KW == 4 && g->Cg % 16 == 0 && g->Cg <= 64; }
@@ -1441,6 +1447,29 @@ static inline __attribute__((always_inline)) void dw_taps(int64_t n, const float
   }
 }
 
+/* Out of line, one per CG16: inlined into sparse_reg_body, their loops
+ * reloaded spilled tap offsets from the stack on every nonzero. */
+static TC __attribute__((noinline)) void dw_taps_out(int64_t n, const float *v, const int64_t *off,
+                                                     const float *xg, int64_t t1, int64_t t2, int64_t t3,
+                                                     float *ao, int CG16) {
+  switch (CG16) {
+  case 1: dw_taps(n, v, off, xg, t1, t2, t3, ao, 1); break;
+  case 2: dw_taps(n, v, off, xg, t1, t2, t3, ao, 2); break;
+  case 3: dw_taps(n, v, off, xg, t1, t2, t3, ao, 3); break;
+  default: dw_taps(n, v, off, xg, t1, t2, t3, ao, 4); break;
+  }
+}
+static TC __attribute__((noinline)) void ring_row_dx_out(const geom *g, int64_t hh, const float *wt,
+                                                         const sparse_ring *r, int64_t slot, float *dxt,
+                                                         int CG16) {
+  switch (CG16) {
+  case 1: ring_row_dx(g, hh, wt, r, slot, dxt, 1); break;
+  case 2: ring_row_dx(g, hh, wt, r, slot, dxt, 2); break;
+  case 3: ring_row_dx(g, hh, wt, r, slot, dxt, 3); break;
+  default: ring_row_dx(g, hh, wt, r, slot, dxt, 4); break;
+  }
+}
+
 static inline __attribute__((always_inline)) void sparse_reg_body(
     const geom *g, const lu_pool_win *pl, const int64_t *kr, const int64_t *kc, const float *xt, const float *wt,
     const float *dyn, const uint8_t *idx, float *dxt, float *acc, float *db, const sparse_ring *r, const int CG16) {
@@ -1451,17 +1480,43 @@ static inline __attribute__((always_inline)) void sparse_reg_body(
   float *restrict dyc = r->dyc, *restrict vs = r->v;
   uint64_t *restrict bits = r->bits;
   int64_t *restrict offs = r->off;
+  int64_t *restrict ats = r->at;
   int64_t rs[256]; /* ring slot of each window row of the pooled row */
   int64_t done = 0; /* conv-output rows below it have gone to dxt */
+  /* no conv padding: every winner's taps are inside x, and a window index
+   * wi gives its taps' offset from the pooled position's, tof[wi], and its
+   * place in the ring, rk[wi] (255, a dead window: not listed) */
+  const bool inside = ph == 0 && pw == 0;
+  const int64_t colstep = psw * sw * C;
+  int64_t tof[256], rk[256];
+  for (int k = 0; k < 256; k++) tof[k] = rk[k] = 0;
+  for (int64_t k = 0; k < pl->KH * pl->KW; k++) tof[k] = (kr[k] * sh * W + (kc[k] - ppw) * sw) * C;
   for (int64_t i = 0; i < PH; i++) {
-    int64_t h0 = i * psh - pph;
+    int64_t h0 = i * psh - pph, rowbase = h0 * sh * W * C;
     for (int64_t k = 0; k < RB; k++) rs[k] = (h0 + k >= 0 ? (h0 + k) % RB : 0) * OW;
+    for (int64_t k = 0; k < pl->KH * pl->KW; k++) rk[k] = rs[kr[k]] + kc[k] - ppw;
     for (int64_t o = 0; o < O; o++) {
       int64_t at0 = (o * PH + i) * PW, ob = o >> 6, n = 0;
       const float *xg = xt + o / Og * Cg, *dr = dyn + at0;
       const uint8_t *ir = idx + at0;
       float *ao = acc + o * K, *dyo = dyc + o * RB * OW, sum = 0;
       uint64_t bit = (uint64_t)1 << (o & 63);
+      if (inside) { /* no branch per window */
+        for (int64_t jj = 0; jj < PW; jj++) {
+          int64_t wi = ir[jj];
+          vs[n] = dr[jj], offs[n] = rowbase + jj * colstep + tof[wi], ats[n] = rk[wi] + jj * psw;
+          n += wi != 255;
+        }
+        sum = list_sum(vs, n);
+        if (dxt)
+          for (int64_t k = 0; k < n; k++) {
+            dyo[ats[k]] += vs[k];
+            bits[ats[k] * MW + ob] |= bit;
+          }
+        dw_taps_out(n, vs, offs, xg, t1, t2, t3, ao, CG16);
+        db[o] += sum;
+        continue;
+      }
       for (int64_t jj = 0; jj < PW; jj++) {
         int64_t wi = ir[jj];
         if (wi == 255) continue;
@@ -1483,12 +1538,12 @@ static inline __attribute__((always_inline)) void sparse_reg_body(
           if (y >= 0 && y < H && x >= 0 && x < W) axpy_f32(Cg, v, xg + (y * W + x) * C, ao + t * Cg);
         }
       }
-      dw_taps(n, vs, offs, xg, t1, t2, t3, ao, CG16);
+      dw_taps_out(n, vs, offs, xg, t1, t2, t3, ao, CG16);
       db[o] += sum;
     }
     if (!dxt) continue;
     int64_t lim = i + 1 < PH ? (i + 1) * psh - pph : OH;
-    for (; done < lim && done < OH; done++) ring_row_dx(g, done, wt, r, done % RB, dxt, CG16);
+    for (; done < lim && done < OH; done++) ring_row_dx_out(g, done, wt, r, done % RB, dxt, CG16);
   }
 }
 
@@ -1579,7 +1634,8 @@ static void cmp_bwd_chunks(void *ctx, int64_t c0, int64_t c1) {
     r.dyc = (float *)(r.bits + m->pw->KH * g->OW * MW);
     r.rows = m->pw->KH;
     r.off = (int64_t *)(r.dyc + m->pw->KH * g->OW * g->O);
-    r.v = (float *)(r.off + m->pw->OW);
+    r.at = r.off + m->pw->OW;
+    r.v = (float *)(r.at + m->pw->OW);
     if (m->wt) {
       memset(r.bits, 0, sizeof(uint64_t) * (size_t)(m->pw->KH * g->OW * MW));
       memset(r.dyc, 0, sizeof(float) * (size_t)(m->pw->KH * g->OW * g->O));

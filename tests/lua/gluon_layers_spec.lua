@@ -328,6 +328,7 @@ for _, dev in ipairs(H.devices()) do
                            {"relu", nn.MaxPool2D{pool_size = 4, strides = 2}, 16, 2, 0},
                            {"relu", nn.MaxPool2D{pool_size = 4, strides = 2}, 32, 2, 0, 2},
                            {"relu", nn.MaxPool2D{pool_size = 3, strides = 2, padding = 1}, 16, 2, 1, nil, 70},
+                           {"relu", nn.MaxPool2D{pool_size = 3, strides = 2, padding = 1}, 16, 2, 0, nil, 24},
                            {nil, nn.MaxPool2D{pool_size = 2, strides = 1, padding = 1}, 32, 2, 1, 2, 132,
                             {strides = 2, dilation = 2}},
                            {"relu", nn.MaxPool2D{pool_size = 2, strides = 3}, 48, 2, 1, nil, 20,
