@@ -1062,11 +1062,10 @@ static int64_t cl_scratch(const geom *g, const lu_pool_win *pl) {
   }
 
 #define GEN_CL(OB, P)                                                                                  \
-  /* conv-output row hh into row (OW,O), channels [ob, ob + 16 OB); wr (K,O). Out of line: inlined   \
-   * into the pooling, gcc spilled an accumulator */                                                  \
-  static TC __attribute__((noinline)) void cl_row_##OB(const geom *g, const float *xn,                \
-                                                         const float *wr, int64_t hh, int64_t ob,      \
-                                                         float *row) {                                 \
+  /* conv-output row hh into row (OW,O), channels [ob, ob + 16 OB); wr (K,O). Out of line (a clone   \
+   * is called, never inlined): inlined into the pooling, gcc spilled an accumulator */                \
+  static TC void cl_row_##OB(const geom *g, const float *xn, const float *wr, int64_t hh, int64_t ob,   \
+                             float *row) {                                                             \
     const int64_t W = g->W, K = g->K, sw = g->sw, O = g->O;                                            \
     const float *tap[256]; /* each tap's input row, shifted by its column offset */                    \
     for (int64_t c = 0, t = 0; c < g->Cg; c++)                                                         \
@@ -1447,11 +1446,11 @@ static inline __attribute__((always_inline)) void dw_taps(int64_t n, const float
   }
 }
 
-/* Out of line, one per CG16: inlined into sparse_reg_body, their loops
- * reloaded spilled tap offsets from the stack on every nonzero. */
-static TC __attribute__((noinline)) void dw_taps_out(int64_t n, const float *v, const int64_t *off,
-                                                     const float *xg, int64_t t1, int64_t t2, int64_t t3,
-                                                     float *ao, int CG16) {
+/* Out of line (a target clone is called, never inlined), one per CG16:
+ * inlined into sparse_reg_body, their loops reloaded spilled tap offsets
+ * from the stack on every nonzero. */
+static TC void dw_taps_out(int64_t n, const float *v, const int64_t *off, const float *xg, int64_t t1,
+                           int64_t t2, int64_t t3, float *ao, int CG16) {
   switch (CG16) {
   case 1: dw_taps(n, v, off, xg, t1, t2, t3, ao, 1); break;
   case 2: dw_taps(n, v, off, xg, t1, t2, t3, ao, 2); break;
@@ -1459,9 +1458,8 @@ static TC __attribute__((noinline)) void dw_taps_out(int64_t n, const float *v, 
   default: dw_taps(n, v, off, xg, t1, t2, t3, ao, 4); break;
   }
 }
-static TC __attribute__((noinline)) void ring_row_dx_out(const geom *g, int64_t hh, const float *wt,
-                                                         const sparse_ring *r, int64_t slot, float *dxt,
-                                                         int CG16) {
+static TC void ring_row_dx_out(const geom *g, int64_t hh, const float *wt, const sparse_ring *r,
+                               int64_t slot, float *dxt, int CG16) {
   switch (CG16) {
   case 1: ring_row_dx(g, hh, wt, r, slot, dxt, 1); break;
   case 2: ring_row_dx(g, hh, wt, r, slot, dxt, 2); break;
