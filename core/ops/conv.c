@@ -1207,7 +1207,8 @@ GEN_SCATTER(double, f64)
  * sums. xt is x[n] channels-last with the channels padded to 4, zero-padded
  * by the conv's padding, with 4 more pixels per row so that a row's 16
  * lanes never read past the end; the lanes past KW x 4 sum whatever follows
- * and are dropped. The dense way would scatter into an (O, OH, OW) dy and
+ * and are dropped. The padding and the fourth lane stay zero from one
+ * sample to the next (the chunk zeroes xt once). The dense way would scatter into an (O, OH, OW) dy and
  * dot all of it, three quarters zeros after a stride-2 pool. */
 static bool few_ok(const geom *g, int32_t dt, bool dx) {
   return dt == LUON_DTYPE_F32 && !dx && g->G == 1 && g->C <= 4 && g->dw == 1 && g->KW <= 4 && g->KH <= 4;
@@ -1241,6 +1242,23 @@ static inline __attribute__((always_inline)) void few_taps(int64_t n, const floa
   _Pragma("GCC unroll 4") for (int p = 0; p < KH; p++) out[p] = s[0][p] + s[1][p];
 }
 
+/* A pooled row's winners listed without a branch per window (a dead one,
+ * index 255, is written and then overwritten): v, the offset of its taps,
+ * at0 + jj * step + off[wi], and where given its ring place, rat[wi] +
+ * jj * rstep. Returns how many. */
+static inline __attribute__((always_inline)) int64_t list_winners(
+    int64_t PW, const float *dr, const uint8_t *ir, int64_t at0, int64_t step, const int64_t *off,
+    const int64_t *rat, int64_t rstep, float *restrict vs, int64_t *restrict offs, int64_t *restrict ats) {
+  int64_t n = 0;
+  for (int64_t jj = 0; jj < PW; jj++) {
+    int64_t wi = ir[jj];
+    vs[n] = dr[jj], offs[n] = at0 + jj * step + off[wi];
+    if (ats) ats[n] = rat[wi] + jj * rstep;
+    n += wi != 255;
+  }
+  return n;
+}
+
 /* The sum of v[0..n) 16 lanes at a time (one float sum would wait on each
  * add); v has room for 16 more, which it zeroes. */
 static inline __attribute__((always_inline)) float list_sum(float *v, int64_t n) {
@@ -1272,7 +1290,6 @@ static TC void few_dw_sample(const geom *g, const lu_pool_win *pl, const int64_t
   const int64_t R = few_row(g), HW = g->H * g->W, H = g->H, W = g->W, C = g->C, O = g->O, KH = g->KH;
   const int64_t PH = pl->OH, PW = pl->OW, rstep = g->dh * R, PP = PH * PW;
   const int64_t rowstep = pl->sh * g->sh * R, colstep = pl->sw * g->sw * 4;
-  memset(xt, 0, sizeof(float) * (size_t)few_xt(g));
   memset(ps, 0, sizeof(float) * (size_t)(O * KH * 16));
   for (int64_t h = 0; h < H; h++) {
     float *row = xt + (h + g->ph) * R + g->pw * 4;
@@ -1289,13 +1306,8 @@ static TC void few_dw_sample(const geom *g, const lu_pool_win *pl, const int64_t
     for (int64_t o = 0; o < O; o++) {
       const float *dr = dyn + o * PP + i * PW;
       const uint8_t *ir = idx + o * PP + i * PW;
-      int64_t n = 0, at = i * rowstep;
       if (i + 1 < PH) next_row_prefetch(dr + PW, ir + PW, PW);
-      for (int64_t jj = 0; jj < PW; jj++, at += colstep) { /* no branch: 1 in 7 windows may be dead */
-        int64_t wi = ir[jj];
-        vs[n] = dr[jj], offs[n] = at + toff[wi];
-        n += wi != 255;
-      }
+      int64_t n = list_winners(PW, dr, ir, i * rowstep, colstep, toff, NULL, 0, vs, offs, NULL);
 
       v16 s[4];
       switch (KH) {
@@ -1500,11 +1512,7 @@ static inline __attribute__((always_inline)) void sparse_reg_body(
       float *ao = acc + o * K, *dyo = dyc + o * RB * OW, sum = 0;
       uint64_t bit = (uint64_t)1 << (o & 63);
       if (inside) { /* no branch per window */
-        for (int64_t jj = 0; jj < PW; jj++) {
-          int64_t wi = ir[jj];
-          vs[n] = dr[jj], offs[n] = rowbase + jj * colstep + tof[wi], ats[n] = rk[wi] + jj * psw;
-          n += wi != 255;
-        }
+        n = list_winners(PW, dr, ir, rowbase, colstep, tof, rk, psw, vs, offs, ats);
         sum = list_sum(vs, n);
         if (dxt)
           for (int64_t k = 0; k < n; k++) {
@@ -1638,6 +1646,8 @@ static void cmp_bwd_chunks(void *ctx, int64_t c0, int64_t c1) {
       memset(r.bits, 0, sizeof(uint64_t) * (size_t)(m->pw->KH * g->OW * MW));
       memset(r.dyc, 0, sizeof(float) * (size_t)(m->pw->KH * g->OW * g->O));
     }
+    /* few_dw_sample's xt, zeroed once: each sample writes the same places */
+    if (m->few) memset(front, 0, sizeof(float) * (size_t)few_xt(g));
     int64_t n0, n1;
     sample_range(j, ch, &n0, &n1);
     for (int64_t n = n0; n < n1; n++) {
