@@ -722,11 +722,16 @@ static int cmp_entry_offset(const void *a, const void *b) {
 /* Sizes, bounds, duplicates, overlaps and holes of the parsed entries. */
 static luon_status check_entries(const char *path, st_entry *e, int32_t n, uint64_t data_size) {
   for (int32_t i = 0; i < n; i++) {
-    uint64_t need = (uint64_t)luon_dtype_size(e[i].dtype);
+    /* span: the size with zero dimensions taken as 1, which bounds the
+     * strides of an empty tensor too */
+    uint64_t need = (uint64_t)luon_dtype_size(e[i].dtype), span = need;
     bool overflow = false;
-    for (int d = 0; d < e[i].ndim; d++)
-      overflow |= __builtin_mul_overflow(need, (uint64_t)e[i].shape[d], &need);
-    if (overflow || need > (uint64_t)INT64_MAX / 16)
+    for (int d = 0; d < e[i].ndim; d++) {
+      uint64_t dim = (uint64_t)e[i].shape[d];
+      overflow |= __builtin_mul_overflow(need, dim, &need);
+      overflow |= __builtin_mul_overflow(span, dim > 1 ? dim : 1, &span);
+    }
+    if (overflow || span > (uint64_t)INT64_MAX / 16)
       return fail(LUON_EFORMAT, path, "tensor '%.200s' has shape %s, too large", e[i].name,
                   lu_shape_str(e[i].ndim, e[i].shape));
     if (need != e[i].end - e[i].begin)
@@ -1078,7 +1083,8 @@ luon_status luon_idx_read(const char *path, int32_t dev_type, int32_t dev_id, lu
                    (unsigned long long)fsize);
     /* read straight into the result on a CPU device, through cpu(0) for a GPU */
     lu_device hd = dev_type == LUON_CPU ? (lu_device){dev_type, dev_id} : (lu_device){LUON_CPU, 0};
-    if (s == LUON_OK) s = lu_tensor_new(dtype, ndim, shape, hd, &host);
+    if (s == LUON_OK && (s = lu_tensor_new(dtype, ndim, shape, hd, &host)) != LUON_OK)
+      s = idx_fail(s == LUON_ESHAPE ? LUON_EFORMAT : s, path, "%s", luon_last_error());
     if (s == LUON_OK) {
       got = gz_read_all(f, lu_data(host), bytes, path);
       unsigned char extra;

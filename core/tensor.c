@@ -30,14 +30,17 @@ bool lu_is_contiguous(const luon_tensor *t) {
 static luon_status check_shape(const char *fn, int ndim, const int64_t *shape) {
   if (ndim < 0 || ndim > LU_MAXD)
     return lu_error(LUON_ESHAPE, "%s: %d dimensions, at most %d are supported", fn, ndim, LU_MAXD);
+  /* zeros count as 1: the strides of an empty tensor are products of its
+   * other dimensions (lu_contiguous_strides), and must not overflow either */
   int64_t n = 1;
   for (int i = 0; i < ndim; i++) {
     if (shape[i] < 0)
       return lu_error(LUON_ESHAPE, "%s: negative dimension %lld in shape %s", fn,
                       (long long)shape[i], lu_shape_str(ndim, shape));
-    if (shape[i] && n > INT64_MAX / 16 / shape[i])
+    int64_t d = shape[i] > 1 ? shape[i] : 1;
+    if (n > INT64_MAX / 16 / d)
       return lu_error(LUON_ESHAPE, "%s: shape %s is too large", fn, lu_shape_str(ndim, shape));
-    n *= shape[i];
+    n *= d;
   }
   return LUON_OK;
 }

@@ -292,6 +292,8 @@ static void test_corrupt(void) {
      "more than 8 entries in its shape"},
     {"huge shape", "{\"w\":{\"dtype\":\"F64\",\"shape\":[4294967296,4294967296],\"data_offsets\":[0,1]}}", 1,
      "too large"},
+    {"empty, huge", "{\"w\":{\"dtype\":\"U8\",\"shape\":[0,4294967296,4294967296],\"data_offsets\":[0,0]}}", 0,
+     "too large"},
     {"missing field", "{\"w\":{\"dtype\":\"U8\",\"shape\":[1]}}", 1, "lacks its data_offsets"},
     {"unknown field", "{\"w\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1],\"x\":1}}", 1,
      "unknown field 'x'"},
@@ -527,6 +529,11 @@ static void test_idx(void) {
   m[4] = 0x7F;
   write_bytes(bad, m, 40);
   expect_idx_error("huge claim", bad, LUON_EFORMAT, "more than a 40-byte file can hold");
+  /* no elements, but strides past 64 bits: 0 x 2^31 x 2^31 x 2^31 */
+  static const unsigned char empty_huge[20] = {0, 0, 8, 4, 0, 0, 0, 0, 0x80, 0, 0, 0,
+                                               0x80, 0, 0, 0, 0x80, 0, 0, 0};
+  write_bytes(bad, empty_huge, 20);
+  expect_idx_error("empty, huge", bad, LUON_EFORMAT, "too large");
   write_gzip(bad, img, 40, true);
   expect_idx_error("bad crc", bad, LUON_EFORMAT, "corrupt gzip data");
   expect_idx_error("missing", tmp_path("nope.gz"), LUON_EIO, "No such file");

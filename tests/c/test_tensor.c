@@ -40,6 +40,11 @@ static void lifetime_and_views(void) {
   luon_tensor *base = ones(2, shape, 0), *bad = NULL;
   CHECK(luon_tensor_view(base, 1, vs, st, 3500, &bad) == LUON_ESHAPE, "view past the end accepted");
   luon_tensor_release(base);
+  /* no elements, but its strides would pass 64 bits (found by fuzz_idx) */
+  int64_t empty_huge[4] = {0, (int64_t)1 << 31, (int64_t)1 << 31, (int64_t)1 << 31};
+  CHECK(luon_tensor_empty(LUON_DTYPE_U8, 4, empty_huge, LUON_CPU, 0, &bad) == LUON_ESHAPE &&
+            strstr(luon_last_error(), "too large"),
+        "shape (0,2^31,2^31,2^31): %s", luon_last_error());
 }
 
 static void allocator(void) {

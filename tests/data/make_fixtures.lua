@@ -1,4 +1,5 @@
--- make_fixtures.lua: writes the tiny image fixtures of tests/data (run with
+-- make_fixtures.lua: writes the tiny image fixtures of tests/data, and the
+-- seeds of the safetensors and IDX fuzz targets (tests/fuzz; run with
 -- luajit from anywhere: `luajit tests/data/make_fixtures.lua`). PNGs are
 -- written by hand (stored deflate blocks, so no zlib is involved and the
 -- bytes are the same everywhere); JPEGs come from libturbojpeg through the
@@ -198,3 +199,25 @@ p = sof(rgb_jpg)
 write("huge.jpg", rgb_jpg:sub(1, p + 4) .. "\234\96\234\96" .. rgb_jpg:sub(p + 9))
 write("not_image.txt", "This is a text file, not an image.\n")
 write("empty.jpg", "")
+
+-- ---- fuzz seeds: tests/fuzz/fuzz_safetensors.c and fuzz_idx.c -----------
+
+-- little- and big-endian unsigned integers of n bytes
+local function le(v, n)
+  local t = {}
+  for i = 1, n do t[i] = string.char(v % 256); v = math.floor(v / 256) end
+  return table.concat(t)
+end
+local function be32(v) return le(v, 4):reverse() end
+
+-- Two tensors and metadata: F32 [2,2] (1, 2, 3, 4) and an I64 scalar (7).
+local header = '{"__metadata__":{"format":"pt"},"a":{"dtype":"F32","shape":[2,2],' ..
+               '"data_offsets":[0,16]},"b":{"dtype":"I64","shape":[],"data_offsets":[16,24]}}'
+header = header .. (" "):rep((8 - #header % 8) % 8)
+write("seed.safetensors", le(#header, 8) .. header .. "\0\0\128\63\0\0\0\64\0\0\64\64\0\0\128\64" ..
+                          le(7, 8))
+-- uint8 2x3x4 (0..23) and float32 [3] (1, 2, 3)
+local u8 = {}
+for i = 0, 23 do u8[#u8 + 1] = string.char(i) end
+write("u8.idx", "\0\0\8\3" .. be32(2) .. be32(3) .. be32(4) .. table.concat(u8))
+write("f32.idx", "\0\0\13\1" .. be32(3) .. "\63\128\0\0\64\0\0\0\64\64\0\0")
