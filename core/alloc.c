@@ -193,10 +193,16 @@ luon_status lu_alloc(lu_device d, size_t bytes, lu_block **out) {
     b = d.type == LUON_CPU_PINNED ? calloc(1, sizeof(pinned_block)) : malloc(sizeof *b);
     luon_status st = LUON_ENOMEM;
     void *p = b ? raw_alloc(d, rounded, &st) : NULL;
-    if (b && !p && st == LUON_ENOMEM) { /* give the cache back to the system and retry once */
-      pthread_mutex_lock(&pl->lock);
-      drain(pl, d);
-      pthread_mutex_unlock(&pl->lock);
+    if (b && !p && st == LUON_ENOMEM) {
+      /* give the cache back to the system and retry once; for a GPU every
+       * GPU's cache, since virtual GPUs (LUON_VIRTUAL_GPUS) share one card */
+      for (int i = 0; i < (d.type == LUON_GPU ? LU_MAX_GPU_DEVICES : 1); i++) {
+        lu_device di = d.type == LUON_GPU ? (lu_device){LUON_GPU, i} : d;
+        pool *q = pool_of(di);
+        pthread_mutex_lock(&q->lock);
+        drain(q, di);
+        pthread_mutex_unlock(&q->lock);
+      }
       p = raw_alloc(d, rounded, &st);
     }
     if (!p) {

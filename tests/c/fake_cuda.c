@@ -6,7 +6,8 @@
  * like comm.cu, and append every call to $LUON_FAKE_LOG.<rank>, so a test
  * can check which calls reached "NCCL". Not a CUDA emulator: no streams,
  * no asynchrony. LUON_FAKE_GPU_UUID=text gives every card of every process
- * the same UUID (ranks sharing one GPU). */
+ * the same UUID (ranks sharing one GPU); LUON_FAKE_GPU_BYTES=N gives the
+ * one card all its GPUs share N bytes (the allocator's retry after OOM). */
 #include "internal.h"
 
 #include <dlfcn.h>
@@ -55,18 +56,46 @@ static int32_t device_count(void) {
   return ngpus();
 }
 
-static luon_status memory_info(int32_t id, int64_t *fr, int64_t *total) {
-  *fr = (int64_t)1 << 32;
-  *total = (int64_t)1 << 33;
+
+/* All the fake GPUs share one card, as LUON_VIRTUAL_GPUS do: with
+ * LUON_FAKE_GPU_BYTES=N it holds N bytes in all, and an allocation past
+ * that fails with LUON_ENOMEM. Each block keeps its size in a 64-byte
+ * header. */
+static int64_t card_used;
+
+static luon_status dev_malloc(int32_t id, size_t bytes, void **p) {
+  const char *cap = getenv("LUON_FAKE_GPU_BYTES");
+  int64_t used = __atomic_add_fetch(&card_used, (int64_t)bytes, __ATOMIC_RELAXED);
+  if (cap && *cap && used > atoll(cap)) {
+    __atomic_sub_fetch(&card_used, (int64_t)bytes, __ATOMIC_RELAXED);
+    *p = NULL;
+    return fail(LUON_ENOMEM, "fake backend: the card is full (%lld of %s bytes) for %zu more",
+                (long long)(used - (int64_t)bytes), cap, bytes);
+  }
+  char *b = aligned_alloc(64, (bytes + 63) / 64 * 64 + 128);
+  if (!b) {
+    __atomic_sub_fetch(&card_used, (int64_t)bytes, __ATOMIC_RELAXED);
+    *p = NULL;
+    return fail(LUON_ENOMEM, "fake backend: out of host memory for %zu bytes", bytes);
+  }
+  *(size_t *)b = bytes;
+  *p = b + 64;
   return LUON_OK;
 }
 
-static luon_status dev_malloc(int32_t id, size_t bytes, void **p) {
-  *p = aligned_alloc(64, (bytes + 63) / 64 * 64 + 64);
-  return *p ? LUON_OK : fail(LUON_ENOMEM, "fake backend: out of host memory for %zu bytes", bytes);
+static luon_status memory_info(int32_t id, int64_t *fr, int64_t *total) {
+  const char *cap = getenv("LUON_FAKE_GPU_BYTES");
+  *total = cap && *cap ? atoll(cap) : (int64_t)1 << 33;
+  *fr = *total - __atomic_load_n(&card_used, __ATOMIC_RELAXED);
+  return LUON_OK;
 }
 
-static void dev_free(int32_t id, void *p) { free(p); }
+static void dev_free(int32_t id, void *p) {
+  if (!p) return;
+  char *b = (char *)p - 64;
+  __atomic_sub_fetch(&card_used, (int64_t)*(size_t *)b, __ATOMIC_RELAXED);
+  free(b);
+}
 
 static luon_status dev_memcpy(void *dst, lu_device dd, const void *src, lu_device sd, size_t bytes) {
   memcpy(dst, src, bytes);

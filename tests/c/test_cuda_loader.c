@@ -126,10 +126,44 @@ static int child_virtual(void) {
   return test_failures != 0;
 }
 
+#ifdef LUON_FAKE_CUDA
+/* Under the stand-in backend (its two GPUs share one card of 48 MiB): a
+ * block cached by gpu(1) goes back when gpu(0) runs out, as virtual GPUs
+ * need. */
+static int child_shared_card(void) {
+  setenv("LUON_FAKE_GPU_BYTES", "50331648", 1);
+  CHECK(luon_gpu_count() == 2, "stand-in backend: %d GPUs (%s)", luon_gpu_count(), luon_cuda_status());
+  if (luon_gpu_count() != 2) return 1;
+  int64_t shape[1] = {(int64_t)32 << 20};
+  luon_tensor *a = NULL, *b = NULL;
+  luon_memory_stats st;
+  CHECK_OK(luon_tensor_empty(LUON_DTYPE_U8, 1, shape, LUON_GPU, 1, &a));
+  luon_tensor_release(a); /* its 32 MiB stay in gpu(1)'s cache */
+  CHECK_OK(luon_memory_stats_get(LUON_GPU, 1, &st));
+  CHECK(st.cached >= shape[0], "gpu(1) caches %lld bytes", (long long)st.cached);
+  CHECK(luon_tensor_empty(LUON_DTYPE_U8, 1, shape, LUON_GPU, 0, &b) == LUON_OK,
+        "gpu(0) could not have the 32 MiB gpu(1) had cached: %s", luon_last_error());
+  CHECK_OK(luon_memory_stats_get(LUON_GPU, 1, &st));
+  CHECK(st.cached == 0, "gpu(1) still caches %lld bytes", (long long)st.cached);
+  luon_tensor_release(b);
+  /* more than the card holds: LUON_ENOMEM naming the bytes, and usable after */
+  int64_t big[1] = {(int64_t)64 << 20};
+  CHECK(luon_tensor_empty(LUON_DTYPE_U8, 1, big, LUON_GPU, 0, &b) == LUON_ENOMEM &&
+            strstr(luon_last_error(), "67108864"),
+        "64 MiB on a 48 MiB card: %s", luon_last_error());
+  CHECK_OK(luon_tensor_empty(LUON_DTYPE_U8, 1, shape, LUON_GPU, 0, &b));
+  luon_tensor_release(b);
+  return test_failures != 0;
+}
+#endif
+
 int main(void) {
   int built = backend_built();
   printf("libluon_cuda.so %s\n", built ? "built" : "absent: skipping the loader checks");
   in_child("CUDA_VISIBLE_DEVICES", "", child_hidden);
+#ifdef LUON_FAKE_CUDA
+  in_child("LUON_CUDA_LIB", LUON_FAKE_CUDA, child_shared_card);
+#endif
   int n = luon_gpu_count();
   if (n == 0) {
     no_gpu(built);
