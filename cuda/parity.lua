@@ -175,9 +175,11 @@ for _, op in ipairs({"equal", "not_equal", "greater", "greater_equal", "less", "
   both(op .. " int32 (7,5) with (5)", function(d)
     return np[op](data(d, {7, 5}, "int32", 1), data(d, {5}, "int32", 2)):astype("float64")
   end)
+  -- float32 power goes through the device's powf (up to 4 ulp, CUDA's
+  -- math library) against the host's: a few float32 ulps apart, not 1e-7
   both(op .. " float32 transposed (5,7) with (7,1)", function(d)
     return np[op](data(d, {7, 5}, "float32", 3):transpose(), data(d, {5, 1}, "float32", 4)):astype("float64")
-  end)
+  end, op == "power" and 2e-6 or nil)
 end
 for _, op in ipairs({"argmax", "argmin"}) do
   both(op .. " axis 1 of (13,37)", function(d) return np[op](data(d, {13, 37}), 1):astype("float64") end)
@@ -243,10 +245,12 @@ gpu_only("dropout on the device: y = x * mask, mask in {0, 1/(1-p)}, keep rate 1
   end
   assert(math.abs(kept / n - 0.7) < 0.01, "keep rate " .. kept / n)
 end)
+-- float32 GEMM: cuBLAS and the host sum the 129 products (each ~9, sums ~100)
+-- in different orders, so they agree to float32 rounding, not to 1e-7
 both("matmul float32 (65,129)@(129,33) and batched broadcast", function(d)
   return {np.matmul(data(d, {65, 129}, "float32", 1), data(d, {129, 33}, "float32", 2)):astype("float64"),
           np.matmul(data(d, {3, 1, 5, 7}, "float32", 3), data(d, {4, 7, 6}, "float32", 4)):astype("float64")}
-end)
+end, 1e-5, 2e-3)
 
 -- float16 / bfloat16: the GPU's 16-bit cuBLAS and cuDNN paths against the
 -- CPU's float32 kernels on converted copies. Both accumulate in float32 and

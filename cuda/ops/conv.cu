@@ -56,6 +56,58 @@ __global__ void k_bias_relu(void *y, int32_t dt, const void *b, int64_t n, int64
   }
 }
 
+/* y (N,O,P) of dtype dt, in place: + bias b (dense, dt; may be NULL) then relu. */
+static void bias_relu(void *y, int32_t dt, const void *b, const luon_tensor *yt, bool relu, cudaStream_t st) {
+  int64_t n = yt->size, O = yt->shape[1], P = yt->shape[2] * yt->shape[3];
+  if (n == 0 || (!b && !relu)) return;
+  if (dt == LUON_DTYPE_F64)
+    k_bias_relu<double><<<lu_blocks(n), LU_THREADS, 0, st>>>(y, dt, b, n, O, P, relu);
+  else
+    k_bias_relu<float><<<lu_blocks(n), LU_THREADS, 0, st>>>(y, dt, b, n, O, P, relu);
+}
+
+/* The heuristics' algorithms in their order: the first that cuDNN runs for
+ * this problem with a workspace that can be had. One cuDNN reports as
+ * SUCCESS in the query may still be NOT_SUPPORTED when run, and a fast one
+ * may want more workspace than is free: both go on to the next (as
+ * PyTorch does). WSIZE and RUN see the candidate as `algo`. */
+#define RUN_ALGOS(PERF_T, NAME, GET, WSIZE, RUN)                                        \
+  do {                                                                                 \
+    PERF_T perf[8];                                                                    \
+    int got = 0;                                                                       \
+    DNN(GET);                                                                          \
+    s = lu_cuda_seterr(LUON_EUNSUPPORTED, "%s: cuDNN has no algorithm for this convolution", k.op); \
+    for (int i_ = 0; i_ < got && i_ < 8; i_++) {                                       \
+      if (perf[i_].status != CUDNN_STATUS_SUCCESS) continue;                           \
+      const auto algo = perf[i_].algo;                                                 \
+      wsbytes = 0;                                                                     \
+      cudnnStatus_t r_ = (WSIZE);                                                      \
+      if (r_ != CUDNN_STATUS_SUCCESS) {                                                \
+        s = dnn_fail(r_, k.op, NAME " workspace size");                                \
+        if (r_ == CUDNN_STATUS_NOT_SUPPORTED) continue;                                \
+        goto done;                                                                     \
+      }                                                                                \
+      lu_cuda_scratch_free(wsb);                                                       \
+      wsb = NULL;                                                                      \
+      if (wsbytes) {                                                                   \
+        luon_status a_ = lu_cuda_scratch(k.id, wsbytes, &wsb);                         \
+        if (a_ != LUON_OK) {                                                           \
+          s = a_;                                                                      \
+          if (a_ == LUON_ENOMEM) continue; /* a later one may need less */             \
+          goto done;                                                                   \
+        }                                                                              \
+      }                                                                                \
+      ws = wsb ? wsb->ptr : NULL;                                                      \
+      r_ = (RUN);                                                                      \
+      if (r_ == CUDNN_STATUS_SUCCESS) {                                                \
+        s = LUON_OK;                                                                   \
+        break;                                                                         \
+      }                                                                                \
+      s = dnn_fail(r_, k.op, NAME);                                                    \
+      if (r_ != CUDNN_STATUS_NOT_SUPPORTED) goto done;                                 \
+    }                                                                                  \
+  } while (0)
+
 /* x (N,C,H,W), w (O,C/G,KH,KW), y (N,O,OH,OW): the three shapes, whichever
  * of them is the result; attrs i[0..6] stride, pad, dilation, groups. */
 static luon_status conv(lu_call *c, int kind) {
@@ -91,8 +143,12 @@ static luon_status conv(lu_call *c, int kind) {
   const void *one = dt == LUON_DTYPE_F64 ? (const void *)&d1 : (const void *)&f1;
   const void *zero = dt == LUON_DTYPE_F64 ? (const void *)&d0 : (const void *)&f0;
   if (c->out[0]->size == 0) goto done;
-  if (xt->size == 0 || wt->size == 0 || yt->size == 0) { /* an empty sum: zeros */
+  if (xt->size == 0 || wt->size == 0 || yt->size == 0) {
+    /* an empty sum: zeros; the forward still adds its bias (and relu), as
+     * the CPU does when C/groups is 0 */
     s = lu_cuda_zero(lu_data(c->out[0]), (size_t)c->out[0]->size * luon_dtype_size(dt), k.s);
+    if (s == LUON_OK && kind == C_FWD && c->nin > 2) s = lu_cuda_dense(c->in[2], dt, k.s, &bias, &b2);
+    if (s == LUON_OK && kind == C_FWD) bias_relu(lu_data(c->out[0]), dt, bias, yt, relu, k.s);
     goto done;
   }
   s = lu_cuda_dense(c->in[0], dt, k.s, &in0, &b0);
@@ -117,63 +173,24 @@ static luon_status conv(lu_call *c, int kind) {
   DNN(cudnnSetConvolutionMathType(cd, half || lu_cuda_flag("LUON_CUDA_TF32") ? CUDNN_TENSOR_OP_MATH
                                                                              : CUDNN_FMA_MATH));
   if (kind == C_FWD) {
-    cudnnConvolutionFwdAlgoPerf_t perf[8];
-    int got = 0;
-    DNN(cudnnGetConvolutionForwardAlgorithm_v7(h, xd, wd, cd, yd, 8, &got, perf));
-    int pick = -1;
-    for (int i = 0; i < got && pick < 0; i++)
-      if (perf[i].status == CUDNN_STATUS_SUCCESS) pick = i;
-    if (pick < 0) {
-      s = lu_cuda_seterr(LUON_EUNSUPPORTED, "conv2d: cuDNN has no algorithm for this convolution");
-      goto done;
-    }
-    cudnnConvolutionFwdAlgo_t algo = perf[pick].algo;
-    DNN(cudnnGetConvolutionForwardWorkspaceSize(h, xd, wd, cd, yd, algo, &wsbytes));
-    if (wsbytes && (s = lu_cuda_scratch(k.id, wsbytes, &wsb)) != LUON_OK) goto done;
-    ws = wsb ? wsb->ptr : NULL;
-    DNN(cudnnConvolutionForward(h, one, xd, in0, wd, in1, cd, algo, ws, wsbytes, zero, yd,
-                                lu_data(c->out[0])));
-    if (bias || relu) {
-      int64_t n = yt->size, O = yt->shape[1], P = yt->shape[2] * yt->shape[3];
-      if (dt == LUON_DTYPE_F64)
-        k_bias_relu<double><<<lu_blocks(n), LU_THREADS, 0, k.s>>>(lu_data(c->out[0]), dt, bias, n, O, P, relu);
-      else
-        k_bias_relu<float><<<lu_blocks(n), LU_THREADS, 0, k.s>>>(lu_data(c->out[0]), dt, bias, n, O, P, relu);
-    }
+    RUN_ALGOS(cudnnConvolutionFwdAlgoPerf_t, "cudnnConvolutionForward",
+              cudnnGetConvolutionForwardAlgorithm_v7(h, xd, wd, cd, yd, 8, &got, perf),
+              cudnnGetConvolutionForwardWorkspaceSize(h, xd, wd, cd, yd, algo, &wsbytes),
+              cudnnConvolutionForward(h, one, xd, in0, wd, in1, cd, algo, ws, wsbytes, zero, yd,
+                                      lu_data(c->out[0])));
+    if (s == LUON_OK) bias_relu(lu_data(c->out[0]), dt, bias, yt, relu, k.s);
   } else if (kind == C_DATA) {
-    cudnnConvolutionBwdDataAlgoPerf_t perf[8];
-    int got = 0;
-    DNN(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, wd, yd, cd, xd, 8, &got, perf));
-    int pick = -1;
-    for (int i = 0; i < got && pick < 0; i++)
-      if (perf[i].status == CUDNN_STATUS_SUCCESS) pick = i;
-    if (pick < 0) {
-      s = lu_cuda_seterr(LUON_EUNSUPPORTED, "conv2d_grad_input: cuDNN has no algorithm");
-      goto done;
-    }
-    cudnnConvolutionBwdDataAlgo_t algo = perf[pick].algo;
-    DNN(cudnnGetConvolutionBackwardDataWorkspaceSize(h, wd, yd, cd, xd, algo, &wsbytes));
-    if (wsbytes && (s = lu_cuda_scratch(k.id, wsbytes, &wsb)) != LUON_OK) goto done;
-    ws = wsb ? wsb->ptr : NULL;
-    DNN(cudnnConvolutionBackwardData(h, one, wd, in1, yd, in0, cd, algo, ws, wsbytes, zero, xd,
-                                     lu_data(c->out[0])));
+    RUN_ALGOS(cudnnConvolutionBwdDataAlgoPerf_t, "cudnnConvolutionBackwardData",
+              cudnnGetConvolutionBackwardDataAlgorithm_v7(h, wd, yd, cd, xd, 8, &got, perf),
+              cudnnGetConvolutionBackwardDataWorkspaceSize(h, wd, yd, cd, xd, algo, &wsbytes),
+              cudnnConvolutionBackwardData(h, one, wd, in1, yd, in0, cd, algo, ws, wsbytes, zero, xd,
+                                           lu_data(c->out[0])));
   } else {
-    cudnnConvolutionBwdFilterAlgoPerf_t perf[8];
-    int got = 0;
-    DNN(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, xd, yd, cd, wd, 8, &got, perf));
-    int pick = -1;
-    for (int i = 0; i < got && pick < 0; i++)
-      if (perf[i].status == CUDNN_STATUS_SUCCESS) pick = i;
-    if (pick < 0) {
-      s = lu_cuda_seterr(LUON_EUNSUPPORTED, "conv2d_grad_weight: cuDNN has no algorithm");
-      goto done;
-    }
-    cudnnConvolutionBwdFilterAlgo_t algo = perf[pick].algo;
-    DNN(cudnnGetConvolutionBackwardFilterWorkspaceSize(h, xd, yd, cd, wd, algo, &wsbytes));
-    if (wsbytes && (s = lu_cuda_scratch(k.id, wsbytes, &wsb)) != LUON_OK) goto done;
-    ws = wsb ? wsb->ptr : NULL;
-    DNN(cudnnConvolutionBackwardFilter(h, one, xd, in0, yd, in1, cd, algo, ws, wsbytes, zero, wd,
-                                       lu_data(c->out[0])));
+    RUN_ALGOS(cudnnConvolutionBwdFilterAlgoPerf_t, "cudnnConvolutionBackwardFilter",
+              cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, xd, yd, cd, wd, 8, &got, perf),
+              cudnnGetConvolutionBackwardFilterWorkspaceSize(h, xd, yd, cd, wd, algo, &wsbytes),
+              cudnnConvolutionBackwardFilter(h, one, xd, in0, yd, in1, cd, algo, ws, wsbytes, zero, wd,
+                                             lu_data(c->out[0])));
   }
 done:
   if (xd) cudnnDestroyTensorDescriptor(xd);

@@ -18,12 +18,13 @@ __global__ void k_fill(lu_space s, fillp f) {
     double v;
     switch (f.kind) {
     case F_FULL: v = f.a; break;
-    case F_ARANGE: v = f.a + (double)j * f.step; break;
+    /* no fused multiply-add: the CPU rounds the product, then the sum */
+    case F_ARANGE: v = __dadd_rn(f.a, __dmul_rn((double)j, f.step)); break;
     case F_LINSPACE: {
       int64_t div = f.k ? f.num - 1 : f.num;
       if (div <= 0) v = f.a;
       else if (f.k && j == f.num - 1) v = f.b;
-      else v = f.a + (double)j * ((f.b - f.a) / (double)div);
+      else v = __dadd_rn(f.a, __dmul_rn((double)j, (f.b - f.a) / (double)div));
       break;
     }
     default: v = j % f.m - j / f.m == f.k ? 1.0 : 0.0; break;

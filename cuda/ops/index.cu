@@ -2,7 +2,7 @@
  * over the flattened array), concatenate and stack (strided converting
  * copies into slabs of the result) on the GPU, as core/ops/index.c. take's
  * raise mode checks the indices after the gather, which waits for the
- * stream; clip and wrap never wait. */
+ * stream and names the first bad index; clip and wrap never wait. */
 #include "kernels.cuh"
 
 typedef struct tplan {
@@ -15,11 +15,15 @@ typedef struct tplan {
   int32_t idt;
   int64_t len;
   int mode;
-  int *bad;                           /* raise mode: set when an index is out of range */
+  unsigned long long *bad;            /* raise mode: [0] the first element (of the gathered
+                                         side) whose index is out of range, [1] that index */
 } tplan;
 
-/* Offsets into a and into the gathered side for element o of the latter. */
-__device__ __forceinline__ bool take_offsets(const tplan &p, int64_t o, int64_t *ao, int64_t *yo) {
+/* Offsets into a and into the gathered side for element o of the latter;
+ * false (offsets of index 0) when the index is out of range in raise mode,
+ * its value then in *raw. */
+__device__ __forceinline__ bool take_offsets(const tplan &p, int64_t o, int64_t *ao, int64_t *yo,
+                                             int64_t *raw = NULL) {
   int ndy = p.ax < 0 ? p.k : p.nda - 1 + p.k;
   int64_t q = o, io = 0, a = 0, y = 0, coord[LU_MAXD];
   for (int d = ndy - 1; d >= 0; d--) {
@@ -30,6 +34,7 @@ __device__ __forceinline__ bool take_offsets(const tplan &p, int64_t o, int64_t 
   int a0 = p.ax < 0 ? 0 : p.ax;
   for (int d = 0; d < p.k; d++) io += coord[a0 + d] * p.ist[d];
   int64_t v = lu_ld<int64_t>(p.idx, p.idt, io), L = p.len;
+  if (raw) *raw = v;
   bool ok = true;
   if (p.mode == 0) {
     v = v < 0 ? 0 : v >= L ? L - 1 : v;
@@ -58,7 +63,7 @@ __device__ __forceinline__ bool take_offsets(const tplan &p, int64_t o, int64_t 
 template <class T> __global__ void k_take(tplan p, const T *a, T *y) {
   LU_GRID_LOOP(o, p.n) {
     int64_t ao, yo;
-    if (!take_offsets(p, o, &ao, &yo) && p.bad) *p.bad = 1;
+    if (!take_offsets(p, o, &ao, &yo) && p.bad) atomicMin(p.bad, (unsigned long long)o);
     y[yo] = a[ao];
   }
 }
@@ -66,9 +71,20 @@ template <class T> __global__ void k_take(tplan p, const T *a, T *y) {
 template <class T> __global__ void k_take_grad(tplan p, const T *dy, T *da) {
   LU_GRID_LOOP(o, p.n) {
     int64_t ao, yo;
-    if (!take_offsets(p, o, &ao, &yo) && p.bad) *p.bad = 1;
+    if (!take_offsets(p, o, &ao, &yo) && p.bad) atomicMin(p.bad, (unsigned long long)o);
     atomicAdd(&da[ao], dy[yo]);
   }
+}
+
+/* raise mode, one thread: the index value of the first bad element into bad[1].
+ * The smallest bad element has the first bad index in the indices' row-major
+ * order (the CPU's read_indices reports that one). */
+__global__ void k_bad_index(tplan p) {
+  unsigned long long o = p.bad[0];
+  if (o == ~0ull) return;
+  int64_t ao, yo, raw = 0;
+  take_offsets(p, (int64_t)o, &ao, &yo, &raw);
+  p.bad[1] = (unsigned long long)raw;
 }
 
 /* a the full array, g the gathered side (y or dy), ax from scratch_i[0] */
@@ -101,9 +117,10 @@ static luon_status take_run(lu_call *c, bool grad) {
   lu_block *flag = NULL;
   if (grad) s = lu_cuda_zero(lu_data(out), (size_t)out->size * es, k.s);
   if (s == LUON_OK && p.n > 0 && p.len > 0) {
-    if (p.mode == 2 && (s = lu_cuda_scratch(k.id, sizeof(int), &flag)) == LUON_OK) {
-      p.bad = (int *)flag->ptr;
-      s = lu_cuda_zero(p.bad, sizeof(int), k.s);
+    if (p.mode == 2 && (s = lu_cuda_scratch(k.id, 2 * sizeof(unsigned long long), &flag)) == LUON_OK) {
+      p.bad = (unsigned long long *)flag->ptr;
+      cudaError_t e = cudaMemsetAsync(p.bad, 0xff, 2 * sizeof(unsigned long long), k.s); /* none yet */
+      if (e != cudaSuccess) s = lu_cuda_fail(e, "take: cudaMemsetAsync");
     }
     if (s == LUON_OK) {
       unsigned nb = lu_blocks(p.n);
@@ -121,14 +138,19 @@ static luon_status take_run(lu_call *c, bool grad) {
         k_take<uint64_t><<<nb, LU_THREADS, 0, k.s>>>(p, (const uint64_t *)lu_data(a), (uint64_t *)lu_data(out));
       }
     }
-    if (s == LUON_OK && flag) { /* raise: read the flag back (waits for this stream) */
-      int bad = 0;
-      cudaError_t e = cudaMemcpyAsync(&bad, flag->ptr, sizeof bad, cudaMemcpyDeviceToHost, k.s);
+    if (s == LUON_OK && flag) { /* raise: read the check back (waits for this stream) */
+      unsigned long long bad[2] = {~0ull, 0};
+      k_bad_index<<<1, 1, 0, k.s>>>(p);
+      cudaError_t e = cudaGetLastError();
+      if (e == cudaSuccess) e = cudaMemcpyAsync(bad, flag->ptr, sizeof bad, cudaMemcpyDeviceToHost, k.s);
       if (e == cudaSuccess) e = cudaStreamSynchronize(k.s);
       if (e != cudaSuccess) s = lu_cuda_fail(e, "take: reading the index check");
-      else if (bad)
-        s = lu_cuda_seterr(LUON_EINVAL, "%s: an index is out of bounds for %s with size %lld",
-                           k.op, p.ax < 0 ? "the flattened array" : "the axis", (long long)p.len);
+      else if (bad[0] != ~0ull && p.ax < 0)
+        s = lu_cuda_seterr(LUON_EINVAL, "%s: index %lld is out of bounds for size %lld", k.op,
+                           (long long)bad[1], (long long)p.len);
+      else if (bad[0] != ~0ull)
+        s = lu_cuda_seterr(LUON_EINVAL, "%s: index %lld is out of bounds for axis %d with size %lld",
+                           k.op, (long long)bad[1], p.ax, (long long)p.len);
     }
   }
   lu_cuda_scratch_free(flag);

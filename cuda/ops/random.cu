@@ -28,10 +28,11 @@ __global__ void k_random(lu_space s, rnd r) {
     int32_t dt = s.dt[0];
     if (r.kind == R_UNIFORM) {
       if (dt == LUON_DTYPE_F32) {
-        float v = (float)(r.a + (r.b - r.a) * unit32(w[0])), top = (float)r.top;
+        /* __dadd_rn/__dmul_rn: no fused multiply-add, as the CPU computes it */
+        float v = (float)__dadd_rn(r.a, __dmul_rn(r.b - r.a, (double)unit32(w[0]))), top = (float)r.top;
         ((float *)s.p[0])[o[0]] = r.b > r.a && v > top ? top : v;
       } else {
-        double v = r.a + (r.b - r.a) * unit64(w[0], w[1]);
+        double v = __dadd_rn(r.a, __dmul_rn(r.b - r.a, unit64(w[0], w[1])));
         ((double *)s.p[0])[o[0]] = r.b > r.a && v > r.top ? r.top : v;
       }
     } else if (r.kind == R_NORMAL) {
