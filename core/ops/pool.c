@@ -252,8 +252,8 @@ typedef struct pjob {
         mc[t] = better ? (int32_t)(t + q) : mc[t];                                              \
       }                                                                                         \
   }                                                                                             \
-  static TC void sum_row_##S(const pgeom *g, const T *restrict xp, int64_t h0, int64_t h1,       \
-                             T *restrict m) {                                                   \
+  static TC void pool_sum_row_##S(const pgeom *g, const T *restrict xp, int64_t h0, int64_t h1, \
+                                  T *restrict m) {                                              \
     for (int64_t j = 0; j < g->OW; j++) m[j] = 0;                                               \
     for (int64_t h = h0; h < h1; h++)                                                           \
       for (int64_t q = 0; q < g->KW; q++) {                                                     \
@@ -317,7 +317,7 @@ typedef struct pjob {
             for (int64_t j = 0; j < g->OW; j++) yr[j] = hm[j * g->sw];                          \
             continue;                                                                           \
           }                                                                                     \
-          if (!dyr) sum_row_##S(g, xp, h0, h1, m);                                              \
+          if (!dyr) pool_sum_row_##S(g, xp, h0, h1, m);                                         \
           for (int64_t j = 0; j < g->OW; j++) {                                                 \
             window(j, g->sw, g->pw, g->KW, g->W, g->incl_pad, &w0, &w1, &cw);                   \
             int64_t cnt = ch_ * cw;                                                             \
