@@ -150,6 +150,26 @@ static luon_status run_cpu_half(const lu_op_desc *d, lu_call *c, int32_t ct) {
   return s;
 }
 
+/* c's CPU kernel run as luon_op_call runs it on a CPU device (the same
+ * compute dtype for 16-bit data), for a backend whose "device" memory is
+ * host memory: tests/c/fake_cuda.c. */
+luon_status lu_run_cpu(lu_call *c) {
+  const lu_op_desc *d = &lu_ops[c->op];
+  int32_t ct = 0;
+  if (half_ops[c->op]) {
+    bool half = false;
+    int32_t p = c->nin > 0 ? c->in[0]->dtype : LUON_DTYPE_F32;
+    for (int i = 0; i < c->nin; i++) {
+      half |= lu_dtype_is_storage_only(c->in[i]->dtype);
+      if (i > 0) p = lu_dtype_promote(p, c->in[i]->dtype);
+    }
+    if (half) ct = lu_dtype_is_storage_only(p) ? LUON_DTYPE_F32 : p;
+    for (int k = 0; k < c->nout && !ct; k++)
+      if (lu_dtype_is_storage_only(c->out[k]->dtype)) ct = LUON_DTYPE_F32;
+  }
+  return ct ? run_cpu_half(d, c, ct) : d->cpu(c);
+}
+
 luon_status luon_op_call(int32_t op, int32_t nin, luon_tensor *const *in, const luon_attrs *attrs,
                          int32_t *nout_p, luon_tensor **out) {
   if (op < 0 || op >= LU_OP_COUNT) return lu_error(LUON_EINVAL, "op id %d does not exist", op);

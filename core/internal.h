@@ -208,6 +208,9 @@ typedef struct lu_op_desc {
 } lu_op_desc;
 
 extern const lu_op_desc lu_ops[LU_OP_COUNT];
+/* c's CPU kernel as a CPU device runs it (16-bit data in float32), for a
+ * backend whose device memory is host memory (tests/c/fake_cuda.c). */
+luon_status lu_run_cpu(lu_call *c);
 
 /* Weak, so that the registry links while an op is being written; the test
  * suite fails if any registered op lacks its shape function or CPU kernel. */

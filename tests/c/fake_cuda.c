@@ -1,10 +1,13 @@
-/* fake_cuda.c: a stand-in for libluon_cuda.so, for testing luon.dist's GPU
- * path on machines without a GPU (LUON_CUDA_LIB=<build>/tests/libluon_fake_cuda.so).
- * Its "GPUs" (LUON_FAKE_GPUS, default 2) keep their memory in host memory
- * and run the CPU kernels; its NCCL entries run the collectives over Open
- * MPI's MPI_COMM_WORLD (loaded by luon.dist), polled against the deadline
- * like comm.cu, and append every call to $LUON_FAKE_LOG.<rank>, so a test
- * can check which calls reached "NCCL". Not a CUDA emulator: no streams,
+/* fake_cuda.c: a stand-in for libluon_cuda.so on machines without a GPU
+ * (LUON_CUDA_LIB=<build>/tests/libluon_fake_cuda.so), for the busted suite
+ * with gpu(0) as the device under test (scripts/test), luon.dist's GPU path
+ * and the allocator's out-of-memory retry (test_cuda_loader). Its "GPUs"
+ * (LUON_FAKE_GPUS, default 2) keep their memory in host memory, its pinned
+ * memory is plain host memory, and it runs the CPU kernels; its NCCL
+ * entries run the collectives over Open MPI's MPI_COMM_WORLD (loaded by
+ * luon.dist), polled against the deadline like comm.cu, and append every
+ * call to $LUON_FAKE_LOG.<rank>, so a test can check which calls reached
+ * "NCCL". Not a CUDA emulator: no streams,
  * no asynchrony. LUON_FAKE_GPU_UUID=text gives every card of every process
  * the same UUID (ranks sharing one GPU); LUON_FAKE_GPU_BYTES=N gives the
  * one card all its GPUs share N bytes (the allocator's retry after OOM). */
@@ -97,6 +100,15 @@ static void dev_free(int32_t id, void *p) {
   free(b);
 }
 
+/* "Pinned" host memory: plain host memory (copies from it are synchronous
+ * here, so every event has completed). */
+static luon_status host_alloc(size_t bytes, void **p) {
+  *p = aligned_alloc(64, (bytes + 63) / 64 * 64 + 64);
+  return *p ? LUON_OK : fail(LUON_ENOMEM, "fake backend: out of host memory for %zu pinned bytes", bytes);
+}
+
+static void host_free(void *p) { free(p); }
+
 static luon_status dev_memcpy(void *dst, lu_device dd, const void *src, lu_device sd, size_t bytes) {
   memcpy(dst, src, bytes);
   return LUON_OK;
@@ -111,9 +123,10 @@ static luon_status event_record(int32_t id, void **ev) {
 static luon_status ok_ev(void *ev) { return LUON_OK; }
 static void free_ev(void *ev) {}
 
-/* Every op: the CPU kernel, on host memory. */
+/* Every op: the CPU kernel, on host memory (16-bit data computed in
+ * float32 as on the CPU). */
 static luon_status kernel(lu_call *c) {
-  luon_status s = lu_ops[c->op].cpu(c);
+  luon_status s = lu_run_cpu(c);
   if (s != LUON_OK) fail(s, "%s", luon_last_error());
   return s;
 }
@@ -297,6 +310,8 @@ __attribute__((visibility("default"))) luon_status luon_cuda_init(lu_cuda_backen
   b->malloc = dev_malloc;
   b->free = dev_free;
   b->memcpy = dev_memcpy;
+  b->host_alloc = host_alloc;
+  b->host_free = host_free;
   b->sync = ok_id;
   b->last_error = last_error;
   b->event_record = event_record;

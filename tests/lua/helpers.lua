@@ -36,6 +36,10 @@ function H.devices()
   return devs
 end
 
+-- The GPUs are the stand-in backend's (tests/c/fake_cuda.c, chosen with
+-- LUON_CUDA_LIB; scripts/test's stand-in stage): their memory is host memory.
+H.stand_in_gpus = (os.getenv("LUON_CUDA_LIB") or ""):find("fake_cuda", 1, true) ~= nil
+
 local function show(v)
   if type(v) ~= "table" then return tostring(v) end
   local parts = {}
