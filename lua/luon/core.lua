@@ -297,11 +297,33 @@ function M.attrs()
   return attrs
 end
 
--- Put a Lua list of integers into attrs.i starting at index `from`.
-function M.set_ints(a, list, from)
+-- Put a Lua list of integers into attrs.i starting at index `from`, after
+-- checking that they are integers and fit (LUON_MAX_ATTR_INTS); errors name
+-- fname and are raised at `level` as seen by the caller.
+local MAX_INTS = 32
+function M.set_ints(a, list, from, fname, level)
   from = from or 0
-  for k = 1, #list do a.i[from + k - 1] = list[k] end
-  a.ni = from + #list
+  level = (level or 2) + 1
+  if type(list) ~= "table" then
+    error(("%s: expected a list of integers, got %s"):format(fname, M.show_value(list)), level)
+  end
+  local n = #list
+  if from + n > MAX_INTS then
+    error(("%s: %d integers given, at most %d are supported"):format(fname, n, MAX_INTS - from), level)
+  end
+  for k = 1, n do
+    local v = list[k]
+    if type(v) ~= "number" or v % 1 ~= 0 or v >= 2^62 or v <= -2^62 then
+      error(("%s: expected integers, got %s at position %d"):format(fname, M.show_value(v), k), level)
+    end
+    a.i[from + k - 1] = v
+  end
+  a.ni = from + n
+end
+
+-- A value as an error message shows it: strings quoted, others by tostring.
+function M.show_value(v)
+  return type(v) == "string" and ("'" .. v .. "'") or tostring(v)
 end
 
 local function run(op, n, a, out, cap)
@@ -323,6 +345,10 @@ end
 -- optional list of arrays to write into. Errors are raised at `level`.
 function M.call(op, inputs, a, level, out, cap)
   local n = #inputs
+  if n > 8 or (cap or 1) > 8 then -- the sizes of ins and outs (LUON_MAX_OP_INPUTS)
+    error(("%s: %d inputs and %d outputs, at most 8 of each"):format(
+          ffi.string(C.luon_op_name(op)), n, cap or 1), (level or 2) + 1)
+  end
   for k = 1, n do ins[k - 1] = inputs[k].t end
   if run(op, n, a, out, cap) ~= 0 then raise((level or 2) + 1) end
   gc_pressure()

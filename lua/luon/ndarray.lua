@@ -197,7 +197,7 @@ function methods.slice(x, ...)
   local r = core.call(core.op_ids.slice, {x}, a, 2)
   if #drop > 0 then
     local a2 = core.attrs()
-    core.set_ints(a2, drop)
+    core.set_ints(a2, drop, 0, "slice", 2)
     r = core.call(core.op_ids.squeeze, {r}, a2, 2)
   end
   return r

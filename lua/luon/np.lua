@@ -38,6 +38,10 @@ local function flatten(obj, fname)
   local shape = {}
   local t = obj
   while type(t) == "table" do
+    if #shape == 8 then -- (also ends a table that contains itself)
+      core.error(("%s: the nested table is more than 8 levels deep; at most 8 dimensions are supported")
+                 :format(fname))
+    end
     shape[#shape + 1] = #t
     t = t[1]
   end
@@ -96,7 +100,7 @@ np.asarray = np.array
 local function full(shape, value, kw, fname)
   shape = core.shape_arg(shape, fname, 3)
   local a = device_attrs(attrs(), kw, fname, 3)
-  core.set_ints(a, shape)
+  core.set_ints(a, shape, 0, fname, 3)
   a.f[0] = value
   return call(op.full, {}, a, 3)
 end
@@ -196,7 +200,7 @@ local function random_op(opid, fname, p1, p2)
       error(("%s: %s is required"):format(fname, p2[1]), 2)
     end
     local a = device_attrs(attrs(), kw, fname, 2)
-    core.set_ints(a, size)
+    core.set_ints(a, size, 0, fname, 2)
     a.f[0], a.f[1] = lo, hi
     return call(opid, {}, a, 2)
   end
@@ -216,7 +220,7 @@ function np.random.randint(...)
   end
   size = core.shape_arg(size or {}, "random.randint", 2)
   local a = device_attrs(attrs(), kw, "random.randint", 2)
-  core.set_ints(a, size)
+  core.set_ints(a, size, 0, "random.randint", 2)
   a.f[0], a.f[1] = low, high
   return call(op.random_randint, {}, a, 2)
 end
@@ -314,7 +318,7 @@ local function reduction(name)
     kw = kw or {}
     local a = attrs()
     a.i[0] = kw.keepdims and 1 or 0
-    core.set_ints(a, axes_arg(axis, kw), 1)
+    core.set_ints(a, axes_arg(axis, kw), 1, name, 2)
     if kw.dtype then a.dtype = core.dtype_id(kw.dtype, name, 2) end
     return call(id, {x}, a, 2)
   end
@@ -348,7 +352,7 @@ function np.reshape(x, shape, ...)
   if type(shape) == "number" then shape = {shape, ...} end
   if type(shape) ~= "table" then error("reshape: the new shape must be a list of integers", 2) end
   local a = attrs()
-  core.set_ints(a, shape)
+  core.set_ints(a, shape, 0, "reshape", 2)
   return call(op.reshape, {x}, a, 2)
 end
 
@@ -356,7 +360,7 @@ function np.transpose(x, axes, ...)
   check_array(x, "transpose", 1, 2)
   if type(axes) == "number" then axes = {axes, ...} end
   local a = attrs()
-  core.set_ints(a, axes or {})
+  core.set_ints(a, axes or {}, 0, "transpose", 2)
   return call(op.transpose, {x}, a, 2)
 end
 
@@ -387,14 +391,14 @@ function np.squeeze(x, axis, kw)
   check_array(x, "squeeze", 1, 2)
   if type(axis) == "table" and axis[1] == nil then kw, axis = axis, nil end
   local a = attrs()
-  core.set_ints(a, axes_arg(axis, kw or {}))
+  core.set_ints(a, axes_arg(axis, kw or {}), 0, "squeeze", 2)
   return call(op.squeeze, {x}, a, 2)
 end
 
 function np.broadcast_to(x, shape)
   check_array(x, "broadcast_to", 1, 2)
   local a = attrs()
-  core.set_ints(a, core.shape_arg(shape, "broadcast_to", 2))
+  core.set_ints(a, core.shape_arg(shape, "broadcast_to", 2), 0, "broadcast_to", 2)
   return call(op.broadcast_to, {x}, a, 2)
 end
 
@@ -425,8 +429,24 @@ function np.split(x, sections, axis, kw)
   end
   local a = attrs()
   a.i[0] = axis
-  core.set_ints(a, bounds, 1)
-  return call(op.split, {x}, a, 2, nil, #bounds + 1)
+  if #bounds + 1 <= 8 then
+    core.set_ints(a, bounds, 1, "split", 2)
+    return call(op.split, {x}, a, 2, nil, #bounds + 1)
+  end
+  -- the dispatcher returns at most 8 outputs: piece k between bounds k-1
+  -- and k, cut out on its own (the middle of a three-way split)
+  core.set_ints(a, bounds, 1, "split", 2) -- checks every bound
+  local parts = {}
+  for k = 1, #bounds + 1 do
+    local cut, pick = {}, 1
+    if k > 1 then cut[1], pick = bounds[k - 1], 2 end
+    if k <= #bounds then cut[#cut + 1] = bounds[k] end
+    a = attrs()
+    a.i[0] = axis
+    core.set_ints(a, cut, 1, "split", 2)
+    parts[k] = call(op.split, {x}, a, 2, nil, #cut + 1)[pick]
+  end
+  return parts
 end
 np.array_split = np.split
 

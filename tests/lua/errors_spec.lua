@@ -160,6 +160,39 @@ describe("errors", function()
     end)
   end)
 
+  -- each of these once wrote past a fixed-size FFI buffer and crashed luon
+  -- some calls later (found by an adversarial probe): now a clear error
+  it("lists too long for the C side's buffers", function()
+    local long = {}
+    for k = 1, 200 do long[k] = 1 end
+    fails(function() local r = np.reshape(np.ones({1}), long); return r end,
+          {"reshape", "200 integers", "at most 32"})
+    fails(function() local r = np.transpose(np.ones({2}), long); return r end, {"transpose", "at most 32"})
+    local deep = {1}
+    for _ = 1, 19 do deep = {deep} end
+    fails(function() local r = np.array(deep); return r end, {"array", "more than 8 levels deep"})
+    local loop = {}
+    loop[1] = loop
+    fails(function() local r = np.array(loop); return r end, {"array", "more than 8 levels deep"})
+    local stack = H.luon.gluon.data.batchify.stack
+    fails(function() local r = stack({np.ones({1, 1, 1, 1, 1, 1, 1, 1})}); return r end,
+          {"batchify", "8 dimensions", "at most 7"})
+    collectgarbage("collect")
+    for k = 1, 200 do
+      local n = k % 7 + 1
+      assert.are.equal(2 * n, (np.ones({n}) + 1):sum():item())
+    end
+  end)
+
+  it("integer arguments that are not integers", function()
+    fails(function() local r = np.reshape(a, {2.5, -1}); return r end,
+          {"reshape", "expected integers", "2.5", "position 1"})
+    fails(function() local r = np.reshape(a, {"a"}); return r end, {"reshape", "'a'"})
+    fails(function() local r = np.transpose(a, "x"); return r end, {"transpose", "list of integers", "'x'"})
+    fails(function() local r = np.sum(a, 0 / 0); return r end, {"sum", "nan"})
+    fails(function() local r = np.split(np.ones({4}), {1e30}); return r end, {"split", "1e+30"})
+  end)
+
   it("a pcall'd error leaves nothing half-done", function()
     local before = npx.memory_stats(npx.cpu(0)).in_use
     for _ = 1, 100 do

@@ -38,6 +38,18 @@ describe("gluon.utils", function()
     assert.are.equal(npx.cpu(1), parts[2].device)
   end)
 
+  it("more than 8 parts (past the dispatcher's 8 outputs)", function()
+    local devs = {}
+    for k = 0, 15 do devs[#devs + 1] = npx.cpu(k % 2) end
+    local parts = utils.split_and_load(np.arange(32):reshape({16, 2}), devs)
+    assert.are.equal(16, #parts)
+    for k = 1, 16 do assert.are.same({{2 * k - 2, 2 * k - 1}}, parts[k]:totable()) end
+    local pieces = np.split(np.arange(12), {1, 2, 3, 4, 5, 6, 7, 8, 9, 10})
+    assert.are.equal(11, #pieces)
+    assert.are.same({10, 11}, pieces[11]:totable())
+    assert.are.same({0}, pieces[1]:totable())
+  end)
+
   it("one device never splits and does not copy when already there", function()
     local x = np.ones({5, 2})
     local parts = utils.split_and_load(x, {npx.cpu(0)})

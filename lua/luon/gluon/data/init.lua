@@ -243,6 +243,7 @@ local function stack_arrays(samples)
   local first = samples[1]
   local info = core.info_of(first)
   local ndim, dtype, dt, di = info.ndim, info.dtype, info.dev_type, info.dev_id
+  if ndim + 1 > 8 then argerror("batchify: samples of %d dimensions cannot be stacked (at most 7)", ndim) end
   local shape = ffi.new("int64_t[8]")
   local row = 1
   shape[0] = #samples
@@ -250,7 +251,6 @@ local function stack_arrays(samples)
     shape[d + 1] = info.shape[d]
     row = row * tonumber(info.shape[d])
   end
-  if ndim + 1 > 8 then argerror("batchify: samples of %d dimensions cannot be stacked (at most 7)", ndim) end
   local out = ffi.new("luon_tensor*[1]")
   core.check(C.luon_tensor_empty(dtype, ndim + 1, shape, dt, di, out))
   local batch = core.wrap(out[0])
