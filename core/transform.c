@@ -1201,7 +1201,11 @@ static luon_status input_img(const luon_tensor *t, int64_t n_index, bool chw, im
     return lu_error(LUON_ESHAPE, "%s: input image must have shape (height, width, channels), or "
                     "(N, height, width, channels) but got %s", who, lu_shape_str(nd, t->shape));
   int64_t a = t->shape[base], b = t->shape[base + 1], cc = t->shape[base + 2];
-  if (a > INT32_MAX || b > INT32_MAX || cc > 4)
+  int64_t ch = chw ? a : cc, wd = chw ? cc : b; /* (C,H,W) or (H,W,C) */
+  if (ch > 4)
+    return lu_error(LUON_ESHAPE, "%s: image shape %s has %lld channels; transforms take 1 to 4 (%s)", who,
+                    lu_shape_str(nd, t->shape), (long long)ch, chw ? "channels first" : "channels last");
+  if ((chw ? b : a) > INT32_MAX || wd > INT32_MAX)
     return lu_error(LUON_ESHAPE, "%s: image shape %s is too large", who, lu_shape_str(nd, t->shape));
   memset(m, 0, sizeof *m);
   m->chw = chw;

@@ -186,7 +186,8 @@ local function list_arg(name, what, v, default)
   if type(v) == "number" then return {v} end
   if core.is_array(v) then v = v:totable() end
   if type(v) ~= "table" or #v == 0 or #v > 4 then
-    err(("%s: %s must be a number or a list of 1 to 4 numbers, got %s"):format(name, what, tostring(v)))
+    err(("%s: %s must be a number or a list of 1 to 4 numbers, got %s"):format(name, what,
+        type(v) == "table" and ("a list of " .. #v) or core.show_value(v)))
   end
   for k = 1, #v do
     if type(v[k]) ~= "number" then err(("%s: %s[%d] is not a number"):format(name, what, k)) end
