@@ -236,8 +236,25 @@ luon_status luon_safetensors_save(const char *path, int32_t n, const char *const
   sbuf h = {0};
   luon_status s = check_save_args(path, n, names, tensors, info);
   if (s == LUON_OK) s = build_header(path, n, names, info, &h);
+  /* where the file goes: through a symbolic link to its target (the link
+   * stays), and never in place of something that is not a regular file
+   * (a directory, or as root a device such as /dev/null) */
+  char *real = NULL;
+  const char *dst = path;
+  struct stat sb;
+  if (s == LUON_OK && lstat(path, &sb) == 0) {
+    char e[128];
+    if (S_ISLNK(sb.st_mode) && !(real = realpath(path, NULL)))
+      s = fail(LUON_EIO, path, "is a symbolic link whose target cannot be resolved: %s",
+               errstr(errno, e, sizeof e));
+    else if (real) dst = real;
+    if (s == LUON_OK && stat(dst, &sb) == 0 && !S_ISREG(sb.st_mode))
+      s = fail(LUON_EIO, path, "%s is a %s, not a regular file; it is left as it is", dst,
+               S_ISDIR(sb.st_mode) ? "directory" : S_ISCHR(sb.st_mode) || S_ISBLK(sb.st_mode) ? "device"
+               : S_ISFIFO(sb.st_mode) ? "pipe" : "special file");
+  }
   char tmp[4200];
-  if (s == LUON_OK && snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)
+  if (s == LUON_OK && snprintf(tmp, sizeof tmp, "%s.tmp.%ld", dst, (long)getpid()) >= (int)sizeof tmp)
     s = fail(LUON_EINVAL, path, "the file name is too long");
   if (s == LUON_OK) {
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
@@ -250,14 +267,15 @@ luon_status luon_safetensors_save(const char *path, int32_t n, const char *const
         char e[128];
         s = fail(LUON_EIO, path, "cannot close %s: %s", tmp, errstr(errno, e, sizeof e));
       }
-      if (s == LUON_OK && rename(tmp, path) != 0) {
+      if (s == LUON_OK && rename(tmp, dst) != 0) {
         char e[128];
         s = fail(LUON_EIO, path, "cannot rename %s into place: %s", tmp, errstr(errno, e, sizeof e));
       }
       if (s != LUON_OK) unlink(tmp);
-      else sync_dir(path);
+      else sync_dir(dst);
     }
   }
+  free(real);
   free(h.p);
   free(info);
   return s;

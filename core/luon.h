@@ -360,6 +360,8 @@ luon_status luon_image_resize(const luon_tensor *src, int32_t w, int32_t h, int3
  * names F32 F64 F16 BF16 I32 I64 U8 BOOL. Messages start "safetensors: <path>: ". */
 /* Write n named tensors (any device, any strides) to path atomically: into
  * "<path>.tmp.<pid>", fsync, rename. On failure the old file is untouched.
+ * A symbolic link is written through (its target replaced, the link kept);
+ * a directory or device at path is refused and left as it is.
  * LUON_EIO (cannot create/write/rename), LUON_EINVAL (empty or duplicate names). */
 luon_status luon_safetensors_save(const char *path, int32_t n, const char *const *names,
                                   luon_tensor *const *tensors);

@@ -215,12 +215,29 @@ static void test_save_errors(void) {
   CHECK(luon_safetensors_save(missing, 1, one, ts) == LUON_EIO, "missing dir");
   CHECK(strstr(luon_last_error(), missing) != NULL, "message names the path: %s", luon_last_error());
 
-  /* a rename that fails (the target is a directory): the temp file is removed */
+  /* a directory or a device in the way: refused, left as it is, no temp file */
   const char *d = tmp_path("adir");
   mkdir(d, 0755);
-  CHECK(luon_safetensors_save(d, 1, one, ts) == LUON_EIO, "rename onto a directory");
-  CHECK(strstr(luon_last_error(), "rename") != NULL, "%s", luon_last_error());
+  CHECK(luon_safetensors_save(d, 1, one, ts) == LUON_EIO, "save onto a directory");
+  CHECK(strstr(luon_last_error(), "is a directory") != NULL, "%s", luon_last_error());
   CHECK(!dir_has_tmp(), "a temporary file was left behind");
+  struct stat sb;
+  CHECK(luon_safetensors_save("/dev/null", 1, one, ts) == LUON_EIO, "save onto /dev/null");
+  CHECK(strstr(luon_last_error(), "is a device") != NULL, "%s", luon_last_error());
+  CHECK(stat("/dev/null", &sb) == 0 && S_ISCHR(sb.st_mode), "/dev/null is no longer a device");
+
+  /* through a symbolic link: the target is written, the link stays */
+  const char *target = tmp_path("target.safetensors"), *link = tmp_path("link.safetensors");
+  write_bytes(target, "old", 3);
+  CHECK(symlink(target, link) == 0, "symlink");
+  CHECK_OK(luon_safetensors_save(link, 1, one, ts));
+  CHECK(lstat(link, &sb) == 0 && S_ISLNK(sb.st_mode), "the link was replaced");
+  luon_safetensors *lh = NULL;
+  CHECK_OK(luon_safetensors_open(target, &lh));
+  if (lh) luon_safetensors_close(lh);
+  CHECK(!dir_has_tmp(), "a temporary file was left behind");
+  unlink(link);
+  unlink(target);
 
   /* the old file is untouched by the failures, then replaced by a success */
   size_t n;

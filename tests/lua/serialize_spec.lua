@@ -93,7 +93,8 @@ describe("serialize", function()
                                {"save: " .. missing, "cannot create the temporary file"})
     assert.is_truthy(msg:find("serialize_spec.lua:", 1, true), "error not at the caller's line: " .. msg)
     os.execute("mkdir -p '" .. tmp("adir") .. "'")
-    H.assert_error(function() serialize.save(tmp("adir"), {"w"}, {np.ones({1})}) end, "rename")
+    H.assert_error(function() serialize.save(tmp("adir"), {"w"}, {np.ones({1})}) end,
+                   "is a directory, not a regular file")
     assert.are.equal(before, read_file(path))
     assert.is_false(leftovers())
     -- and a save that works replaces it
