@@ -93,8 +93,8 @@ function M.device(kind, id, level)
   if not cache then
     error(("unknown device type %s (expected 'cpu' or 'gpu')"):format(tostring(kind)), (level or 2) + 1)
   end
-  if type(id) ~= "number" or id < 0 or id % 1 ~= 0 then
-    error(("%s(%s): a device id is an integer >= 0"):format(kind, tostring(id)), (level or 2) + 1)
+  if type(id) ~= "number" or id < 0 or id % 1 ~= 0 or id >= 2^31 then
+    error(("%s(%s): a device id is an integer from 0 to 2^31-1"):format(kind, tostring(id)), (level or 2) + 1)
   end
   local d = cache[id]
   if not d then
@@ -319,6 +319,22 @@ function M.set_ints(a, list, from, fname, level)
     a.i[from + k - 1] = v
   end
   a.ni = from + n
+end
+
+-- An integer argument (an axis, a count) or an error naming fname and what.
+function M.int_arg(v, fname, what, level)
+  if type(v) ~= "number" or v % 1 ~= 0 or v >= 2^62 or v <= -2^62 then
+    error(("%s: %s must be an integer, got %s"):format(fname, what, M.show_value(v)), (level or 2) + 1)
+  end
+  return v
+end
+
+-- A number argument, or an error naming fname and what.
+function M.num_arg(v, fname, what, level)
+  if type(v) ~= "number" then
+    error(("%s: %s must be a number, got %s"):format(fname, what, M.show_value(v)), (level or 2) + 1)
+  end
+  return v
 end
 
 -- A value as an error message shows it: strings quoted, others by tostring.

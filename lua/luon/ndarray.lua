@@ -183,10 +183,17 @@ function methods.slice(x, ...)
     elseif s == true or s == nil then
       b, e, st = OMIT, OMIT, 1
     elseif type(s) == "table" then
-      b, e, st = s[1], s[2], s[3]
-      if b == nil then b = OMIT end
-      if e == nil then e = OMIT end
-      st = st or 1
+      -- integers; past +-2^62 they clamp as NumPy's do (far past any axis),
+      -- rather than reach the FFI's conversion (1e30 became OMIT)
+      local function int(v, what)
+        if type(v) ~= "number" or v % 1 ~= 0 then
+          error(("slice: %s of index %d must be an integer, got %s"):format(what, k, core.show_value(v)), 3)
+        end
+        return math.max(math.min(v, 2^62), -2^62)
+      end
+      b = s[1] == nil and OMIT or int(s[1], "the start")
+      e = s[2] == nil and OMIT or int(s[2], "the stop")
+      st = s[3] == nil and 1 or int(s[3], "the step")
     else
       error(("slice: index %d must be a number, a {start, stop, step} list or true, got %s")
             :format(k, type(s)), 2)

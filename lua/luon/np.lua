@@ -101,7 +101,7 @@ local function full(shape, value, kw, fname)
   shape = core.shape_arg(shape, fname, 3)
   local a = device_attrs(attrs(), kw, fname, 3)
   core.set_ints(a, shape, 0, fname, 3)
-  a.f[0] = value
+  a.f[0] = core.num_arg(value, fname, "the fill value", 3)
   return call(op.full, {}, a, 3)
 end
 
@@ -163,8 +163,8 @@ function np.linspace(start, stop, num, kw)
   kw = kw or {}
   num = num or kw.num or 50
   local a = device_attrs(attrs(), kw, "linspace", 2)
-  a.f[0], a.f[1] = start, stop
-  a.i[0], a.i[1], a.ni = num, kw.endpoint == false and 0 or 1, 2
+  a.f[0], a.f[1] = core.num_arg(start, "linspace", "start", 2), core.num_arg(stop, "linspace", "stop", 2)
+  a.i[0], a.i[1], a.ni = core.int_arg(num, "linspace", "num", 2), kw.endpoint == false and 0 or 1, 2
   return call(op.linspace, {}, a, 2)
 end
 
@@ -173,7 +173,8 @@ function np.eye(N, M, k, kw)
   if type(k) == "table" then kw, k = k, nil end
   kw = kw or {}
   local a = device_attrs(attrs(), kw, "eye", 2)
-  a.i[0], a.i[1], a.i[2], a.ni = N, M or kw.M or 0, k or kw.k or 0, 3
+  a.i[0], a.i[1], a.i[2], a.ni = core.int_arg(N, "eye", "N", 2), core.int_arg(M or kw.M or 0, "eye", "M", 2),
+                                  core.int_arg(k or kw.k or 0, "eye", "k", 2), 3
   return call(op.eye, {}, a, 2)
 end
 np.identity = function(n, kw) return np.eye(n, nil, 0, kw) end
@@ -201,7 +202,7 @@ local function random_op(opid, fname, p1, p2)
     end
     local a = device_attrs(attrs(), kw, fname, 2)
     core.set_ints(a, size, 0, fname, 2)
-    a.f[0], a.f[1] = lo, hi
+    a.f[0], a.f[1] = core.num_arg(lo, fname, p1[1], 2), core.num_arg(hi, fname, p2[1], 2)
     return call(opid, {}, a, 2)
   end
 end
@@ -288,8 +289,8 @@ function np.clip(x, a_min, a_max)
   check_array(x, "clip", 1, 2)
   if a_min == nil and a_max == nil then error("clip: a_min and a_max cannot both be nil", 2) end
   local a = attrs()
-  a.f[0] = a_min or 0 / 0
-  a.f[1] = a_max or 0 / 0
+  a.f[0] = a_min == nil and 0 / 0 or core.num_arg(a_min, "clip", "a_min", 2)
+  a.f[1] = a_max == nil and 0 / 0 or core.num_arg(a_max, "clip", "a_max", 2)
   return call1(op.clip, x, a)
 end
 
@@ -336,7 +337,7 @@ local function arg_reduction(name)
     local a = attrs()
     a.i[0] = kw.keepdims and 1 or 0
     a.ni = 1
-    if axis ~= nil then a.i[1], a.ni = axis, 2 end
+    if axis ~= nil then a.i[1], a.ni = core.int_arg(axis, name, "axis", 2), 2 end
     return call(id, {x}, a, 2)
   end
 end
@@ -383,7 +384,7 @@ end
 function np.expand_dims(x, axis)
   check_array(x, "expand_dims", 1, 2)
   local a = attrs()
-  a.i[0], a.ni = axis, 1
+  a.i[0], a.ni = core.int_arg(axis, "expand_dims", "axis", 2), 1
   return call(op.expand_dims, {x}, a, 2)
 end
 
@@ -408,7 +409,7 @@ function np.ravel(x) return np.reshape(x, {-1}) end
 function np.split(x, sections, axis, kw)
   check_array(x, "split", 1, 2)
   if type(axis) == "table" then kw, axis = axis, nil end
-  axis = axis or (kw and kw.axis) or 0
+  axis = core.int_arg(axis or (kw and kw.axis) or 0, "split", "axis", 2)
   local nd = x.ndim
   local ax = axis < 0 and axis + nd or axis
   if ax < 0 or ax >= nd then
@@ -417,6 +418,7 @@ function np.split(x, sections, axis, kw)
   local len = x.shape[ax + 1]
   local bounds = {}
   if type(sections) == "number" then
+    core.int_arg(sections, "split", "the number of sections", 2)
     if sections <= 0 or len % sections ~= 0 then
       error(("split: array split does not result in an equal division (axis %d of length %d into %d sections)")
             :format(axis, len, sections), 2)
@@ -460,7 +462,7 @@ function np.take(x, indices, axis, kw)
   local mode = modes[kw.mode or "clip"]
   if not mode then error(("take: mode must be 'clip', 'wrap' or 'raise', got %s"):format(tostring(kw.mode)), 2) end
   local a = attrs()
-  a.i[0], a.i[1], a.ni = axis == nil and -999 or axis, mode, 2
+  a.i[0], a.i[1], a.ni = axis == nil and -999 or core.int_arg(axis, "take", "axis", 2), mode, 2
   return call(op.take, {x, indices}, a, 2)
 end
 
@@ -490,7 +492,7 @@ local function join(name)
     end
     for k = 1, #arrays do check_array(arrays[k], name, k, 2) end
     local a = attrs()
-    a.i[0], a.ni = axis, 1
+    a.i[0], a.ni = core.int_arg(axis, name, "axis", 2), 1
     return call(id, arrays, a, 2)
   end
 end

@@ -89,7 +89,7 @@ function npx.waitall()
   for i = 0, C.luon_gpu_count() - 1 do core.check(C.luon_device_sync(2, i), 2) end
 end
 
-function npx.set_num_threads(n) C.luon_set_num_threads(n) end
+function npx.set_num_threads(n) C.luon_set_num_threads(core.int_arg(n, "set_num_threads", "n", 2)) end
 function npx.num_threads() return C.luon_get_num_threads() end
 
 local function unary(name)
@@ -240,8 +240,10 @@ function npx.batch_norm(x, gamma, beta, running_mean, running_var, kw)
     gamma = np.ones(gamma.shape, {dtype = gamma.dtype, device = gamma.device})
   end
   local a = core.attrs()
-  a.i[0], a.i[1], a.i[2], a.ni = kw.axis or 1, C.luon_autograd_is_training(), kw.use_global_stats and 1 or 0, 3
-  a.f[0], a.f[1] = kw.eps or 1e-3, kw.momentum or 0.9
+  a.i[0], a.i[1], a.i[2], a.ni = core.int_arg(kw.axis or 1, "batch_norm", "axis", 2),
+                                  C.luon_autograd_is_training(), kw.use_global_stats and 1 or 0, 3
+  a.f[0] = core.num_arg(kw.eps or 1e-3, "batch_norm", "eps", 2)
+  a.f[1] = core.num_arg(kw.momentum or 0.9, "batch_norm", "momentum", 2)
   local outs = core.call(op.batch_norm, {x, gamma, beta, running_mean, running_var}, a, 2, nil, 3)
   if kw.output_mean_var then return outs[1], outs[2], outs[3] end
   return outs[1]
@@ -287,7 +289,7 @@ function npx.dropout(x, kw)
   end
   if mode == "training" and C.luon_autograd_is_training() == 0 then return x end
   local a = core.attrs()
-  a.f[0] = p
+  a.f[0] = core.num_arg(p, "dropout", "p", 2)
   return core.call(op.dropout, {x}, a, 2, nil, 2)[1]
 end
 
@@ -311,7 +313,7 @@ function npx.leaky_relu(x, kw)
     core.error(("leaky_relu: only act_type 'leaky' is supported, got %s"):format(tostring(kw.act_type)))
   end
   local a = core.attrs()
-  a.f[0] = kw.slope == nil and 0.25 or kw.slope
+  a.f[0] = kw.slope == nil and 0.25 or core.num_arg(kw.slope, "leaky_relu", "slope", 2)
   return core.call(op.leaky_relu, {x}, a, 2)
 end
 
@@ -323,7 +325,7 @@ local function softmax_like(name)
     need_array(x, name, "x")
     if kw.temperature ~= nil and kw.temperature ~= 1 then x = x / kw.temperature end
     local a = core.attrs()
-    a.i[0], a.ni = kw.axis or -1, 1
+    a.i[0], a.ni = core.int_arg(kw.axis or -1, name, "axis", 2), 1
     return core.call(id, {x}, a, 2)
   end
 end
@@ -341,7 +343,8 @@ function npx.pick(x, index, kw)
     core.error(("pick: mode must be 'clip' or 'wrap', got %s"):format(tostring(mode)))
   end
   local a = core.attrs()
-  a.i[0], a.i[1], a.i[2], a.ni = kw.axis or -1, kw.keepdims and 1 or 0, mode == "wrap" and 1 or 0, 3
+  a.i[0], a.i[1], a.i[2], a.ni = core.int_arg(kw.axis or -1, "pick", "axis", 2), kw.keepdims and 1 or 0,
+                                  mode == "wrap" and 1 or 0, 3
   return core.call(op.pick, {x, index}, a, 2)
 end
 
