@@ -47,12 +47,18 @@ local head_grads = ffi.new("luon_tensor*[64]")
 function autograd.backward(hs, hgs, retain_graph)
   if core.is_array(hs) then hs = {hs} end
   if hgs ~= nil and core.is_array(hgs) then hgs = {hgs} end
+  if hgs ~= nil and type(hgs) ~= "table" then
+    core.error(("backward: head_grads must be an array or a list of arrays, got %s"):format(core.show_value(hgs)))
+  end
   if type(hs) ~= "table" or #hs == 0 or #hs > 64 then
     error("backward: expected an array or a list of 1 to 64 arrays", 2)
   end
   for k = 1, #hs do
     if not core.is_array(hs[k]) then error(("backward: head %d is not an ndarray"):format(k), 2) end
     heads[k - 1] = hs[k].t
+    if hgs and hgs[k] ~= nil and not core.is_array(hgs[k]) then
+      core.error(("backward: head gradient %d must be an array, got %s"):format(k, core.show_value(hgs[k])))
+    end
     head_grads[k - 1] = hgs and hgs[k] and hgs[k].t or nil
   end
   core.check(C.luon_autograd_backward(#hs, heads, hgs and head_grads or nil, retain_graph and 1 or 0), 2)

@@ -342,6 +342,13 @@ function M.show_value(v)
   return type(v) == "string" and ("'" .. v .. "'") or tostring(v)
 end
 
+-- The entries of a list, each as show_value shows it.
+function M.map_show(list)
+  local t = {}
+  for k = 1, #list do t[k] = M.show_value(list[k]) end
+  return t
+end
+
 local function run(op, n, a, out, cap)
   nout[0] = cap or 1
   for k = 0, (cap or 1) - 1 do outs[k] = out and out[k + 1] and out[k + 1].t or nil end

@@ -33,6 +33,14 @@ local function arg(v, key, default)
   return v
 end
 
+-- A spread (scale, sigma, magnitude): a finite number >= 0.
+local function spread(v, cls, key)
+  if type(v) ~= "number" or not (v >= 0 and v < math.huge) then
+    core.error(("%s: %s must be a finite number >= 0, got %s"):format(cls, key, core.show_value(v)))
+  end
+  return v
+end
+
 function Initializer.__tostring(self)
   local parts = {}
   for _, k in ipairs(self._repr or {}) do parts[#parts + 1] = ("%s=%s"):format(k, tostring(self[k])) end
@@ -76,13 +84,13 @@ function Constant:_init_weight(_, arr) fill(arr, self.value) end
 
 -- U[-scale, scale]
 local Uniform = class("Uniform", function(self, scale)
-  self.scale, self._repr = arg(scale, "scale", 0.07), {"scale"}
+  self.scale, self._repr = spread(arg(scale, "scale", 0.07), "Uniform", "scale"), {"scale"}
 end)
 function Uniform:_init_weight(_, arr) draw(arr, np.random.uniform, -self.scale, self.scale) end
 
 -- N(0, sigma)
 local Normal = class("Normal", function(self, sigma)
-  self.sigma, self._repr = arg(sigma, "sigma", 0.01), {"sigma"}
+  self.sigma, self._repr = spread(arg(sigma, "sigma", 0.01), "Normal", "sigma"), {"sigma"}
 end)
 function Normal:_init_weight(_, arr) draw(arr, np.random.normal, 0, self.sigma) end
 
@@ -115,7 +123,7 @@ local Xavier = class("Xavier", function(self, rnd_type, ftype, magnitude)
   if type(rnd_type) == "table" then rnd_type = nil end
   self.rnd_type = rnd_type or kw.rnd_type or "uniform"
   self.factor_type = factor_type(ftype or kw.factor_type or "avg", "Xavier")
-  self.magnitude = magnitude or kw.magnitude or 3
+  self.magnitude = spread(magnitude or kw.magnitude or 3, "Xavier", "magnitude")
   if self.rnd_type ~= "uniform" and self.rnd_type ~= "gaussian" then
     core.error(("Xavier: rnd_type must be 'uniform' or 'gaussian', got %s"):format(tostring(self.rnd_type)))
   end
@@ -135,7 +143,7 @@ local MSRAPrelu = class("MSRAPrelu", function(self, ftype, slope)
   local kw = type(ftype) == "table" and ftype or {}
   if type(ftype) == "table" then ftype = nil end
   self.factor_type = factor_type(ftype or kw.factor_type or "avg", "MSRAPrelu")
-  self.slope = slope or kw.slope or 0.25
+  self.slope = core.num_arg(slope or kw.slope or 0.25, "MSRAPrelu", "slope")
   self.rnd_type, self.magnitude = "gaussian", 2 / (1 + self.slope ^ 2)
   self._repr = {"factor_type", "slope"}
 end)

@@ -117,15 +117,23 @@ local function need_array(x, fname, what)
 end
 
 -- An int or a list of two ints (h, w).
+-- (h, w) of a size given as n or {n} or {h, w}: integers, at least 0 for
+-- padding and at least 1 for kernels, strides and dilations.
 local function pair(v, default, fname, what)
   if v == nil then v = default end
-  if type(v) == "number" then return v, v end
-  if type(v) == "table" and #v == 1 then return v[1], v[1] end
-  if type(v) == "table" and #v == 2 and type(v[1]) == "number" and type(v[2]) == "number" then
-    return v[1], v[2]
+  local h, w
+  if type(v) == "number" then h, w = v, v
+  elseif type(v) == "table" and #v == 1 then h, w = v[1], v[1]
+  elseif type(v) == "table" and #v == 2 then h, w = v[1], v[2] end
+  local min = (what == "pad" or what == "padding") and 0 or 1
+  for _, n in ipairs({h, w}) do
+    if type(n) ~= "number" or n % 1 ~= 0 or n < min or n >= 2^31 then h = nil end
   end
-  core.error(("%s: %s must be an integer or a list of two integers {h, w}, got %s")
-             :format(fname, what, type(v) == "table" and "a list of " .. #v or tostring(v)))
+  if h == nil then
+    core.error(("%s: %s must be an integer >= %d or a list of two {h, w}, got %s"):format(fname, what, min,
+               type(v) == "table" and "{" .. table.concat(core.map_show(v), ", ") .. "}" or core.show_value(v)))
+  end
+  return h, w
 end
 npx._pair = pair
 

@@ -429,7 +429,21 @@ describe("layer argument errors", function()
     H.assert_error(function() return nn.Dense(3, {activaton = "relu"}) end, {"Dense: unknown argument 'activaton'"})
     H.assert_error(function() return nn.Conv2D{channels = 4} end, {"Conv2D: kernel_size is required"})
     H.assert_error(function() return nn.Conv2D{channels = 4, kernel_size = {1, 2, 3}} end,
-                   {"kernel_size must be an integer or a list of two integers"})
+                   {"kernel_size must be an integer >= 1 or a list of two {h, w}, got {1, 2, 3}"})
+    H.assert_error(function() return nn.Conv2D{channels = 4, kernel_size = 0} end, {"kernel_size", "got 0"})
+    H.assert_error(function() return nn.Conv2D{channels = 4, kernel_size = 3, strides = 1.5} end,
+                   {"strides must be an integer >= 1", "got 1.5"})
+    H.assert_error(function() return nn.Conv2D{channels = 4, kernel_size = 3, padding = -1} end,
+                   {"padding must be an integer >= 0"})
+    H.assert_error(function() return nn.MaxPool2D({"a"}) end, {"MaxPool2D: pool_size", "{'a'}"})
+    H.assert_error(function() return nn.Conv2D{channels = 4, kernel_size = 3, in_channels = "x"} end,
+                   {"Conv2D: in_channels must be an integer >= 0", "'x'"})
+    H.assert_error(function() return nn.Dense(4, {in_units = -2}) end, {"Dense: in_units", "-2"})
+    H.assert_error(function() return nn.BatchNorm{axis = "x"} end, {"BatchNorm: axis must be an integer"})
+    H.assert_error(function() return nn.Dropout(0 / 0) end, {"Dropout: rate must be a number in [0, 1]"})
+    H.assert_error(function() return luon.init.Xavier{magnitude = -3} end,
+                   {"Xavier: magnitude must be a finite number >= 0, got -3"})
+    H.assert_error(function() return luon.init.Uniform("x") end, {"Uniform: scale", "'x'"})
     H.assert_error(function() return nn.Conv2D{channels = 4, kernel_size = 2, layout = "NHWC"} end,
                    {"layout must be 'NCHW'"})
     H.assert_error(function() return nn.Activation("swish") end, {"Activation: activation must be", "swish"})

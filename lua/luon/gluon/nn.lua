@@ -52,6 +52,16 @@ local function positive_int(v, layer, what)
   return v
 end
 
+-- An optional size known in advance (in_units, in_channels): 0 when not
+-- given (inferred at the first call), else an integer >= 0.
+local function known_size(v, layer, what)
+  if v == nil then return 0 end
+  if type(v) ~= "number" or v % 1 ~= 0 or v < 0 then
+    core.error(("%s: %s must be an integer >= 0 (0: inferred), got %s"):format(layer, what, core.show_value(v)))
+  end
+  return v
+end
+
 -- Python's repr of a number or boolean.
 local function pyrepr(v)
   if type(v) == "boolean" then return v and "True" or "False" end
@@ -130,7 +140,7 @@ function Dense:__init(...)
   local o = opts("Dense", {"units", "activation", "use_bias", "flatten", "dtype", "weight_initializer",
                            "bias_initializer", "in_units"}, ...)
   local units = positive_int(o.units, "Dense", "units")
-  local in_units = o.in_units or 0
+  local in_units = known_size(o.in_units, "Dense", "in_units")
   self._units, self._flatten = units, o.flatten ~= false
   self._kw = {flatten = self._flatten}
   self.weight = Parameter("weight", {shape = {units, in_units > 0 and in_units or -1}, dtype = o.dtype,
@@ -196,7 +206,7 @@ function Conv2D:__init(...)
   self._kw = {stride = self._stride, pad = self._pad, dilate = self._dilate, num_group = groups}
   self._kw_relu = {stride = self._stride, pad = self._pad, dilate = self._dilate, num_group = groups,
                    act_type = "relu"}
-  local in_channels = o.in_channels or 0
+  local in_channels = known_size(o.in_channels, "Conv2D", "in_channels")
   if in_channels > 0 and in_channels % groups ~= 0 then
     core.error(("Conv2D: in_channels (%d) must be a multiple of groups (%d)"):format(in_channels, groups))
   end
@@ -324,14 +334,15 @@ function BatchNorm:__init(...)
   local o = opts("BatchNorm", {"axis", "momentum", "epsilon", "center", "scale", "use_global_stats",
                                "beta_initializer", "gamma_initializer", "running_mean_initializer",
                                "running_variance_initializer", "in_channels", "dtype"}, ...)
-  self._axis = o.axis or 1
-  self._momentum = o.momentum == nil and 0.9 or o.momentum
-  self._eps = o.epsilon == nil and 1e-5 or o.epsilon
+  self._axis = core.int_arg(o.axis or 1, "BatchNorm", "axis")
+  self._momentum = core.num_arg(o.momentum == nil and 0.9 or o.momentum, "BatchNorm", "momentum")
+  self._eps = core.num_arg(o.epsilon == nil and 1e-5 or o.epsilon, "BatchNorm", "epsilon")
   self._scale, self._center = o.scale ~= false, o.center ~= false
   self._use_global_stats = o.use_global_stats == true
   self._kw = {eps = self._eps, momentum = self._momentum, fix_gamma = not self._scale,
               use_global_stats = self._use_global_stats, axis = self._axis}
-  local c = (o.in_channels or 0) > 0 and o.in_channels or -1
+  local c = known_size(o.in_channels, "BatchNorm", "in_channels")
+  c = c > 0 and c or -1
   local function p(name, init, req, differentiable)
     return Parameter(name, {shape = {c}, dtype = o.dtype, init = init, grad_req = req,
                             allow_deferred_init = true, differentiable = differentiable})
@@ -370,7 +381,7 @@ local Dropout = HybridBlock:extend("Dropout")
 nn.Dropout = Dropout
 function Dropout:__init(...)
   local o = opts("Dropout", {"rate", "axes"}, ...)
-  if type(o.rate) ~= "number" or o.rate < 0 or o.rate > 1 then
+  if type(o.rate) ~= "number" or not (o.rate >= 0 and o.rate <= 1) then -- (NaN too)
     core.error(("Dropout: rate must be a number in [0, 1], got %s"):format(tostring(o.rate)))
   end
   if o.axes ~= nil and #o.axes > 0 then

@@ -227,9 +227,27 @@ local base_args = {"rescale_grad", "param_idx2name", "wd", "clip_gradient", "lea
                    "aggregate_num", "use_fused_step", "lazy_update", "sym"}
 optimizer._base_args = base_args
 
+-- a.key, when given, must be a number; in [lo, hi) when they are given.
+local function check_num(name, a, key, lo, hi)
+  local v = a[key]
+  if v == nil then return end
+  if type(v) ~= "number" or v ~= v or (lo and v < lo) or (hi and v >= hi) then
+    core.error(("%s: %s must be a number%s, got %s"):format(name, key,
+               lo and (hi and (" in [%g, %g)"):format(lo, hi) or (" >= %g"):format(lo)) or "",
+               core.show_value(v)))
+  end
+end
+optimizer._check_num = check_num
+
 function Optimizer:__init(a)
   a = a or {}
   local name = getmetatable(self).__name
+  for _, key in ipairs({"learning_rate", "wd", "rescale_grad", "begin_num_update"}) do check_num(name, a, key) end
+  check_num(name, a, "clip_gradient", 0)
+  if a.lr_scheduler ~= nil and (type(a.lr_scheduler) ~= "table" or not getmetatable(a.lr_scheduler)) then
+    core.error(("%s: lr_scheduler must be a scheduler such as lr_scheduler.FactorScheduler, got %s")
+               :format(name, core.show_value(a.lr_scheduler)))
+  end
   rawset(self, "rescale_grad", a.rescale_grad or 1.0)
   rawset(self, "lr_scheduler", a.lr_scheduler)
   local lr = a.learning_rate
@@ -364,6 +382,7 @@ local sgd_known = set_of({"momentum"}, base_args)
 function SGD:__init(...)
   local a = parse_args("SGD", {"learning_rate", "momentum"}, sgd_known, ...)
   if a.learning_rate == nil and a.lr_scheduler == nil then a.learning_rate = 0.1 end
+  check_num("SGD", a, "momentum", 0)
   Optimizer.__init(self, a)
   rawset(self, "momentum", a.momentum or 0)
 end
@@ -394,6 +413,9 @@ local adam_known = set_of({"beta1", "beta2", "epsilon"}, base_args)
 function Adam:__init(...)
   local a = parse_args("Adam", {"learning_rate", "beta1", "beta2", "epsilon"}, adam_known, ...)
   if a.learning_rate == nil and a.lr_scheduler == nil then a.learning_rate = 0.001 end
+  check_num("Adam", a, "beta1", 0, 1)
+  check_num("Adam", a, "beta2", 0, 1)
+  check_num("Adam", a, "epsilon", 0)
   Optimizer.__init(self, a)
   rawset(self, "beta1", a.beta1 or 0.9)
   rawset(self, "beta2", a.beta2 or 0.999)

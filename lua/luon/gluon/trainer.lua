@@ -144,6 +144,10 @@ function Trainer:__init(params, opt, optimizer_params, opts)
     end
     opt.param_dict = param_dict
   elseif type(opt) == "string" then
+    if optimizer_params ~= nil and type(optimizer_params) ~= "table" then
+      core.error(("Trainer: optimizer_params must be a table such as {learning_rate = 0.1}, got %s")
+                 :format(core.show_value(optimizer_params)))
+    end
     local kw = {}
     for k, v in pairs(optimizer_params or {}) do kw[k] = v end
     kw.param_dict = param_dict
@@ -182,7 +186,7 @@ function Trainer:__tostring()
 end
 
 local function check_batch_size(batch_size, fname)
-  if type(batch_size) ~= "number" or batch_size <= 0 then
+  if type(batch_size) ~= "number" or not (batch_size > 0 and batch_size < math.huge) then
     core.error(("Trainer.%s: batch_size must be a positive number, got %s"):format(fname, tostring(batch_size)))
   end
 end
