@@ -50,6 +50,13 @@ describe("gluon.utils", function()
     assert.are.same({0}, pieces[1]:totable())
   end)
 
+  it("clip_global_norm and split_data check their arguments", function()
+    H.assert_error(function() utils.clip_global_norm("x", 1) end, {"clip_global_norm", "list of ndarrays", "'x'"})
+    H.assert_error(function() utils.clip_global_norm({5}, 1) end, {"arrays[1] is not an ndarray"})
+    H.assert_error(function() utils.clip_global_norm({np.ones({2})}, -1) end, {"max_norm must be a positive number"})
+    H.assert_error(function() utils.split_data(np.ones({4}), 2, {batch_axis = "x"}) end, {"batch_axis", "'x'"})
+  end)
+
   it("one device never splits and does not copy when already there", function()
     local x = np.ones({5, 2})
     local parts = utils.split_and_load(x, {npx.cpu(0)})

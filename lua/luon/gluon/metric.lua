@@ -184,7 +184,10 @@ function TopKAccuracy:update(labels, preds)
     else
       local score = loss._pick(pred, label, 1, true)               -- (N,1)
       local above = np.sum(np.greater(pred, score), 1)             -- (N,)
-      correct = np.sum(np.less(above, self.top_k))
+      -- a label outside [0, classes) is never among the top k (pick clips
+      -- it to a class, which could be)
+      local valid = np.multiply(np.greater_equal(label, 0), np.less(label, pred.shape[2]))
+      correct = np.sum(np.multiply(np.less(above, self.top_k), valid))
     end
     self:_accumulate(correct, n)
   end

@@ -13,7 +13,7 @@ function utils.split_data(data, num_slice, batch_axis, even_split)
   if type(batch_axis) == "table" then
     batch_axis, even_split = batch_axis.batch_axis, batch_axis.even_split
   end
-  batch_axis = batch_axis or 0
+  batch_axis = core.int_arg(batch_axis or 0, "split_data", "batch_axis")
   if even_split == nil then even_split = true end
   if not core.is_array(data) then core.error("split_data: data must be an ndarray") end
   if type(num_slice) ~= "number" or num_slice < 1 or num_slice % 1 ~= 0 then
@@ -67,6 +67,17 @@ end
 -- returns the norm before scaling (a number).
 function utils.clip_global_norm(arrays, max_norm, check_isfinite)
   if check_isfinite == nil then check_isfinite = true end
+  if type(arrays) ~= "table" then
+    core.error(("clip_global_norm: arrays must be a list of ndarrays, got %s"):format(core.show_value(arrays)))
+  end
+  for k = 1, #arrays do
+    if not core.is_array(arrays[k]) then
+      core.error(("clip_global_norm: arrays[%d] is not an ndarray (%s)"):format(k, core.show_value(arrays[k])))
+    end
+  end
+  if type(max_norm) ~= "number" or not (max_norm > 0) then
+    core.error(("clip_global_norm: max_norm must be a positive number, got %s"):format(core.show_value(max_norm)))
+  end
   -- the squares are summed on each device and read back once per device
   -- (not once per array: each read waits for the device)
   local per_device, order = {}, {}
