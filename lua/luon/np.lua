@@ -47,12 +47,23 @@ local function flatten(obj, fname)
   end
   local flat, n = {}, 0
   local kind = nil
-  local function walk(v, depth, path)
+  -- the position being walked, as indices; "[2][1]" is built only for an error
+  local at = {}
+  local function path(depth)
+    local p = {}
+    for d = 1, depth - 1 do p[d] = "[" .. at[d] .. "]" end
+    return table.concat(p)
+  end
+  local function walk(v, depth)
     if depth > #shape then
       local tv = type(v)
       if tv == "cdata" and is_array(v) then v, tv = v:item(), "number" end
       if tv ~= "number" and tv ~= "boolean" then
-        core.error(("%s: element %s is a %s, expected a number or boolean"):format(fname, path, tv))
+        if depth == 1 then
+          core.error(("%s: expected a number, a boolean or a nested table of them, got %s")
+                     :format(fname, core.show_value(v)))
+        end
+        core.error(("%s: element %s is a %s, expected a number or boolean"):format(fname, path(depth), tv))
       end
       kind = kind or tv
       n = n + 1
@@ -61,11 +72,20 @@ local function flatten(obj, fname)
     end
     if type(v) ~= "table" or #v ~= shape[depth] then
       core.error(("%s: ragged nested table: element %s should be a list of %d"):format(
-        fname, path, shape[depth]))
+        fname, path(depth), shape[depth]))
     end
-    for k = 1, #v do walk(v[k], depth + 1, path .. "[" .. k .. "]") end
+    local keys = 0
+    for _ in pairs(v) do keys = keys + 1 end
+    if keys ~= #v then -- {a = 1}, or {[1] = 1, [3] = 3}: not a list, whose entries would be lost
+      core.error(("%s: element %s is a table with %d keys but not a list of %d (keys other than 1..n, or holes)")
+                 :format(fname, depth == 1 and "(the whole)" or path(depth), keys, #v))
+    end
+    for k = 1, #v do
+      at[depth] = k
+      walk(v[k], depth + 1)
+    end
   end
-  walk(obj, 1, "")
+  walk(obj, 1)
   return shape, flat, n, kind
 end
 
@@ -252,6 +272,17 @@ local function scalar_for(v, x, fname)
   return call(op.full, {}, a, 4)
 end
 
+-- A non-array operand of fname as an array (numbers, booleans, nested
+-- tables of them), or an error naming fname and the argument.
+local function operand(v, fname, pos)
+  local tv = type(v)
+  if tv ~= "number" and tv ~= "boolean" and tv ~= "table" then
+    core.error(("%s: argument %d must be an ndarray, a number or a nested table of numbers, got %s")
+               :format(fname, pos, core.show_value(v)))
+  end
+  return np.array(v)
+end
+
 local function binary(name)
   local id = op[name]
   local f = function(a, b)
@@ -262,7 +293,7 @@ local function binary(name)
       return call2(id, scalar_for(a, b, name), b)
     end
     -- two plain numbers: a 0-d result on the default device
-    return call2(id, np.array(a), np.array(b))
+    return call2(id, operand(a, name, 1), operand(b, name, 2))
   end
   np[name] = f
   return f
@@ -276,7 +307,7 @@ np.true_divide = np.divide
 local function unary(name)
   local id = op[name]
   np[name] = function(x)
-    if not is_array(x) then x = np.array(x) end
+    if not is_array(x) then x = operand(x, name, 1) end
     return call1(id, x)
   end
 end

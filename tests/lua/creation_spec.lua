@@ -66,6 +66,10 @@ for _, dev in ipairs(H.devices()) do
       end)
       it("rejects ragged tables", function()
         H.assert_error(function() np.array({{1, 2}, {3}}, D) end, {"array", "ragged"})
+        H.assert_error(function() np.array({{1, 2}, {3, "x"}}, D) end, {"array", "element [2][2] is a string"})
+        H.assert_error(function() np.array({a = 1}, D) end, {"array", "not a list"})
+        H.assert_error(function() np.array({{1, 2}, {3, 4, x = 5}}, D) end, {"array", "[2]", "not a list"})
+        H.assert_error(function() np.exp("x") end, {"exp: argument 1 must be an ndarray", "'x'"})
       end)
     end)
 
