@@ -126,6 +126,17 @@ describe("datasets", function()
     H.check(b[1][1], {0, 1, 4, 9, 16}, {dtype = "int64"})
     H.assert_error(function() data.Dataset:new{}:len() end, "defines no len()")
   end)
+
+  it("a get(i) that returns nil, or a bad len(), is an error, not a shorter batch", function()
+    local Holey = data.Dataset:extend()
+    function Holey:len() return self.n end
+    function Holey:get(i) if i ~= 3 then return {i, i} end end
+    H.assert_error(function() collect(data.DataLoader(Holey:new{n = 6}, {batch_size = 2})) end,
+                   {"get(3) returned nil"})
+    H.assert_error(function() data.DataLoader(Holey:new{n = -3}, {batch_size = 2}) end,
+                   {"len() must be an integer >= 0, got -3"})
+    H.assert_error(function() data.DataLoader(Holey:new{n = 2.5}, {batch_size = 2}) end, {"got 2.5"})
+  end)
 end)
 
 describe("DataLoader", function()

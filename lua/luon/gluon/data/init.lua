@@ -527,6 +527,10 @@ function data.DataLoader(dataset, opts)
   for k in pairs(opts) do
     if not loader_keys[k] then argerror("DataLoader: unknown option '%s'", tostring(k)) end
   end
+  local n = dataset:len()
+  if type(n) ~= "number" or n % 1 ~= 0 or n < 0 then
+    argerror("DataLoader: the dataset's len() must be an integer >= 0, got %s", core.show_value(n))
+  end
   local bsampler = opts.batch_sampler
   if bsampler == nil then
     if opts.batch_size == nil then
@@ -535,9 +539,9 @@ function data.DataLoader(dataset, opts)
     local sampler = opts.sampler
     if sampler == nil then
       if opts.shuffle then
-        sampler = data.RandomSampler(dataset:len(), opts.seed)
+        sampler = data.RandomSampler(n, opts.seed)
       else
-        sampler = data.SequentialSampler(dataset:len())
+        sampler = data.SequentialSampler(n)
       end
     elseif opts.shuffle then
       argerror("shuffle must not be specified if sampler is specified")
@@ -676,7 +680,11 @@ function DataLoader:_batch(indices, eseed)
         self._first_skip = self._first_skip or tostring(item)
       end
     else
-      samples[#samples + 1] = ds:get(i)
+      local item = ds:get(i)
+      if item == nil then -- it would leave a hole that shifts the batch's rows
+        argerror("DataLoader: the dataset's get(%d) returned nil; every index below len() must give an item", i)
+      end
+      samples[#samples + 1] = item
     end
   end
   if #samples == 0 then return false end
