@@ -513,6 +513,11 @@ describe("save_parameters / load_parameters", function()
     H.assert_error(function() other:load_parameters(path) end,
                    {"'3.weight': shape incompatible expected (4, 8) vs saved (3, 8)",
                     "'3.bias': shape incompatible expected (4,) vs saved (3,)"})
+    local msg = select(2, pcall(other.load_parameters, other, path))
+    assert.is_nil(msg:find("cast_dtype", 1, true), "a shape mismatch suggests cast_dtype: " .. msg)
+    H.assert_error(function() other:load_parameters(path, 5) end, {"options must be a table", "5"})
+    H.assert_error(function() other:apply(5) end, {"apply: expected a function"})
+    H.assert_error(function() other:share_parameters(5) end, {"share_parameters: expected a ParameterDict"})
     -- nothing was loaded: the conv weight is still zero
     H.assert_close(other:collect_params()["0.weight"]:data():sum(), 0)
     local bigger = nn.HybridSequential()

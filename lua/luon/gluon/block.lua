@@ -232,6 +232,7 @@ function Block:register_forward_hook(fn) return add_hook(self._fhooks, fn) end
 
 -- fn(block) on every child (depth first), then on self; returns self.
 function Block:apply(fn)
+  if type(fn) ~= "function" then core.error(("apply: expected a function, got %s"):format(core.show_value(fn))) end
   for _, n in ipairs(self._child_order) do self._children[n]:apply(fn) end
   fn(self)
   return self
@@ -333,6 +334,9 @@ end
 -- Replace own parameters by those of `shared` (a ParameterDict) with the
 -- same structural names; returns self.
 function Block:share_parameters(shared)
+  if type(shared) ~= "table" then
+    core.error(("share_parameters: expected a ParameterDict (collect_params()), got %s"):format(core.show_value(shared)))
+  end
   local function walk(b, prefix)
     for _, n in ipairs(b._param_order) do
       local p = shared[prefix .. n]
@@ -466,6 +470,10 @@ end
 function Block:load_parameters(path, kw)
   if core.is_device(kw) or (type(kw) == "table" and kw[1] ~= nil) then kw = {device = kw} end
   kw = kw or {}
+  if type(kw) ~= "table" then
+    core.error(("load_parameters: options must be a table such as {device = npx.cpu()}, got %s")
+               :format(core.show_value(kw)))
+  end
   if type(path) ~= "string" then
     core.error(("load_parameters: path must be a string, got %s"):format(type(path)))
   end
@@ -507,7 +515,7 @@ function Block:load_parameters(path, kw)
                          abbreviate(names)))
     end
   end
-  local bad = {}
+  local bad, dtype_only = {}, true
   for _, n in ipairs(names) do
     local p, arr = params[n], loaded[n]
     if arr then
@@ -518,14 +526,15 @@ function Block:load_parameters(path, kw)
       end
       if not ok then
         bad[#bad + 1] = ("'%s': shape incompatible expected %s vs saved %s"):format(n, tuple(p.shape), tuple(a))
+        dtype_only = false
       elseif arr.dtype ~= p._dtype and not kw.cast_dtype then
         bad[#bad + 1] = ("'%s': dtype incompatible expected %s vs saved %s"):format(n, p._dtype, arr.dtype)
       end
     end
   end
   if #bad > 0 then
-    core.error(("Failed loading from %s (nothing was changed): %s. Set cast_dtype = true to convert dtypes.")
-               :format(where, table.concat(bad, "; ")))
+    core.error(("Failed loading from %s (nothing was changed): %s.%s")
+               :format(where, table.concat(bad, "; "), dtype_only and " Set cast_dtype = true to convert dtypes." or ""))
   end
   local done = {}
   for _, n in ipairs(names) do
