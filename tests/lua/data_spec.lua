@@ -137,6 +137,17 @@ describe("datasets", function()
                    {"len() must be an integer >= 0, got -3"})
     H.assert_error(function() data.DataLoader(Holey:new{n = 2.5}, {batch_size = 2}) end, {"got 2.5"})
   end)
+
+  it("samplers, batchify_fn, take and filter of the wrong kind are errors naming them", function()
+    local ds = data.ArrayDataset(np.ones({4, 2}), {0, 1, 0, 1})
+    H.assert_error(function() data.DataLoader(ds, {batch_size = 2, sampler = "x"}) end,
+                   {"sampler must be a sampler", "'x'"})
+    H.assert_error(function() data.DataLoader(ds, {batch_sampler = "x"}) end, {"batch_sampler must be"})
+    H.assert_error(function() data.DataLoader(ds, {batch_size = 2, batchify_fn = 5}) end,
+                   {"batchify_fn must be a function"})
+    H.assert_error(function() ds:take("x") end, {"take: count must be an integer"})
+    H.assert_error(function() ds:filter(5) end, {"filter: expected a function"})
+  end)
 end)
 
 describe("DataLoader", function()

@@ -110,6 +110,7 @@ end
 
 -- The items for which fn(item) is true.
 function Dataset:filter(fn)
+  if type(fn) ~= "function" then argerror("filter: expected a function, got %s", core.show_value(fn)) end
   local keep = {}
   for i = 0, self:len() - 1 do
     if fn(self:get(i)) then keep[#keep + 1] = i end
@@ -119,6 +120,9 @@ end
 
 -- The first `count` items (all when nil or larger than the dataset).
 function Dataset:take(count)
+  if count ~= nil and (type(count) ~= "number" or count % 1 ~= 0 or count < 0) then
+    argerror("take: count must be an integer >= 0 or nil, got %s", core.show_value(count))
+  end
   local n = self:len()
   if count == nil or count > n then count = n end
   local idx = {}
@@ -413,6 +417,9 @@ function data.BatchSampler(sampler, batch_size, last_batch)
   if type(batch_size) ~= "number" or batch_size < 1 or batch_size % 1 ~= 0 then
     argerror("batch_size must be a positive integer, got %s", tostring(batch_size))
   end
+  if type(sampler) ~= "table" or type(sampler.iter) ~= "function" or type(sampler.len) ~= "function" then
+    argerror("BatchSampler: sampler must be a sampler (with :len() and :iter()), got %s", core.show_value(sampler))
+  end
   return setmetatable({_sampler = sampler, _bs = batch_size, _last = last_batch, _prev = {}}, BatchSampler)
 end
 function BatchSampler:len()
@@ -549,6 +556,12 @@ function data.DataLoader(dataset, opts)
     bsampler = data.BatchSampler(sampler, opts.batch_size, opts.last_batch or "keep")
   elseif opts.batch_size ~= nil or opts.shuffle or opts.sampler ~= nil or opts.last_batch ~= nil then
     argerror("batch_size, shuffle, sampler and last_batch must not be specified if batch_sampler is specified.")
+  end
+  if bsampler ~= nil and (type(bsampler) ~= "table" or type(bsampler.iter) ~= "function") then
+    argerror("DataLoader: batch_sampler must be a batch sampler (with :iter()), got %s", core.show_value(bsampler))
+  end
+  if opts.batchify_fn ~= nil and type(opts.batchify_fn) ~= "function" then
+    argerror("DataLoader: batchify_fn must be a function, got %s", core.show_value(opts.batchify_fn))
   end
   local nw = opts.num_workers or 0
   if type(nw) ~= "number" or nw % 1 ~= 0 or nw < 0 then
