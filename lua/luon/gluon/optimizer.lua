@@ -298,8 +298,22 @@ function Optimizer:set_learning_rate(lr)
 end
 
 -- lr_mult/wd_mult by index or name (when param_dict has no entry).
-function Optimizer:set_lr_mult(args) for k, v in pairs(args) do self.lr_mult[k] = v end end
-function Optimizer:set_wd_mult(args) for k, v in pairs(args) do self.wd_mult[k] = v end end
+local function set_mult(self, field, args)
+  local name = getmetatable(self).__name
+  if type(args) ~= "table" then
+    core.error(("%s.set_%s: expected a table of parameter name -> multiplier, got %s")
+               :format(name, field, core.show_value(args)))
+  end
+  for k, v in pairs(args) do
+    if type(v) ~= "number" then
+      core.error(("%s.set_%s: the multiplier of '%s' must be a number, got %s")
+                 :format(name, field, tostring(k), core.show_value(v)))
+    end
+    self[field][k] = v
+  end
+end
+function Optimizer:set_lr_mult(args) set_mult(self, "lr_mult", args) end
+function Optimizer:set_wd_mult(args) set_mult(self, "wd_mult", args) end
 
 -- Counters per device: key is anything identifying the updater's device.
 function Optimizer:_set_current_device(key)

@@ -97,8 +97,8 @@ function M.new(name, kw)
     init = initializer.create(kw.init, "Parameter '" .. name .. "'"),
     allow_deferred_init = kw.allow_deferred_init or false,
     _differentiable = kw.differentiable ~= false,
-    lr_mult = kw.lr_mult or 1,
-    wd_mult = kw.wd_mult or 1,
+    _lr_mult = 1,
+    _wd_mult = 1,
     _grad_req = "write",
     _data = nil,      -- list of replicas, in device order
     _devices = nil,   -- list of Devices
@@ -111,6 +111,8 @@ function M.new(name, kw)
     core.error(("Parameter '%s': grad_req must be 'write', 'add' or 'null', got %s"):format(name, tostring(req)))
   end
   p._grad_req = p._differentiable and req or "null"
+  if kw.lr_mult ~= nil then p.lr_mult = kw.lr_mult end
+  if kw.wd_mult ~= nil then p.wd_mult = kw.wd_mult end
   return p
 end
 
@@ -139,6 +141,8 @@ function getters.shape(p)
   return s
 end
 function getters.dtype(p) return p._dtype end
+function getters.lr_mult(p) return p._lr_mult end
+function getters.wd_mult(p) return p._wd_mult end
 function getters.grad_req(p) return p._grad_req end
 function getters.differentiable(p) return p._differentiable end
 
@@ -161,6 +165,15 @@ function setters.shape(p, new)
 end
 
 function setters.dtype(p, v) methods.cast(p, v) end
+-- the optimizer's learning-rate and weight-decay multipliers of p: numbers
+for _, field in ipairs({"lr_mult", "wd_mult"}) do
+  setters[field] = function(p, v)
+    if type(v) ~= "number" then
+      core.error(("Parameter '%s': %s must be a number, got %s"):format(p.name, field, core.show_value(v)))
+    end
+    rawset(p, "_" .. field, v)
+  end
+end
 
 function setters.grad_req(p, req)
   if not grad_reqs[req] then

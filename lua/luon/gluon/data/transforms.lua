@@ -280,8 +280,10 @@ function T.RandomResizedCrop(size, o)
   local scale = kw.scale or {0.08, 1.0}
   local ratio = kw.ratio or {3 / 4, 4 / 3}
   if type(scale) == "number" then scale = {scale, 1.0} end
-  if type(scale) ~= "table" or #scale ~= 2 or type(ratio) ~= "table" or #ratio ~= 2 then
-    err("RandomResizedCrop: scale and ratio must be pairs {min, max}")
+  if type(scale) ~= "table" or #scale ~= 2 or type(ratio) ~= "table" or #ratio ~= 2 or
+     type(scale[1]) ~= "number" or type(scale[2]) ~= "number" or
+     type(ratio[1]) ~= "number" or type(ratio[2]) ~= "number" then
+    err("RandomResizedCrop: scale and ratio must be pairs of numbers {min, max}")
   end
   if not (scale[1] > 0 and scale[1] <= scale[2]) then
     err(("RandomResizedCrop: scale must satisfy 0 < min <= max, got %s"):format(fmt_list(scale)))
