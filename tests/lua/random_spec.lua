@@ -130,6 +130,8 @@ for _, dev in ipairs(H.devices()) do
       end)
       it("rejects a non-number", function()
         H.assert_error(function() np.random.seed("x") end, {"seed"})
+        H.assert_error(function() np.random.seed(0 / 0) end, {"seed must be an integer, got nan"})
+        H.assert_error(function() np.random.seed(1.5) end, {"seed must be an integer, got 1.5"})
       end)
     end)
 
