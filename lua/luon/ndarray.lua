@@ -86,6 +86,7 @@ function methods.copyto(x, other)
 end
 
 function methods.to_device(x, dev)
+  if dev == nil then core.error("as_in_context: expected a device such as npx.gpu(0), got nil") end
   dev = core.resolve_device(dev, "to_device", 2)
   if x.device == dev then return x end
   return methods.copyto(x, dev)

@@ -200,6 +200,10 @@ describe("errors", function()
     fails(function() local r = a:slice({0 / 0, 2}); return r end, {"slice", "the start of index 1", "nan"})
   end)
 
+  it("as_in_context needs a device", function()
+    fails(function() local r = a:as_in_context(nil); return r end, {"as_in_context: expected a device", "nil"})
+  end)
+
   it("slice bounds past any axis clamp as NumPy's do", function()
     local x = np.arange(5)
     assert.are.same({}, x:slice({1e30, 2}):totable())
