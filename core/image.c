@@ -150,9 +150,14 @@ static luon_status decode_jpeg(const uint8_t *p, size_t n, int c, int min_w, int
                                const char *name, luon_tensor **out) {
   tjhandle tj = tj_handle(0);
   if (!tj) return lu_error(LUON_ENOMEM, "%s: cannot create a TurboJPEG decompressor", name);
-  int w, h, subsamp, cs;
+  /* zeroed: a stream with no frame header (SOI then EOI) "succeeds" without
+   * setting them */
+  int w = 0, h = 0, subsamp = 0, cs = 0;
   if (tjDecompressHeader3(tj, p, (unsigned long)n, &w, &h, &subsamp, &cs) != 0)
     return tj_fail(0, LUON_EFORMAT, context(name, "corrupt or unsupported JPEG", 0, 0));
+  if (w <= 0 || h <= 0)
+    return lu_error(LUON_EFORMAT, "%s: JPEG without a frame header (no image size)",
+                    context(name, "corrupt or unsupported JPEG", 0, 0));
   LU_TRY(check_dims(name, "JPEG", w, h, cs == TJCS_CMYK || cs == TJCS_YCCK ? 4 : c));
   tjscalingfactor sf = pick_scale(w, h, min_w, min_h);
   int sw = TJSCALED(w, sf), sh = TJSCALED(h, sf);
@@ -354,15 +359,12 @@ luon_status luon_image_decode(const void *bytes, size_t n, int32_t flag, int32_t
 #define P(fn) (fn) ? (fn) : "", (fn) ? ": " : ""
 
 luon_status lu_read_file(const char *fn, const char *path, uint8_t **buf, size_t *len) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
+  uint64_t size = 0;
+  int fd = lu_open_regular(path, &size);
+  if (fd < 0 && errno)
     return lu_error(LUON_EIO, "%s%scannot open '%s': %s", P(fn), path, strerror(errno));
-  struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    close(fd);
-    return lu_error(LUON_EIO, "%s%s'%s' is not a regular file", P(fn), path);
-  }
-  size_t n = (size_t)st.st_size, got = 0;
+  if (fd < 0) return lu_error(LUON_EIO, "%s%s'%s' is not a regular file", P(fn), path);
+  size_t n = (size_t)size, got = 0;
   uint8_t *b = malloc(n ? n : 1);
   if (!b) {
     close(fd);

@@ -812,24 +812,33 @@ static luon_status read_at(int fd, void *dst, uint64_t n, uint64_t off, const ch
   return LUON_OK;
 }
 
+int lu_open_regular(const char *path, uint64_t *size) {
+  /* O_NONBLOCK: opening a FIFO would otherwise wait for a writer */
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return -1;
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    int en = fstat(fd, &st) != 0 ? errno : 0;
+    close(fd);
+    errno = en;
+    return -1;
+  }
+  int fl = fcntl(fd, F_GETFL);
+  if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+  *size = (uint64_t)st.st_size;
+  return fd;
+}
+
 /* Open path for reading: fd and size, or EIO naming the reason. */
 static luon_status open_regular(const char *path, int *fd_out, uint64_t *size, luon_status (*err)(
     luon_status, const char *, const char *, ...)) {
   char e[128];
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return err(LUON_EIO, path, "cannot open: %s", errstr(errno, e, sizeof e));
-  struct stat st;
-  if (fstat(fd, &st) != 0) {
-    int en = errno;
-    close(fd);
-    return err(LUON_EIO, path, "cannot stat: %s", errstr(en, e, sizeof e));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    close(fd);
-    return err(LUON_EIO, path, "not a regular file");
-  }
+  *fd_out = -1;
+  *size = 0;
+  int fd = lu_open_regular(path, size);
+  if (fd < 0 && errno) return err(LUON_EIO, path, "cannot open: %s", errstr(errno, e, sizeof e));
+  if (fd < 0) return err(LUON_EIO, path, "not a regular file");
   *fd_out = fd;
-  *size = (uint64_t)st.st_size;
   return LUON_OK;
 }
 

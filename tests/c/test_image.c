@@ -7,6 +7,7 @@
 #include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static char data_dir[4096];
@@ -226,7 +227,22 @@ static void test_bad_files(void) {
   CHECK(luon_image_decode(soi, 3, 1, 0, 0, "soi", &t) == LUON_EFORMAT, "bare SOI");
   const unsigned char sig[] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
   CHECK(luon_image_decode(sig, 8, 0, 0, 0, "sig", &t) == LUON_EFORMAT, "bare PNG signature");
+  /* SOI then EOI: TurboJPEG's header read "succeeds" without a size */
+  const unsigned char soi_eoi[] = {0xFF, 0xD8, 0xFF, 0xD9};
+  CHECK(luon_image_decode(soi_eoi, 4, 1, 0, 0, "soieoi", &t) == LUON_EFORMAT &&
+            strstr(luon_last_error(), "no image size"),
+        "SOI EOI: %s", luon_last_error());
   CHECK(t == NULL, "out set after failures");
+
+  /* a FIFO is refused at once, not waited on for a writer */
+  char fifo[64];
+  snprintf(fifo, sizeof fifo, "/tmp/luon_test_image_%d.png", (int)getpid());
+  unlink(fifo);
+  if (mkfifo(fifo, 0600) == 0) {
+    CHECK(luon_image_read(fifo, 1, 0, 0, &t) == LUON_EIO && strstr(luon_last_error(), "not a regular file"),
+          "FIFO: %s", luon_last_error());
+    unlink(fifo);
+  }
 
   /* still usable afterwards */
   t = read_ok("rgb8.png", 1, 0, 0);

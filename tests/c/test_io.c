@@ -226,6 +226,18 @@ static void test_save_errors(void) {
   CHECK(strstr(luon_last_error(), "is a device") != NULL, "%s", luon_last_error());
   CHECK(stat("/dev/null", &sb) == 0 && S_ISCHR(sb.st_mode), "/dev/null is no longer a device");
 
+  /* a FIFO is refused at once by the readers, not waited on for a writer */
+  char fifo[600]; /* not tmp_path: its ring of 4 names still holds path */
+  snprintf(fifo, sizeof fifo, "%s/fifo.safetensors", dir);
+  if (mkfifo(fifo, 0600) == 0) {
+    luon_safetensors *fh = NULL;
+    luon_tensor *ft = NULL;
+    CHECK(luon_safetensors_open(fifo, &fh) == LUON_EIO && strstr(luon_last_error(), "not a regular file"),
+          "FIFO: %s", luon_last_error());
+    CHECK(luon_idx_read(fifo, LUON_CPU, 0, &ft) == LUON_EIO, "FIFO idx: %s", luon_last_error());
+    unlink(fifo);
+  }
+
   /* through a symbolic link: the target is written, the link stays */
   const char *target = tmp_path("target.safetensors"), *link = tmp_path("link.safetensors");
   write_bytes(target, "old", 3);
