@@ -109,6 +109,16 @@ unary("sigmoid")
 local op = core.op_ids
 local is_array = core.is_array
 
+-- An op's options: nil (none) or a table; anything else names fname.
+local function opts_of(kw, fname, what)
+  if kw == nil then return {} end
+  if type(kw) ~= "table" or is_array(kw) then
+    core.error(("%s: %s must be a table of named options, got %s")
+               :format(fname, what or "options", core.show_value(kw)))
+  end
+  return kw
+end
+
 local function need_array(x, fname, what)
   if not is_array(x) then
     core.error(("%s: %s must be an ndarray, got %s"):format(fname, what, type(x)))
@@ -166,7 +176,8 @@ local function conv_args(data, weight, bias, kw)
   local inputs = {data, weight}
   if bias ~= nil and not kw.no_bias then inputs[3] = need_array(bias, "convolution", "bias") end
   local a = core.attrs()
-  a.i[0], a.i[1], a.i[2], a.i[3], a.i[4], a.i[5], a.i[6] = sh, sw, ph, pw, dh, dw, kw.num_group or 1
+  a.i[0], a.i[1], a.i[2], a.i[3], a.i[4], a.i[5] = sh, sw, ph, pw, dh, dw
+  a.i[6] = core.int_arg(kw.num_group or 1, "convolution", "num_group")
   a.i[7], a.ni = 0, 8
   if kw.act_type ~= nil then -- luon's extension: a relu fused into the convolution
     if kw.act_type ~= "relu" then
@@ -179,7 +190,7 @@ end
 
 function npx.convolution(data, weight, bias, kw)
   if type(bias) == "table" and not is_array(bias) then kw, bias = bias, nil end
-  local inputs, a = conv_args(data, weight, bias, kw or {})
+  local inputs, a = conv_args(data, weight, bias, opts_of(kw, "convolution"))
   return core.call(op.conv2d, inputs, a, 2)
 end
 
@@ -187,8 +198,8 @@ end
 -- then max pooling(pool_kw) as one op whose convolution output is never
 -- stored; the same values as the two calls. pool_kw as pooling's, max only.
 function npx.convolution_maxpool(data, weight, bias, kw, pool_kw)
-  local inputs, a = conv_args(data, weight, bias, kw or {})
-  pool_kw = pool_kw or {}
+  local inputs, a = conv_args(data, weight, bias, opts_of(kw, "convolution_maxpool"))
+  pool_kw = opts_of(pool_kw, "convolution_maxpool", "the pooling options")
   if (pool_kw.pool_type or "max") ~= "max" or pool_kw.global_pool then
     core.error("convolution_maxpool: the pool must be max pooling over windows (not global)")
   end
@@ -208,7 +219,7 @@ end
 -- stride=kernel, pad=0, pooling_convention='valid'|'full',
 -- count_include_pad=true, layout='NCHW'}): 2-d, NCHW.
 function npx.pooling(data, kw)
-  kw = kw or {}
+  kw = opts_of(kw, "pooling")
   need_array(data, "pooling", "data")
   layout_check(kw.layout, "pooling")
   local ptype = kw.pool_type or "max"
@@ -238,7 +249,7 @@ end
 -- pass, with the biased variance; otherwise it uses the running statistics.
 -- fix_gamma: gamma is taken as 1 (MXNet's default for this op).
 function npx.batch_norm(x, gamma, beta, running_mean, running_var, kw)
-  kw = kw or {}
+  kw = opts_of(kw, "batch_norm")
   need_array(x, "batch_norm", "x")
   need_array(gamma, "batch_norm", "gamma")
   need_array(beta, "batch_norm", "beta")
@@ -262,7 +273,7 @@ end
 -- flatten: x (N, ...) is taken as (N, prod(...)); else the last axis.
 function npx.fully_connected(x, weight, bias, kw)
   if type(bias) == "table" and not is_array(bias) then kw, bias = bias, nil end
-  kw = kw or {}
+  kw = opts_of(kw, "fully_connected")
   need_array(x, "fully_connected", "x")
   need_array(weight, "fully_connected", "weight")
   if kw.flatten ~= false and x.ndim ~= 2 then
@@ -285,7 +296,7 @@ end
 -- with probability 1-p, scaled by 1/(1-p); 'training' acts only while
 -- autograd.is_training(), otherwise returns x itself.
 function npx.dropout(x, kw)
-  kw = kw or {}
+  kw = opts_of(kw, "dropout")
   need_array(x, "dropout", "x")
   local p = kw.p == nil and 0.5 or kw.p
   local mode = kw.mode or "training"
@@ -304,7 +315,7 @@ end
 -- activation(x, {act_type='relu'|'sigmoid'|'tanh'|'softrelu'|'softsign'})
 local act_ops = {relu = op.relu, sigmoid = op.sigmoid, tanh = op.tanh, softrelu = op.softrelu}
 function npx.activation(x, kw)
-  local act = type(kw) == "string" and kw or (kw or {}).act_type or "relu"
+  local act = type(kw) == "string" and kw or opts_of(kw, "activation").act_type or "relu"
   need_array(x, "activation", "x")
   local id = act_ops[act]
   if id then return core.call1(id, x) end
@@ -315,7 +326,7 @@ end
 
 -- leaky_relu(x, {act_type='leaky', slope=0.25})
 function npx.leaky_relu(x, kw)
-  kw = kw or {}
+  kw = opts_of(kw, "leaky_relu")
   need_array(x, "leaky_relu", "x")
   if kw.act_type ~= nil and kw.act_type ~= "leaky" then
     core.error(("leaky_relu: only act_type 'leaky' is supported, got %s"):format(tostring(kw.act_type)))
@@ -329,7 +340,7 @@ local function softmax_like(name)
   local id = op[name]
   npx[name] = function(x, kw)
     if type(kw) == "number" then kw = {axis = kw} end
-    kw = kw or {}
+    kw = opts_of(kw, name)
     need_array(x, name, "x")
     if kw.temperature ~= nil and kw.temperature ~= 1 then x = x / kw.temperature end
     local a = core.attrs()
@@ -343,7 +354,7 @@ softmax_like("log_softmax")
 
 -- pick(x, index, {axis=-1, mode='clip'|'wrap', keepdims=false})
 function npx.pick(x, index, kw)
-  kw = kw or {}
+  kw = opts_of(kw, "pick")
   need_array(x, "pick", "x")
   if not is_array(index) then index = np.array(index, {device = x.device}) end
   local mode = kw.mode or "clip"

@@ -200,6 +200,15 @@ describe("errors", function()
     fails(function() local r = a:slice({0 / 0, 2}); return r end, {"slice", "the start of index 1", "nan"})
   end)
 
+  it("npx ops take their options as a table", function()
+    local x = np.ones({1, 1, 4, 4})
+    fails(function() local r = npx.pooling(x, 5); return r end, {"pooling: options must be a table", "5"})
+    fails(function() local r = npx.dropout(x, 0.5); return r end, {"dropout: options must be a table"})
+    local w = np.ones({1, 1, 2, 2})
+    fails(function() local r = npx.convolution(x, w, nil, {kernel = 2, num_group = "a"}); return r end,
+          {"convolution: num_group must be an integer", "'a'"})
+  end)
+
   it("as_in_context needs a device", function()
     fails(function() local r = a:as_in_context(nil); return r end, {"as_in_context: expected a device", "nil"})
   end)
