@@ -337,6 +337,19 @@ function M.num_arg(v, fname, what, level)
   return v
 end
 
+-- A file or directory name: a non-empty string without a NUL byte (C would
+-- stop at it: "a.png\0junk" would quietly mean "a.png").
+function M.path_arg(path, fname, what, level)
+  what = what or "the file name"
+  if type(path) ~= "string" or path == "" then
+    error(("%s: %s must be a non-empty string, got %s"):format(fname, what, M.show_value(path)), (level or 2) + 1)
+  end
+  if path:find("\0", 1, true) then
+    error(("%s: %s contains a NUL byte: %q"):format(fname, what, path), (level or 2) + 1)
+  end
+  return path
+end
+
 -- A value as an error message shows it: strings quoted, others by tostring.
 function M.show_value(v)
   return type(v) == "string" and ("'" .. v .. "'") or tostring(v)

@@ -36,7 +36,14 @@ local function decode_opts(fname, opt, extra)
   if flag ~= 0 and flag ~= 1 then
     core.error(("%s: flag must be 1 (RGB) or 0 (gray), got %s"):format(fname, tostring(flag)), 3)
   end
-  return flag, opt.min_w or 0, opt.min_h or 0
+  local function size(key)
+    local v = opt[key] or 0
+    if type(v) ~= "number" or v % 1 ~= 0 or v < 0 or v >= 2^31 then
+      core.error(("%s: %s must be an integer from 0 to 2^31-1, got %s"):format(fname, key, core.show_value(v)), 4)
+    end
+    return v
+  end
+  return flag, size("min_w"), size("min_h")
 end
 
 -- Run a decoding call fn(out) once more after a full collection when
@@ -56,9 +63,7 @@ end
 -- min_w/min_h > 0 let a JPEG decode at a reduced DCT scale that still has
 -- at least that many pixels (for a following resize); PNGs ignore them.
 function image.imread(filename, opt)
-  if type(filename) ~= "string" then
-    core.error(("imread: filename must be a string, got %s"):format(type(filename)), 2)
-  end
+  core.path_arg(filename, "imread", "filename")
   local flag, min_w, min_h = decode_opts("imread", opt)
   return new_image(function(o) return C.luon_image_read(filename, flag, min_w, min_h, o) end)
 end
@@ -87,11 +92,19 @@ end
 -- an (H,W,C) uint8 array with C = 1 or 3 (float arrays are refused: scale
 -- to 0..255 and astype("uint8") first). Returns true.
 function image.imwrite(filename, img, opt)
-  if type(filename) ~= "string" then
-    core.error(("imwrite: filename must be a string, got %s"):format(type(filename)), 2)
-  end
+  core.path_arg(filename, "imwrite", "filename")
   check_image("imwrite", img)
-  local quality = type(opt) == "table" and opt.quality or 0
+  if opt ~= nil and type(opt) ~= "table" then
+    core.error(("imwrite: options must be a table such as {quality = 90}, got %s"):format(core.show_value(opt)), 2)
+  end
+  for k in pairs(opt or {}) do
+    if k ~= "quality" then core.error(("imwrite: unknown option %s (expected quality)"):format(core.show_value(k)), 2) end
+  end
+  local quality = opt and opt.quality or 0
+  if type(quality) ~= "number" or quality % 1 ~= 0 or quality < 0 or quality > 100 then
+    core.error(("imwrite: quality must be an integer from 1 to 100 (0: the default), got %s")
+               :format(core.show_value(quality)), 2)
+  end
   core.check(C.luon_image_write(filename, img.t, quality))
   return true
 end

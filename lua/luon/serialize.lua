@@ -12,11 +12,7 @@ local function raise(caller)
   core.error(msg)
 end
 
-local function check_path(path, caller)
-  if type(path) ~= "string" or path == "" then
-    core.error(("%s: the file name must be a non-empty string, got %s"):format(caller, tostring(path)))
-  end
-end
+local function check_path(path, caller) core.path_arg(path, caller) end
 
 -- save(path, names, arrays [, {caller=}]) with two parallel lists, or
 -- save(path, entries [, {caller=}]) with a list of {name =, array =} (what

@@ -103,7 +103,8 @@ describe("ImageFolderDataset", function()
     H.assert_error(function() vision.ImageFolderDataset(root, {transform = function(x) return x end}) end,
                    {"deprecated", "transform_first"})
     H.assert_error(function() vision.ImageFolderDataset(root, {flag = 3}) end, "flag must be 1 (RGB) or 0")
-    H.assert_error(function() vision.ImageFolderDataset(42) end, "root must be a string")
+    H.assert_error(function() vision.ImageFolderDataset(42) end, "root must be a non-empty string, got 42")
+    H.assert_error(function() vision.ImageFolderDataset(root .. "\0x") end, "root contains a NUL byte")
     local bad = root .. "/cat/c.jpg"
     local keep = io.open(bad, "rb"):read("*a")
     local h = io.open(bad, "wb")

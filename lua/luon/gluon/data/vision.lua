@@ -39,7 +39,7 @@ local MNISTDataset = data.Dataset:extend()
 local function load(cls, default_root, opts)
   opts = opts or {}
   if type(opts) ~= "table" then core.error(("%s: expected a table of options, got %s"):format(cls, type(opts))) end
-  local root = opts.root or default_root
+  local root = core.path_arg(opts.root or default_root, cls, "root")
   root = root:gsub("^~", os.getenv("HOME") or "~"):gsub("/$", "")
   local train = opts.train ~= false
   local prefix = train and "train" or "t10k"
@@ -133,7 +133,7 @@ vision._ImageFolderDataset = ImageFolderDataset
 -- flag 1: RGB, 0: gray (H,W,1).
 function vision.ImageFolderDataset(root, opts)
   local cls = "ImageFolderDataset"
-  if type(root) ~= "string" then core.error(("%s: root must be a string path, got %s"):format(cls, type(root))) end
+  core.path_arg(root, cls, "root")
   if type(opts) == "number" then opts = {flag = opts} end
   opts = opts or {}
   if type(opts) ~= "table" then core.error(("%s: expected a table of options, got %s"):format(cls, type(opts))) end
