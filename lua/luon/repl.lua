@@ -427,6 +427,10 @@ function M.run()
     local line = readline(buffer and ">> " or "> ")
     if line == nil then -- end of input
       if not info.editing then io.write("\n") end
+      if buffer then -- an unfinished chunk: say why it never ran
+        local _, err = loadstring(buffer, "=stdin")
+        io.write(err or "stdin: incomplete chunk", "\n")
+      end
       break
     end
     if line == false then -- Ctrl-C: drop the line and any unfinished chunk

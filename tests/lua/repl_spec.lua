@@ -125,6 +125,12 @@ describe("luon with piped input", function()
     assert.matches("%[1%. 1%.%]\n<ndarray %(2,%) float32 @cpu%(0%)>\n", out)
   end)
 
+  it("says why a chunk left unfinished at the end of input never ran", function()
+    if not exists(luon) then pending("no luon executable at " .. luon) return end
+    local out = run("printf 'print(1+\\n' | " .. quote(luon))
+    assert.matches("stdin:1: unexpected symbol near '<eof>'", out, 1, true)
+  end)
+
   it("-i runs the script, then the REPL sees its globals", function()
     if not exists(luon) then pending("no luon executable at " .. luon) return end
     local script = os.tmpname()
