@@ -74,6 +74,11 @@ for _, dev in ipairs(H.devices()) do
       it("rejects a non-number weight and unknown arguments", function()
         H.assert_error(function() gloss.SoftmaxCrossEntropyLoss{weight = "2"} end, {"weight must be a number"})
         H.assert_error(function() gloss.SoftmaxCrossEntropyLoss{axes = 1} end, {"unknown argument 'axes'"})
+        H.assert_error(function() gloss.SoftmaxCrossEntropyLoss{from_logits = 1} end,
+                       {"from_logits must be true or false, got 1"})
+        H.assert_error(function() gloss.SoftmaxCrossEntropyLoss{sparse_label = "no"} end,
+                       {"sparse_label must be true or false, got 'no'"})
+        H.assert_error(function() gloss.SigmoidBinaryCrossEntropyLoss{from_sigmoid = 1} end, {"from_sigmoid"})
         H.assert_error(function() gloss.SoftmaxCrossEntropyLoss()(pred, {2, 0}) end, {"label must be an ndarray"})
       end)
 

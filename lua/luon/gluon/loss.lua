@@ -80,6 +80,16 @@ local function check_inputs(name, pred, label)
 end
 
 ---------------------------------------------------------------------------
+-- A boolean option (nil: its default); 1 or 'no' are errors, not guesses.
+local function flag(a, key, default, name)
+  local v = a[key]
+  if v == nil then return default end
+  if type(v) ~= "boolean" then
+    core.error(("%s: %s must be true or false, got %s"):format(name, key, core.show_value(v)))
+  end
+  return v
+end
+
 -- Loss base: weight (a number or nil) and batch_axis.
 
 local Loss = class("Loss")
@@ -90,7 +100,7 @@ function Loss:__init(weight, batch_axis)
   if weight ~= nil and type(weight) ~= "number" then
     core.error(("%s: weight must be a number, got %s"):format(name, type(weight)))
   end
-  if type(batch_axis) ~= "number" or batch_axis % 1 ~= 0 then
+  if type(batch_axis) ~= "number" or batch_axis % 1 ~= 0 or batch_axis >= 2^31 or batch_axis <= -2^31 then
     core.error(("%s: batch_axis must be an integer, got %s"):format(name, tostring(batch_axis)))
   end
   self._weight, self._batch_axis = weight, batch_axis
@@ -122,9 +132,9 @@ local sce_known = {axis = true, sparse_label = true, from_logits = true, weight 
 function SoftmaxCrossEntropyLoss:__init(...)
   local a = parse_args("SoftmaxCrossEntropyLoss", sce_names, sce_known, ...)
   Loss.__init(self, a.weight, a.batch_axis or 0)
-  self._axis = a.axis or -1
-  self._sparse_label = a.sparse_label ~= false
-  self._from_logits = a.from_logits == true
+  self._axis = core.int_arg(a.axis or -1, "SoftmaxCrossEntropyLoss", "axis")
+  self._sparse_label = flag(a, "sparse_label", true, "SoftmaxCrossEntropyLoss")
+  self._from_logits = flag(a, "from_logits", false, "SoftmaxCrossEntropyLoss")
 end
 
 function SoftmaxCrossEntropyLoss:forward(pred, label, sample_weight)
@@ -197,7 +207,7 @@ function SigmoidBinaryCrossEntropyLoss:__init(...)
   local a = parse_args("SigmoidBinaryCrossEntropyLoss", {"from_sigmoid", "weight", "batch_axis"},
                        {from_sigmoid = true, weight = true, batch_axis = true}, ...)
   Loss.__init(self, a.weight, a.batch_axis or 0)
-  self._from_sigmoid = a.from_sigmoid == true
+  self._from_sigmoid = flag(a, "from_sigmoid", false, "SigmoidBinaryCrossEntropyLoss")
 end
 
 function SigmoidBinaryCrossEntropyLoss:forward(pred, label, sample_weight, pos_weight)
