@@ -124,7 +124,7 @@ static luon_status init(luon_rt *rt) {
 
 static luon_status start(lua_State *L, int owned, luon_rt **out) {
   if (!out) {
-    luon_set_error("luon_rt_new: out is NULL");
+    luon_set_error(owned ? "luon_rt_new: out is NULL" : "luon_rt_attach: out is NULL");
     return LUON_EINVAL;
   }
   *out = NULL;

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
+#include <string.h>
 
 const lu_op_desc lu_ops[LU_OP_COUNT] = {
 #define LUON_OP(name, nin, nout, kind) {#name, nin, nout, LU_##kind, lu_shape_##name, lu_cpu_##name, lu_grad_##name},
@@ -267,6 +268,14 @@ luon_status luon_op_call(int32_t op, int32_t nin, luon_tensor *const *in, const 
         }
       }
       s = lu_tensor_new(c.out_dtype[k], c.out_ndim[k], c.out_shape[k], c.dev, &c.out[k]);
+      if (s == LUON_ESHAPE) { /* name the op, not the allocation */
+        char why[512];
+        const char *m = luon_last_error();
+        if (strncmp(m, "empty: ", 7) == 0) m += 7;
+        strncpy(why, m, sizeof why - 1);
+        why[sizeof why - 1] = 0;
+        s = lu_error(s, "%s: its result: %s", d->name, why);
+      }
       if (s != LUON_OK) break;
     }
     if (s == LUON_OK)

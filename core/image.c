@@ -440,7 +440,8 @@ static luon_status write_atomic(const char *fn, const char *path, const void *da
   snprintf(tmp, plen + 48, "%s.%ld.%u.tmp", path, (long)getpid(), atomic_fetch_add(&serial, 1));
   int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
   if (fd < 0) {
-    luon_status s = lu_error(LUON_EIO, "%s: cannot create '%s': %s", fn, tmp, strerror(errno));
+    luon_status s = lu_error(LUON_EIO, "%s: cannot create '%s' (through its temporary file %s): %s", fn, path,
+                             tmp + plen, strerror(errno));
     free(tmp);
     return s;
   }

@@ -207,6 +207,8 @@ describe("errors", function()
     local w = np.ones({1, 1, 2, 2})
     fails(function() local r = npx.convolution(x, w, nil, {kernel = 2, num_group = "a"}); return r end,
           {"convolution: num_group must be an integer", "'a'"})
+    fails(function() local r = npx.convolution(x, w, nil, {kernel = 2, pad = 2 ^ 30}); return r end,
+          {"conv2d: its result: shape (1,1,2147483651,2147483651) is too large"})
   end)
 
   it("as_in_context needs a device", function()
