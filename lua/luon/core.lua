@@ -321,10 +321,12 @@ function M.set_ints(a, list, from, fname, level)
   a.ni = from + n
 end
 
--- An integer argument (an axis, a count) or an error naming fname and what.
-function M.int_arg(v, fname, what, level)
-  if type(v) ~= "number" or v % 1 ~= 0 or v >= 2^62 or v <= -2^62 then
-    error(("%s: %s must be an integer, got %s"):format(fname, what, M.show_value(v)), (level or 2) + 1)
+-- An integer argument (an axis, a count), at least lo and at most hi when
+-- they are given, or an error naming fname and what.
+function M.int_arg(v, fname, what, level, lo, hi)
+  if type(v) ~= "number" or v % 1 ~= 0 or v >= 2^62 or v <= -2^62 or (lo and v < lo) or (hi and v > hi) then
+    local range = lo and hi and (" from %d to %d"):format(lo, hi) or lo and (" >= %d"):format(lo) or ""
+    error(("%s: %s must be an integer%s, got %s"):format(fname, what, range, M.show_value(v)), (level or 2) + 1)
   end
   return v
 end

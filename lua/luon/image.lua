@@ -36,14 +36,8 @@ local function decode_opts(fname, opt, extra)
   if flag ~= 0 and flag ~= 1 then
     core.error(("%s: flag must be 1 (RGB) or 0 (gray), got %s"):format(fname, tostring(flag)), 3)
   end
-  local function size(key)
-    local v = opt[key] or 0
-    if type(v) ~= "number" or v % 1 ~= 0 or v < 0 or v >= 2^31 then
-      core.error(("%s: %s must be an integer from 0 to 2^31-1, got %s"):format(fname, key, core.show_value(v)), 4)
-    end
-    return v
-  end
-  return flag, size("min_w"), size("min_h")
+  return flag, core.int_arg(opt.min_w or 0, fname, "min_w", 3, 0, 2^31 - 1),
+         core.int_arg(opt.min_h or 0, fname, "min_h", 3, 0, 2^31 - 1)
 end
 
 -- Run a decoding call fn(out) once more after a full collection when
@@ -100,11 +94,7 @@ function image.imwrite(filename, img, opt)
   for k in pairs(opt or {}) do
     if k ~= "quality" then core.error(("imwrite: unknown option %s (expected quality)"):format(core.show_value(k)), 2) end
   end
-  local quality = opt and opt.quality or 0
-  if type(quality) ~= "number" or quality % 1 ~= 0 or quality < 0 or quality > 100 then
-    core.error(("imwrite: quality must be an integer from 1 to 100 (0: the default), got %s")
-               :format(core.show_value(quality)), 2)
-  end
+  local quality = core.int_arg(opt and opt.quality or 0, "imwrite", "quality", 2, 0, 100) -- 0: the default
   core.check(C.luon_image_write(filename, img.t, quality))
   return true
 end

@@ -55,11 +55,7 @@ end
 -- An optional size known in advance (in_units, in_channels): 0 when not
 -- given (inferred at the first call), else an integer >= 0.
 local function known_size(v, layer, what)
-  if v == nil then return 0 end
-  if type(v) ~= "number" or v % 1 ~= 0 or v < 0 then
-    core.error(("%s: %s must be an integer >= 0 (0: inferred), got %s"):format(layer, what, core.show_value(v)))
-  end
-  return v
+  return v == nil and 0 or core.int_arg(v, layer, what, 3, 0)
 end
 
 -- Python's repr of a number or boolean.

@@ -120,9 +120,7 @@ end
 
 -- The first `count` items (all when nil or larger than the dataset).
 function Dataset:take(count)
-  if count ~= nil and (type(count) ~= "number" or count % 1 ~= 0 or count < 0) then
-    argerror("take: count must be an integer >= 0 or nil, got %s", core.show_value(count))
-  end
+  if count ~= nil then core.int_arg(count, "take", "count", 2, 0) end
   local n = self:len()
   if count == nil or count > n then count = n end
   local idx = {}
@@ -534,10 +532,7 @@ function data.DataLoader(dataset, opts)
   for k in pairs(opts) do
     if not loader_keys[k] then argerror("DataLoader: unknown option '%s'", tostring(k)) end
   end
-  local n = dataset:len()
-  if type(n) ~= "number" or n % 1 ~= 0 or n < 0 then
-    argerror("DataLoader: the dataset's len() must be an integer >= 0, got %s", core.show_value(n))
-  end
+  local n = core.int_arg(dataset:len(), "DataLoader", "the dataset's len()", 2, 0)
   local bsampler = opts.batch_sampler
   if bsampler == nil then
     if opts.batch_size == nil then
