@@ -89,7 +89,7 @@ function npx.waitall()
   for i = 0, C.luon_gpu_count() - 1 do core.check(C.luon_device_sync(2, i), 2) end
 end
 
-function npx.set_num_threads(n) C.luon_set_num_threads(core.int_arg(n, "set_num_threads", "n", 2)) end
+function npx.set_num_threads(n) C.luon_set_num_threads(core.int_arg(n, "set_num_threads", "n", 2, 1)) end
 function npx.num_threads() return C.luon_get_num_threads() end
 
 local function unary(name)
@@ -276,6 +276,14 @@ function npx.fully_connected(x, weight, bias, kw)
   kw = opts_of(kw, "fully_connected")
   need_array(x, "fully_connected", "x")
   need_array(weight, "fully_connected", "weight")
+  if weight.ndim ~= 2 then
+    core.error(("fully_connected: weight must be 2-D (num_hidden, in_units), got shape %s")
+               :format(core.shape_text(weight.shape)))
+  end
+  if kw.num_hidden ~= nil and kw.num_hidden ~= weight.shape[1] then
+    core.error(("fully_connected: num_hidden is %s but the weight has %d rows (shape %s)")
+               :format(core.show_value(kw.num_hidden), weight.shape[1], core.shape_text(weight.shape)))
+  end
   if kw.flatten ~= false and x.ndim ~= 2 then
     local n = x.ndim == 0 and 1 or x.shape[1]
     x = np.reshape(x, {n, -1})

@@ -211,6 +211,16 @@ describe("errors", function()
           {"conv2d: its result: shape (1,1,2147483651,2147483651) is too large"})
   end)
 
+  it("fully_connected checks its weight; set_num_threads wants at least 1; datasets name unknown options", function()
+    fails(function() local r = npx.fully_connected(a, np.ones({3}), nil, {}); return r end,
+          {"fully_connected: weight must be 2-D", "(3,)"})
+    fails(function() local r = npx.fully_connected(a, np.ones({4, 3}), nil, {num_hidden = 5}); return r end,
+          {"num_hidden is 5 but the weight has 4 rows"})
+    fails(function() npx.set_num_threads(0) end, {"set_num_threads: n must be an integer >= 1, got 0"})
+    fails(function() local r = H.luon.gluon.data.vision.FashionMNIST{rooot = "/x"}; return r end,
+          {"FashionMNIST: unknown option 'rooot'"})
+  end)
+
   it("as_in_context needs a device", function()
     fails(function() local r = a:as_in_context(nil); return r end, {"as_in_context: expected a device", "nil"})
   end)
