@@ -107,7 +107,7 @@ static bool shares_storage(const luon_tensor *a, int nin, luon_tensor *const *in
 }
 
 static luon_status run_kernel(const lu_op_desc *d, lu_call *c) {
-  if (c->dev.type == LUON_CPU) return d->cpu(c);
+  if (c->dev.type == LUON_CPU) return lu_run_cpu(c);
   lu_kernel_fn k = lu_cuda.kernels[c->op];
   if (!k)
     return lu_error(LUON_EUNSUPPORTED, "%s: no CUDA kernel for this op yet (arrays on %s); "
@@ -151,9 +151,11 @@ static luon_status run_cpu_half(const lu_op_desc *d, lu_call *c, int32_t ct) {
   return s;
 }
 
-/* c's CPU kernel run as luon_op_call runs it on a CPU device (the same
- * compute dtype for 16-bit data), for a backend whose "device" memory is
- * host memory: tests/c/fake_cuda.c. */
+/* c's CPU kernel: directly, or for a half_ops op with 16-bit data through
+ * run_cpu_half in the compute dtype (the inputs' promotion, float32 when
+ * that is 16-bit; float32 too when only attrs.dtype asks for a 16-bit
+ * result). The one way CPU kernels run: luon_op_call's, and the stand-in
+ * backend's, whose "device" memory is host memory (tests/c/fake_cuda.c). */
 luon_status lu_run_cpu(lu_call *c) {
   const lu_op_desc *d = &lu_ops[c->op];
   int32_t ct = 0;
@@ -216,12 +218,11 @@ luon_status luon_op_call(int32_t op, int32_t nin, luon_tensor *const *in, const 
   if (!d->shape || !d->cpu)
     return lu_error(LUON_EINTERNAL, "%s: this build has no kernel for the op", d->name);
   int cap = *nout_p;
-  int32_t half_ct = 0, half_dt = 0; /* the compute dtype; the 16-bit result dtype */
-  if (half) {
+  if (half) { /* the shape function sees the inputs in the compute dtype (lu_run_cpu's) */
     int32_t p = in[0]->dtype;
     for (int i = 1; i < nin; i++) p = lu_dtype_promote(p, in[i]->dtype);
-    half_dt = lu_dtype_is_storage_only(p) ? p : 0;
-    half_ct = half_dt ? LUON_DTYPE_F32 : p;
+    int32_t half_dt = lu_dtype_is_storage_only(p) ? p : 0;   /* the 16-bit result dtype */
+    int32_t half_ct = half_dt ? LUON_DTYPE_F32 : p;          /* the compute dtype */
     luon_tensor seen[LUON_MAX_OP_INPUTS];
     luon_tensor *seen_p[LUON_MAX_OP_INPUTS];
     for (int i = 0; i < nin; i++) {
@@ -238,8 +239,6 @@ luon_status luon_op_call(int32_t op, int32_t nin, luon_tensor *const *in, const 
   } else {
     LU_TRY(d->shape(&c));
   }
-  for (int k = 0; k < c.nout && k < LUON_MAX_OP_INPUTS && half_ops[op] && !half_ct; k++)
-    if (lu_dtype_is_storage_only(c.out_dtype[k])) half_ct = LUON_DTYPE_F32; /* asked by attrs.dtype */
   if (c.nout < 0 || c.nout > cap || c.nout > LUON_MAX_OP_INPUTS)
     return lu_error(LUON_EINVAL, "%s: makes %d outputs but room was given for %d", d->name, c.nout, cap);
 
@@ -279,7 +278,7 @@ luon_status luon_op_call(int32_t op, int32_t nin, luon_tensor *const *in, const 
       if (s != LUON_OK) break;
     }
     if (s == LUON_OK)
-      s = half_ct && c.dev.type == LUON_CPU ? run_cpu_half(d, &c, half_ct) : run_kernel(d, &c);
+      s = run_kernel(d, &c);
   } else if (d->kind == LU_INPLACE) {
     for (int k = 0; k < c.nout; k++) c.out[k] = NULL;
     for (int k = 0; k < c.nout; k++) {

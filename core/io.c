@@ -817,8 +817,8 @@ int lu_open_regular(const char *path, uint64_t *size) {
   int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return -1;
   struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    int en = fstat(fd, &st) != 0 ? errno : 0;
+  int en = fstat(fd, &st) != 0 ? errno : S_ISREG(st.st_mode) ? -1 : 0;
+  if (en >= 0) { /* errno 0: not a regular file */
     close(fd);
     errno = en;
     return -1;

@@ -301,6 +301,14 @@ end
 -- checking that they are integers and fit (LUON_MAX_ATTR_INTS); errors name
 -- fname and are raised at `level` as seen by the caller.
 local MAX_INTS = 32
+
+-- Whether v is an integer that an int64 attribute holds (|v| < 2^62, so
+-- that arithmetic on it stays exact): the test of every integer argument.
+local function is_int(v)
+  return type(v) == "number" and v % 1 == 0 and v < 2^62 and v > -2^62
+end
+M.is_int = is_int
+
 function M.set_ints(a, list, from, fname, level)
   from = from or 0
   level = (level or 2) + 1
@@ -313,7 +321,7 @@ function M.set_ints(a, list, from, fname, level)
   end
   for k = 1, n do
     local v = list[k]
-    if type(v) ~= "number" or v % 1 ~= 0 or v >= 2^62 or v <= -2^62 then
+    if not is_int(v) then
       error(("%s: expected integers, got %s at position %d"):format(fname, M.show_value(v), k), level)
     end
     a.i[from + k - 1] = v
@@ -324,7 +332,7 @@ end
 -- An integer argument (an axis, a count), at least lo and at most hi when
 -- they are given, or an error naming fname and what.
 function M.int_arg(v, fname, what, level, lo, hi)
-  if type(v) ~= "number" or v % 1 ~= 0 or v >= 2^62 or v <= -2^62 or (lo and v < lo) or (hi and v > hi) then
+  if not is_int(v) or (lo and v < lo) or (hi and v > hi) then
     local range = lo and hi and (" from %d to %d"):format(lo, hi) or lo and (" >= %d"):format(lo) or ""
     error(("%s: %s must be an integer%s, got %s"):format(fname, what, range, M.show_value(v)), (level or 2) + 1)
   end
@@ -350,6 +358,24 @@ function M.path_arg(path, fname, what, level)
     error(("%s: %s contains a NUL byte: %q"):format(fname, what, path), (level or 2) + 1)
   end
   return path
+end
+
+-- Every key of the options table t is in one of the lists of known keys,
+-- or an error naming fname, the key and the known ones.
+local function listed(list, k)
+  for i = 1, list and #list or 0 do
+    if list[i] == k then return true end
+  end
+  return false
+end
+function M.check_keys(t, fname, level, known, more)
+  for k in pairs(t) do
+    if not listed(known, k) and not listed(more, k) then
+      local names = table.concat(known, ", ") .. (more and #more > 0 and ", " .. table.concat(more, ", ") or "")
+      error(("%s: unknown option %s (known: %s)"):format(fname, M.show_value(k), names), (level or 2) + 1)
+    end
+  end
+  return t
 end
 
 -- A value as an error message shows it: strings quoted, others by tostring.

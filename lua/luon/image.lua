@@ -91,9 +91,7 @@ function image.imwrite(filename, img, opt)
   if opt ~= nil and type(opt) ~= "table" then
     core.error(("imwrite: options must be a table such as {quality = 90}, got %s"):format(core.show_value(opt)), 2)
   end
-  for k in pairs(opt or {}) do
-    if k ~= "quality" then core.error(("imwrite: unknown option %s (expected quality)"):format(core.show_value(k)), 2) end
-  end
+  if opt then core.check_keys(opt, "imwrite", 2, {"quality"}) end
   local quality = core.int_arg(opt and opt.quality or 0, "imwrite", "quality", 2, 0, 100) -- 0: the default
   core.check(C.luon_image_write(filename, img.t, quality))
   return true

@@ -155,11 +155,22 @@ function methods.at(x, i)
   return methods.slice(x, i)
 end
 
+local OMIT = -9223372036854775807LL - 1
+
+-- A start, stop or step of index k: an integer; past +-2^62 it clamps, as
+-- NumPy's do at the axis, rather than reach the FFI's conversion (1e30
+-- became OMIT).
+local function slice_bound(v, k, what)
+  if type(v) ~= "number" or v % 1 ~= 0 then
+    core.error(("slice: %s of index %d must be an integer, got %s"):format(what, k, core.show_value(v)))
+  end
+  return math.max(math.min(v, 2^62), -2^62)
+end
+
 -- slice(spec1, spec2, ...): one spec per axis from axis 0. A number picks
 -- one index (the axis goes away); a list {start, stop, step} is a Python
 -- slice (nil parts are omitted: {nil, nil, -1} reverses); true or {} keeps
 -- the whole axis.
-local OMIT = -9223372036854775807LL - 1
 function methods.slice(x, ...)
   local specs = {...}
   local nspec = select("#", ...)
@@ -184,17 +195,9 @@ function methods.slice(x, ...)
     elseif s == true or s == nil then
       b, e, st = OMIT, OMIT, 1
     elseif type(s) == "table" then
-      -- integers; past +-2^62 they clamp as NumPy's do (far past any axis),
-      -- rather than reach the FFI's conversion (1e30 became OMIT)
-      local function int(v, what)
-        if type(v) ~= "number" or v % 1 ~= 0 then
-          error(("slice: %s of index %d must be an integer, got %s"):format(what, k, core.show_value(v)), 3)
-        end
-        return math.max(math.min(v, 2^62), -2^62)
-      end
-      b = s[1] == nil and OMIT or int(s[1], "the start")
-      e = s[2] == nil and OMIT or int(s[2], "the stop")
-      st = s[3] == nil and 1 or int(s[3], "the step")
+      b = s[1] == nil and OMIT or slice_bound(s[1], k, "the start")
+      e = s[2] == nil and OMIT or slice_bound(s[2], k, "the stop")
+      st = s[3] == nil and 1 or slice_bound(s[3], k, "the step")
     else
       error(("slice: index %d must be a number, a {start, stop, step} list or true, got %s")
             :format(k, type(s)), 2)

@@ -24,22 +24,14 @@ local function check_array(x, fname, pos, level)
 end
 
 -- kw must be a table of known options: dtype, device, ctx and those of
--- `extra` (a misspelt {devcie = gpu} must not quietly mean the default).
-local base_kw = {dtype = true, device = true, ctx = true}
+-- the list `extra` (a misspelt {devcie = gpu} must not quietly mean the default).
+local base_kw = {"dtype", "device", "ctx"}
 local function check_kw(kw, fname, extra, level)
   if type(kw) ~= "table" then
     error(("%s: options must be a table such as {dtype = 'float32', device = npx.cpu()}, got %s")
           :format(fname, core.show_value(kw)), (level or 2) + 1)
   end
-  for k in pairs(kw) do
-    if not base_kw[k] and not (extra and extra[k]) then
-      local known = {"dtype", "device", "ctx"}
-      for e in pairs(extra or {}) do known[#known + 1] = e end
-      error(("%s: unknown option %s (known: %s)"):format(fname, core.show_value(k), table.concat(known, ", ")),
-            (level or 2) + 1)
-    end
-  end
-  return kw
+  return core.check_keys(kw, fname, (level or 2) + 1, base_kw, extra)
 end
 
 local function device_attrs(a, kw, fname, level, extra)
@@ -193,7 +185,7 @@ function np.arange(...)
   if type(start) ~= "number" or type(stop) ~= "number" or type(step) ~= "number" then
     error("arange: start, stop and step must be numbers", 2)
   end
-  local a = device_attrs(attrs(), kw, "arange", 2, {start = true, stop = true, step = true})
+  local a = device_attrs(attrs(), kw, "arange", 2, {"start", "stop", "step"})
   a.f[0], a.f[1], a.f[2] = start, stop, step
   return call(op.arange, {}, a, 2)
 end
@@ -202,7 +194,7 @@ function np.linspace(start, stop, num, kw)
   if type(num) == "table" then kw, num = num, nil end
   kw = kw or {}
   num = num or kw.num or 50
-  local a = device_attrs(attrs(), kw, "linspace", 2, {num = true, endpoint = true})
+  local a = device_attrs(attrs(), kw, "linspace", 2, {"num", "endpoint"})
   a.f[0], a.f[1] = core.num_arg(start, "linspace", "start", 2), core.num_arg(stop, "linspace", "stop", 2)
   a.i[0], a.i[1], a.ni = core.int_arg(num, "linspace", "num", 2), kw.endpoint == false and 0 or 1, 2
   return call(op.linspace, {}, a, 2)
@@ -212,7 +204,7 @@ function np.eye(N, M, k, kw)
   if type(M) == "table" then kw, M = M, nil end
   if type(k) == "table" then kw, k = k, nil end
   kw = kw or {}
-  local a = device_attrs(attrs(), kw, "eye", 2, {M = true, k = true})
+  local a = device_attrs(attrs(), kw, "eye", 2, {"M", "k"})
   a.i[0], a.i[1], a.i[2], a.ni = core.int_arg(N, "eye", "N", 2), core.int_arg(M or kw.M or 0, "eye", "M", 2),
                                   core.int_arg(k or kw.k or 0, "eye", "k", 2), 3
   return call(op.eye, {}, a, 2)
@@ -242,7 +234,7 @@ local function random_op(opid, fname, p1, p2)
     if hi == nil then
       error(("%s: %s is required"):format(fname, p2[1]), 2)
     end
-    local a = device_attrs(attrs(), kw, fname, 2, {[p1[1]] = true, [p2[1]] = true, size = true})
+    local a = device_attrs(attrs(), kw, fname, 2, {p1[1], p2[1], "size"})
     core.set_ints(a, size, 0, fname, 2)
     a.f[0], a.f[1] = core.num_arg(lo, fname, p1[1], 2), core.num_arg(hi, fname, p2[1], 2)
     return call(opid, {}, a, 2)
@@ -262,7 +254,7 @@ function np.random.randint(...)
     error("random.randint: low and high must be numbers", 2)
   end
   size = core.shape_arg(size or {}, "random.randint", 2)
-  local a = device_attrs(attrs(), kw, "random.randint", 2, {low = true, high = true, size = true})
+  local a = device_attrs(attrs(), kw, "random.randint", 2, {"low", "high", "size"})
   core.set_ints(a, size, 0, "random.randint", 2)
   a.f[0], a.f[1] = low, high
   return call(op.random_randint, {}, a, 2)

@@ -126,7 +126,6 @@ local function need_array(x, fname, what)
   return x
 end
 
--- An int or a list of two ints (h, w).
 -- (h, w) of a size given as n or {n} or {h, w}: integers, at least 0 for
 -- padding and at least 1 for kernels, strides and dilations.
 local function pair(v, default, fname, what)
@@ -136,10 +135,7 @@ local function pair(v, default, fname, what)
   elseif type(v) == "table" and #v == 1 then h, w = v[1], v[1]
   elseif type(v) == "table" and #v == 2 then h, w = v[1], v[2] end
   local min = (what == "pad" or what == "padding") and 0 or 1
-  for _, n in ipairs({h, w}) do
-    if type(n) ~= "number" or n % 1 ~= 0 or n < min or n >= 2^31 then h = nil end
-  end
-  if h == nil then
+  if not (core.is_int(h) and core.is_int(w) and h >= min and w >= min and h < 2^31 and w < 2^31) then
     core.error(("%s: %s must be an integer >= %d or a list of two {h, w}, got %s"):format(fname, what, min,
                type(v) == "table" and "{" .. table.concat(core.map_show(v), ", ") .. "}" or core.show_value(v)))
   end

@@ -39,11 +39,7 @@ local MNISTDataset = data.Dataset:extend()
 local function load(cls, default_root, opts)
   opts = opts or {}
   if type(opts) ~= "table" then core.error(("%s: expected a table of options, got %s"):format(cls, type(opts))) end
-  for k in pairs(opts) do
-    if k ~= "root" and k ~= "train" and k ~= "transform" then
-      core.error(("%s: unknown option %s (expected root, train, transform)"):format(cls, core.show_value(k)))
-    end
-  end
+  core.check_keys(opts, cls, 3, {"root", "train", "transform"})
   local root = core.path_arg(opts.root or default_root, cls, "root")
   root = root:gsub("^~", os.getenv("HOME") or "~"):gsub("/$", "")
   local train = opts.train ~= false
@@ -142,11 +138,7 @@ function vision.ImageFolderDataset(root, opts)
   if type(opts) == "number" then opts = {flag = opts} end
   opts = opts or {}
   if type(opts) ~= "table" then core.error(("%s: expected a table of options, got %s"):format(cls, type(opts))) end
-  for k in pairs(opts) do
-    if k ~= "flag" and k ~= "transform" then
-      core.error(("%s: unknown option %s (expected flag)"):format(cls, core.show_value(k)))
-    end
-  end
+  core.check_keys(opts, cls, 2, {"flag", "transform"})
   if opts.transform ~= nil then
     core.error(cls .. ": Directly apply transform to dataset is deprecated. Please use " ..
                "dataset:transform() or dataset:transform_first() instead")
