@@ -5,10 +5,12 @@
  * history and completion (libedit, when built with LUON_HAVE_LIBEDIT), and
  * Ctrl-C, which interrupts a running chunk or clears the line being typed. */
 #include <errno.h>
+#include <fcntl.h>
 #include <lauxlib.h>
 #include <lua.h>
 #include <luajit.h>
 #include <lualib.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,13 +64,17 @@ static int docall(lua_State *L, int narg, int nres) {
  * compiled trace, so the REPL runs its chunks with the JIT off (repl.lua);
  * a loop compiled elsewhere (a script given with -i) cannot be stopped: a
  * second Ctrl-C says so and a third ends the process. While a line is read,
- * Ctrl-C makes the read fail (no SA_RESTART) and readline returns false. */
+ * Ctrl-C makes readline return false: the handler also writes a byte to a
+ * pipe that the line reader polls beside the terminal, so a press that
+ * lands while libedit is drawing (between two reads), or on another thread,
+ * still ends the wait. */
 
 static lua_State *repl_L;                  /* the state the hook and completion use */
 static volatile sig_atomic_t presses;      /* Ctrl-C presses not yet dealt with */
 static volatile sig_atomic_t running;      /* a REPL chunk is running */
 static int completer_ref = LUA_NOREF;      /* repl.complete, in the registry */
 static int editing;                        /* reading lines with libedit */
+static int wake[2] = {-1, -1};             /* on_sigint writes to wake[1] */
 
 static void stop_hook(lua_State *L, lua_Debug *ar) {
   (void)ar;
@@ -85,6 +91,12 @@ static void say(const char *msg) {
 static void on_sigint(int sig) {
   (void)sig;
   presses++;
+  if (wake[1] >= 0) {
+    int saved = errno;
+    ssize_t r = write(wake[1], "", 1); /* full pipe: a wake-up is already there */
+    (void)r;
+    errno = saved;
+  }
   if (!running) return;
   if (presses == 2)
     say("\nluon: still running: compiled code (a JIT trace) runs no hooks and cannot be "
@@ -95,6 +107,12 @@ static void on_sigint(int sig) {
     return;
   }
   lua_sethook(repl_L, stop_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
+}
+
+static void drain_wake(void) {
+  char buf[64];
+  while (wake[0] >= 0 && read(wake[0], buf, sizeof buf) > 0) {
+  }
 }
 
 #ifdef LUON_HAVE_LIBEDIT
@@ -113,17 +131,27 @@ static void on_sigwinch(int sig) {
 }
 
 /* libedit's reads retry after EINTR; this one gives up when Ctrl-C was
- * pressed. A new terminal size is taken at the next key. */
+ * pressed, whenever the press came (see on_sigint). A new terminal size is
+ * taken at the next key. */
 static int getc_interruptible(FILE *f) {
   unsigned char c;
   for (;;) {
+    if (presses) return EOF;
+    struct pollfd fds[2] = {{fileno(f), POLLIN, 0}, {wake[0], POLLIN, 0}};
+    int r = poll(fds, wake[0] >= 0 ? 2 : 1, -1);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return EOF;
+    if (fds[1].revents & POLLIN) {
+      drain_wake();
+      continue; /* presses says whether it was Ctrl-C */
+    }
     ssize_t n = read(fileno(f), &c, 1);
     if (n == 1 && resized) {
       resized = 0;
       rl_resize_terminal();
     }
     if (n == 1) return c;
-    if (n < 0 && errno == EINTR && !presses) continue;
+    if (n < 0 && errno == EINTR) continue;
     return EOF;
   }
 }
@@ -176,6 +204,7 @@ static int l_readline(lua_State *L) {
   const char *prompt = luaL_optstring(L, 1, "> ");
   repl_L = L;
   presses = 0;
+  drain_wake();
 #ifdef LUON_HAVE_LIBEDIT
   if (editing) {
     char *line = readline(prompt);
@@ -271,6 +300,7 @@ static int l_init(lua_State *L) {
     luaL_unref(L, LUA_REGISTRYINDEX, completer_ref);
     completer_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   }
+  if (wake[0] < 0 && pipe2(wake, O_CLOEXEC | O_NONBLOCK) != 0) wake[0] = wake[1] = -1;
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_sigint;

@@ -150,6 +150,7 @@ describe("the REPL in a terminal", function()
     error = "shows errors with a short traceback and keeps going",
     complete = "completes np.ra<TAB>, x:as<TAB>, x.sh<TAB> and globals",
     interrupt = "Ctrl-C interrupts loops and clears the line",
+    drawing = "Ctrl-C that lands while libedit draws clears the line",
     help = ":help, help(obj), :time, :quit",
     history = "keeps history across sessions in ~/.luon_history",
     script = "-i script.lua exposes the script's globals",

@@ -168,8 +168,8 @@ class Repl:
 PROMPT = r"\n> $"
 
 
-def start(ctx, *args):
-    r = Repl(ctx["luon"], ctx["home"], ctx["libedit"], args)
+def start(ctx, *args, env=None):
+    r = Repl(ctx["luon"], ctx["home"], ctx["libedit"], args, env)
     ctx["repls"].append(r)
     r.expect(r"luon .*> $", "the banner and first prompt")
     return r
@@ -263,6 +263,28 @@ def s_interrupt(ctx):
     r.expect(r"\n>> $")
     r.send("\x03")
     r.expect(PROMPT, "Ctrl-C drops an unfinished chunk")
+    r.line("3+4", r"\n7\n", "after clearing")
+
+
+def s_drawing(ctx):
+    """Ctrl-C while libedit draws, between two reads: tests/c/slow_tty.c
+    holds each redraw 30 ms, and every press below lands in that pause. The
+    press must end the wait for the next key all the same."""
+    shim = os.path.join(os.path.dirname(ctx["luon"]), "tests", "libluon_slow_tty.so")
+    if not os.path.exists(shim):
+        raise Failure("no %s: it is built beside luon" % shim)
+    asan = (os.environ.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0").lstrip(":")
+    r = start(ctx, env={"LD_PRELOAD": shim, "ASAN_OPTIONS": asan})
+    for k in range(5):
+        r.send("this is not lua %d" % k)
+        r.expect("not lua %d" % k)
+        r.send("\x03")
+        r.expect(PROMPT, "Ctrl-C while the line is drawn clears it")
+    if ctx["libedit"]:
+        r.send("np.ra\t\t")
+        r.expect(r"np\.random.*np\.ravel|np\.ravel.*np\.random", "the candidates of np.ra")
+        r.send("\x03")
+        r.expect(PROMPT, "Ctrl-C while the candidates are drawn")
     r.line("3+4", r"\n7\n", "after clearing")
 
 
