@@ -41,10 +41,19 @@ static void load(void) {
   const char *names[] = {env, "libopenblas.so.0", "libopenblas.so", "libblas.so.3"};
   bool set_core = getenv("OPENBLAS_CORETYPE") == NULL && best_core() != NULL;
   if (set_core) setenv("OPENBLAS_CORETYPE", best_core(), 0);
+  /* it runs one thread (see above): with OPENBLAS_NUM_THREADS unset, it
+   * starts none of its own; with it set, they block signals, as ours do */
+  bool set_threads_env = getenv("OPENBLAS_NUM_THREADS") == NULL;
+  if (set_threads_env) setenv("OPENBLAS_NUM_THREADS", "1", 0);
+  sigset_t old_mask;
+  lu_signals_block(&old_mask);
   void *h = NULL;
   for (size_t i = 0; i < sizeof names / sizeof *names && !h; i++)
     if (names[i] && *names[i]) h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
-  if (set_core) unsetenv("OPENBLAS_CORETYPE"); /* leave the host's environment as it was */
+  pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
+  /* leave the host's environment as it was */
+  if (set_core) unsetenv("OPENBLAS_CORETYPE");
+  if (set_threads_env) unsetenv("OPENBLAS_NUM_THREADS");
   if (!h) {
     snprintf(load_error, sizeof load_error, "cannot load OpenBLAS (libopenblas.so.0): %s", dlerror());
     return;

@@ -4,6 +4,7 @@
 #define LUON_INTERNAL_H
 
 #include "luon.h"
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
@@ -347,6 +348,14 @@ extern _Thread_local int32_t lu_recording;
 typedef void (*lu_range_fn)(void *ctx, int64_t begin, int64_t end);
 void lu_parallel_for(int64_t n, int64_t grain, lu_range_fn fn, void *ctx);
 int lu_num_threads(void);
+
+/* Blocks every signal in the calling thread, saving its mask in *old for
+ * pthread_sigmask(SIG_SETMASK, old, NULL). Every thread luon starts (the
+ * pool's, the DataLoader's, OpenBLAS's) is started in between and inherits
+ * the full mask: a process-directed signal such as the REPL's Ctrl-C or a
+ * host's SIGTERM then goes to one of the host's own threads, where its
+ * handler expects to run. */
+void lu_signals_block(sigset_t *old);
 
 /* ---- random ------------------------------------------------------------ */
 

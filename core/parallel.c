@@ -81,15 +81,18 @@ static int default_threads(void) {
   return n > MAX_THREADS ? MAX_THREADS : n;
 }
 
-/* Workers block every signal (they inherit the mask of the thread that
- * starts them), so that a process-directed signal such as the REPL's Ctrl-C
- * goes to one of the host's threads, whose blocked read it must end. */
+void lu_signals_block(sigset_t *old) {
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, old);
+}
+
+/* Workers block every signal (see lu_signals_block). */
 static void start_workers(void) {
   /* called with pool.lock held */
   if (pool.nthreads == 0) pool.nthreads = default_threads();
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
+  sigset_t old;
+  lu_signals_block(&old);
   while (pool.started < pool.nthreads - 1) {
     pthread_t th;
     pthread_attr_t at;

@@ -481,6 +481,8 @@ luon_status luon_loader_start(luon_loader *l, const int64_t *order, const int64_
   l->next_pos = l->claim_batch = l->consumed = 0;
   l->failed = false;
   luon_status st = LUON_OK;
+  sigset_t old_mask;
+  lu_signals_block(&old_mask); /* the workers take the full mask */
   while (l->started < l->nworkers) {
     if (pthread_create(&l->threads[l->started], NULL, worker, l) != 0) {
       if (l->started == 0) st = lu_error(LUON_ENOMEM, "DataLoader: cannot start a worker thread");
@@ -489,6 +491,7 @@ luon_status luon_loader_start(luon_loader *l, const int64_t *order, const int64_
     }
     l->started++;
   }
+  pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
   pthread_cond_broadcast(&l->work_cv);
   pthread_mutex_unlock(&l->mu);
   return st;
