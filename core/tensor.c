@@ -365,6 +365,35 @@ luon_status luon_tensor_to_host(const luon_tensor *tc, void *dst, int32_t dtype,
   return s;
 }
 
+/* The bytes of its storage that t can touch: [*lo, *hi); empty when t is. */
+static void byte_extent(const luon_tensor *t, int64_t *lo, int64_t *hi) {
+  int64_t a = t->offset, b = t->offset, es = luon_dtype_size(t->dtype);
+  *lo = *hi = 0;
+  for (int d = 0; d < t->ndim; d++) {
+    if (t->shape[d] == 0) return;
+    int64_t span = (t->shape[d] - 1) * t->strides[d];
+    if (span < 0) a += span;
+    else b += span;
+  }
+  *lo = a * es;
+  *hi = (b + 1) * es;
+}
+
+/* dst and src are different views of the same bytes (x[1:] = x[:-1],
+ * x[...] = x.T): an elementwise copy, in parallel or in any order, could
+ * read an element it has already written. The same view onto itself is
+ * safe: each element is read before it is written. */
+static bool overlapping(const luon_tensor *dst, const luon_tensor *src) {
+  if (dst->storage != src->storage || dst->size == 0) return false;
+  if (dst->dtype == src->dtype && dst->offset == src->offset &&
+      memcmp(dst->strides, src->strides, sizeof(int64_t) * (size_t)dst->ndim) == 0)
+    return false;
+  int64_t dlo, dhi, slo, shi;
+  byte_extent(dst, &dlo, &dhi);
+  byte_extent(src, &slo, &shi);
+  return dlo < shi && slo < dhi;
+}
+
 luon_status luon_tensor_copy(luon_tensor *dst, const luon_tensor *srcc) {
   luon_tensor *src = (luon_tensor *)srcc;
   if (!dst || !src) return lu_error(LUON_EINVAL, "copyto: NULL tensor");
@@ -373,6 +402,13 @@ luon_status luon_tensor_copy(luon_tensor *dst, const luon_tensor *srcc) {
                     lu_shape_str(src->ndim, src->shape), lu_shape_str(dst->ndim, dst->shape));
   int32_t nout = 1;
   luon_tensor *out[1] = {dst};
+  if (overlapping(dst, src)) { /* as NumPy: through a copy of src */
+    luon_tensor *tmp = NULL;
+    LU_TRY(luon_op_call(LU_OP_copy, 1, &src, NULL, &nout, &tmp));
+    luon_status s = luon_tensor_copy(dst, tmp);
+    luon_tensor_release(tmp);
+    return s;
+  }
   if (dst->dev.type == LUON_CPU && src->dev.type == LUON_CPU) {
     /* logical CPU devices share memory: one strided, converting pass */
     lu_call c;

@@ -192,6 +192,21 @@ for _, dev in ipairs(H.devices()) do
         x:copyto(t64)
         H.check(t64, {{1, 2}, {3, 4}}, {dtype = "float64"})
       end)
+      it("copyto between overlapping views of one array reads the source first, as NumPy", function()
+        -- rows shifted down by one: 300 rows are enough for several threads
+        local w = np.arange(300 * 40, {device = dev}):reshape({300, 40})
+        w:slice({0, 299}):copyto(w:slice({1, 300}))
+        H.check(w:slice({1, 300}), np.arange(299 * 40):reshape({299, 40}):totable())
+        H.check(w:slice({0, 1}), np.arange(40):reshape({1, 40}):totable())
+        -- and up by one, in float64 onto float64
+        local u = np.arange(300 * 40, {device = dev, dtype = "float64"}):reshape({300, 40})
+        u:slice({1, 300}):copyto(u:slice({0, 299}))
+        H.check(u:slice({0, 299}), np.arange(40, 300 * 40, 1, {dtype = "float64"}):reshape({299, 40}):totable())
+        -- a square array onto its own transpose
+        local v = np.arange(64 * 64, {device = dev}):reshape({64, 64})
+        v.T:copyto(v)
+        H.check(v, np.arange(64 * 64):reshape({64, 64}).T:totable())
+      end)
       it("copyto(array) of another shape is an error", function()
         local x = np.ones({2, 2}, D)
         H.assert_error(function() x:copyto(np.zeros({3}, D)) end, {"copyto", "(2,2)", "(3,)"})
