@@ -1,7 +1,8 @@
 /* matmul.cu: NumPy matmul on the GPU. Floats through cuBLAS strided
  * batched GEMM (row-major as C^T = B^T A^T; TF32 off unless
  * LUON_CUDA_TF32=1; float16 and bfloat16 through cublasGemmStridedBatchedEx
- * with float32 accumulation), operands made dense (and batch-broadcast) in
+ * with float32 accumulation; a 16-bit x integer product in float32, then
+ * rounded, as on the CPU), operands made dense (and batch-broadcast) in
  * scratch only when they are not already; integers through a plain wrapping
  * kernel as core/ops/matmul.c. Shapes and dtypes come from lu_shape_matmul. */
 #include "kernels.cuh"
@@ -152,11 +153,22 @@ luon_status lu_cuda_matmul(lu_call *c) {
   if (p.K == 0) return lu_cuda_end(&k, lu_cuda_zero(lu_data(y), (size_t)y->size * luon_dtype_size(dt), k.s));
   if (p.M > INT32_MAX || p.N > INT32_MAX || p.K > INT32_MAX || p.nbatch > INT32_MAX)
     return lu_cuda_end(&k, lu_cuda_seterr(LUON_EUNSUPPORTED, "matmul: dimensions beyond 2^31 on the GPU"));
-  void *pa = NULL, *pb = NULL;
+  /* a 16-bit result of a 16-bit and an integer operand is computed as the
+   * CPU does (lu_run_cpu): in float32, then rounded once; converting the
+   * integer to 16 bits first would lose every value past 2^11 (or 2^8) */
+  if (half && (a->dtype != dt || b->dtype != dt)) {
+    half = false;
+    dt = LUON_DTYPE_F32;
+  }
+  void *pa = NULL, *pb = NULL, *py = lu_data(y);
   int64_t sa = 0, sb = 0;
-  lu_block *ba = NULL, *bb = NULL;
+  lu_block *ba = NULL, *bb = NULL, *by = NULL;
   s = dense_operand(a, dt, p.ast, &p, p.M, p.K, k.s, &pa, &sa, &ba);
   if (s == LUON_OK) s = dense_operand(b, dt, p.bst, &p, p.K, p.N, k.s, &pb, &sb, &bb);
+  if (s == LUON_OK && dt != y->dtype) {
+    s = lu_cuda_scratch(k.id, (size_t)y->size * luon_dtype_size(dt), &by);
+    if (s == LUON_OK) py = by->ptr;
+  }
   cublasHandle_t h = NULL;
   if (s == LUON_OK) s = handle(k.id, k.s, &h);
   if (s == LUON_OK) {
@@ -166,23 +178,32 @@ luon_status lu_cuda_matmul(lu_call *c) {
       const float one = 1, zero = 0;
       cudaDataType_t t = dt == LUON_DTYPE_F16 ? CUDA_R_16F : CUDA_R_16BF;
       r = cublasGemmStridedBatchedEx(h, CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, &one, pb, t, N, sb, pa, t, K,
-                                     sa, &zero, lu_data(y), t, N, (int64_t)M * N, nb,
+                                     sa, &zero, py, t, N, (int64_t)M * N, nb,
                                      CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     } else if (dt == LUON_DTYPE_F32) {
       const float one = 1, zero = 0;
       r = cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, &one, (const float *)pb, N,
-                                    sb, (const float *)pa, K, sa, &zero, (float *)lu_data(y), N,
+                                    sb, (const float *)pa, K, sa, &zero, (float *)py, N,
                                     (int64_t)M * N, nb);
     } else {
       const double one = 1, zero = 0;
       r = cublasDgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, &one, (const double *)pb,
-                                    N, sb, (const double *)pa, K, sa, &zero, (double *)lu_data(y),
+                                    N, sb, (const double *)pa, K, sa, &zero, (double *)py,
                                     N, (int64_t)M * N, nb);
     }
     if (r != CUBLAS_STATUS_SUCCESS)
       s = blas_fail(r, half ? "cublasGemmStridedBatchedEx" : "cublas?gemmStridedBatched");
   }
+  if (s == LUON_OK && by) { /* the float32 result, rounded into y */
+    lu_space sp;
+    lu_space_init(&sp, y->ndim, y->shape);
+    lu_space_add_raw(&sp, lu_data(y), y->dtype, y->strides);
+    lu_space_add_raw(&sp, by->ptr, dt, y->strides);
+    lu_space_done(&sp);
+    s = lu_cuda_copy_space(&sp, k.s);
+  }
   lu_cuda_scratch_free(ba);
   lu_cuda_scratch_free(bb);
+  lu_cuda_scratch_free(by);
   return lu_cuda_end(&k, s);
 }
