@@ -188,6 +188,35 @@ end
 for _, op in ipairs({"sum", "max", "min", "prod", "mean"}) do
   both(op .. " int64 over axis 0 of (33,5)", function(d) return np[op](data(d, {33, 5}, "int64"), 0):astype("float64") end)
 end
+-- long reductions are cut into chunks over many blocks, their partials
+-- merged in order (cuda/ops/reduce.cu): few results over many elements, a
+-- whole array, ties between chunks (the first index wins), NaN in a late
+-- chunk. Sums in double agree with the host's to rounding.
+for _, op in ipairs({"sum", "mean", "max", "min", "argmax", "argmin"}) do
+  both(op .. " over axis 1 of (3,100003) and of all 300009", function(d)
+    local x = data(d, {3, 100003}, "float32", 8)
+    return {np[op](x, 1):astype("float64"), np[op](x):astype("float64")}
+  end, 1e-12, 1e-9)
+end
+both("argmax and argmin with ties in distant chunks keep the first index", function(d)
+  local x = np.zeros({2, 200000}, {device = d})
+  local h = np.zeros({2, 200000})
+  np.full({1, 1}, 9):copyto(h:slice({0, 1}, {5000, 5001}))
+  np.full({1, 1}, 9):copyto(h:slice({0, 1}, {190000, 190001}))
+  np.full({1, 1}, -9):copyto(h:slice({1, 2}, {7, 8}))
+  np.full({1, 1}, -9):copyto(h:slice({1, 2}, {150000, 150001}))
+  x = h:as_in_context(d)
+  return {np.argmax(x, 1):astype("float64"), np.argmin(x, 1):astype("float64"),
+          np.argmax(x):astype("float64"), np.argmin(x):astype("float64")}
+end, 0, 0)
+both("max and sum let a NaN in the last chunk win", function(d)
+  local h = np.ones({1, 300000}, {dtype = "float64"})
+  np.full({1, 1}, 0 / 0, {dtype = "float64"}):copyto(h:slice({0, 1}, {299999, 300000}))
+  local x = h:as_in_context(d)
+  local r = {np.max(x, 1), np.sum(x, 1), np.argmax(x, 1):astype("float64")}
+  if r[1]:item() == r[1]:item() then error("max is " .. r[1]:item() .. ", not NaN", 0) end
+  return r
+end, 0, 0)
 both("astype float16 round trip", function(d) return data(d, {9, 11}):astype("float16"):astype("float64") end)
 both("astype bfloat16 round trip", function(d) return data(d, {9, 11}):astype("bfloat16"):astype("float64") end)
 both("arange / linspace / eye / full", function(d)

@@ -1,9 +1,11 @@
 /* reduce.cu: sum, mean, prod, max, min, argmax, argmin over any set of axes
- * on the GPU. One generic kernel: one block per result element, the kept
- * axes locating it, the reduced axes walked by the block's threads (floats
- * accumulate in double, integers in wrapping int64, as core/ops/reduce.c),
- * then a tree merge that keeps the first index on ties and lets NaN win.
- * Correctness over speed. */
+ * on the GPU. One generic kernel: block (o, g) reduces chunk g of result
+ * element o, the kept axes locating it, the reduced axes walked by the
+ * block's threads (floats accumulate in double, integers in wrapping int64,
+ * as core/ops/reduce.c), then a tree merge that keeps the first index on
+ * ties and lets NaN win. With few results (a whole-array sum) the reduced
+ * elements are cut into chunks so that the card's SMs all take part, and a
+ * second kernel merges each result's partials in chunk order. */
 #include "kernels.cuh"
 
 enum { R_SUM, R_MEAN, R_PROD, R_MAX, R_MIN, R_ARGMAX, R_ARGMIN };
@@ -14,6 +16,7 @@ typedef struct rplan {
   int64_t kshape[LU_MAXD], kst[LU_MAXD];   /* kept axes of x */
   int64_t rshape[LU_MAXD], rst[LU_MAXD];   /* reduced axes of x, in order */
   int64_t nout, nred;
+  int64_t chunk, nchunk; /* reduced elements per block; blocks per result */
   const void *x;
   int32_t xdt;
   void *y;
@@ -55,9 +58,24 @@ template <class A> __device__ __forceinline__ void merge(int rop, A &a, int64_t 
   }
 }
 
-template <class A> __global__ void k_reduce(rplan p) {
+/* Result o from (a, ai): ai < 0 when no element was reduced. */
+template <class A> __device__ void finish(const rplan &p, int64_t o, A a, int64_t ai) {
+  if (p.rop == R_ARGMAX || p.rop == R_ARGMIN) {
+    lu_st<int64_t>(p.y, p.ydt, o, ai < 0 ? 0 : ai);
+  } else if (p.rop == R_MEAN) {
+    double s = ai < 0 ? 0.0 : (double)a;
+    lu_st<double>(p.y, p.ydt, o, p.nred ? s / (double)p.nred : (double)NAN);
+  } else {
+    if (ai < 0) a = p.rop == R_PROD ? (A)1 : (A)0; /* empty: the identity */
+    lu_st<A>(p.y, p.ydt, o, a);
+  }
+}
+
+/* pv, pi: nout x nchunk partials when nchunk > 1, else unused */
+template <class A> __global__ void k_reduce(rplan p, A *pv, int64_t *pi) {
   __shared__ A sv[LU_THREADS];
   __shared__ int64_t si[LU_THREADS];
+  int64_t g = blockIdx.y, r0 = g * p.chunk, r1 = r0 + p.chunk < p.nred ? r0 + p.chunk : p.nred;
   for (int64_t o = blockIdx.x; o < p.nout; o += gridDim.x) {
     int64_t base = 0, q = o;
     for (int d = p.nk - 1; d >= 0; d--) {
@@ -67,7 +85,7 @@ template <class A> __global__ void k_reduce(rplan p) {
     }
     A v = 0;
     int64_t vi = -1;
-    for (int64_t r = threadIdx.x; r < p.nred; r += blockDim.x) {
+    for (int64_t r = r0 + threadIdx.x; r < r1; r += blockDim.x) {
       int64_t off = base, q2 = r;
       for (int d = p.nr - 1; d >= 0; d--) {
         int64_t m = q2 % p.rshape[d];
@@ -90,20 +108,54 @@ template <class A> __global__ void k_reduce(rplan p) {
       __syncthreads();
     }
     if (threadIdx.x == 0) {
-      A a = sv[0];
-      int64_t ai = si[0];
-      if (p.rop == R_ARGMAX || p.rop == R_ARGMIN) {
-        lu_st<int64_t>(p.y, p.ydt, o, ai < 0 ? 0 : ai);
-      } else if (p.rop == R_MEAN) {
-        double s = ai < 0 ? 0.0 : (double)a;
-        lu_st<double>(p.y, p.ydt, o, p.nred ? s / (double)p.nred : (double)NAN);
+      if (p.nchunk > 1) {
+        pv[o * p.nchunk + g] = sv[0];
+        pi[o * p.nchunk + g] = si[0];
       } else {
-        if (ai < 0) a = p.rop == R_PROD ? (A)1 : (A)0; /* empty: the identity */
-        lu_st<A>(p.y, p.ydt, o, a);
+        finish<A>(p, o, sv[0], si[0]);
       }
     }
     __syncthreads();
   }
+}
+
+/* Each result's partials, merged in chunk order: chunk g's indices all come
+ * before chunk g+1's, so ties still keep the first index. */
+template <class A> __global__ void k_reduce_partials(rplan p, const A *pv, const int64_t *pi) {
+  LU_GRID_LOOP(o, p.nout) {
+    A a = 0;
+    int64_t ai = -1;
+    for (int64_t g = 0; g < p.nchunk; g++) merge<A>(p.rop, a, ai, pv[o * p.nchunk + g], pi[o * p.nchunk + g]);
+    finish<A>(p, o, a, ai);
+  }
+}
+
+/* Enough blocks for every SM of a large card several times over (an H200
+ * has 132), each with at least 16 elements per thread. */
+enum { WANT_BLOCKS = 1024, MIN_CHUNK = 16 * LU_THREADS, MAX_CHUNKS = 1024 };
+
+template <class A> static luon_status launch(rplan &p, int32_t id, cudaStream_t s) {
+  p.nchunk = 1;
+  if (p.nout < WANT_BLOCKS && p.nred > 2 * MIN_CHUNK) {
+    int64_t by_blocks = (WANT_BLOCKS + p.nout - 1) / p.nout, by_size = p.nred / MIN_CHUNK;
+    p.nchunk = by_blocks < by_size ? by_blocks : by_size;
+    if (p.nchunk > MAX_CHUNKS) p.nchunk = MAX_CHUNKS;
+  }
+  p.chunk = (p.nred + p.nchunk - 1) / p.nchunk;
+  unsigned gx = (unsigned)(p.nout < 65536 ? p.nout : 65536);
+  if (p.nchunk == 1) {
+    k_reduce<A><<<dim3(gx, 1), LU_THREADS, 0, s>>>(p, (A *)NULL, (int64_t *)NULL);
+    return LUON_OK;
+  }
+  lu_block *b = NULL;
+  size_t n = (size_t)(p.nout * p.nchunk);
+  LU_TRY(lu_cuda_scratch(id, n * (sizeof(A) + sizeof(int64_t)), &b));
+  A *pv = (A *)b->ptr;
+  int64_t *pi = (int64_t *)(pv + n); /* A is 8 bytes: pi stays aligned */
+  k_reduce<A><<<dim3(gx, (unsigned)p.nchunk), LU_THREADS, 0, s>>>(p, pv, pi);
+  k_reduce_partials<A><<<lu_blocks(p.nout), LU_THREADS, 0, s>>>(p, pv, pi);
+  lu_cuda_scratch_free(b);
+  return LUON_OK;
 }
 
 static int rop_of(int32_t op) {
@@ -145,14 +197,13 @@ static luon_status reduce(lu_call *c) {
   p.ydt = y->dtype;
   lu_cuda_ctx k;
   LU_TRY(lu_cuda_begin(c, &k));
+  luon_status s = LUON_OK;
   if (p.nout > 0) {
-    unsigned g = (unsigned)(p.nout < 65536 ? p.nout : 65536);
     bool fl = x->dtype == LUON_DTYPE_F32 || x->dtype == LUON_DTYPE_F64 || x->dtype == LUON_DTYPE_F16 ||
               x->dtype == LUON_DTYPE_BF16;
-    if (fl) k_reduce<double><<<g, LU_THREADS, 0, k.s>>>(p);
-    else k_reduce<int64_t><<<g, LU_THREADS, 0, k.s>>>(p);
+    s = fl ? launch<double>(p, k.id, k.s) : launch<int64_t>(p, k.id, k.s);
   }
-  return lu_cuda_end(&k, LUON_OK);
+  return lu_cuda_end(&k, s);
 }
 
 luon_status lu_cuda_sum(lu_call *c) { return reduce(c); }
