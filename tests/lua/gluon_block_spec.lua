@@ -205,6 +205,12 @@ describe("Sequential", function()
     assert.same({"0.bias", "1.bias"}, net:collect_params("0.bias|1.bias"):keys())
     assert.same({"1.weight"}, net:collect_params("1\\.w"):keys())
     assert.same({}, net:collect_params("weight"):keys())  -- matched at the start, as re.match
+    assert.same({"0.weight", "1.weight"}, net:collect_params(".*?weight"):keys())  -- lazy, as greedy
+    -- what Python's re rejects is an error, not a literal '*' that matches nothing
+    H.assert_error(function() net:collect_params("*weight") end,
+                   {"collect_params", '"*weight"', "nothing to repeat at position 0", ".*weight"})
+    H.assert_error(function() net:collect_params("0.bias|+w") end, {"nothing to repeat at position 7"})
+    H.assert_error(function() net:collect_params("1.w**") end, {"multiple repeat at position 4"})
     assert.equal(2, net:len())
     assert.equal("Conv2D", net[0]:class_name())
     assert.equal("Dense", net[1]:class_name())

@@ -265,16 +265,50 @@ end
 -- A select string: alternatives separated by '|', each a regex of the
 -- subset . * + ? [...] $ \. matched at the start of the name (Python's
 -- re.match), e.g. '.*weight', '0.bias|1.bias', 'conv1%..*' (a Lua escape
--- also works).
+-- also works). Lazy repeats ('.*?') match as greedy ones: under re.match
+-- they select the same names. A repeat of nothing ('*weight') or of a
+-- repeat ('a**') is an error, as in Python, not a literal '*'.
+local function to_lua_pattern(select, alt, at)
+  local out, i, n, prev = {"^"}, 1, #alt, nil -- prev: "atom" or "repeat"
+  while i <= n do
+    local c = alt:sub(i, i)
+    if c == "*" or c == "+" or c == "?" then
+      if prev ~= "atom" then
+        core.error(("collect_params: bad select pattern %q: %s at position %d (a regex, as in MXNet: '.*weight' selects the names that end in weight)")
+          :format(select, prev and "multiple repeat" or "nothing to repeat", at + i - 1))
+      end
+      out[#out + 1] = c
+      if c ~= "?" and alt:sub(i + 1, i + 1) == "?" then i = i + 1 end -- lazy
+      prev = "repeat"
+      i = i + 1
+    else
+      local j = i
+      if c == "\\" or c == "%" then
+        j = i + 1
+        c = "%" .. alt:sub(j, j)
+      elseif c == "[" then
+        j = alt:find("]", i + 2, true) or n
+        c = alt:sub(i, j)
+      elseif c == "-" then
+        c = "%-"
+      end
+      out[#out + 1] = c
+      prev = "atom"
+      i = j + 1
+    end
+  end
+  return table.concat(out)
+end
+
 local function selector(select)
   if select == nil then return nil end
   if type(select) ~= "string" then
     core.error(("collect_params: select must be a string pattern, got %s"):format(type(select)))
   end
-  local pats = {}
+  local pats, at = {}, 0
   for alt in (select .. "|"):gmatch("(.-)|") do
-    local p = alt:gsub("\\(.)", "%%%1"):gsub("%-", "%%-")
-    pats[#pats + 1] = "^" .. p
+    pats[#pats + 1] = to_lua_pattern(select, alt, at)
+    at = at + #alt + 1
   end
   return function(name)
     for _, p in ipairs(pats) do
