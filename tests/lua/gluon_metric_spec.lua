@@ -138,6 +138,23 @@ for _, dev in ipairs(H.devices()) do
         H.assert_close(v, math.log(2), 1e-6)
         assert.equal(1, m.num_inst)
       end)
+      it("a label outside the classes is an error from get(), until reset()", function()
+        local m = metric.CrossEntropy()
+        m:update(A({0, 2}), A({{0.5, 0.5}, {0.9, 0.1}}))
+        m:update(A({-1}), A({{0.5, 0.5}}))
+        for _ = 1, 2 do
+          H.assert_error(function() m:get() end,
+                         {"CrossEntropy.get", "2 labels", "outside [0, 2)", "reset()"})
+        end
+        m:reset()
+        m:update(A({1}), A({{0.5, 0.5}}))
+        local _, v = m:get()
+        H.assert_close(v, math.log(2), 1e-6)
+        -- an ignore_label outside the classes is not counted
+        local ig = metric.CrossEntropy{ignore_label = 5}
+        ig:update(A({0, 5}), A({{0.5, 0.5}, {0.9, 0.1}}))
+        H.assert_close(select(2, ig:get()), math.log(2), 1e-6)
+      end)
     end)
   end)
 end

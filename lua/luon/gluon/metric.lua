@@ -217,7 +217,10 @@ end
 
 ---------------------------------------------------------------------------
 -- CrossEntropy{eps = 1e-12, ignore_label, axis = -1, from_logits = false}:
--- the mean of -log(max(eps, p[label])) over the samples.
+-- the mean of -log(max(eps, p[label])) over the samples. A label outside
+-- [0, classes) that is not ignore_label is an error, as in MXNet, but it is
+-- counted on the device and raised by get() (update() does not wait), and
+-- by every get() until reset().
 
 local CrossEntropy = class("CrossEntropy", EvalMetric)
 metric.CrossEntropy = CrossEntropy
@@ -231,6 +234,21 @@ function CrossEntropy:__init(...)
   self.axis = a.axis or -1
   self.from_logits = a.from_logits == true
   EvalMetric.__init(self, a.name or "cross-entropy")
+end
+
+function CrossEntropy:reset()
+  EvalMetric.reset(self)
+  self._bad, self._classes = {}, nil -- per device: labels outside [0, classes)
+end
+
+function CrossEntropy:get()
+  local bad = 0
+  for _, b in pairs(self._bad) do bad = bad + b:item() end
+  if bad > 0 then
+    core.error(("CrossEntropy.get: %d label%s given to update() since the last reset() %s outside [0, %d), the classes of the predictions (the metric's value would be wrong; reset() clears it)")
+               :format(bad, bad == 1 and "" or "s", bad == 1 and "was" or "were", self._classes))
+  end
+  return EvalMetric.get(self)
 end
 
 function CrossEntropy:update(labels, preds)
@@ -251,12 +269,19 @@ function CrossEntropy:update(labels, preds)
     for d = 1, nd do if d ~= ax + 1 then lshape[#lshape + 1] = pshape[d] end end
     label = np.reshape(as_int(label), lshape)
     local p = loss._pick(pred, label, ax, false)
+    local classes = pshape[ax + 1]
+    local bad = np.sum(np.less(label, 0), {dtype = "float64"}) +
+                np.sum(np.greater_equal(label, classes), {dtype = "float64"})
     local ignored
     if self.ignore_label ~= nil then
       local ignore = np.equal(label, self.ignore_label):astype(p.dtype)
       ignored = np.sum(ignore, {dtype = "float64"})
       p = p * (1 - ignore) + ignore
+      if self.ignore_label < 0 or self.ignore_label >= classes then bad = bad - ignored end
     end
+    local dev = bad.device
+    self._bad[dev] = self._bad[dev] == nil and bad or self._bad[dev] + bad
+    self._classes = math.min(self._classes or classes, classes)
     local nll = np.negative(np.sum(np.log(np.maximum(p, self.eps)), {dtype = "float64"}))
     self:_accumulate(nll, p.size, ignored)
   end
