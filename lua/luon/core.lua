@@ -361,18 +361,33 @@ function M.path_arg(path, fname, what, level)
 end
 
 -- Every key of the options table t is in one of the lists of known keys,
--- or an error naming fname, the key and the known ones.
+-- or an error naming fname, the key and the known ones. A list is an array
+-- of names (shown in its order) or a set {name = true} (shown sorted);
+-- what is the noun of the message ("option" unless given: "argument" for
+-- Python's keyword arguments).
 local function listed(list, k)
-  for i = 1, list and #list or 0 do
+  if list == nil then return false end
+  if list[k] == true then return true end
+  for i = 1, #list do
     if list[i] == k then return true end
   end
   return false
 end
-function M.check_keys(t, fname, level, known, more)
+local function names_of(list)
+  if list == nil then return {} end
+  if #list > 0 or next(list) == nil then return list end
+  local t = {}
+  for k in pairs(list) do t[#t + 1] = k end
+  table.sort(t)
+  return t
+end
+function M.check_keys(t, fname, level, known, more, what)
   for k in pairs(t) do
     if not listed(known, k) and not listed(more, k) then
-      local names = table.concat(known, ", ") .. (more and #more > 0 and ", " .. table.concat(more, ", ") or "")
-      error(("%s: unknown option %s (known: %s)"):format(fname, M.show_value(k), names), (level or 2) + 1)
+      local names = names_of(known)
+      local extra = names_of(more)
+      names = table.concat(names, ", ") .. (#extra > 0 and ", " .. table.concat(extra, ", ") or "")
+      error(("%s: unknown %s %s (known: %s)"):format(fname, what or "option", M.show_value(k), names), (level or 2) + 1)
     end
   end
   return t

@@ -15,7 +15,7 @@ local ENOMEM = 5
 
 -- Options: a positional flag (MXNet's imread(filename, flag)) or a table
 -- {flag =, min_w =, min_h =, to_rgb =}. to_rgb = false (BGR) is not offered.
-local decode_keys = {flag = true, min_w = true, min_h = true, to_rgb = true}
+local decode_keys = {"flag", "min_w", "min_h", "to_rgb"}
 local function decode_opts(fname, opt, extra)
   if opt == nil then return 1, 0, 0 end
   if type(opt) == "number" then opt = {flag = opt} end
@@ -23,12 +23,7 @@ local function decode_opts(fname, opt, extra)
     core.error(("%s: options must be a flag (1 or 0) or a table such as {flag = 0}, got %s")
                :format(fname, tostring(opt)), 3)
   end
-  for k in pairs(opt) do
-    if not decode_keys[k] and k ~= extra then
-      core.error(("%s: unknown option '%s' (expected flag, min_w, min_h%s)")
-                 :format(fname, tostring(k), extra and ", " .. extra or ""), 3)
-    end
-  end
+  core.check_keys(opt, fname, 3, decode_keys, {extra})
   if opt.to_rgb == false then
     core.error(fname .. ": to_rgb = false (BGR order) is not supported; images are RGB", 3)
   end

@@ -21,15 +21,9 @@ local tuple = param.tuple
 -- positional order; unknown keywords are an error naming them.
 local function opts(layer, names, ...)
   local kw, n = core.kw(...)
-  local known = {}
-  for _, name in ipairs(names) do known[name] = true end
+  core.check_keys(kw, layer, 3, names, nil, "argument")
   local o = {}
-  for k, v in pairs(kw) do
-    if not known[k] then
-      core.error(("%s: unknown argument '%s' (expected %s)"):format(layer, tostring(k), table.concat(names, ", ")))
-    end
-    o[k] = v
-  end
+  for k, v in pairs(kw) do o[k] = v end
   if n > #names then
     core.error(("%s: %d positional arguments, at most %d (%s)"):format(layer, n, #names, table.concat(names, ", ")))
   end

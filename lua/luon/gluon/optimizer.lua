@@ -36,16 +36,9 @@ optimizer.class = class
 -- Unknown keywords are an error naming the known ones, as MXNet's TypeError.
 local function parse_args(fname, names, known, ...)
   local kw, n = core.kw(...)
+  core.check_keys(kw, fname, 3, known, nil, "argument")
   local out = {}
-  for k, v in pairs(kw) do
-    if not known[k] then
-      local list = {}
-      for name in pairs(known) do list[#list + 1] = name end
-      table.sort(list)
-      core.error(("%s: unknown argument '%s' (known: %s)"):format(fname, tostring(k), table.concat(list, ", ")))
-    end
-    out[k] = v
-  end
+  for k, v in pairs(kw) do out[k] = v end
   for i = 1, math.min(n, #names) do
     local v = select(i, ...)
     if v ~= nil then out[names[i]] = v end

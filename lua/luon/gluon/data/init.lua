@@ -529,9 +529,7 @@ function data.DataLoader(dataset, opts)
     argerror("DataLoader: expected a Dataset (with :len() and :get(i)), got %s", type(dataset))
   end
   if type(opts) ~= "table" then argerror("DataLoader: expected a table of options, got %s", type(opts)) end
-  for k in pairs(opts) do
-    if not loader_keys[k] then argerror("DataLoader: unknown option '%s'", tostring(k)) end
-  end
+  core.check_keys(opts, "DataLoader", 2, loader_keys)
   local n = core.int_arg(dataset:len(), "DataLoader", "the dataset's len()", 2, 0)
   local bsampler = opts.batch_sampler
   if bsampler == nil then
