@@ -1,24 +1,40 @@
 -- The tutorial's LeafNetwork training step (forward, softmax cross-entropy,
--- backward, SGD step) on CPU at the batch sizes given as arguments (default
--- 4 32 128). Prints "luon <batch> <samples/s> <ms/step>" per batch size:
--- the median step over timed steps after warm-up.
+-- backward, SGD step) at the batch sizes given as arguments (default 4 32
+-- 128), on the CPU or, with --device gpu, on gpu(0). Prints "luon <batch>
+-- <samples/s> <ms/step>" per batch size: the median step over timed steps
+-- after warm-up, each step timed to completion (wait_to_read). On a GPU the
+-- line goes on with "peak <MiB> MiB": the most device memory in use during
+-- the steps (npx.memory_stats; PyTorch's max_memory_allocated in the peer).
 local luon = require("luon")
 local np, npx, gluon, autograd = luon.np, luon.npx, luon.gluon, luon.autograd
 
 local here = debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./"
 local LeafNetwork = dofile(here .. "leafnet_model.lua")
 
-local batches = {}
-for k = 1, #arg do batches[#batches + 1] = tonumber(arg[k]) end
+local batches, dev, on_gpu = {}, npx.cpu(0), false
+local k = 1
+while k <= #arg do
+  if arg[k] == "--device" then
+    on_gpu = arg[k + 1] == "gpu"
+    if not on_gpu and arg[k + 1] ~= "cpu" then error("leafnet: --device takes cpu or gpu, got " .. tostring(arg[k + 1])) end
+    dev = on_gpu and npx.gpu(0) or npx.cpu(0)
+    k = k + 2
+  else
+    batches[#batches + 1] = tonumber(arg[k]) or error("leafnet: not a batch size: " .. arg[k])
+    k = k + 1
+  end
+end
 if #batches == 0 then batches = {4, 32, 128} end
 np.random.seed(0)
 for _, b in ipairs(batches) do
+  collectgarbage("collect")
+  if on_gpu then npx.reset_peak_memory_stats(dev) end
   local net = LeafNetwork()
-  net:initialize{init = luon.init.Xavier()}
+  net:initialize{init = luon.init.Xavier(), device = dev}
   local loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
   local trainer = gluon.Trainer(net:collect_params(), "sgd", {learning_rate = 0.001})
-  local x = np.random.uniform(0, 1, {b, 3, 128, 128})
-  local y = np.random.randint(0, 2, {b})
+  local x = np.random.uniform(0, 1, {b, 3, 128, 128}, {device = dev})
+  local y = np.random.randint(0, 2, {b}, {device = dev})
   local function step()
     local l = autograd.record(function() return loss_fn(net(x), y) end)
     l:backward()
@@ -26,14 +42,18 @@ for _, b in ipairs(batches) do
     l:wait_to_read()
   end
   local warm, timed = 3, b >= 128 and 5 or b >= 32 and 9 or 25
+  if on_gpu then timed = timed * 4 end
   for _ = 1, warm do step() end
   local t = {}
-  for k = 1, timed do
+  for i = 1, timed do
     local t0 = luon.clock()
     step()
-    t[k] = luon.clock() - t0
+    t[i] = luon.clock() - t0
   end
   table.sort(t)
   local med = t[math.floor((timed + 1) / 2)]
-  print(("luon %d %.1f %.1f"):format(b, b / med, med * 1e3))
+  local line = ("luon %d %.1f %.1f"):format(b, b / med, med * 1e3)
+  if on_gpu then line = line .. (" peak %.1f MiB"):format(npx.memory_stats(dev).peak / 2 ^ 20) end
+  print(line)
+  net, trainer, x, y = nil, nil, nil, nil
 end

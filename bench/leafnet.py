@@ -1,9 +1,15 @@
-# Peer of bench/leafnet.lua: the same LeafNetwork step in PyTorch (CPU, 2
-# threads). --channels-last uses the best-known layout (perf_anchors.md).
+# Peer of bench/leafnet.lua: the same LeafNetwork step in PyTorch, on the CPU
+# (2 threads) or, with --device cuda, on the first GPU (eager, as it comes:
+# cuDNN's default algorithm choice, NCHW). --channels-last uses the
+# best-known CPU layout (perf_anchors.md). On a GPU each step ends with
+# torch.cuda.synchronize() and the line goes on with "peak <MiB> MiB"
+# (max_memory_allocated over the steps), as luon's does.
 import sys, time, torch, torch.nn as nn
 torch.set_num_threads(2)
 cl = "--channels-last" in sys.argv
 tag = sys.argv[sys.argv.index("--tag") + 1] if "--tag" in sys.argv else "torch"
+dev = sys.argv[sys.argv.index("--device") + 1] if "--device" in sys.argv else "cpu"
+gpu = dev == "cuda"
 batches = [int(a) for a in sys.argv[1:] if a.isdigit()] or [4, 32, 128]
 
 def conv_block(cin, f):
@@ -16,9 +22,12 @@ def leafnet():
 
 torch.manual_seed(0)
 for b in batches:
-    net = leafnet()
-    x = torch.rand(b, 3, 128, 128)
-    y = torch.randint(0, 2, (b,))
+    if gpu:
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+    net = leafnet().to(dev)
+    x = torch.rand(b, 3, 128, 128, device=dev)
+    y = torch.randint(0, 2, (b,), device=dev)
     if cl:
         net = net.to(memory_format=torch.channels_last)
         x = x.to(memory_format=torch.channels_last)
@@ -29,7 +38,11 @@ for b in batches:
         l = lossf(net(x), y)
         l.backward()
         opt.step()
+        if gpu:
+            torch.cuda.synchronize()
     timed = 5 if b >= 128 else 9 if b >= 32 else 25
+    if gpu:
+        timed *= 4
     for _ in range(3):
         step()
     t = []
@@ -39,4 +52,8 @@ for b in batches:
         t.append(time.perf_counter() - t0)
     t.sort()
     med = t[(timed + 1) // 2 - 1]
-    print("%s %d %.1f %.1f" % (tag, b, b / med, med * 1e3))
+    line = "%s %d %.1f %.1f" % (tag, b, b / med, med * 1e3)
+    if gpu:
+        line += " peak %.1f MiB" % (torch.cuda.max_memory_allocated() / 2**20)
+    print(line)
+    del net, x, y, opt

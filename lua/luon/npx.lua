@@ -65,6 +65,13 @@ function npx.memory_stats(dev)
   return s
 end
 
+-- Start the device's peak over from what is in use now (PyTorch's
+-- torch.cuda.reset_peak_memory_stats): the peak of one phase of a program.
+function npx.reset_peak_memory_stats(dev)
+  dev = core.resolve_device(dev, "reset_peak_memory_stats", 2)
+  core.check(C.luon_memory_reset_peak(dev.type_id, dev.device_id), 2)
+end
+
 function npx.empty_cache(dev)
   dev = core.resolve_device(dev, "empty_cache", 2)
   collectgarbage("collect")

@@ -75,6 +75,20 @@ for _, dev in ipairs(H.devices()) do
       end
     end)
 
+    it("peak is the highest in_use since reset_peak_memory_stats", function()
+      H.collect()
+      npx.reset_peak_memory_stats(dev)
+      local s0 = npx.memory_stats(dev)
+      assert.equal(s0.in_use, s0.peak)
+      do local t = np.ones({256 * 1024}, {device = dev}) t = nil end -- 1 MB
+      H.collect()
+      local s1 = npx.memory_stats(dev)
+      assert.is_true(s1.peak - s0.in_use >= 1024 * 1024, ("peak rose by %d bytes"):format(s1.peak - s0.in_use))
+      npx.reset_peak_memory_stats(dev)
+      assert.equal(npx.memory_stats(dev).in_use, npx.memory_stats(dev).peak)
+      H.assert_error(function() npx.reset_peak_memory_stats("gpu7") end, {"reset_peak_memory_stats"})
+    end)
+
     it("empty_cache gives cached blocks back", function()
       do local t = np.ones({1024 * 1024}, {device = dev}) t = nil end
       H.collect()
