@@ -95,6 +95,10 @@ luon_status lu_cuda_allreduce(int32_t n, void *const *ptrs, const int32_t *ids, 
   }
   r = ncclGroupEnd();
   if (s == LUON_OK && r != ncclSuccess) s = nccl_fail(r, "ncclGroupEnd");
+  for (int k = 0; k < n && s == LUON_OK && lu_cuda_sync_each_op(); k++) {
+    cudaError_t e = cudaStreamSynchronize(st[k]);
+    if (e != cudaSuccess) s = lu_cuda_fail(e, "allreduce (LUON_CUDA_SYNC=1)");
+  }
   return s;
 }
 
@@ -194,8 +198,10 @@ static luon_status nccl_comm_init(const uint8_t id[LU_NCCL_ID_BYTES], int32_t nr
   ncclResult_t r = ncclCommInitRankConfig(&d->c, nranks, u, rank, &cfg);
   if (r != ncclSuccess && r != ncclInProgress) s = dist_fail(d, r, "ncclCommInitRankConfig");
   if (s == LUON_OK) s = settle(d, "ncclCommInitRankConfig", t0, timeout_s);
-  if (s == LUON_OK && cudaEventCreateWithFlags(&d->done, cudaEventDisableTiming) != cudaSuccess) {
-    s = lu_cuda_fail(cudaGetLastError(), "ncclCommInitRankConfig: cudaEventCreate");
+  cudaError_t e = s == LUON_OK ? cudaEventCreateWithFlags(&d->done, cudaEventDisableTiming)
+                               : cudaSuccess;
+  if (e != cudaSuccess) {
+    s = lu_cuda_fail(e, "ncclCommInitRankConfig: cudaEventCreate");
     abort_comm(d);
   }
   lu_cuda_leave(&g);
@@ -258,6 +264,7 @@ static luon_status collective(void *comm, void *ptr, int64_t count, int32_t dtyp
         s = lu_cuda_fail(e, what);
         break;
       }
+      cudaGetLastError(); /* not ready is kept as the last error: leave none for the next op */
       ncclResult_t as = ncclSuccess;
       ncclResult_t r = ncclCommGetAsyncError(d->c, &as);
       if (r != ncclSuccess || (as != ncclSuccess && as != ncclInProgress)) {
@@ -299,8 +306,8 @@ static luon_status nccl_destroy(void *comm, double timeout_s) {
     if (s == LUON_OK) s = settle(d, "ncclCommFinalize", t0, timeout_s);
     if (s == LUON_OK) {
       r = ncclCommDestroy(d->c);
+      d->aborted = 1; /* destroyed, even half: never abort it after */
       if (r != ncclSuccess) s = dist_fail(d, r, "ncclCommDestroy");
-      d->aborted = 1; /* destroyed: nothing left to abort */
     }
   }
   if (!d->aborted) abort_comm(d); /* the device could not be entered */

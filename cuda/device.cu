@@ -39,6 +39,8 @@ static bool is_sticky(cudaError_t e) {
   case cudaErrorECCUncorrectable:
   case cudaErrorNvlinkUncorrectable:
   case cudaErrorExternalDevice:
+  case cudaErrorContained:
+  case cudaErrorMpsClientTerminated:
     return true;
   default:
     return false;
@@ -104,6 +106,12 @@ int32_t lu_cuda_count(void) {
 
 int lu_cuda_phys(int32_t id) { return phys_of[id]; }
 
+/* Bit p: card p has been made current here, so its primary context exists.
+ * A thread that never chose a card reads card 0, and since CUDA 12
+ * cudaSetDevice creates the context it names: restoring that 0 would give
+ * every process of a job on gpu(local_rank) a context on card 0. */
+static unsigned live_cards;
+
 luon_status lu_cuda_enter(int32_t id, lu_cuda_guard *g, const char *what) {
   g->prev = -1;
   g->changed = 0;
@@ -120,13 +128,15 @@ luon_status lu_cuda_enter(int32_t id, lu_cuda_guard *g, const char *what) {
     LU_CUDA_TRY(cudaSetDevice(want));
     g->changed = 1;
   }
+  __atomic_or_fetch(&live_cards, 1u << want, __ATOMIC_RELAXED);
   return LUON_OK;
 }
 
 void lu_cuda_leave(lu_cuda_guard *g) {
   /* Restoring can only fail if the context is already lost; the call that
    * lost it has reported that. */
-  if (g->changed && cudaSetDevice(g->prev) != cudaSuccess) cudaGetLastError();
+  bool live = g->prev != 0 || (__atomic_load_n(&live_cards, __ATOMIC_RELAXED) & 1u);
+  if (g->changed && live && cudaSetDevice(g->prev) != cudaSuccess) cudaGetLastError();
   g->changed = 0;
 }
 
@@ -154,10 +164,14 @@ bool lu_cuda_flag(const char *name) {
   return v && *v && strcmp(v, "0") != 0;
 }
 
-static bool sync_each_op(void) {
-  static int flag = -1;
-  if (flag < 0) flag = lu_cuda_flag("LUON_CUDA_SYNC");
-  return flag == 1;
+bool lu_cuda_sync_each_op(void) {
+  static int flag = -1; /* read once; threads racing here read the same value */
+  int f = __atomic_load_n(&flag, __ATOMIC_RELAXED);
+  if (f < 0) {
+    f = lu_cuda_flag("LUON_CUDA_SYNC");
+    __atomic_store_n(&flag, f, __ATOMIC_RELAXED);
+  }
+  return f == 1;
 }
 
 /* ---- kernel calls and scratch -------------------------------------------------- */
@@ -174,6 +188,10 @@ luon_status lu_cuda_begin(const lu_call *c, lu_cuda_ctx *k) {
   k->id = c->dev.id;
   k->op = c->op >= 0 && c->op < LU_OP_COUNT ? op_names[c->op] : "op";
   k->s = 0;
+  /* drop an error left by a call whose status was ignored (an event
+   * destroy, a library's probe), so that end reports this op's own */
+  cudaError_t e = cudaGetLastError();
+  if (is_sticky(e)) return lu_cuda_fail(e, k->op);
   luon_status s = lu_cuda_enter(c->dev.id, &k->g, k->op);
   if (s != LUON_OK) return s;
   s = lu_cuda_stream(c->dev.id, &k->s);
@@ -187,7 +205,7 @@ luon_status lu_cuda_end(lu_cuda_ctx *k, luon_status s) {
   if (e != cudaSuccess) {
     snprintf(what, sizeof what, "%s on gpu(%d): kernel launch", k->op, k->id);
     s = lu_cuda_fail(e, what);
-  } else if (sync_each_op() && (e = cudaStreamSynchronize(k->s)) != cudaSuccess) {
+  } else if (lu_cuda_sync_each_op() && (e = cudaStreamSynchronize(k->s)) != cudaSuccess) {
     snprintf(what, sizeof what, "%s on gpu(%d) (LUON_CUDA_SYNC=1: the fault is in this op)", k->op,
              k->id);
     s = lu_cuda_fail(e, what);
@@ -249,24 +267,41 @@ static luon_status dev_malloc(int32_t id, size_t bytes, void **ptr) {
   return LUON_OK;
 }
 
-/* cudaFree waits for the card's queued work, so a block still read by a
- * kernel is never released under it (the cache drains rarely). */
+/* A cached block goes back as soon as its last kernels are queued, and
+ * cudaFree only "may" synchronise: wait for gpu(id)'s compute stream (copies
+ * touching its blocks are fenced into it) so a block still read by a kernel
+ * is never released under it (the cache drains rarely). */
 static void dev_free(int32_t id, void *ptr) {
   if (!ptr) return;
   lu_cuda_guard g;
   if (lu_cuda_enter(id, &g, "gpu free") != LUON_OK) return;
-  cudaError_t e = cudaFree(ptr);
+  pthread_mutex_lock(&stream_lock);
+  cudaStream_t st = compute_s[id];
+  pthread_mutex_unlock(&stream_lock);
+  cudaError_t e = st ? cudaStreamSynchronize(st) : cudaSuccess;
+  if (e == cudaSuccess) e = cudaFree(ptr); /* else keep it: the work may still read it */
   lu_cuda_leave(&g);
   /* At process exit the runtime may be unloading before the caches drain. */
   if (e == cudaErrorCudartUnloading) cudaGetLastError();
   else if (e != cudaSuccess) lu_cuda_fail(e, "cudaFree");
 }
 
+/* Pinned memory is portable (every card reads it) but made and freed in
+ * one card's context: one the process already uses (gpu(0) before any), so
+ * a process that works on another card makes no context on card 0. */
+static int32_t pin_gpu(void) {
+  int32_t n = lu_cuda_count();
+  unsigned live = __atomic_load_n(&live_cards, __ATOMIC_RELAXED);
+  for (int32_t i = 0; i < n; i++)
+    if (live >> phys_of[i] & 1u) return i;
+  return 0;
+}
+
 static luon_status host_alloc(size_t bytes, void **ptr) {
   *ptr = NULL;
   if (lu_cuda_count() == 0) return lu_cuda_seterr(LUON_EDEVICE, "pinned alloc: no GPU");
   lu_cuda_guard g;
-  luon_status s = lu_cuda_enter(0, &g, "pinned alloc");
+  luon_status s = lu_cuda_enter(pin_gpu(), &g, "pinned alloc");
   if (s != LUON_OK) return s;
   cudaError_t e = cudaHostAlloc(ptr, bytes ? bytes : 1, cudaHostAllocPortable);
   lu_cuda_leave(&g);
@@ -281,7 +316,10 @@ static luon_status host_alloc(size_t bytes, void **ptr) {
 
 static void host_free(void *ptr) {
   if (!ptr) return;
+  lu_cuda_guard g;
+  if (lu_cuda_enter(pin_gpu(), &g, "pinned free") != LUON_OK) return;
   cudaError_t e = cudaFreeHost(ptr);
+  lu_cuda_leave(&g);
   if (e == cudaErrorCudartUnloading) cudaGetLastError();
   else if (e != cudaSuccess) lu_cuda_fail(e, "cudaFreeHost");
 }
@@ -329,7 +367,7 @@ static luon_status event_query(void *ev) {
 }
 
 static void event_free(void *ev) {
-  if (ev) cudaEventDestroy((cudaEvent_t)ev);
+  if (ev && cudaEventDestroy((cudaEvent_t)ev) != cudaSuccess) cudaGetLastError();
 }
 
 static pthread_mutex_t peer_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -392,6 +430,9 @@ static luon_status copy_between(void *dst, int32_t did, const void *src, int32_t
                            (e = cudaStreamWaitEvent(scomp, ec, 0)) != cudaSuccess))
         what = "copy between gpus: cudaStreamWaitEvent";
     }
+    if (e == cudaSuccess && s == LUON_OK && lu_cuda_sync_each_op() &&
+        (e = cudaStreamSynchronize(dcopy)) != cudaSuccess)
+      what = "copy between gpus (LUON_CUDA_SYNC=1)";
     if (e != cudaSuccess) s = lu_cuda_fail(e, what);
   }
   /* destroying an event with work pending is fine: it is released after */
@@ -451,7 +492,7 @@ static luon_status dev_memcpy(void *dst, lu_device ddev, const void *src, lu_dev
     e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, st);
     what = "copy gpu to gpu: cudaMemcpyAsync";
   }
-  if (e == cudaSuccess && sync_each_op()) {
+  if (e == cudaSuccess && lu_cuda_sync_each_op()) {
     e = cudaStreamSynchronize(st);
     what = "gpu copy (LUON_CUDA_SYNC=1)";
   }

@@ -38,8 +38,10 @@ int32_t lu_cuda_count(void);
 int lu_cuda_phys(int32_t id);
 
 /* Make gpu(id)'s card current, remembering the previous one; leave restores
- * it. enter fails with LUON_EDEVICE for an id that does not exist and with
- * LUON_EDEVICE_LOST once a sticky fault has been seen. */
+ * it (unless it is the card 0 a thread starts on and card 0 has no context
+ * yet: restoring would create one). enter fails with LUON_EDEVICE for an id
+ * that does not exist and with LUON_EDEVICE_LOST once a sticky fault has
+ * been seen. */
 typedef struct lu_cuda_guard {
   int prev;
   int changed;
@@ -74,6 +76,8 @@ void lu_cuda_scratch_free(lu_block *b);
 
 /* Whether an environment flag is set to something other than "0". */
 bool lu_cuda_flag(const char *name);
+/* LUON_CUDA_SYNC=1: synchronise after every op and copy. */
+bool lu_cuda_sync_each_op(void);
 
 /* Philox-4x32-10, the same function as core/rng.c's lu_philox, for host and
  * device, so GPU random numbers equal the CPU's for one seed. */
