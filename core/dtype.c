@@ -103,6 +103,16 @@ static inline double load(const void *p, int32_t dt, int64_t i) {
   return 0;
 }
 
+static inline bool is_int(int32_t dt) {
+  return dt == LUON_DTYPE_I32 || dt == LUON_DTYPE_I64 || dt == LUON_DTYPE_U8;
+}
+
+static inline int64_t load_int(const void *p, int32_t dt, int64_t i) {
+  if (dt == LUON_DTYPE_I32) return ((const int32_t *)p)[i];
+  if (dt == LUON_DTYPE_I64) return ((const int64_t *)p)[i];
+  return ((const uint8_t *)p)[i];
+}
+
 static inline int64_t to_i64(double v) {
   if (v != v) return 0;
   if (v >= 9.2233720368547758e18) return INT64_MAX;
@@ -142,6 +152,15 @@ void lu_convert(void *dst, int32_t ddt, const void *src, int32_t sdt, int64_t n)
   }
   if (sdt == LUON_DTYPE_I32 && ddt == LUON_DTYPE_I64) {
     for (int64_t i = 0; i < n; i++) ((int64_t *)dst)[i] = ((const int32_t *)src)[i];
+    return;
+  }
+  if (is_int(sdt) && is_int(ddt)) { /* the rest, also exact: int64 past 2^53 to uint8 */
+    for (int64_t i = 0; i < n; i++) {
+      int64_t v = load_int(src, sdt, i);
+      if (ddt == LUON_DTYPE_I32) ((int32_t *)dst)[i] = (int32_t)v;
+      else if (ddt == LUON_DTYPE_I64) ((int64_t *)dst)[i] = v;
+      else ((uint8_t *)dst)[i] = (uint8_t)v;
+    }
     return;
   }
   for (int64_t i = 0; i < n; i++) store(dst, ddt, i, load(src, sdt, i));

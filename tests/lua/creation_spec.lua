@@ -235,6 +235,14 @@ for _, dev in ipairs(H.devices()) do
         H.check(np.array({3, 200}, {dtype = "int32", device = dev}):astype("uint8"), {3, 200},
                 {dtype = "uint8"})
       end)
+      it("converts between integer dtypes exactly, wrapping as C casts", function()
+        H.check(np.array({300, -1, 255}, {dtype = "int32", device = dev}):astype("uint8"), {44, 255, 255},
+                {dtype = "uint8"})
+        -- 2^53 + 1 has no double: its low byte is 1, and 2^53 + 1 + 2^40 wraps to 1 in int32
+        local big = np.full({1}, 2 ^ 53, {dtype = "int64", device = dev}) + 1
+        H.check(big:astype("uint8"), {1}, {dtype = "uint8"})
+        H.check((big + 2 ^ 40):astype("int32"), {1}, {dtype = "int32"})
+      end)
       it("copy=false with the same dtype returns the array itself", function()
         local x = np.ones({2}, D)
         assert.equal(x, x:astype("float32", {copy = false}))
