@@ -1,10 +1,12 @@
 -- cuda/parity.lua: the CPU/GPU parity check. Every case of
 -- tests/lua/gradcheck_spec.lua (every differentiable op, on broadcast,
 -- 0-d and non-contiguous float64 operands) runs forward and backward on
--- cpu(0) and on gpu(0) and the values must agree; then the ops without a
--- gradient (comparisons, arg ops, creation, random with one seed, dropout,
--- optimizer updates) are compared directly; then float16 and bfloat16
--- matmul, fully_connected and convolution, forward and backward, within
+-- cpu(0) and on gpu(0) (each with its device as the default one) and the
+-- values must agree; then the ops without a gradient (comparisons, arg ops,
+-- creation, random by their statistics, dropout, optimizer updates) and
+-- special values, index dtypes and modes, take's raise error and
+-- batch_norm's running statistics are compared directly; then float16 and
+-- bfloat16 matmul, fully_connected and convolution, forward and backward, within
 -- the 16-bit tolerance. Prints one line per case and
 -- "parity: N passed, N failed, N skipped"; exits 1 on a failure.
 --   luajit cuda/parity.lua      (LUA_PATH as `luon --env` prints; needs a GPU)
@@ -100,7 +102,11 @@ local function run(name, case)
       xs[k] = x0[k]:as_in_context(dev):copy()
       if xs[k].dtype == "float64" then xs[k]:attach_grad() end
     end
-    local outs = autograd.record(function() return as_list(case.f(unpack(xs))) end)
+    -- on dev as the default device: the arrays f makes itself (indices,
+    -- conditions, running statistics) live beside the inputs
+    local outs = npx.with_device(dev, function()
+      return autograd.record(function() return as_list(case.f(unpack(xs))) end)
+    end)
     if not R then
       R = {}
       for k, o in ipairs(outs) do
@@ -280,6 +286,176 @@ both("matmul float32 (65,129)@(129,33) and batched broadcast", function(d)
   return {np.matmul(data(d, {65, 129}, "float32", 1), data(d, {129, 33}, "float32", 2)):astype("float64"),
           np.matmul(data(d, {3, 1, 5, 7}, "float32", 3), data(d, {4, 7, 6}, "float32", 4)):astype("float64")}
 end, 1e-5, 2e-3)
+
+-- Special values through the generic elementwise kernels and the device's
+-- dtype conversions (cuda/kernels.cuh): NaN, infinities, signed zeros,
+-- values out of the integer and 16-bit ranges, integer wrapping.
+local special = {0 / 0, 1 / 0, -1 / 0, 0, -0.0, 1, -1, 0.5, -2.5, 3.7, 1e30, -1e30, 65504, 70000,
+                 2147483648, -2147483649, 300, -300}
+local function on(d, t, dtype)
+  return np.array(t, {dtype = "float64", device = d}):astype(dtype or "float32")
+end
+both("NaN, infinities and out-of-range values through elementwise ops and astype", function(d)
+  local x = on(d, special)
+  local rev = {}
+  for k = #special, 1, -1 do rev[#rev + 1] = special[k] end
+  local y = on(d, rev)
+  local r = {np.maximum(x, y), np.minimum(x, y), npx.relu(x), np.sign(x), np.abs(x), np.negative(x),
+             np.clip(x, -1, 2), np.clip(x, nil, 0.5), np.divide(x, y), np.where(x, y, 7)}
+  for _, op in ipairs({"equal", "not_equal", "greater", "greater_equal", "less", "less_equal"}) do
+    r[#r + 1] = np[op](x, y)
+  end
+  for _, dt in ipairs({"int32", "int64", "uint8", "bool", "float16", "bfloat16"}) do
+    r[#r + 1] = x:astype(dt)
+    r[#r + 1] = on(d, special, "float64"):astype(dt)
+  end
+  for k = 1, #r do r[k] = r[k]:astype("float64") end
+  return r
+end, 0, 0)
+both("int32 and uint8 arithmetic wraps; integer division is float32 division", function(d)
+  local v = {2147483647, -2147483648, -1, 0, 7, -7, 46341, 65536}
+  local x = np.array(v, {dtype = "int32", device = d})
+  local u = np.array({0, 1, 2, 127, 128, 200, 255, 16}, {dtype = "uint8", device = d})
+  local three = np.array(3, {dtype = "int32", device = d})
+  local r = {np.add(x, x), np.subtract(x, 1), np.multiply(x, x), np.negative(x), np.abs(x),
+             np.square(x), np.power(x, 3), np.sign(x), np.divide(x, three),
+             np.divide(x, np.zeros({8}, {dtype = "int32", device = d})),
+             np.add(u, u), np.multiply(u, u), np.negative(u), np.square(u), np.power(u, 2),
+             np.clip(u, 1.5, 200.5)}
+  for k = 1, #r do r[k] = r[k]:astype("float64") end
+  return r
+end, 0, 0)
+-- CUDA's float32 exp, log, tanh are within a few ulps of the host's libm
+both("float32 exp, log, sqrt, tanh, sigmoid, softrelu, leaky_relu of a transpose", function(d)
+  local x = data(d, {9, 11}, "float32", 12):transpose()
+  local r = {np.exp(x), np.log(x), np.sqrt(x), np.tanh(x), npx.sigmoid(x),
+             npx.activation(x, {act_type = "softrelu"}), npx.leaky_relu(x, {slope = 0.2})}
+  for k = 1, #r do r[k] = r[k]:astype("float64") end
+  return r
+end, 2e-6, 1e-6)
+
+-- take and pick with indices of other dtypes and every mode; take's raise
+-- mode fails on both devices, naming the same index
+both("take of int32, uint8 and float64 data with float32, int32 and uint8 indices, clip and wrap", function(d)
+  local x = data(d, {5, 7}, "float64", 13)
+  local fi = on(d, {-8.7, -1.5, 0.9, 4.2, 6.99, 12, 0 / 0})
+  local ii = np.array({-9, -1, 0, 3, 6, 7, 40}, {dtype = "int32", device = d})
+  local ui = np.array({0, 4, 6, 7, 255}, {dtype = "uint8", device = d})
+  local r = {}
+  for _, idx in ipairs({fi, ii, ui}) do
+    for _, mode in ipairs({"clip", "wrap"}) do
+      r[#r + 1] = np.take(x:astype("int32"), idx, 1, {mode = mode})
+      r[#r + 1] = np.take(x:transpose():astype("uint8"), idx, 0, {mode = mode})
+      r[#r + 1] = np.take(x, idx, {mode = mode})
+    end
+  end
+  r[#r + 1] = np.take(x, np.array({{-7, 6}, {-1, 0}}, {dtype = "int64", device = d}), 1, {mode = "raise"})
+  for k = 1, #r do r[k] = r[k]:astype("float64") end
+  return r
+end, 0, 0)
+report("take raise mode: the same error for an out-of-range index on both devices", (function()
+  local msgs = {}
+  for i, dev in ipairs({cpu, gpu}) do
+    local x = data(dev, {3, 4}, "float32", 14)
+    local idx = np.array({{1, -4}, {9, 2}, {-5, 0}}, {dtype = "int64", device = dev})
+    local ok, err = pcall(np.take, x, idx, 1, {mode = "raise"})
+    if ok then return "no error on " .. tostring(dev) end
+    local flat = np.array({3, -13, 12}, {dtype = "int32", device = dev})
+    local ok2, err2 = pcall(np.take, x, flat, {mode = "raise"})
+    if ok2 then return "no error (flattened) on " .. tostring(dev) end
+    msgs[i] = tostring(err):match("take:.*") .. " | " .. tostring(err2):match("take:.*")
+  end
+  if msgs[1] ~= msgs[2] then return ("cpu: %s; gpu: %s"):format(msgs[1], msgs[2]) end
+end)())
+both("pick with float32 and int32 indices, clip and wrap, keepdims, along axis 0 of a transpose", function(d)
+  local x = data(d, {4, 6}, "float32", 15)
+  local fi = on(d, {-3.5, 0.2, 2.9, 3.1, 9, 0 / 0})
+  local ii = np.array({-7, -1, 0, 2, 3, 10}, {dtype = "int32", device = d})
+  local r = {}
+  for _, idx in ipairs({fi, ii}) do
+    for _, mode in ipairs({"clip", "wrap"}) do
+      r[#r + 1] = npx.pick(x, idx, {axis = 0, mode = mode})
+      r[#r + 1] = npx.pick(x:transpose(), idx, {axis = 1, mode = mode, keepdims = true})
+    end
+  end
+  for k = 1, #r do r[k] = r[k]:astype("float64") end
+  return r
+end, 0, 0)
+
+-- batch_norm updates its running statistics in place: compare them too.
+-- float32 within a few ulps (the device fuses a * x + b into one rounding)
+local function bn_call(x, g, b, rm, rv, axis, training, global)
+  local a = core.attrs()
+  core.set_ints(a, {axis, training, global})
+  a.f[0], a.f[1] = 1e-5, 0.9
+  return core.call(core.op_ids.batch_norm, {x, g, b, rm, rv}, a, 2, nil, 3)
+end
+for _, c in ipairs({{"float32 (4,3,5) axis 1", {4, 3, 5}, "float32", 1, false},
+                    {"float64 transposed (5,6,3) axis -1", {3, 6, 5}, "float64", -1, true}}) do
+  for _, mode in ipairs({{1, 0, "training"}, {0, 0, "inference"}, {1, 1, "use_global_stats"}}) do
+    both("batch_norm " .. c[1] .. ", " .. mode[3] .. ": y, mean, invstd, running mean and var", function(d)
+      local x = data(d, c[2], c[3], 16)
+      if c[5] then x = x:transpose() end
+      local C = x.shape[c[4] < 0 and #x.shape or c[4] + 1]
+      local g = data(d, {C}, c[3], 17)
+      local b = data(d, {C}, c[3], 18)
+      local rm = data(d, {C}, c[3], 19)
+      local rv = np.abs(data(d, {C}, c[3], 20))
+      local r = bn_call(x, g, b, rm, rv, c[4], mode[1], mode[2])
+      r[#r + 1] = rm
+      r[#r + 1] = rv
+      for k = 1, #r do r[k] = r[k]:astype("float64") end
+      return r
+    end, c[3] == "float32" and 2e-6 or nil, c[3] == "float32" and 1e-5 or nil)
+  end
+end
+
+-- the fused optimizer updates, three steps in place on a transposed
+-- (non-contiguous) weight, with weight decay, rescaling and clipping;
+-- float32 within a few ulps, as batch_norm
+local function update(id, inputs, f)
+  local a = core.attrs()
+  for k = 1, #f do a.f[k - 1] = f[k] end
+  core.call(id, inputs, a)
+end
+for _, u in ipairs({{"sgd_update", 2, {0.1, 0.01, 0.5, 1.0}},
+                    {"sgd_mom_update", 3, {0.1, 0.01, 0.5, -1, 0.9}},
+                    {"adam_update", 4, {0.01, 0.001, 2.0, 0.8, 0.9, 0.999, 1e-8}}}) do
+  for _, dt in ipairs({"float32", "float64"}) do
+    both(u[1] .. " " .. dt .. ", three steps on a transposed weight", function(d)
+      local w = data(d, {7, 5}, dt, 21):transpose()
+      local st = {w}
+      for k = 3, u[2] do st[k] = data(d, {5, 7}, dt, 21 + k) end
+      if st[4] then st[4] = np.abs(st[4]) end -- adam's v
+      for step = 1, 3 do
+        st[2] = data(d, {5, 7}, dt, 30 + step)
+        update(core.op_ids[u[1]], st, u[3])
+      end
+      local r = {w}
+      for k = 3, u[2] do r[#r + 1] = st[k] end
+      for k = 1, #r do r[k] = r[k]:astype("float64") end
+      return r
+    end, dt == "float32" and 2e-6 or nil, dt == "float32" and 1e-5 or nil)
+  end
+end
+
+gpu_only("random_permute on the device: the rows of x in some order", function()
+  np.random.seed(126)
+  local n = 1000
+  local x = np.arange(0, n, 1, {dtype = "float64", device = gpu}):reshape({n, 1})
+  x = x * np.ones({1, 3}, {dtype = "float64", device = gpu})
+  np.random.shuffle(x)
+  local v = host(x)
+  local seen, moved = {}, 0
+  for i = 0, n - 1 do
+    local r = v[3 * i]
+    assert(v[3 * i + 1] == r and v[3 * i + 2] == r, "row " .. i .. " is not one of x's rows")
+    assert(r >= 0 and r < n and r % 1 == 0 and not seen[r], "row value " .. r .. " repeated or unknown")
+    seen[r] = true
+    if r ~= i then moved = moved + 1 end
+  end
+  assert(moved > n / 2, moved .. " of " .. n .. " rows moved")
+end)
 
 -- float16 / bfloat16: the GPU's 16-bit cuBLAS and cuDNN paths against the
 -- CPU's float32 kernels on converted copies. Both accumulate in float32 and
