@@ -109,15 +109,33 @@ static luon_status host_alloc(size_t bytes, void **p) {
 
 static void host_free(void *p) { free(p); }
 
+/* Where a real GPU would make the host wait: [0] device syncs, [1] event
+ * syncs, [2] copies from a GPU to the host. tests/lua/gpu_waits_spec.lua
+ * reads them (luon_fake_waits) to check that a training step waits only
+ * where it is asked to. */
+static int64_t waits[3];
+
+__attribute__((visibility("default"))) void luon_fake_waits(int64_t out[3]) {
+  for (int k = 0; k < 3; k++) out[k] = __atomic_load_n(&waits[k], __ATOMIC_RELAXED);
+}
+
 static luon_status dev_memcpy(void *dst, lu_device dd, const void *src, lu_device sd, size_t bytes) {
+  if (dd.type != LUON_GPU && sd.type == LUON_GPU) __atomic_add_fetch(&waits[2], 1, __ATOMIC_RELAXED);
   memcpy(dst, src, bytes);
   return LUON_OK;
 }
 
-static luon_status ok_id(int32_t id) { return LUON_OK; }
+static luon_status dev_sync(int32_t id) {
+  __atomic_add_fetch(&waits[0], 1, __ATOMIC_RELAXED);
+  return LUON_OK;
+}
 static int event_token;
 static luon_status event_record(int32_t id, void **ev) {
   *ev = &event_token;
+  return LUON_OK;
+}
+static luon_status event_sync(void *ev) {
+  __atomic_add_fetch(&waits[1], 1, __ATOMIC_RELAXED);
   return LUON_OK;
 }
 static luon_status ok_ev(void *ev) { return LUON_OK; }
@@ -312,10 +330,10 @@ __attribute__((visibility("default"))) luon_status luon_cuda_init(lu_cuda_backen
   b->memcpy = dev_memcpy;
   b->host_alloc = host_alloc;
   b->host_free = host_free;
-  b->sync = ok_id;
+  b->sync = dev_sync;
   b->last_error = last_error;
   b->event_record = event_record;
-  b->event_sync = ok_ev;
+  b->event_sync = event_sync;
   b->event_query = ok_ev;
   b->event_free = free_ev;
   b->nccl_version = 22809;
