@@ -64,10 +64,11 @@ static int docall(lua_State *L, int narg, int nres) {
  * compiled trace, so the REPL runs its chunks with the JIT off (repl.lua);
  * a loop compiled elsewhere (a script given with -i) cannot be stopped: a
  * second Ctrl-C says so and a third ends the process. While a line is read,
- * Ctrl-C makes readline return false: the handler also writes a byte to a
- * pipe that the line reader polls beside the terminal, so a press that
- * lands while libedit is drawing (between two reads), or on another thread,
- * still ends the wait. */
+ * Ctrl-C makes readline return false. With libedit the handler also writes
+ * a byte to a pipe that the line reader polls beside the terminal, so a
+ * press that lands while libedit is drawing (between two reads), or on
+ * another thread, still ends the wait; without libedit (no terminal,
+ * TERM=dumb) the press ends fgets's read through EINTR only. */
 
 static lua_State *repl_L;                  /* the state the hook and completion use */
 static volatile sig_atomic_t presses;      /* Ctrl-C presses not yet dealt with */
@@ -90,23 +91,24 @@ static void say(const char *msg) {
 
 static void on_sigint(int sig) {
   (void)sig;
+  int saved = errno; /* the code interrupted may be about to read it */
   presses++;
   if (wake[1] >= 0) {
-    int saved = errno;
     ssize_t r = write(wake[1], "", 1); /* full pipe: a wake-up is already there */
     (void)r;
-    errno = saved;
   }
-  if (!running) return;
-  if (presses == 2)
-    say("\nluon: still running: compiled code (a JIT trace) runs no hooks and cannot be "
-        "interrupted; Ctrl-C again ends luon\n");
-  if (presses >= 3) {
-    signal(SIGINT, SIG_DFL);
-    raise(SIGINT);
-    return;
+  if (running) {
+    if (presses == 2)
+      say("\nluon: still running: compiled code (a JIT trace) runs no hooks and cannot be "
+          "interrupted; Ctrl-C again ends luon\n");
+    if (presses >= 3) {
+      signal(SIGINT, SIG_DFL);
+      raise(SIGINT);
+    } else {
+      lua_sethook(repl_L, stop_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
+    }
   }
-  lua_sethook(repl_L, stop_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
+  errno = saved;
 }
 
 static void drain_wake(void) {

@@ -268,8 +268,10 @@ def s_interrupt(ctx):
 
 def s_drawing(ctx):
     """Ctrl-C while libedit draws, between two reads: tests/c/slow_tty.c
-    holds each redraw 30 ms, and every press below lands in that pause. The
-    press must end the wait for the next key all the same."""
+    holds each redraw 50 ms, so the presses below, sent as soon as the
+    screen changes, land in that pause (on a machine too loaded to answer
+    within 50 ms one may land in the read instead, and pass). The press
+    must end the wait for the next key all the same."""
     shim = os.path.join(os.path.dirname(ctx["luon"]), "tests", "libluon_slow_tty.so")
     if not os.path.exists(shim):
         raise Failure("no %s: it is built beside luon" % shim)
