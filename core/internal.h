@@ -350,11 +350,12 @@ void lu_parallel_for(int64_t n, int64_t grain, lu_range_fn fn, void *ctx);
 int lu_num_threads(void);
 
 /* Blocks every signal in the calling thread, saving its mask in *old for
- * pthread_sigmask(SIG_SETMASK, old, NULL). Every thread luon starts (the
- * pool's, the DataLoader's, OpenBLAS's) is started in between and inherits
- * the full mask: a process-directed signal such as the REPL's Ctrl-C or a
- * host's SIGTERM then goes to one of the host's own threads, where its
- * handler expects to run. */
+ * pthread_sigmask(SIG_SETMASK, old, NULL). The threads the core starts (the
+ * pool's, the DataLoader's, any of OpenBLAS's) are started in between and
+ * inherit the full mask: a process-directed signal such as the REPL's
+ * Ctrl-C or a host's SIGTERM then goes to one of the host's own threads,
+ * where its handler expects to run. (The CUDA driver's, NCCL's and Open
+ * MPI's threads start inside those libraries, out of our reach.) */
 void lu_signals_block(sigset_t *old);
 
 /* ---- random ------------------------------------------------------------ */
