@@ -266,17 +266,23 @@ end
 -- subset . * + ? [...] $ \. matched at the start of the name (Python's
 -- re.match), e.g. '.*weight', '0.bias|1.bias', 'conv1%..*' (a Lua escape
 -- also works). Lazy repeats ('.*?') match as greedy ones: under re.match
--- they select the same names. A repeat of nothing ('*weight') or of a
--- repeat ('a**') is an error, as in Python, not a literal '*'.
+-- they select the same names; a leading '^' is re.match's anchor anyway.
+-- What Lua's patterns would misread is an error naming it, not a silently
+-- empty dict: a repeat of nothing ('*weight') or of a repeat ('a**'), as in
+-- Python, and the repeat counts {m,n} and a trailing '\', which Lua lacks.
 local function to_lua_pattern(select, alt, at)
   local out, i, n, prev = {"^"}, 1, #alt, nil -- prev: "atom" or "repeat"
+  local function bad(what, pos)
+    core.error(("collect_params: bad select pattern %q: %s at position %d (a regex, as in MXNet: '.*weight' selects the names that end in weight)")
+      :format(select, what, at + pos - 1))
+  end
+  if alt:sub(1, 1) == "^" then i = 2 end
   while i <= n do
     local c = alt:sub(i, i)
+    if c == "{" then bad("repeat counts {m,n} are not supported", i) end
+    if (c == "\\" or c == "%") and i == n then bad("a trailing escape", i) end
     if c == "*" or c == "+" or c == "?" then
-      if prev ~= "atom" then
-        core.error(("collect_params: bad select pattern %q: %s at position %d (a regex, as in MXNet: '.*weight' selects the names that end in weight)")
-          :format(select, prev and "multiple repeat" or "nothing to repeat", at + i - 1))
-      end
+      if prev ~= "atom" then bad(prev and "multiple repeat" or "nothing to repeat", i) end
       out[#out + 1] = c
       if c ~= "?" and alt:sub(i + 1, i + 1) == "?" then i = i + 1 end -- lazy
       prev = "repeat"
