@@ -150,6 +150,11 @@ for _, dev in ipairs(H.devices()) do
         m:update(A({1}), A({{0.5, 0.5}}))
         local _, v = m:get()
         H.assert_close(v, math.log(2), 1e-6)
+        -- predictions of different widths: the message names no one range
+        m:reset()
+        m:update(A({2}), A({{0.5, 0.5}}))
+        m:update(A({0}), A({{0.2, 0.3, 0.5}}))
+        H.assert_error(function() m:get() end, {"1 label", "was outside [0, classes)"})
         -- an ignore_label outside the classes is not counted
         local ig = metric.CrossEntropy{ignore_label = 5}
         ig:update(A({0, 5}), A({{0.5, 0.5}, {0.9, 0.1}}))

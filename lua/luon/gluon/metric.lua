@@ -245,8 +245,9 @@ function CrossEntropy:get()
   local bad = 0
   for _, b in pairs(self._bad) do bad = bad + b:item() end
   if bad > 0 then
-    core.error(("CrossEntropy.get: %d label%s given to update() since the last reset() %s outside [0, %d), the classes of the predictions (the metric's value would be wrong; reset() clears it)")
-               :format(bad, bad == 1 and "" or "s", bad == 1 and "was" or "were", self._classes))
+    local range = self._classes and ("[0, %d)"):format(self._classes) or "[0, classes)"
+    core.error(("CrossEntropy.get: %d label%s given to update() since the last reset() %s outside %s, the classes of the predictions (the metric's value would be wrong; reset() clears it)")
+               :format(bad, bad == 1 and "" or "s", bad == 1 and "was" or "were", range))
   end
   return EvalMetric.get(self)
 end
@@ -281,7 +282,8 @@ function CrossEntropy:update(labels, preds)
     end
     local dev = bad.device
     self._bad[dev] = self._bad[dev] == nil and bad or self._bad[dev] + bad
-    self._classes = math.min(self._classes or classes, classes)
+    -- one count to name in get()'s message, or false once they differ
+    if self._classes == nil or self._classes == classes then self._classes = classes else self._classes = false end
     local nll = np.negative(np.sum(np.log(np.maximum(p, self.eps)), {dtype = "float64"}))
     self:_accumulate(nll, p.size, ignored)
   end
