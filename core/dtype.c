@@ -146,15 +146,7 @@ void lu_convert(void *dst, int32_t ddt, const void *src, int32_t sdt, int64_t n)
     for (int64_t i = 0; i < n; i++) ((double *)dst)[i] = ((const float *)src)[i];
     return;
   }
-  if (sdt == LUON_DTYPE_I64 && ddt == LUON_DTYPE_I32) { /* exact, unlike via double */
-    for (int64_t i = 0; i < n; i++) ((int32_t *)dst)[i] = (int32_t)((const int64_t *)src)[i];
-    return;
-  }
-  if (sdt == LUON_DTYPE_I32 && ddt == LUON_DTYPE_I64) {
-    for (int64_t i = 0; i < n; i++) ((int64_t *)dst)[i] = ((const int32_t *)src)[i];
-    return;
-  }
-  if (is_int(sdt) && is_int(ddt)) { /* the rest, also exact: int64 past 2^53 to uint8 */
+  if (is_int(sdt) && is_int(ddt)) { /* exact, unlike via double (int64 past 2^53), wrapping as C casts */
     for (int64_t i = 0; i < n; i++) {
       int64_t v = load_int(src, sdt, i);
       if (ddt == LUON_DTYPE_I32) ((int32_t *)dst)[i] = (int32_t)v;

@@ -146,16 +146,26 @@ int32_t luon_tensor_is_pinned(const luon_tensor *t) {
   return t && t->storage && lu_block_pinned(t->storage->block);
 }
 
+/* The lowest and highest element offsets, from element 0, that a layout of
+ * at least one element reaches (negative strides reach below 0). */
+static void elem_extent(int ndim, const int64_t *shape, const int64_t *strides, int64_t *lo,
+                        int64_t *hi) {
+  *lo = *hi = 0;
+  for (int i = 0; i < ndim; i++) {
+    int64_t span = (shape[i] - 1) * strides[i];
+    if (span < 0) *lo += span; else *hi += span;
+  }
+}
+
 luon_status lu_tensor_view(luon_tensor *src, int ndim, const int64_t *shape,
                            const int64_t *strides, int64_t offset, luon_tensor **out) {
   LU_TRY(check_shape("view", ndim, shape));
   int64_t n = lu_numel(ndim, shape);
   if (n > 0) { /* the view must stay inside the storage */
-    int64_t lo = offset, hi = offset;
-    for (int i = 0; i < ndim; i++) {
-      int64_t span = (shape[i] - 1) * strides[i];
-      if (span < 0) lo += span; else hi += span;
-    }
+    int64_t lo, hi;
+    elem_extent(ndim, shape, strides, &lo, &hi);
+    lo += offset;
+    hi += offset;
     int64_t cap = (int64_t)(src->storage->bytes / (size_t)luon_dtype_size(src->dtype));
     if (lo < 0 || hi >= cap)
       return lu_error(LUON_ESHAPE, "view: shape %s with offset %lld reaches outside the storage of %lld elements",
@@ -251,10 +261,7 @@ luon_status luon_tensor_wrap(void *ptr, int32_t dtype, int32_t ndim, const int64
   int64_t n = lu_numel(ndim, shape), lo = 0, hi = 0, st_[LU_MAXD];
   if (!strides) lu_contiguous_strides(ndim, shape, st_);
   const int64_t *s = strides ? strides : st_;
-  for (int i = 0; i < ndim && n > 0; i++) {
-    int64_t span = (shape[i] - 1) * s[i];
-    if (span < 0) lo += span; else hi += span;
-  }
+  if (n > 0) elem_extent(ndim, shape, s, &lo, &hi);
   if (!ptr && n > 0) return lu_error(LUON_EINVAL, "wrap: NULL data for shape %s", lu_shape_str(ndim, shape));
   /* header and storage in one allocation, as lu_tensor_new; block stays
    * NULL so the last release frees only the header, never ptr */
@@ -367,16 +374,12 @@ luon_status luon_tensor_to_host(const luon_tensor *tc, void *dst, int32_t dtype,
 
 /* The bytes of its storage that t can touch: [*lo, *hi); empty when t is. */
 static void byte_extent(const luon_tensor *t, int64_t *lo, int64_t *hi) {
-  int64_t a = t->offset, b = t->offset, es = luon_dtype_size(t->dtype);
+  int64_t a, b, es = luon_dtype_size(t->dtype);
   *lo = *hi = 0;
-  for (int d = 0; d < t->ndim; d++) {
-    if (t->shape[d] == 0) return;
-    int64_t span = (t->shape[d] - 1) * t->strides[d];
-    if (span < 0) a += span;
-    else b += span;
-  }
-  *lo = a * es;
-  *hi = (b + 1) * es;
+  if (t->size == 0) return;
+  elem_extent(t->ndim, t->shape, t->strides, &a, &b);
+  *lo = (t->offset + a) * es;
+  *hi = (t->offset + b + 1) * es;
 }
 
 /* dst and src are different views of the same bytes (x[1:] = x[:-1],
