@@ -128,7 +128,7 @@ luon_status lu_cuda_enter(int32_t id, lu_cuda_guard *g, const char *what) {
     LU_CUDA_TRY(cudaSetDevice(want));
     g->changed = 1;
   }
-  __atomic_or_fetch(&live_cards, 1u << want, __ATOMIC_RELAXED);
+  if (want < 32) __atomic_or_fetch(&live_cards, 1u << want, __ATOMIC_RELAXED);
   return LUON_OK;
 }
 
@@ -293,7 +293,7 @@ static int32_t pin_gpu(void) {
   int32_t n = lu_cuda_count();
   unsigned live = __atomic_load_n(&live_cards, __ATOMIC_RELAXED);
   for (int32_t i = 0; i < n; i++)
-    if (live >> phys_of[i] & 1u) return i;
+    if (phys_of[i] < 32 && (live >> phys_of[i] & 1u)) return i;
   return 0;
 }
 
@@ -316,10 +316,12 @@ static luon_status host_alloc(size_t bytes, void **ptr) {
 
 static void host_free(void *ptr) {
   if (!ptr) return;
+  /* in a context the process uses; if none can be entered (a lost device),
+   * freed as it is rather than kept */
   lu_cuda_guard g;
-  if (lu_cuda_enter(pin_gpu(), &g, "pinned free") != LUON_OK) return;
+  bool entered = lu_cuda_enter(pin_gpu(), &g, "pinned free") == LUON_OK;
   cudaError_t e = cudaFreeHost(ptr);
-  lu_cuda_leave(&g);
+  if (entered) lu_cuda_leave(&g);
   if (e == cudaErrorCudartUnloading) cudaGetLastError();
   else if (e != cudaSuccess) lu_cuda_fail(e, "cudaFreeHost");
 }
