@@ -78,58 +78,50 @@ describe("host waits for npx.gpu devices (counted by the stand-in backend)", fun
     end)
   end
 
+  -- The tutorial's data-parallel step over devs: split, one loss per device,
+  -- backward, trainer:step, a metric's update; returns the losses.
+  local function dp_step(t, data, label)
+    local xs = gluon.utils.split_and_load(data, t.devs)
+    local ys = gluon.utils.split_and_load(label, t.devs)
+    local outs, ls = {}, {}
+    autograd.record(function()
+      for i, x in ipairs(xs) do
+        outs[i] = t.net(x)
+        ls[i] = t.loss_fn(outs[i], ys[i])
+      end
+    end)
+    for _, l in ipairs(ls) do l:backward() end
+    t.trainer:step(data.shape[1])
+    t.acc:update(ys, outs)
+    return ls
+  end
+  local function dp_setup(seed)
+    local devs = {npx.gpu(0), npx.gpu(1)}
+    np.random.seed(seed)
+    local net = net_on(devs)
+    return {devs = devs, net = net, loss_fn = gluon.loss.SoftmaxCrossEntropyLoss(), acc = gluon.metric.Accuracy(),
+            trainer = gluon.Trainer(net:collect_params(), "sgd", {learning_rate = 0.1})}
+  end
+
   it("a data-parallel step over two GPUs (split_and_load, one loss per GPU, trainer:step) waits for nothing", function()
     if skip() then return end
-    local devs = {npx.gpu(0), npx.gpu(1)}
-    np.random.seed(4)
-    local net = net_on(devs)
-    local loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
-    local trainer = gluon.Trainer(net:collect_params(), "sgd", {learning_rate = 0.1})
-    local acc = gluon.metric.Accuracy()
+    local t = dp_setup(4)
     local data = np.random.uniform(-1, 1, {8, 2, 10, 10})
     local label = np.random.randint(0, 3, {8})
-    local function step()
-      local xs = gluon.utils.split_and_load(data, devs)
-      local ys = gluon.utils.split_and_load(label, devs)
-      local outs, ls = {}, {}
-      autograd.record(function()
-        for i, x in ipairs(xs) do
-          outs[i] = net(x)
-          ls[i] = loss_fn(outs[i], ys[i])
-        end
-      end)
-      for _, l in ipairs(ls) do l:backward() end
-      trainer:step(8)
-      acc:update(ys, outs)
-      return ls
-    end
-    for _, l in ipairs(step()) do l:wait_to_read() end
+    for _, l in ipairs(dp_step(t, data, label)) do l:wait_to_read() end
     local w0 = waits()
-    for _ = 1, 2 do step() end
+    for _ = 1, 2 do dp_step(t, data, label) end
     assert.same(w0, waits())
   end)
 
   it("a DataLoader's pinned batches go to the GPUs without a wait", function()
     if skip() then return end
-    local devs = {npx.gpu(0), npx.gpu(1)}
-    np.random.seed(5)
+    local t = dp_setup(5)
     local ds = gluon.data.ArrayDataset(np.random.uniform(-1, 1, {24, 2, 10, 10}), np.random.randint(0, 3, {24}))
     local loader = gluon.data.DataLoader(ds, {batch_size = 8})
-    local net = net_on(devs)
-    local loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
-    local trainer = gluon.Trainer(net:collect_params(), "sgd", {learning_rate = 0.1})
     local w0, n = nil, 0
     for _, batch in loader:enumerate() do
-      local data, label = batch[1], batch[2]
-      local xs = gluon.utils.split_and_load(data, devs)
-      local ys = gluon.utils.split_and_load(label, devs)
-      local ls = autograd.record(function()
-        local r = {}
-        for i, x in ipairs(xs) do r[i] = loss_fn(net(x), ys[i]) end
-        return r
-      end)
-      for _, l in ipairs(ls) do l:backward() end
-      trainer:step(8)
+      local ls = dp_step(t, batch[1], batch[2])
       n = n + 1
       if n == 1 then
         for _, l in ipairs(ls) do l:wait_to_read() end
