@@ -527,12 +527,28 @@ describe("save_parameters / load_parameters", function()
     H.assert_error(function() other:load_parameters(path, 5) end, {"options must be a table", "5"})
     H.assert_error(function() other:apply(5) end, {"apply: expected a function"})
     H.assert_error(function() other:share_parameters(5) end, {"share_parameters: expected a ParameterDict"})
+    -- a value that is not a Parameter, or one of another shape, replaces nothing
+    H.assert_error(function() other:share_parameters({["0.weight"] = 5}) end,
+                   {"share_parameters: '0.weight' is not a Parameter (got 5)"})
+    H.assert_error(function() other:share_parameters(net:collect_params()) end,
+                   {"share_parameters: '3.weight' has shape (4, 8) here but (3, 8)"})
+    assert.are_not.equal(net:collect_params()["0.weight"], other:collect_params()["0.weight"])
     -- nothing was loaded: the conv weight is still zero
     H.assert_close(other:collect_params()["0.weight"]:data():sum(), 0)
     local bigger = nn.HybridSequential()
     bigger:add(nn.Conv2D{channels = 2, kernel_size = 1}, nn.BatchNorm(), nn.Flatten(), nn.Dense(3), nn.Dense(1))
     H.assert_error(function() bigger:load_parameters(path) end,
                    {"Parameters '4.weight', '4.bias' are missing", "allow_missing = true"})
+    -- a file of no parameters is no exception
+    local empty = nn.Sequential()
+    empty:add(nn.Flatten())
+    empty:initialize()
+    local empty_path = os.tmpname()
+    empty:save_parameters(empty_path)
+    H.assert_error(function() other:load_parameters(empty_path) end,
+                   {"'0.weight'", "are missing", "contains parameters: []"})
+    other:load_parameters(empty_path, {allow_missing = true})
+    os.remove(empty_path)
     local fewer = nn.HybridSequential()
     fewer:add(nn.Conv2D{channels = 2, kernel_size = 1})
     H.assert_error(function() fewer:load_parameters(path) end,

@@ -372,19 +372,44 @@ function Block:hybridize(active, _)
 end
 
 -- Replace own parameters by those of `shared` (a ParameterDict) with the
--- same structural names; returns self.
+-- same structural names; returns self. Every value used must be a
+-- Parameter whose shape agrees with the one it replaces where both dims are
+-- known; nothing is replaced unless all are.
 function Block:share_parameters(shared)
   if type(shared) ~= "table" then
     core.error(("share_parameters: expected a ParameterDict (collect_params()), got %s"):format(core.show_value(shared)))
   end
+  local todo, bad = {}, nil
   local function walk(b, prefix)
     for _, n in ipairs(b._param_order) do
-      local p = shared[prefix .. n]
-      if p ~= nil then b._params[n] = p; rawset(b, "_ready", false) end
+      local name, p = prefix .. n, shared[prefix .. n]
+      if p ~= nil and bad == nil then
+        if not param.is_parameter(p) then
+          bad = ("share_parameters: '%s' is not a Parameter (got %s); pass another block's collect_params()")
+                :format(name, type(p) == "table" and "a table" or core.show_value(p))
+          return
+        end
+        local own, s = b._params[n]._shape, p._shape
+        local ok = own == nil or s == nil or #own == #s
+        for k = 1, (ok and own and s) and #own or 0 do
+          if own[k] ~= -1 and s[k] ~= -1 and own[k] ~= s[k] then ok = false end
+        end
+        if not ok then
+          bad = ("share_parameters: '%s' has shape %s here but %s in the shared parameters")
+                :format(name, tuple(b._params[n].shape), tuple(p.shape))
+          return
+        end
+        todo[#todo + 1] = {b, n, p}
+      end
     end
     for _, n in ipairs(b._child_order) do walk(b._children[n], prefix .. n .. ".") end
   end
   walk(self, "")
+  if bad then core.error(bad, 2) end
+  for _, t in ipairs(todo) do
+    t[1]._params[t[2]] = t[3]
+    rawset(t[1], "_ready", false)
+  end
   return self
 end
 
@@ -530,7 +555,6 @@ function Block:load_parameters(path, kw)
     loaded[name] = e.array
     file_names[#file_names + 1] = name
   end
-  if #entries == 0 then return self end
   local params = self:collect_params()
   local names = params:keys()
   local where = ("'file: %s'"):format(path)
