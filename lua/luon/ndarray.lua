@@ -337,6 +337,20 @@ local mt = {
   end,
   __tostring = tostring_array,
   __concat = function(a, b) return tostring(a) .. tostring(b) end,
+  -- Lua turns what < and <= return into one boolean, so they cannot be
+  -- NumPy's elementwise comparisons; %, and assignment to x[i] or x.name,
+  -- have no ndarray meaning here: each says what to use instead
+  __lt = function() error("ndarray: Lua's < and > give one boolean, not an array: use np.less(x, y) or np.greater(x, y) (and :item() for one value)", 2) end,
+  __le = function() error("ndarray: Lua's <= and >= give one boolean, not an array: use np.less_equal(x, y) or np.greater_equal(x, y) (and :item() for one value)", 2) end,
+  __mod = function() error("ndarray: % is not defined for arrays (luon has no elementwise remainder)", 2) end,
+  __newindex = function(_, k)
+    if type(k) == "number" then
+      error(("ndarray: cannot assign x[%s]: write into a view with copyto, e.g. np.full({1}, v):copyto(x:slice({%s, %s}))")
+            :format(tostring(k), tostring(k), tostring(k + 1)), 2)
+    end
+    error(("ndarray: cannot set field %s: arrays are FFI objects with fixed fields (keep extra data in a table)")
+          :format(core.show_value(k)), 2)
+  end,
 }
 ffi.metatype("struct luon_array", mt)
 
