@@ -59,6 +59,10 @@ function autograd.backward(hs, hgs, retain_graph)
     if hgs and hgs[k] ~= nil and not core.is_array(hgs[k]) then
       core.error(("backward: head gradient %d must be an array, got %s"):format(k, core.show_value(hgs[k])))
     end
+    if hgs and hgs[k] ~= nil and tostring(hgs[k].device) ~= tostring(hs[k].device) then
+      core.error(("backward: head gradient %d is on %s but its head is on %s; copy it there with as_in_context")
+                 :format(k, tostring(hgs[k].device), tostring(hs[k].device)))
+    end
     head_grads[k - 1] = hgs and hgs[k] and hgs[k].t or nil
   end
   core.check(C.luon_autograd_backward(#hs, heads, hgs and head_grads or nil, retain_graph and 1 or 0), 2)

@@ -159,6 +159,8 @@ describe("attach_grad and backward", function()
     local y = autograd.record(function() return x * 2 end)
     H.assert_error(function() y:backward(5, true) end, {"backward: head gradient 1 must be an array, got 5"})
     H.assert_error(function() autograd.backward({y}, "x", true) end, {"head_grads must be an array", "'x'"})
+    H.assert_error(function() y:backward(np.ones({2}, {device = npx.cpu(7)}), true) end,
+                   {"backward: head gradient 1 is on cpu(7) but its head is on"})
     y:backward()
     H.check(x.grad, {2, 2})
   end)
