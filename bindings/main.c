@@ -359,9 +359,19 @@ static int open_repl_native(lua_State *L) {
   return 1;
 }
 
+/* export NAME='value;;' for sh, a quote in value written as '\'' */
+static void print_export(const char *name, const char *value) {
+  printf("export %s='", name);
+  for (const char *c = value; *c; c++) {
+    if (*c == '\'') fputs("'\\''", stdout);
+    else putchar(*c);
+  }
+  printf(";;'\n");
+}
+
 static void usage(void) {
   fprintf(stderr,
-          "usage: luon [options] [script [args...]]\n"
+          "usage: luon [options] [script [args...]]   (script '-': standard input)\n"
           "  -e code   run a string\n"
           "  -i        open the REPL after the script\n"
           "  --env     print LUA_PATH and LUA_CPATH lines for plain luajit\n"
@@ -389,7 +399,8 @@ int main(int argc, char **argv) {
   for (; i < argc; i++) {
     const char *a = argv[i];
     if (strcmp(a, "--env") == 0) {
-      printf("export LUA_PATH='%s;;'\nexport LUA_CPATH='%s;;'\n", paths, cpaths);
+      print_export("LUA_PATH", paths);
+      print_export("LUA_CPATH", cpaths);
       lua_close(L);
       return 0;
     } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
@@ -400,6 +411,7 @@ int main(int argc, char **argv) {
       interactive = 1;
     } else if (strcmp(a, "-e") == 0) {
       if (i + 1 >= argc) {
+        fprintf(stderr, "luon: -e needs a string of Lua code after it\n");
         usage();
         lua_close(L);
         return 1;
@@ -434,7 +446,7 @@ int main(int argc, char **argv) {
       lua_rawseti(L, -2, k - i);
     }
     lua_setglobal(L, "arg");
-    status = luaL_loadfile(L, argv[i]);
+    status = luaL_loadfile(L, strcmp(argv[i], "-") == 0 ? NULL : argv[i]); /* "-": stdin, as lua */
     if (status == 0) {
       for (int k = i + 1; k < argc; k++) lua_pushstring(L, argv[k]);
       status = docall(L, argc - i - 1, 0);

@@ -141,6 +141,16 @@ describe("luon with piped input", function()
     os.remove(script)
     assert.matches("> 43\n", out)
   end)
+
+  it("'-' runs the script on standard input with its arguments; -e needs code", function()
+    if not exists(luon) then pending("no luon executable at " .. luon) return end
+    local out, status = run("echo 'print(arg[0], ...)' | " .. quote(luon) .. " - a b")
+    assert.equal(0, status)
+    assert.equal("-\ta\tb\n", out)
+    out, status = run(quote(luon) .. " -e")
+    assert.equal(1, status)
+    assert.matches("luon: -e needs a string of Lua code", out, 1, true)
+  end)
 end)
 
 describe("the REPL in a terminal", function()
