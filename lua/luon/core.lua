@@ -322,6 +322,10 @@ function M.set_ints(a, list, from, fname, level)
   for k = 1, n do
     local v = list[k]
     if not is_int(v) then
+      if type(v) == "number" and v % 1 == 0 then
+        error(("%s: %.17g at position %d is too large (integers here stay below 2^62 in size)")
+              :format(fname, v, k), level)
+      end
       error(("%s: expected integers, got %s at position %d"):format(fname, M.show_value(v), k), level)
     end
     a.i[from + k - 1] = v

@@ -188,6 +188,8 @@ describe("errors", function()
     fails(function() local r = np.reshape(a, {2.5, -1}); return r end,
           {"reshape", "expected integers", "2.5", "position 1"})
     fails(function() local r = np.reshape(a, {"a"}); return r end, {"reshape", "'a'"})
+    fails(function() local r = np.reshape(a, {2 ^ 62, 4, 0}); return r end,
+          {"reshape", "4.6116860184273879e+18 at position 1 is too large"})
     fails(function() local r = np.transpose(a, "x"); return r end, {"transpose", "list of integers", "'x'"})
     fails(function() local r = np.sum(a, 0 / 0); return r end, {"sum", "nan"})
     fails(function() local r = np.split(np.ones({4}), {1e30}); return r end, {"split", "1e+30"})
