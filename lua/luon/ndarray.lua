@@ -260,12 +260,35 @@ local function is_dtype_int(info)
   return d == core.INT32 or d == core.INT64 or d == core.UINT8
 end
 
+-- Past 1000 elements (NumPy's threshold) only the first and last 3 entries
+-- of each longer axis are shown: those are taken on the device first
+-- (longest axis first, so no step grows), and only they come to the host.
+local function edges(x, shape)
+  local axes = {}
+  for d = 1, #shape do if shape[d] > 6 then axes[#axes + 1] = d end end
+  table.sort(axes, function(a, b) return shape[a] > shape[b] end)
+  for _, d in ipairs(axes) do
+    local len = shape[d]
+    x = np.take(x, {0, 1, 2, len - 3, len - 2, len - 1}, d - 1)
+  end
+  return x
+end
+
 local function format_values(x)
   local info = info_of(x)
   local shape = x.shape
-  local buf, n, is_bool = host_values(x)
+  local summarise = tonumber(info.size) > 1000
+  local shown = x
+  if summarise then -- not recorded: printing is no part of a graph
+    local was = C.luon_autograd_set_recording(0)
+    local ok, r = pcall(edges, x, shape)
+    C.luon_autograd_set_recording(was)
+    if not ok then error(r, 0) end
+    shown = r
+  end
+  local rshape = shown.shape -- shape, with every axis longer than 6 cut to 6 when summarised
+  local buf, n, is_bool = host_values(shown)
   local f = formatter(buf, n, is_bool, is_dtype_int(info))
-  local summarise = n > 1000
   local strs, width = {}, 0
   for k = 0, n - 1 do
     local s = f(buf[k])
@@ -275,10 +298,10 @@ local function format_values(x)
   if #shape == 0 then return strs[0] or "" end
   local strides = {}
   local acc = 1
-  for d = #shape, 1, -1 do strides[d] = acc; acc = acc * shape[d] end
+  for d = #rshape, 1, -1 do strides[d] = acc; acc = acc * rshape[d] end
   local function render(d, base, indent)
     local parts = {}
-    local len = shape[d]
+    local len = rshape[d]
     local function item(k)
       if d == #shape then
         local s = strs[base + k]
@@ -287,10 +310,10 @@ local function format_values(x)
       return render(d + 1, base + k * strides[d], indent .. " ")
     end
     local sep = d == #shape and " " or ("\n"):rep(#shape - d) .. indent .. " "
-    if summarise and len > 6 then
+    if summarise and shape[d] > 6 then
       for k = 0, 2 do parts[#parts + 1] = item(k) end
       parts[#parts + 1] = "..."
-      for k = len - 3, len - 1 do parts[#parts + 1] = item(k) end
+      for k = 3, 5 do parts[#parts + 1] = item(k) end
     else
       for k = 0, len - 1 do parts[#parts + 1] = item(k) end
     end
