@@ -3,6 +3,10 @@
 #include "internal.h"
 
 int64_t luon_abi_sizeof(const char *name) {
+  if (!name) {
+    lu_error(LUON_EINVAL, "abi_sizeof: struct_name is NULL");
+    return -1;
+  }
 #define SIZE(T) if (strcmp(name, #T) == 0) return (int64_t)sizeof(T);
   SIZE(luon_tensor_info)
   SIZE(luon_memory_stats)
@@ -10,5 +14,6 @@ int64_t luon_abi_sizeof(const char *name) {
   SIZE(luon_attrs)
   SIZE(luon_transform_step)
 #undef SIZE
+  lu_error(LUON_EINVAL, "abi_sizeof: no struct named '%s' in luon.h", name);
   return -1;
 }

@@ -298,6 +298,7 @@ static luon_status pool_check(const char *fn, lu_device d) {
 }
 
 luon_status luon_memory_stats_get(int32_t type, int32_t id, luon_memory_stats *out) {
+  if (!out) return lu_error(LUON_EINVAL, "memory_stats: out is NULL");
   lu_device d = {type, id};
   LU_TRY(pool_check("memory_stats", d));
   pool *pl = pool_of(d);

@@ -125,6 +125,7 @@ luon_status luon_tensor_attach_grad(luon_tensor *t, int32_t req) {
 
 luon_status luon_tensor_grad(luon_tensor *t, luon_tensor **out) {
   if (!t) return lu_error(LUON_EINVAL, "grad: NULL array");
+  if (!out) return lu_error(LUON_EINVAL, "grad: out is NULL");
   *out = luon_tensor_retain(t->grad);
   return LUON_OK;
 }
@@ -133,6 +134,7 @@ int32_t luon_tensor_grad_req(const luon_tensor *t) { return t ? t->grad_req : 0;
 
 luon_status luon_tensor_detach(luon_tensor *t, luon_tensor **out) {
   if (!t) return lu_error(LUON_EINVAL, "detach: NULL array");
+  if (!out) return lu_error(LUON_EINVAL, "detach: out is NULL");
   return lu_tensor_view(t, t->ndim, t->shape, t->strides, t->offset, out);
 }
 
@@ -292,6 +294,7 @@ static luon_status run_backward(int nheads, luon_tensor *const *heads, luon_tens
 luon_status luon_autograd_backward(int32_t nheads, luon_tensor *const *heads,
                                    luon_tensor *const *head_grads, int32_t retain_graph) {
   if (nheads < 1) return lu_error(LUON_EINVAL, "backward: no arrays given");
+  if (!heads) return lu_error(LUON_EINVAL, "backward: heads is NULL (n is %d)", nheads);
   int32_t was = luon_autograd_set_recording(0);
   int64_t pass = __atomic_add_fetch(&pass_counter, 1, __ATOMIC_RELAXED);
   order topo = {0};

@@ -79,6 +79,7 @@ luon_status luon_allreduce(int32_t n, luon_tensor *const *r, int32_t op) {
     return lu_error(LUON_EINVAL, "allreduce: %d replicas (expected 1 to %d)", n, MAX_REPLICAS);
   if (op != LUON_REDUCE_SUM && op != LUON_REDUCE_MEAN)
     return lu_error(LUON_EINVAL, "allreduce: unknown reduction %d (0 sum, 1 mean)", op);
+  if (!r) return lu_error(LUON_EINVAL, "allreduce: replicas is NULL (n is %d)", n);
   for (int k = 0; k < n; k++) {
     if (!r[k]) return lu_error(LUON_EINVAL, "allreduce: replica %d is NULL", k + 1);
     if (r[k]->dtype != r[0]->dtype || r[k]->ndim != r[0]->ndim ||

@@ -107,7 +107,11 @@ luon_status luon_gpu_memory_info(int32_t id, int64_t *free_b, int64_t *total_b) 
     return lu_error(LUON_EUNSUPPORTED,
                     "gpu_memory_info: no GPU is available (%s)", cuda_status);
   LU_TRY(lu_device_check((lu_device){LUON_GPU, id}));
-  return lu_cuda_check(lu_cuda.memory_info(id, free_b, total_b));
+  int64_t fr = 0, total = 0; /* either out pointer may be NULL; backends need not check */
+  LU_TRY(lu_cuda_check(lu_cuda.memory_info(id, &fr, &total)));
+  if (free_b) *free_b = fr;
+  if (total_b) *total_b = total;
+  return LUON_OK;
 }
 
 const char *lu_device_str(lu_device d) {

@@ -58,9 +58,13 @@ bool lu_ref_kernels(void) {
 int32_t luon_op_count(void) { return LU_OP_COUNT; }
 
 int32_t luon_op_find(const char *name) {
+  if (!name) {
+    lu_error(LUON_EINVAL, "op_find: name is NULL");
+    return -1;
+  }
   for (int i = 0; i < LU_OP_COUNT; i++)
     if (strcmp(lu_ops[i].name, name) == 0) return i;
-  lu_error(LUON_EINVAL, "no op named '%s'", name ? name : "(null)");
+  lu_error(LUON_EINVAL, "no op named '%s'", name);
   return -1;
 }
 
@@ -180,6 +184,9 @@ luon_status luon_op_call(int32_t op, int32_t nin, luon_tensor *const *in, const 
   if ((d->nin >= 0 && nin != d->nin) || nin < 0 || nin > LUON_MAX_OP_INPUTS || (d->nin < 0 && nin < 1))
     return lu_error(LUON_EINVAL, "%s: takes %s%d input%s, got %d", d->name, d->nin < 0 ? "1 to " : "",
                     d->nin < 0 ? LUON_MAX_OP_INPUTS : d->nin, d->nin == 1 ? "" : "s", nin);
+  if (nin > 0 && !in) return lu_error(LUON_EINVAL, "op_call: in is NULL but nin is %d (op %s)", nin, d->name);
+  if (!nout_p) return lu_error(LUON_EINVAL, "op_call: nout is NULL (op %s)", d->name);
+  if (!out) return lu_error(LUON_EINVAL, "op_call: out is NULL (op %s)", d->name);
   static const luon_attrs no_attrs;
   lu_call c;
   c.op = op;

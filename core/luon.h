@@ -15,7 +15,9 @@ extern "C" {
 /* LUON_CDEF_BEGIN */
 
 /* Every call returns a status (or NULL) and leaves a message for
- * luon_last_error() on failure. Nothing here aborts, exits or prints. */
+ * luon_last_error() on failure. Nothing here aborts, exits or prints. A
+ * NULL where a pointer is needed is LUON_EINVAL naming the function and
+ * the argument ("view: out is NULL"). */
 typedef enum luon_status {
   LUON_OK = 0,
   LUON_EINVAL = 1,        /* a bad argument (named in the message) */
@@ -95,7 +97,8 @@ void luon_tensor_release(luon_tensor *t);
 /* A new uninitialised tensor (+1 in *out). shape may be NULL when ndim is 0. */
 luon_status luon_tensor_empty(int32_t dtype, int32_t ndim, const int64_t *shape,
                               int32_t dev_type, int32_t dev_id, luon_tensor **out);
-/* A new tensor holding a copy of host memory `src` (row-major, of `dtype`). */
+/* A new tensor holding a copy of host memory `src` (row-major, of `dtype`;
+ * NULL only when the shape has no elements). */
 luon_status luon_tensor_from_host(const void *src, int32_t dtype, int32_t ndim,
                                   const int64_t *shape, int32_t dev_type, int32_t dev_id,
                                   luon_tensor **out);
@@ -110,10 +113,13 @@ luon_status luon_tensor_to_host(const luon_tensor *t, void *dst, int32_t dtype, 
 luon_status luon_tensor_wrap(void *ptr, int32_t dtype, int32_t ndim, const int64_t *shape,
                              const int64_t *strides, int32_t dev_type, int32_t dev_id,
                              luon_tensor **out);
-/* A view of t with another shape/strides/offset over the same storage (+1). */
+/* A view of t with another shape/strides/offset over the same storage (+1);
+ * shape and strides may be NULL only when ndim is 0. */
 luon_status luon_tensor_view(luon_tensor *t, int32_t ndim, const int64_t *shape,
                              const int64_t *strides, int64_t offset, luon_tensor **out);
-/* Copy src into dst (same shape; dtype converted; devices may differ). */
+/* Copy src into dst (same shape; dtype converted; devices may differ).
+ * LUON_EINVAL when dst is a broadcast view (stride 0 along an axis longer
+ * than 1): its elements share memory. */
 luon_status luon_tensor_copy(luon_tensor *dst, const luon_tensor *src);
 /* Wait until all work writing t is done. */
 luon_status luon_tensor_wait(const luon_tensor *t);
@@ -121,7 +127,8 @@ luon_status luon_tensor_wait(const luon_tensor *t);
 /* Devices. cpu(i) for any i >= 0 are logical devices over host memory;
  * gpu(i) exist when the CUDA backend loaded and found cards. */
 int32_t luon_gpu_count(void);
-/* Free and total bytes of gpu(id); LUON_EUNSUPPORTED without CUDA. */
+/* Free and total bytes of gpu(id) (either pointer may be NULL);
+ * LUON_EUNSUPPORTED without CUDA. */
 luon_status luon_gpu_memory_info(int32_t id, int64_t *free_bytes, int64_t *total_bytes);
 /* Why the CUDA backend did not load ("" if it did). */
 const char *luon_cuda_status(void);
@@ -344,7 +351,7 @@ luon_status luon_transform_apply_raw(const luon_transform_step *steps, int32_t n
 luon_status luon_transform_out_shape(const luon_transform_step *steps, int32_t nsteps,
                                      int32_t ndim, const int64_t *in_shape, int32_t in_dtype,
                                      int64_t *out_shape, int32_t *out_dtype);
-/* 1 when any step is random. */
+/* 1 when any step is random; 0 (with a message) when steps is NULL. */
 int32_t luon_transform_is_random(const luon_transform_step *steps, int32_t nsteps);
 /* A seed drawn from cpu(0)'s stream (reproducible after luon_random_seed). */
 luon_status luon_transform_next_seed(uint64_t *out);
@@ -387,7 +394,7 @@ void luon_safetensors_close(luon_safetensors *h);
 luon_status luon_idx_read(const char *path, int32_t dev_type, int32_t dev_id, luon_tensor **out);
 
 /* sizeof of a struct of this header as the C compiler lays it out, by name
- * ("luon_tensor_info"), or -1: the bindings check the FFI agrees. */
+ * ("luon_tensor_info"), or -1 (with a message): the bindings check the FFI agrees. */
 int64_t luon_abi_sizeof(const char *struct_name);
 
 /* The BLAS in use and its kernel family ("SkylakeX"), or why none loaded. */

@@ -227,6 +227,7 @@ void luon_tensor_release(luon_tensor *t) {
 
 luon_status luon_tensor_info_get(const luon_tensor *t, luon_tensor_info *info) {
   if (!t) return lu_error(LUON_EINVAL, "tensor_info: NULL tensor");
+  if (!info) return lu_error(LUON_EINVAL, "tensor_info: info is NULL");
   info->dtype = t->dtype;
   info->ndim = t->ndim;
   info->dev_type = t->dev.type;
@@ -245,14 +246,19 @@ luon_status luon_tensor_info_get(const luon_tensor *t, luon_tensor_info *info) {
 
 luon_status luon_tensor_empty(int32_t dtype, int32_t ndim, const int64_t *shape, int32_t dev_type,
                               int32_t dev_id, luon_tensor **out) {
+  if (!out) return lu_error(LUON_EINVAL, "empty: out is NULL");
+  *out = NULL;
   lu_device d = {dev_type, dev_id};
   LU_TRY(lu_device_check(d));
+  if (ndim > 0 && !shape) return lu_error(LUON_EINVAL, "empty: NULL shape for %d dimensions", ndim);
   return lu_tensor_new(dtype, ndim, shape, d, out);
 }
 
 luon_status luon_tensor_wrap(void *ptr, int32_t dtype, int32_t ndim, const int64_t *shape,
                              const int64_t *strides, int32_t dev_type, int32_t dev_id,
                              luon_tensor **out) {
+  if (!out) return lu_error(LUON_EINVAL, "wrap: out is NULL");
+  *out = NULL;
   lu_device d = {dev_type, dev_id};
   LU_TRY(lu_device_check(d));
   if (ndim > 0 && !shape) return lu_error(LUON_EINVAL, "wrap: NULL shape for %d dimensions", ndim);
@@ -295,6 +301,9 @@ luon_status luon_tensor_wrap(void *ptr, int32_t dtype, int32_t ndim, const int64
 luon_status luon_tensor_view(luon_tensor *t, int32_t ndim, const int64_t *shape,
                              const int64_t *strides, int64_t offset, luon_tensor **out) {
   if (!t) return lu_error(LUON_EINVAL, "view: NULL tensor");
+  if (!out) return lu_error(LUON_EINVAL, "view: out is NULL");
+  if (ndim > 0 && !shape) return lu_error(LUON_EINVAL, "view: NULL shape for %d dimensions", ndim);
+  if (ndim > 0 && !strides) return lu_error(LUON_EINVAL, "view: NULL strides for %d dimensions", ndim);
   return lu_tensor_view(t, ndim, shape, strides, offset, out);
 }
 
@@ -322,6 +331,13 @@ static luon_status fence_pinned(const luon_tensor *src, lu_device dd) {
 luon_status luon_tensor_from_host(const void *src, int32_t dtype, int32_t ndim,
                                   const int64_t *shape, int32_t dev_type, int32_t dev_id,
                                   luon_tensor **out) {
+  if (!out) return lu_error(LUON_EINVAL, "from_host: out is NULL");
+  *out = NULL;
+  LU_TRY(lu_device_check((lu_device){dev_type, dev_id}));
+  if (ndim > 0 && !shape) return lu_error(LUON_EINVAL, "from_host: NULL shape for %d dimensions", ndim);
+  LU_TRY(check_shape("from_host", ndim, shape));
+  if (!src && lu_numel(ndim, shape) > 0)
+    return lu_error(LUON_EINVAL, "from_host: NULL src for shape %s", lu_shape_str(ndim, shape));
   luon_tensor *t;
   LU_TRY(luon_tensor_empty(dtype, ndim, shape, dev_type, dev_id, &t));
   luon_status s = transfer(lu_data(t), t->dev, src, (lu_device){LUON_CPU, 0},
@@ -352,6 +368,7 @@ luon_status luon_tensor_to_host(const luon_tensor *tc, void *dst, int32_t dtype,
   size_t need = (size_t)t->size * (size_t)luon_dtype_size(dtype);
   if (bytes < need)
     return lu_error(LUON_EINVAL, "to_host: buffer of %zu bytes, %zu needed", bytes, need);
+  if (!dst && need > 0) return lu_error(LUON_EINVAL, "to_host: NULL dst for %zu bytes", need);
   luon_tensor *c;
   LU_TRY(contiguous(t, &c));
   luon_status s = LUON_OK;
@@ -397,12 +414,36 @@ static bool overlapping(const luon_tensor *dst, const luon_tensor *src) {
   return dlo < shi && slo < dhi;
 }
 
+/* The first axis along which t's elements share memory (stride 0 and length
+ * > 1, as in a broadcast_to view), or -1. */
+static int broadcast_axis(const luon_tensor *t) {
+  if (t->size == 0) return -1;
+  for (int i = 0; i < t->ndim; i++)
+    if (t->strides[i] == 0 && t->shape[i] > 1) return i;
+  return -1;
+}
+
 luon_status luon_tensor_copy(luon_tensor *dst, const luon_tensor *srcc) {
   luon_tensor *src = (luon_tensor *)srcc;
   if (!dst || !src) return lu_error(LUON_EINVAL, "copyto: NULL tensor");
   if (dst->ndim != src->ndim || memcmp(dst->shape, src->shape, sizeof(int64_t) * (size_t)src->ndim))
     return lu_error(LUON_ESHAPE, "copyto: cannot copy an array of shape %s into one of shape %s",
                     lu_shape_str(src->ndim, src->shape), lu_shape_str(dst->ndim, dst->shape));
+  /* every element would land in the same memory (the last write wins, on
+   * any device): refused, as NumPy's read-only broadcast views */
+  int ax = broadcast_axis(dst);
+  if (ax >= 0)
+    return lu_error(LUON_EINVAL, "copyto: the destination is a broadcast view (stride 0 along axis %d "
+                    "of shape %s): its elements share memory; copy into a real array", ax,
+                    lu_shape_str(dst->ndim, dst->shape));
+  /* MXNet's rule: while recording, an array already in a graph (the result
+   * of a recorded op, or an array with a gradient buffer) is not written
+   * into, for backward would read the new values */
+  if (lu_recording && (dst->node || dst->grad))
+    return lu_error(LUON_EGRAD, "copyto: assigning to an array that is already in a computational "
+                    "graph would make its gradients wrong: call backward first, or write outside "
+                    "autograd.record() (in-place writes such as copyto and np.random.shuffle are "
+                    "not recorded)");
   int32_t nout = 1;
   luon_tensor *out[1] = {dst};
   if (overlapping(dst, src)) { /* as NumPy: through a copy of src */

@@ -1370,7 +1370,9 @@ luon_status luon_transform_apply_raw(const luon_transform_step *steps, int32_t n
 luon_status luon_transform_out_shape(const luon_transform_step *steps, int32_t nsteps, int32_t ndim,
                                      const int64_t *in_shape, int32_t in_dtype, int64_t *out_shape,
                                      int32_t *out_dtype) {
-  if (ndim != 3 || !in_shape || !out_shape)
+  if (!in_shape || !out_shape)
+    return lu_error(LUON_EINVAL, "transform_out_shape: %s is NULL", in_shape ? "out_shape" : "in_shape");
+  if (ndim != 3)
     return lu_error(LUON_ESHAPE, "transform_out_shape: expects a 3-d (H,W,C) image shape");
   bool chw = nsteps > 0 && steps && steps[0].kind == LUON_TF_NORMALIZE;
   dims d = {(int)in_shape[chw ? 1 : 0], (int)in_shape[chw ? 2 : 1], (int)in_shape[chw ? 0 : 2], chw,
@@ -1382,6 +1384,10 @@ luon_status luon_transform_out_shape(const luon_transform_step *steps, int32_t n
 }
 
 int32_t luon_transform_is_random(const luon_transform_step *steps, int32_t nsteps) {
+  if (!steps && nsteps > 0) {
+    lu_error(LUON_EINVAL, "transform_is_random: steps is NULL but nsteps is %d", nsteps);
+    return 0;
+  }
   for (int32_t k = 0; k < nsteps; k++)
     if (is_random(steps[k].kind)) return 1;
   return 0;

@@ -153,6 +153,43 @@ describe("attach_grad and backward", function()
     H.assert_error(function() np.array({1, 2}, {dtype = "int64"}):attach_grad() end, {"attach_grad", "int64"})
   end)
 
+  it("refuses in-place writes into arrays of the graph while recording, as MXNet", function()
+    local x = F({1, 2, 3})
+    x:attach_grad()
+    local msg = {"copyto: assigning to an array that is already in a computational graph", "backward first"}
+    H.assert_error(function()
+      autograd.record(function()
+        local a = x * 2
+        np.array({9, 9, 9}):copyto(a)
+        return (a * x):sum()
+      end)
+    end, msg)
+    H.assert_error(function()
+      autograd.record(function()
+        local a = x * x
+        np.array({5, 5, 5}):copyto(x)
+        return a
+      end)
+    end, msg)
+    H.assert_error(function()
+      autograd.record(function()
+        local a = x * 1
+        np.random.shuffle(a)
+        return a
+      end)
+    end, msg)
+    assert.is_false(autograd.is_recording())
+    -- outside record, and into arrays outside the graph, writes are fine
+    np.array({4, 5, 6}):copyto(x)
+    local y = autograd.record(function()
+      local t = np.zeros({3})
+      np.array({1, 1, 1}):copyto(t)
+      return (x * t):sum()
+    end)
+    y:backward()
+    H.check(x.grad, {1, 1, 1})
+  end)
+
   it("rejects a head gradient that is not an array", function()
     local x = F({1, 2})
     x:attach_grad()

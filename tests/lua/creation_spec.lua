@@ -211,6 +211,22 @@ for _, dev in ipairs(H.devices()) do
         local x = np.ones({2, 2}, D)
         H.assert_error(function() x:copyto(np.zeros({3}, D)) end, {"copyto", "(2,2)", "(3,)"})
       end)
+      it("copyto into a broadcast view is an error and leaves its base alone, as NumPy", function()
+        -- every element of the view is the base's one element
+        local base = np.full({1}, 7, D)
+        local view = np.broadcast_to(base, {4})
+        H.assert_error(function() np.arange(4, D):copyto(view) end,
+                       {"copyto", "broadcast view", "axis 0", "(4,)"})
+        H.check(base, {7})
+        -- from another device too, and along an inner axis
+        local other = dev == npx.cpu(0) and npx.cpu(1) or npx.cpu(0)
+        local b2 = np.zeros({2, 1}, D)
+        H.assert_error(function() np.ones({2, 3}, {device = other}):copyto(np.broadcast_to(b2, {2, 3})) end,
+                       {"broadcast view", "axis 1", "(2,3)"})
+        H.check(b2, {{0}, {0}})
+        -- reading from one is fine
+        H.check(view:copyto(np.zeros({4}, D)), {7, 7, 7, 7})
+      end)
       it("as_in_context / to_device return the same array when already there", function()
         local x = np.ones({2}, D)
         assert.equal(x, x:as_in_context(dev))
@@ -273,6 +289,15 @@ for _, dev in ipairs(H.devices()) do
         assert.equal("[ 1 -2 30]" .. suffix, tostring(np.array({1, -2, 30}, {dtype = "int32", device = dev})))
         assert.equal("[ True False]" .. suffix, tostring(np.array({true, false}, D)))
         assert.equal("[[[0. 0.]]\n\n [[0. 0.]]]" .. suffix, tostring(np.zeros({2, 1, 2}, D)))
+      end)
+      it("summarises past 1000 elements, reading only what it shows", function()
+        assert.equal("[   0.    1.    2. ... 1998. 1999. 2000.]" .. suffix, tostring(np.arange(2001, D)))
+        local m = tostring(np.arange(2000, D):reshape({40, 50}))
+        local head = "[[   0.    1.    2. ...   47.   48.   49.]\n [  50.   51.   52. ...   97.   98.   99.]"
+        assert.equal(head, m:sub(1, #head))
+        assert.truthy(m:find("\n ...\n [1850. 1851. 1852. ... 1897. 1898. 1899.]", 1, true))
+        -- 2^40 elements of one value: only the 6 shown ever leave the device
+        assert.equal("[1. 1. 1. ... 1. 1. 1.]" .. suffix, tostring(np.broadcast_to(np.ones({1}, D), {2 ^ 40})))
       end)
       it("names every device but cpu(0)", function()
         local s = tostring(np.ones({2}, D))
