@@ -34,6 +34,17 @@ local function check_kw(kw, fname, extra, level)
   return core.check_keys(kw, fname, (level or 2) + 1, base_kw, extra)
 end
 
+-- kw (nil: none) must be a table of the options `known`, exactly those the
+-- function reads: np.sum(x, {axes = 0}) must not quietly sum everything.
+local function options(kw, fname, known, level)
+  if kw == nil then return {} end
+  if type(kw) ~= "table" then
+    error(("%s: options must be a table such as {%s = ...}, got %s")
+          :format(fname, known[1], core.show_value(kw)), (level or 2) + 1)
+  end
+  return core.check_keys(kw, fname, (level or 2) + 1, known)
+end
+
 local function device_attrs(a, kw, fname, level, extra)
   check_kw(kw, fname, extra, (level or 2) + 1)
   local dev = core.resolve_device(kw.device or kw.ctx, fname, (level or 2) + 1)
@@ -149,7 +160,7 @@ end
 function np.empty(shape, kw)
   kw = check_kw(kw or {}, "empty", nil, 2)
   shape = core.shape_arg(shape, "empty", 2)
-  local dev = core.resolve_device(kw.device, "empty", 2)
+  local dev = core.resolve_device(kw.device or kw.ctx, "empty", 2)
   local dt = core.dtype_id(kw.dtype, "empty", 2) or core.FLOAT32
   local sh = ffi.new("int64_t[8]")
   for k = 1, #shape do sh[k - 1] = shape[k] end
@@ -161,8 +172,8 @@ end
 local function like(fname, maker)
   return function(x, kw)
     check_array(x, fname, 1, 2)
-    kw = kw or {}
-    return maker(x.shape, {dtype = kw.dtype or x.dtype, device = kw.device or x.device})
+    kw = check_kw(kw or {}, fname, nil, 2)
+    return maker(x.shape, {dtype = kw.dtype or x.dtype, device = kw.device or kw.ctx or x.device})
   end
 end
 np.zeros_like = like("zeros_like", np.zeros)
@@ -170,8 +181,8 @@ np.ones_like = like("ones_like", np.ones)
 np.empty_like = like("empty_like", np.empty)
 function np.full_like(x, value, kw)
   check_array(x, "full_like", 1, 2)
-  kw = kw or {}
-  return np.full(x.shape, value, {dtype = kw.dtype or x.dtype, device = kw.device or x.device})
+  kw = check_kw(kw or {}, "full_like", nil, 2)
+  return np.full(x.shape, value, {dtype = kw.dtype or x.dtype, device = kw.device or kw.ctx or x.device})
 end
 
 -- arange(stop) | arange(start, stop) | arange(start, stop, step), then kw.
@@ -209,7 +220,10 @@ function np.eye(N, M, k, kw)
                                   core.int_arg(k or kw.k or 0, "eye", "k", 2), 3
   return call(op.eye, {}, a, 2)
 end
-np.identity = function(n, kw) return np.eye(n, nil, 0, kw) end
+function np.identity(n, kw)
+  check_kw(kw or {}, "identity", nil, 2) -- not eye's M and k
+  return np.eye(n, nil, 0, kw)
+end
 
 ---------------------------------------------------------------------------
 -- Random
@@ -333,9 +347,16 @@ np.absolute = np.abs
 function np.clip(x, a_min, a_max)
   check_array(x, "clip", 1, 2)
   if a_min == nil and a_max == nil then error("clip: a_min and a_max cannot both be nil", 2) end
-  local a = attrs()
-  a.f[0] = a_min == nil and 0 / 0 or core.num_arg(a_min, "clip", "a_min", 2)
-  a.f[1] = a_max == nil and 0 / 0 or core.num_arg(a_max, "clip", "a_max", 2)
+  local lo = a_min == nil and 0 / 0 or core.num_arg(a_min, "clip", "a_min", 2)
+  local hi = a_max == nil and 0 / 0 or core.num_arg(a_max, "clip", "a_max", 2)
+  if core.info_of(x).dtype == core.BOOL then
+    -- as x + bound would (NumPy's promotion, scalar_for's dtypes): a bool
+    -- clipped to 0.5 is float32 (not bool, all False), to 2 int64
+    local frac = (a_min ~= nil and a_min % 1 ~= 0) or (a_max ~= nil and a_max % 1 ~= 0)
+    x = x:astype(frac and "float32" or "int64")
+  end
+  local a = attrs() -- after astype, which fills the shared attrs too
+  a.f[0], a.f[1] = lo, hi
   return call1(op.clip, x, a)
 end
 
@@ -349,10 +370,18 @@ end
 ---------------------------------------------------------------------------
 -- Reductions: f(x, axis, kw) with axis a number, a list, or kw.axis
 
-local function axes_arg(axis, kw)
+local function axes_arg(axis, kw, fname)
   axis = axis == nil and kw.axis or axis
   if axis == nil then return {} end
   if type(axis) == "number" then return {axis} end
+  if type(axis) == "table" then
+    for k in pairs(axis) do -- {0, keepdims = true} would quietly drop keepdims
+      if type(k) ~= "number" then
+        core.error(("%s: the list of axes has a key %s; options go in a table of their own, "
+                    .. "as %s(x, axis, {keepdims = true})"):format(fname, core.show_value(k), fname))
+      end
+    end
+  end
   return axis
 end
 
@@ -361,10 +390,10 @@ local function reduction(name)
   np[name] = function(x, axis, kw)
     check_array(x, name, 1, 2)
     if type(axis) == "table" and axis[1] == nil and next(axis) ~= nil then kw, axis = axis, nil end
-    kw = kw or {}
+    kw = options(kw, name, {"axis", "keepdims", "dtype"}, 2)
     local a = attrs()
     a.i[0] = kw.keepdims and 1 or 0
-    core.set_ints(a, axes_arg(axis, kw), 1, name, 2)
+    core.set_ints(a, axes_arg(axis, kw, name), 1, name, 2)
     if kw.dtype then a.dtype = core.dtype_id(kw.dtype, name, 2) end
     return call(id, {x}, a, 2)
   end
@@ -377,7 +406,7 @@ local function arg_reduction(name)
   np[name] = function(x, axis, kw)
     check_array(x, name, 1, 2)
     if type(axis) == "table" then kw, axis = axis, nil end
-    kw = kw or {}
+    kw = options(kw, name, {"axis", "keepdims"}, 2)
     axis = axis == nil and kw.axis or axis
     local a = attrs()
     a.i[0] = kw.keepdims and 1 or 0
@@ -436,8 +465,9 @@ end
 function np.squeeze(x, axis, kw)
   check_array(x, "squeeze", 1, 2)
   if type(axis) == "table" and axis[1] == nil then kw, axis = axis, nil end
+  kw = options(kw, "squeeze", {"axis"}, 2)
   local a = attrs()
-  core.set_ints(a, axes_arg(axis, kw or {}), 0, "squeeze", 2)
+  core.set_ints(a, axes_arg(axis, kw, "squeeze"), 0, "squeeze", 2)
   return call(op.squeeze, {x}, a, 2)
 end
 
@@ -454,7 +484,8 @@ function np.ravel(x) return np.reshape(x, {-1}) end
 function np.split(x, sections, axis, kw)
   check_array(x, "split", 1, 2)
   if type(axis) == "table" then kw, axis = axis, nil end
-  axis = core.int_arg(axis or (kw and kw.axis) or 0, "split", "axis", 2)
+  kw = options(kw, "split", {"axis"}, 2)
+  axis = core.int_arg(axis or kw.axis or 0, "split", "axis", 2)
   local nd = x.ndim
   local ax = axis < 0 and axis + nd or axis
   if ax < 0 or ax >= nd then
@@ -500,7 +531,7 @@ np.array_split = np.split
 function np.take(x, indices, axis, kw)
   check_array(x, "take", 1, 2)
   if type(axis) == "table" then kw, axis = axis, nil end
-  kw = kw or {}
+  kw = options(kw, "take", {"axis", "mode"}, 2)
   axis = axis == nil and kw.axis or axis
   if not is_array(indices) then indices = np.array(indices, {dtype = "int64", device = x.device}) end
   local modes = {clip = 0, wrap = 1, raise = 2}
@@ -515,7 +546,8 @@ local function join(name)
   local id = op[name]
   np[name] = function(arrays, axis, kw)
     if type(axis) == "table" then kw, axis = axis, nil end
-    axis = axis or (kw and kw.axis) or 0
+    kw = options(kw, name, {"axis"}, 2)
+    axis = axis or kw.axis or 0
     if type(arrays) ~= "table" or #arrays == 0 then
       error(("%s: expected a non-empty list of arrays"):format(name), 2)
     end

@@ -116,14 +116,16 @@ unary("sigmoid")
 local op = core.op_ids
 local is_array = core.is_array
 
--- An op's options: nil (none) or a table; anything else names fname.
-local function opts_of(kw, fname, what)
+-- An op's options: nil (none) or a table of the options `known`, exactly
+-- those the op reads (pooling{pool_typ = 'avg'} must not quietly mean max);
+-- anything else names fname and the key. what: the table, noun: one key.
+local function opts_of(kw, fname, known, what, noun)
   if kw == nil then return {} end
   if type(kw) ~= "table" or is_array(kw) then
     core.error(("%s: %s must be a table of named options, got %s")
                :format(fname, what or "options", core.show_value(kw)))
   end
-  return kw
+  return core.check_keys(kw, fname, 3, known, nil, noun)
 end
 
 local function need_array(x, fname, what)
@@ -159,15 +161,22 @@ end
 -- convolution(data, weight, bias, {kernel=, stride=1, dilate=1, pad=0,
 -- num_filter=, num_group=1, no_bias=false, layout='NCHW', act_type=nil|'relu'}):
 -- 2-d, NCHW; act_type 'relu' (luon's) applies a relu in the same pass.
--- bias may be nil (or no_bias = true).
+-- bias may be nil (or no_bias = true). kernel and num_filter, when given,
+-- must agree with the weight's shape (num_filter, C/num_group, kh, kw).
+local conv_keys = {"kernel", "stride", "dilate", "pad", "num_filter", "num_group", "no_bias", "layout",
+                   "act_type"}
 -- conv2d's inputs and attributes (core.attrs()) for convolution's arguments.
 local function conv_args(data, weight, bias, kw)
   need_array(data, "convolution", "data")
   need_array(weight, "convolution", "weight")
   layout_check(kw.layout, "convolution")
+  local ws = weight.shape
+  if kw.num_filter ~= nil and kw.num_filter ~= ws[1] then
+    core.error(("convolution: num_filter is %s but the weight has %s filters (shape %s)")
+               :format(core.show_value(kw.num_filter), tostring(ws[1]), core.shape_text(ws)))
+  end
   if kw.kernel ~= nil then
     local kh, kw_ = pair(kw.kernel, nil, "convolution", "kernel")
-    local ws = weight.shape
     if #ws ~= 4 or ws[3] ~= kh or ws[4] ~= kw_ then
       core.error(("convolution: kernel (%d, %d) does not match weight shape (%s)")
                  :format(kh, kw_, table.concat(ws, ", ")))
@@ -193,16 +202,21 @@ end
 
 function npx.convolution(data, weight, bias, kw)
   if type(bias) == "table" and not is_array(bias) then kw, bias = bias, nil end
-  local inputs, a = conv_args(data, weight, bias, opts_of(kw, "convolution"))
+  local inputs, a = conv_args(data, weight, bias, opts_of(kw, "convolution", conv_keys))
   return core.call(op.conv2d, inputs, a, 2)
 end
+
+-- pooling's options (below), which convolution_maxpool's pool_kw shares
+local pool_keys = {"kernel", "pool_type", "global_pool", "stride", "pad", "pooling_convention",
+                   "count_include_pad", "layout"}
 
 -- luon's fusion: convolution(data, weight, bias, kw) (with its relu act_type)
 -- then max pooling(pool_kw) as one op whose convolution output is never
 -- stored; the same values as the two calls. pool_kw as pooling's, max only.
 function npx.convolution_maxpool(data, weight, bias, kw, pool_kw)
-  local inputs, a = conv_args(data, weight, bias, opts_of(kw, "convolution_maxpool"))
-  pool_kw = opts_of(pool_kw, "convolution_maxpool", "the pooling options")
+  local inputs, a = conv_args(data, weight, bias, opts_of(kw, "convolution_maxpool", conv_keys))
+  pool_kw = opts_of(pool_kw, "convolution_maxpool", pool_keys, "the pooling options", "pooling option")
+  layout_check(pool_kw.layout, "convolution_maxpool")
   if (pool_kw.pool_type or "max") ~= "max" or pool_kw.global_pool then
     core.error("convolution_maxpool: the pool must be max pooling over windows (not global)")
   end
@@ -222,7 +236,7 @@ end
 -- stride=kernel, pad=0, pooling_convention='valid'|'full',
 -- count_include_pad=true, layout='NCHW'}): 2-d, NCHW.
 function npx.pooling(data, kw)
-  kw = opts_of(kw, "pooling")
+  kw = opts_of(kw, "pooling", pool_keys)
   need_array(data, "pooling", "data")
   layout_check(kw.layout, "pooling")
   local ptype = kw.pool_type or "max"
@@ -252,7 +266,8 @@ end
 -- pass, with the biased variance; otherwise it uses the running statistics.
 -- fix_gamma: gamma is taken as 1 (MXNet's default for this op).
 function npx.batch_norm(x, gamma, beta, running_mean, running_var, kw)
-  kw = opts_of(kw, "batch_norm")
+  kw = opts_of(kw, "batch_norm", {"eps", "momentum", "fix_gamma", "use_global_stats", "axis",
+                                  "output_mean_var"})
   need_array(x, "batch_norm", "x")
   need_array(gamma, "batch_norm", "gamma")
   need_array(beta, "batch_norm", "beta")
@@ -276,7 +291,7 @@ end
 -- flatten: x (N, ...) is taken as (N, prod(...)); else the last axis.
 function npx.fully_connected(x, weight, bias, kw)
   if type(bias) == "table" and not is_array(bias) then kw, bias = bias, nil end
-  kw = opts_of(kw, "fully_connected")
+  kw = opts_of(kw, "fully_connected", {"num_hidden", "no_bias", "flatten"})
   need_array(x, "fully_connected", "x")
   need_array(weight, "fully_connected", "weight")
   if weight.ndim ~= 2 then
@@ -307,7 +322,7 @@ end
 -- with probability 1-p, scaled by 1/(1-p); 'training' acts only while
 -- autograd.is_training(), otherwise returns x itself.
 function npx.dropout(x, kw)
-  kw = opts_of(kw, "dropout")
+  kw = opts_of(kw, "dropout", {"p", "mode", "axes"})
   need_array(x, "dropout", "x")
   local p = kw.p == nil and 0.5 or kw.p
   local mode = kw.mode or "training"
@@ -326,7 +341,7 @@ end
 -- activation(x, {act_type='relu'|'sigmoid'|'tanh'|'softrelu'|'softsign'})
 local act_ops = {relu = op.relu, sigmoid = op.sigmoid, tanh = op.tanh, softrelu = op.softrelu}
 function npx.activation(x, kw)
-  local act = type(kw) == "string" and kw or opts_of(kw, "activation").act_type or "relu"
+  local act = type(kw) == "string" and kw or opts_of(kw, "activation", {"act_type"}).act_type or "relu"
   need_array(x, "activation", "x")
   local id = act_ops[act]
   if id then return core.call1(id, x) end
@@ -337,7 +352,7 @@ end
 
 -- leaky_relu(x, {act_type='leaky', slope=0.25})
 function npx.leaky_relu(x, kw)
-  kw = opts_of(kw, "leaky_relu")
+  kw = opts_of(kw, "leaky_relu", {"act_type", "slope"})
   need_array(x, "leaky_relu", "x")
   if kw.act_type ~= nil and kw.act_type ~= "leaky" then
     core.error(("leaky_relu: only act_type 'leaky' is supported, got %s"):format(tostring(kw.act_type)))
@@ -351,7 +366,10 @@ local function softmax_like(name)
   local id = op[name]
   npx[name] = function(x, kw)
     if type(kw) == "number" then kw = {axis = kw} end
-    kw = opts_of(kw, name)
+    if type(kw) == "table" and kw.use_length then -- MXNet's mask by lengths: an error, not unmasked values
+      core.error(("%s: use_length = true (with length) is not supported"):format(name))
+    end
+    kw = opts_of(kw, name, {"axis", "temperature", "use_length"})
     need_array(x, name, "x")
     if kw.temperature ~= nil and kw.temperature ~= 1 then x = x / kw.temperature end
     local a = core.attrs()
@@ -359,13 +377,13 @@ local function softmax_like(name)
     return core.call(id, {x}, a, 2)
   end
 end
--- softmax(x, {axis=-1, temperature=1}), log_softmax(x, {axis=-1})
+-- softmax(x, {axis=-1, temperature=1, use_length=false}), log_softmax(x, the same)
 softmax_like("softmax")
 softmax_like("log_softmax")
 
 -- pick(x, index, {axis=-1, mode='clip'|'wrap', keepdims=false})
 function npx.pick(x, index, kw)
-  kw = opts_of(kw, "pick")
+  kw = opts_of(kw, "pick", {"axis", "mode", "keepdims"})
   need_array(x, "pick", "x")
   if not is_array(index) then index = np.array(index, {device = x.device}) end
   local mode = kw.mode or "clip"
