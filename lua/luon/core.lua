@@ -397,6 +397,18 @@ function M.check_keys(t, fname, level, known, more, what)
   return t
 end
 
+-- An options table: nil gives {}; anything but a plain table (an array
+-- included) is an error naming fname and what ("options" unless given);
+-- its keys must be in known (check_keys, whose noun is noun).
+function M.options(kw, fname, known, level, what, noun)
+  if kw == nil then return {} end
+  if type(kw) ~= "table" or M.is_array(kw) then
+    error(("%s: %s must be a table of named options such as {%s = ...}, got %s")
+          :format(fname, what or "options", known[1], M.show_value(kw)), (level or 2) + 1)
+  end
+  return M.check_keys(kw, fname, (level or 2) + 1, known, nil, noun)
+end
+
 -- A value as an error message shows it: strings quoted, others by tostring.
 function M.show_value(v)
   return type(v) == "string" and ("'" .. v .. "'") or tostring(v)

@@ -36,14 +36,7 @@ end
 
 -- kw (nil: none) must be a table of the options `known`, exactly those the
 -- function reads: np.sum(x, {axes = 0}) must not quietly sum everything.
-local function options(kw, fname, known, level)
-  if kw == nil then return {} end
-  if type(kw) ~= "table" then
-    error(("%s: options must be a table such as {%s = ...}, got %s")
-          :format(fname, known[1], core.show_value(kw)), (level or 2) + 1)
-  end
-  return core.check_keys(kw, fname, (level or 2) + 1, known)
-end
+local options = core.options
 
 local function device_attrs(a, kw, fname, level, extra)
   check_kw(kw, fname, extra, (level or 2) + 1)

@@ -116,16 +116,10 @@ unary("sigmoid")
 local op = core.op_ids
 local is_array = core.is_array
 
--- An op's options: nil (none) or a table of the options `known`, exactly
--- those the op reads (pooling{pool_typ = 'avg'} must not quietly mean max);
--- anything else names fname and the key. what: the table, noun: one key.
+-- An op's options: exactly those the op reads (pooling{pool_typ = 'avg'}
+-- must not quietly mean max); what: the table, noun: one key.
 local function opts_of(kw, fname, known, what, noun)
-  if kw == nil then return {} end
-  if type(kw) ~= "table" or is_array(kw) then
-    core.error(("%s: %s must be a table of named options, got %s")
-               :format(fname, what or "options", core.show_value(kw)))
-  end
-  return core.check_keys(kw, fname, 3, known, nil, noun)
+  return core.options(kw, fname, known, 3, what, noun)
 end
 
 local function need_array(x, fname, what)
