@@ -87,6 +87,10 @@ static luon_status reduce_shape(lu_call *c) {
         if (is_arg(rop))
           return lu_error(LUON_ESHAPE, "%s: attempt to get %s of an empty sequence (input shape %s)",
                           name, name, lu_shape_str(nd, x->shape));
+        if (mask == ((int64_t)1 << nd) - 1) /* over the whole array: no axis to name */
+          return lu_error(LUON_ESHAPE,
+                          "%s: zero-size array to reduction operation %s which has no identity "
+                          "(input shape %s)", name, name, lu_shape_str(nd, x->shape));
         return lu_error(LUON_ESHAPE,
                         "%s: zero-size array to reduction operation %s which has no identity "
                         "(input shape %s, axis %d)", name, name, lu_shape_str(nd, x->shape), i);

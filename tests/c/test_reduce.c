@@ -224,6 +224,11 @@ static void test_empty(void) {
   CHECK(!y && st == LUON_ESHAPE, "empty max: status %d", st);
   CHECK(strstr(luon_last_error(), "zero-size array to reduction operation max which has no identity"),
         "message: %s", luon_last_error());
+  CHECK(strstr(luon_last_error(), "axis 0"), "names the axis asked for: %s", luon_last_error());
+  luon_attrs all = attrs(0, -1, NULL); /* over the whole array: no axis to name */
+  y = run("max", e, &all, &st);
+  CHECK(!y && st == LUON_ESHAPE && !strstr(luon_last_error(), "axis"), "whole-array empty max: %s",
+        luon_last_error());
   y = run("argmin", e, &a, &st);
   CHECK(!y && st == LUON_ESHAPE, "empty argmin: status %d", st);
   CHECK(strstr(luon_last_error(), "argmin"), "message: %s", luon_last_error());
