@@ -333,13 +333,13 @@ luon_status luon_tensor_from_host(const void *src, int32_t dtype, int32_t ndim,
                                   luon_tensor **out) {
   if (!out) return lu_error(LUON_EINVAL, "from_host: out is NULL");
   *out = NULL;
-  LU_TRY(lu_device_check((lu_device){dev_type, dev_id}));
   if (ndim > 0 && !shape) return lu_error(LUON_EINVAL, "from_host: NULL shape for %d dimensions", ndim);
-  LU_TRY(check_shape("from_host", ndim, shape));
-  if (!src && lu_numel(ndim, shape) > 0)
-    return lu_error(LUON_EINVAL, "from_host: NULL src for shape %s", lu_shape_str(ndim, shape));
-  luon_tensor *t;
+  luon_tensor *t; /* empty checks the device and the shape */
   LU_TRY(luon_tensor_empty(dtype, ndim, shape, dev_type, dev_id, &t));
+  if (!src && t->size > 0) {
+    luon_tensor_release(t);
+    return lu_error(LUON_EINVAL, "from_host: NULL src for shape %s", lu_shape_str(ndim, shape));
+  }
   luon_status s = transfer(lu_data(t), t->dev, src, (lu_device){LUON_CPU, 0},
                            (size_t)t->size * (size_t)luon_dtype_size(dtype));
   if (s != LUON_OK) {

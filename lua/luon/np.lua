@@ -37,6 +37,10 @@ end
 -- kw (nil: none) must be a table of the options `known`, exactly those the
 -- function reads: np.sum(x, {axes = 0}) must not quietly sum everything.
 local options = core.options
+-- (the lists are made once: a table literal per call would allocate on
+-- every reduction of a training step)
+local reduce_keys, arg_reduce_keys = {"axis", "keepdims", "dtype"}, {"axis", "keepdims"}
+local axis_keys, take_keys = {"axis"}, {"axis", "mode"}
 
 local function device_attrs(a, kw, fname, level, extra)
   check_kw(kw, fname, extra, (level or 2) + 1)
@@ -277,16 +281,22 @@ end
 -- Elementwise
 
 -- A 0-d array holding v, of a dtype that suits arithmetic with array x.
+-- The dtype of the result of an array of dtype dt with the Lua number v
+-- (NumPy's weak scalars): dt, but float32 for a fraction beside integers
+-- or bool, and int64 for an integer beside bool.
+local function with_scalar(dt, v)
+  if core.is_float(dt) then return dt end
+  if v % 1 ~= 0 then return core.FLOAT32 end
+  return dt == core.BOOL and core.INT64 or dt
+end
+
 local function scalar_for(v, x, fname)
   if type(v) == "boolean" then v = v and 1 or 0 end
   if type(v) ~= "number" then
     core.error(("%s: operands must be ndarrays or numbers, got %s"):format(fname, type(v)))
   end
   local info = core.info_of(x)
-  local dt = info.dtype
-  if not core.is_float(dt) then
-    if v % 1 ~= 0 then dt = core.FLOAT32 elseif dt == core.BOOL then dt = core.INT64 end
-  end
+  local dt = with_scalar(info.dtype, v)
   local a = attrs()
   a.dtype, a.dev_type, a.dev_id = dt, info.dev_type, info.dev_id
   a.f[0] = v
@@ -342,11 +352,12 @@ function np.clip(x, a_min, a_max)
   if a_min == nil and a_max == nil then error("clip: a_min and a_max cannot both be nil", 2) end
   local lo = a_min == nil and 0 / 0 or core.num_arg(a_min, "clip", "a_min", 2)
   local hi = a_max == nil and 0 / 0 or core.num_arg(a_max, "clip", "a_max", 2)
-  if core.info_of(x).dtype == core.BOOL then
-    -- as x + bound would (NumPy's promotion, scalar_for's dtypes): a bool
-    -- clipped to 0.5 is float32 (not bool, all False), to 2 int64
-    local frac = (a_min ~= nil and a_min % 1 ~= 0) or (a_max ~= nil and a_max % 1 ~= 0)
-    x = x:astype(frac and "float32" or "int64")
+  local dt = core.info_of(x).dtype
+  if dt == core.BOOL then
+    -- as x + bound would (with_scalar): a bool clipped to 0.5 is float32
+    -- (not bool, all False), to 2 int64
+    local t = with_scalar(with_scalar(dt, a_min or 0), a_max or 0)
+    x = x:astype(t)
   end
   local a = attrs() -- after astype, which fills the shared attrs too
   a.f[0], a.f[1] = lo, hi
@@ -383,7 +394,7 @@ local function reduction(name)
   np[name] = function(x, axis, kw)
     check_array(x, name, 1, 2)
     if type(axis) == "table" and axis[1] == nil and next(axis) ~= nil then kw, axis = axis, nil end
-    kw = options(kw, name, {"axis", "keepdims", "dtype"}, 2)
+    kw = options(kw, name, reduce_keys, 2)
     local a = attrs()
     a.i[0] = kw.keepdims and 1 or 0
     core.set_ints(a, axes_arg(axis, kw, name), 1, name, 2)
@@ -399,7 +410,7 @@ local function arg_reduction(name)
   np[name] = function(x, axis, kw)
     check_array(x, name, 1, 2)
     if type(axis) == "table" then kw, axis = axis, nil end
-    kw = options(kw, name, {"axis", "keepdims"}, 2)
+    kw = options(kw, name, arg_reduce_keys, 2)
     axis = axis == nil and kw.axis or axis
     local a = attrs()
     a.i[0] = kw.keepdims and 1 or 0
@@ -458,7 +469,7 @@ end
 function np.squeeze(x, axis, kw)
   check_array(x, "squeeze", 1, 2)
   if type(axis) == "table" and axis[1] == nil then kw, axis = axis, nil end
-  kw = options(kw, "squeeze", {"axis"}, 2)
+  kw = options(kw, "squeeze", axis_keys, 2)
   local a = attrs()
   core.set_ints(a, axes_arg(axis, kw, "squeeze"), 0, "squeeze", 2)
   return call(op.squeeze, {x}, a, 2)
@@ -477,7 +488,7 @@ function np.ravel(x) return np.reshape(x, {-1}) end
 function np.split(x, sections, axis, kw)
   check_array(x, "split", 1, 2)
   if type(axis) == "table" then kw, axis = axis, nil end
-  kw = options(kw, "split", {"axis"}, 2)
+  kw = options(kw, "split", axis_keys, 2)
   axis = core.int_arg(axis or kw.axis or 0, "split", "axis", 2)
   local nd = x.ndim
   local ax = axis < 0 and axis + nd or axis
@@ -524,7 +535,7 @@ np.array_split = np.split
 function np.take(x, indices, axis, kw)
   check_array(x, "take", 1, 2)
   if type(axis) == "table" then kw, axis = axis, nil end
-  kw = options(kw, "take", {"axis", "mode"}, 2)
+  kw = options(kw, "take", take_keys, 2)
   axis = axis == nil and kw.axis or axis
   if not is_array(indices) then indices = np.array(indices, {dtype = "int64", device = x.device}) end
   local modes = {clip = 0, wrap = 1, raise = 2}
@@ -539,7 +550,7 @@ local function join(name)
   local id = op[name]
   np[name] = function(arrays, axis, kw)
     if type(axis) == "table" then kw, axis = axis, nil end
-    kw = options(kw, name, {"axis"}, 2)
+    kw = options(kw, name, axis_keys, 2)
     axis = axis or kw.axis or 0
     if type(arrays) ~= "table" or #arrays == 0 then
       error(("%s: expected a non-empty list of arrays"):format(name), 2)

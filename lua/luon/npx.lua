@@ -121,6 +121,11 @@ local is_array = core.is_array
 local function opts_of(kw, fname, known, what, noun)
   return core.options(kw, fname, known, 3, what, noun)
 end
+-- the options of each op, made once (not a table per call on the hot path)
+local bn_keys = {"eps", "momentum", "fix_gamma", "use_global_stats", "axis", "output_mean_var"}
+local fc_keys, dropout_keys = {"num_hidden", "no_bias", "flatten"}, {"p", "mode", "axes"}
+local activation_keys, leaky_keys = {"act_type"}, {"act_type", "slope"}
+local softmax_keys, pick_keys = {"axis", "temperature", "use_length"}, {"axis", "mode", "keepdims"}
 
 local function need_array(x, fname, what)
   if not is_array(x) then
@@ -260,8 +265,7 @@ end
 -- pass, with the biased variance; otherwise it uses the running statistics.
 -- fix_gamma: gamma is taken as 1 (MXNet's default for this op).
 function npx.batch_norm(x, gamma, beta, running_mean, running_var, kw)
-  kw = opts_of(kw, "batch_norm", {"eps", "momentum", "fix_gamma", "use_global_stats", "axis",
-                                  "output_mean_var"})
+  kw = opts_of(kw, "batch_norm", bn_keys)
   need_array(x, "batch_norm", "x")
   need_array(gamma, "batch_norm", "gamma")
   need_array(beta, "batch_norm", "beta")
@@ -285,7 +289,7 @@ end
 -- flatten: x (N, ...) is taken as (N, prod(...)); else the last axis.
 function npx.fully_connected(x, weight, bias, kw)
   if type(bias) == "table" and not is_array(bias) then kw, bias = bias, nil end
-  kw = opts_of(kw, "fully_connected", {"num_hidden", "no_bias", "flatten"})
+  kw = opts_of(kw, "fully_connected", fc_keys)
   need_array(x, "fully_connected", "x")
   need_array(weight, "fully_connected", "weight")
   if weight.ndim ~= 2 then
@@ -316,7 +320,7 @@ end
 -- with probability 1-p, scaled by 1/(1-p); 'training' acts only while
 -- autograd.is_training(), otherwise returns x itself.
 function npx.dropout(x, kw)
-  kw = opts_of(kw, "dropout", {"p", "mode", "axes"})
+  kw = opts_of(kw, "dropout", dropout_keys)
   need_array(x, "dropout", "x")
   local p = kw.p == nil and 0.5 or kw.p
   local mode = kw.mode or "training"
@@ -335,7 +339,7 @@ end
 -- activation(x, {act_type='relu'|'sigmoid'|'tanh'|'softrelu'|'softsign'})
 local act_ops = {relu = op.relu, sigmoid = op.sigmoid, tanh = op.tanh, softrelu = op.softrelu}
 function npx.activation(x, kw)
-  local act = type(kw) == "string" and kw or opts_of(kw, "activation", {"act_type"}).act_type or "relu"
+  local act = type(kw) == "string" and kw or opts_of(kw, "activation", activation_keys).act_type or "relu"
   need_array(x, "activation", "x")
   local id = act_ops[act]
   if id then return core.call1(id, x) end
@@ -346,7 +350,7 @@ end
 
 -- leaky_relu(x, {act_type='leaky', slope=0.25})
 function npx.leaky_relu(x, kw)
-  kw = opts_of(kw, "leaky_relu", {"act_type", "slope"})
+  kw = opts_of(kw, "leaky_relu", leaky_keys)
   need_array(x, "leaky_relu", "x")
   if kw.act_type ~= nil and kw.act_type ~= "leaky" then
     core.error(("leaky_relu: only act_type 'leaky' is supported, got %s"):format(tostring(kw.act_type)))
@@ -363,7 +367,7 @@ local function softmax_like(name)
     if type(kw) == "table" and kw.use_length then -- MXNet's mask by lengths: an error, not unmasked values
       core.error(("%s: use_length = true (with length) is not supported"):format(name))
     end
-    kw = opts_of(kw, name, {"axis", "temperature", "use_length"})
+    kw = opts_of(kw, name, softmax_keys)
     need_array(x, name, "x")
     if kw.temperature ~= nil and kw.temperature ~= 1 then x = x / kw.temperature end
     local a = core.attrs()
@@ -377,7 +381,7 @@ softmax_like("log_softmax")
 
 -- pick(x, index, {axis=-1, mode='clip'|'wrap', keepdims=false})
 function npx.pick(x, index, kw)
-  kw = opts_of(kw, "pick", {"axis", "mode", "keepdims"})
+  kw = opts_of(kw, "pick", pick_keys)
   need_array(x, "pick", "x")
   if not is_array(index) then index = np.array(index, {device = x.device}) end
   local mode = kw.mode or "clip"

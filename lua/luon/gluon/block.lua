@@ -379,7 +379,7 @@ function Block:share_parameters(shared)
   if type(shared) ~= "table" then
     core.error(("share_parameters: expected a ParameterDict (collect_params()), got %s"):format(core.show_value(shared)))
   end
-  local todo, bad = {}, nil
+  local swaps, bad = {}, nil -- {block, name, parameter}, the first problem
   local function walk(b, prefix)
     for _, n in ipairs(b._param_order) do
       local name, p = prefix .. n, shared[prefix .. n]
@@ -399,14 +399,14 @@ function Block:share_parameters(shared)
                 :format(name, tuple(b._params[n].shape), tuple(p.shape))
           return
         end
-        todo[#todo + 1] = {b, n, p}
+        swaps[#swaps + 1] = {b, n, p}
       end
     end
     for _, n in ipairs(b._child_order) do walk(b._children[n], prefix .. n .. ".") end
   end
   walk(self, "")
   if bad then core.error(bad, 2) end
-  for _, t in ipairs(todo) do
+  for _, t in ipairs(swaps) do
     t[1]._params[t[2]] = t[3]
     rawset(t[1], "_ready", false)
   end
