@@ -1,4 +1,4 @@
--- tutorial_spec: sections 2-6 of the API contract (/work/shared/spec/tutorial.lua)
+-- tutorial_spec: the first sections of examples/tutorial.lua (MXNet's GPU tutorial)
 -- run verbatim on this machine (a CPU-only one uses cpu(0) where the tutorial
 -- says gpu), and the FFI declarations agree with the library.
 package.path = (debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "") .. "?.lua;" .. package.path
