@@ -46,8 +46,8 @@ local head_grads = ffi.new("luon_tensor*[64]")
 -- backward(heads, head_grads, retain_graph): heads is an array or a list.
 function autograd.backward(hs, hgs, retain_graph)
   if core.is_array(hs) then hs = {hs} end
-  if hgs ~= nil and core.is_array(hgs) then hgs = {hgs} end
-  if hgs ~= nil and type(hgs) ~= "table" then
+  if core.is_array(hgs) then hgs = {hgs} end
+  if type(hgs) ~= "nil" and type(hgs) ~= "table" then -- (a NULL cdata equals nil)
     core.error(("backward: head_grads must be an array or a list of arrays, got %s"):format(core.show_value(hgs)))
   end
   if type(hs) ~= "table" or #hs == 0 or #hs > 64 then
@@ -56,7 +56,7 @@ function autograd.backward(hs, hgs, retain_graph)
   for k = 1, #hs do
     if not core.is_array(hs[k]) then error(("backward: head %d is not an ndarray"):format(k), 2) end
     heads[k - 1] = hs[k].t
-    if hgs and hgs[k] ~= nil and not core.is_array(hgs[k]) then
+    if hgs and type(hgs[k]) ~= "nil" and not core.is_array(hgs[k]) then
       core.error(("backward: head gradient %d must be an array, got %s"):format(k, core.show_value(hgs[k])))
     end
     if hgs and hgs[k] ~= nil and tostring(hgs[k].device) ~= tostring(hs[k].device) then
@@ -75,6 +75,7 @@ function methods.attach_grad(x, grad_req)
   if not req then
     error(("attach_grad: grad_req must be 'write', 'add' or 'null', got %s"):format(tostring(grad_req)), 2)
   end
+  core.info_of(x) -- x is an array
   core.check(C.luon_tensor_attach_grad(x.t, req), 2)
 end
 
@@ -84,6 +85,7 @@ function methods.backward(y, head_grad, retain_graph)
 end
 
 function methods.detach(x)
+  core.info_of(x) -- x is an array
   local out = ffi.new("luon_tensor*[1]")
   core.check(C.luon_tensor_detach(x.t, out), 2)
   return core.wrap(out[0])

@@ -152,6 +152,59 @@ M.gc_threshold = M.gc_min
 
 local gc_pressure
 
+-- Finalizers. LuaJIT runs a finalizer (ffi.gc, a metatype's or newproxy's
+-- __gc) at whatever allocation ends a collection step. Two consequences:
+-- * An error in one is thrown from that allocation, anywhere; LuaJIT 2.1
+--   before 2023 (Debian's included) can crash unwinding it from a trace
+--   exit (LuaJIT issue #946). luon runs every finalizer registered after it
+--   is loaded under pcall, and reports an error on stderr instead.
+-- * A finalizer may run luon ops in the middle of another op's use of the
+--   shared scratch below (ins, outs, attrs, info). While one runs
+--   (in_finalizer > 0), ops use scratch of their own.
+local in_finalizer = 0
+local finalizer_errors = 0
+
+local function run_finalizer(f, ...)
+  in_finalizer = in_finalizer + 1
+  local ok, err = pcall(f, ...)
+  in_finalizer = in_finalizer - 1
+  if not ok then
+    finalizer_errors = finalizer_errors + 1
+    if finalizer_errors <= 5 then
+      io.stderr:write("luon: error in a finalizer (ignored): ", tostring(err), "\n",
+                      finalizer_errors == 5 and "luon: further errors in finalizers are not shown\n" or "")
+    end
+  end
+end
+
+local function protected(f)
+  if type(f) ~= "function" then return f end
+  return function(...) return run_finalizer(f, ...) end
+end
+
+local ffi_gc, ffi_metatype = ffi.gc, ffi.metatype
+ffi.gc = function(cdata, f) return ffi_gc(cdata, protected(f)) end
+ffi.metatype = function(ct, mt)
+  if type(mt) == "table" and type(rawget(mt, "__gc")) == "function" then
+    local copy = {}
+    for k, v in pairs(mt) do copy[k] = v end
+    copy.__gc = protected(mt.__gc)
+    mt = copy
+  end
+  return ffi_metatype(ct, mt)
+end
+-- newproxy(true): a __gc stored into its fresh metatable is wrapped too
+local lua_newproxy = newproxy
+local guard = {__newindex = function(mt, k, v)
+  rawset(mt, k, k == "__gc" and protected(v) or v)
+end}
+newproxy = function(arg)
+  local u = lua_newproxy(arg)
+  if arg == true then setmetatable(getmetatable(u), guard) end
+  return u
+end
+M.run_finalizer = run_finalizer
+
 -- Handing tensors to the GC. ffi.gc costs about 400 ns per object in
 -- LuaJIT (its finalizer table), more than an op. Instead every tensor
 -- pointer sits in slot i of a C array and its cdata in slot i of a table
@@ -165,7 +218,7 @@ local free_ids, nfree = {}, 0
 local cycle_done = false
 
 local function sentinel()
-  local u = newproxy(true)
+  local u = lua_newproxy(true)
   getmetatable(u).__gc = function()
     cycle_done = true
     sentinel()
@@ -190,7 +243,7 @@ end
 M.sweep = sweep
 
 gc_pressure = function()
-  if counters.bytes_since_gc > M.gc_threshold then
+  if counters.bytes_since_gc > M.gc_threshold and in_finalizer == 0 then
     collectgarbage("collect")
     sweep()
     counters.bytes_since_gc = 0
@@ -235,8 +288,12 @@ function M.gc_step(kb)
 end
 
 -- Hand a new (+1) tensor pointer to the GC; returns the array.
+-- Every allocation here (the array, a bigger slot array, the table store)
+-- may end a collection cycle, and the next wrap then sweeps: so the slot is
+-- claimed first, the array is in slots[i] before ptrs[i] names the tensor (a
+-- sweep releases ptrs[i] when slots[i] is empty), and the slot array grows
+-- only while it is still too small once the new one exists.
 local function wrap(p)
-  local a = Array(p)
   if cycle_done then sweep() end
   local i
   if nfree > 0 then
@@ -245,20 +302,24 @@ local function wrap(p)
   else
     top = top + 1
     i = top
-    if i > cap then
-      local bigger = ffi.new("luon_tensor*[?]", 2 * cap + 1)
-      ffi.copy(bigger, ptrs, ffi.sizeof("luon_tensor*") * (cap + 1))
-      ptrs, cap = bigger, 2 * cap
+    while i > cap do
+      local size = 2 * cap + 1
+      local bigger = ffi.new("luon_tensor*[?]", size)
+      if size == 2 * cap + 1 then
+        ffi.copy(bigger, ptrs, ffi.sizeof("luon_tensor*") * (cap + 1))
+        ptrs, cap = bigger, 2 * cap
+      end
     end
   end
-  ptrs[i] = p
+  local a = Array(p)
   slots[i] = a
+  ptrs[i] = p
   return a
 end
 M.wrap = wrap
 
 -- Release every tensor still held when the Lua state closes (embedding).
-local closer = newproxy(true)
+local closer = lua_newproxy(true)
 getmetatable(closer).__gc = function()
   for i = 1, top do
     local p = ptrs[i]
@@ -274,8 +335,10 @@ local info = ffi.new("luon_tensor_info")
 M.info = info
 -- Fill the shared info struct for t and return it.
 function M.info_of(t)
-  C.luon_tensor_info_get(t.t, info)
-  return info
+  if not M.is_array(t) then M.error(("expected an ndarray, got %s"):format(M.show_value(t))) end
+  local i = in_finalizer == 0 and info or ffi.new("luon_tensor_info")
+  C.luon_tensor_info_get(t.t, i)
+  return i
 end
 
 ---------------------------------------------------------------------------
@@ -293,6 +356,7 @@ local ENOMEM = 5
 
 -- A zeroed attribute struct, shared: fill it and pass it to call at once.
 function M.attrs()
+  if in_finalizer > 0 then return ffi.new("luon_attrs") end
   ffi.fill(attrs, ffi.sizeof(attrs))
   return attrs
 end
@@ -410,8 +474,14 @@ function M.options(kw, fname, known, level, what, noun)
 end
 
 -- A value as an error message shows it: strings quoted, others by tostring.
+-- Other cdata show their type (no metamethod of theirs runs: a NULL
+-- luon_array pointer has luon's metatype, and would be dereferenced).
 function M.show_value(v)
-  return type(v) == "string" and ("'" .. v .. "'") or tostring(v)
+  if type(v) == "string" then return "'" .. v .. "'" end
+  if type(v) == "cdata" and not M.is_array(v) then
+    return (tostring(ffi.typeof(v)):gsub("^ctype", "cdata"))
+  end
+  return tostring(v)
 end
 
 -- The entries of a list, each as show_value shows it.
@@ -421,18 +491,31 @@ function M.map_show(list)
   return t
 end
 
-local function run(op, n, a, out, cap)
-  nout[0] = cap or 1
-  for k = 0, (cap or 1) - 1 do outs[k] = out and out[k + 1] and out[k + 1].t or nil end
-  local st = C.luon_op_call(op, n, ins, a, nout, outs)
-  if st == ENOMEM then
+-- Fill the inputs (the list `inputs`, or x and y) and outputs (`out`, else
+-- empty) and run op; on LUON_ENOMEM collect, sweep, fill again and retry
+-- once. Returns the status and the output and count buffers, which the
+-- caller reads before anything allocates (a finalizer may reuse them).
+local function run(op, n, a, inputs, x, y, out, cap)
+  local I, O, N = ins, outs, nout
+  if in_finalizer > 0 then
+    I, O, N = ffi.new("luon_tensor*[8]"), ffi.new("luon_tensor*[8]"), ffi.new("int32_t[1]")
+  end
+  local st
+  for attempt = 1, 2 do
+    if inputs then
+      for k = 1, n do I[k - 1] = inputs[k].t end
+    else
+      I[0] = x.t
+      if y then I[1] = y.t end
+    end
+    for k = 0, (cap or 1) - 1 do O[k] = out and out[k + 1] and out[k + 1].t or nil end
+    N[0] = cap or 1
+    st = C.luon_op_call(op, n, I, a, N, O)
+    if st ~= ENOMEM or attempt == 2 or in_finalizer > 0 then break end
     collectgarbage("collect"); collectgarbage("collect")
     sweep()
-    nout[0] = cap or 1
-    for k = 0, (cap or 1) - 1 do outs[k] = out and out[k + 1] and out[k + 1].t or nil end
-    st = C.luon_op_call(op, n, ins, a, nout, outs)
   end
-  return st
+  return st, O, N
 end
 
 -- Run op id with inputs given as a Lua list; one output unless `cap`.
@@ -444,23 +527,34 @@ function M.call(op, inputs, a, level, out, cap)
     error(("%s: %d inputs and %d outputs, at most 8 of each"):format(
           ffi.string(C.luon_op_name(op)), n, cap or 1), (level or 2) + 1)
   end
-  for k = 1, n do ins[k - 1] = inputs[k].t end
-  if run(op, n, a, out, cap) ~= 0 then raise((level or 2) + 1) end
-  gc_pressure()
+  for k = 1, n do
+    if not M.is_array(inputs[k]) then
+      error(("%s: input %d must be an ndarray, got %s"):format(ffi.string(C.luon_op_name(op)), k,
+            M.show_value(inputs[k])), (level or 2) + 1)
+    end
+  end
+  local st, O, N = run(op, n, a, inputs, nil, nil, out, cap)
+  if st ~= 0 then raise((level or 2) + 1) end
   if not cap then
+    local p = O[0]
+    gc_pressure()
     if out and out[1] then
-      release(outs[0]) -- the C call's +1 on an array the caller already holds
+      release(p) -- the C call's +1 on an array the caller already holds
       return out[1]
     end
-    return wrap(outs[0])
+    return wrap(p)
   end
+  local m = N[0]
+  local ps = ffi.new("luon_tensor*[?]", m + 1) -- wrapping allocates: keep them first
+  ffi.copy(ps, O, ffi.sizeof("luon_tensor*") * m)
+  gc_pressure()
   local res = {}
-  for k = 0, nout[0] - 1 do
+  for k = 0, m - 1 do
     if out and out[k + 1] then
-      release(outs[k])
+      release(ps[k])
       res[k + 1] = out[k + 1]
     else
-      res[k + 1] = wrap(outs[k])
+      res[k + 1] = wrap(ps[k])
     end
   end
   return res
@@ -468,20 +562,31 @@ end
 
 -- The hot paths: one or two inputs, no attributes, one new output.
 function M.call1(op, x, a)
-  ins[0] = x.t
-  if run(op, 1, a) ~= 0 then raise(3) end
+  if not M.is_array(x) then
+    error(("%s: expected an ndarray, got %s"):format(ffi.string(C.luon_op_name(op)), M.show_value(x)), 3)
+  end
+  local st, O = run(op, 1, a, nil, x)
+  if st ~= 0 then raise(3) end
+  local p = O[0]
   gc_pressure()
-  return wrap(outs[0])
+  return wrap(p)
 end
 
 function M.call2(op, x, y)
-  ins[0], ins[1] = x.t, y.t
-  outs[0] = nil
-  nout[0] = 1
-  local st = C.luon_op_call(op, 2, ins, nil, nout, outs)
-  if st ~= 0 and (st ~= ENOMEM or run(op, 2, nil) ~= 0) then raise(3) end
+  local st, O
+  if in_finalizer == 0 then -- run's first attempt, unrolled for arithmetic
+    ins[0], ins[1] = x.t, y.t
+    outs[0] = nil
+    nout[0] = 1
+    st, O = C.luon_op_call(op, 2, ins, nil, nout, outs), outs
+  end
+  if st ~= 0 then
+    st, O = run(op, 2, nil, nil, x, y)
+    if st ~= 0 then raise(3) end
+  end
+  local p = O[0]
   if counters.bytes_since_gc > M.gc_threshold then gc_pressure() end
-  return wrap(outs[0])
+  return wrap(p)
 end
 
 ---------------------------------------------------------------------------
@@ -534,8 +639,11 @@ function M.same_shape(a, b)
 end
 
 M.Array = Array
+-- ffi.istype(Array, x) is also true of a pointer to the struct (NULL too):
+-- such a pointer is no array, and gets the error any other wrong value gets.
+local ArrayPtr = ffi.typeof("luon_array *")
 function M.is_array(x)
-  return type(x) == "cdata" and ffi.istype(Array, x)
+  return type(x) == "cdata" and ffi.istype(Array, x) and not ffi.istype(ArrayPtr, x)
 end
 
 return M

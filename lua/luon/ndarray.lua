@@ -66,6 +66,7 @@ end
 
 -- copyto(device): a new array there. copyto(array): copy into it, return it.
 function methods.copyto(x, other)
+  info_of(x) -- x is an array
   if is_array(other) then
     if other.t == x.t then return other end
     core.check(C.luon_tensor_copy(other.t, x.t), 2)
@@ -100,6 +101,7 @@ function methods.asnumpy(x)
 end
 
 function methods.wait_to_read(x)
+  info_of(x) -- x is an array
   core.check(C.luon_tensor_wait(x.t), 2)
   return x
 end
@@ -121,7 +123,7 @@ local function host_values(x)
 end
 
 function methods.item(x)
-  local n = x.size
+  local n = tonumber(info_of(x).size)
   if n ~= 1 then
     error(("item: only size-1 arrays can be converted to a Lua number (this one has shape %s)")
           :format("(" .. table.concat(x.shape, ",") .. (x.ndim == 1 and ",)" or ")")), 2)
@@ -132,6 +134,7 @@ function methods.item(x)
 end
 
 function methods.totable(x)
+  info_of(x) -- x is an array
   local shape = x.shape
   local buf, _, is_bool = host_values(x)
   local pos = 0
@@ -172,6 +175,7 @@ end
 -- slice (nil parts are omitted: {nil, nil, -1} reverses); true or {} keeps
 -- the whole axis.
 function methods.slice(x, ...)
+  info_of(x) -- x is an array
   local specs = {...}
   local nspec = select("#", ...)
   local shape = x.shape
@@ -338,12 +342,21 @@ local add, sub, mul, div, pow = np.add, np.subtract, np.multiply, np.divide, np.
 local neg_id = core.op_ids.negative
 local call1 = core.call1
 
+-- The metatype also reaches pointers to the struct (a cast by the user);
+-- those have no tensor to read, so metamethods that read one refuse them.
+local function not_pointer(x)
+  if not is_array(x) then
+    core.error(("ndarray: expected an ndarray, got a %s"):format(core.show_value(x)))
+  end
+  return x
+end
+
 local mt = {
   __index = function(x, k)
     local m = methods[k]
     if m then return m end
     local p = props[k]
-    if p then return p(x) end
+    if p then return p(not_pointer(x)) end
     if type(k) == "number" then return methods.slice(x, k) end -- x[i]: row i, 0-based
     return nil
   end,
@@ -352,13 +365,13 @@ local mt = {
   __mul = mul,
   __div = div,
   __pow = pow,
-  __unm = function(x) return call1(neg_id, x) end,
+  __unm = function(x) return call1(neg_id, not_pointer(x)) end,
   __len = function(x)
-    local info = info_of(x)
+    local info = info_of(not_pointer(x))
     if info.ndim == 0 then error("len() of a 0-d array", 2) end
     return tonumber(info.shape[0])
   end,
-  __tostring = tostring_array,
+  __tostring = function(x) return tostring_array(not_pointer(x)) end,
   __concat = function(a, b) return tostring(a) .. tostring(b) end,
   -- Lua turns what < and <= return into one boolean, so they cannot be
   -- NumPy's elementwise comparisons; %, and assignment to x[i] or x.name,

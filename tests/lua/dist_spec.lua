@@ -13,24 +13,9 @@ local serialize = require("luon.serialize")
 local here = debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./"
 local scripts = here .. "../dist/"
 
-local function exists(path)
-  local f = io.open(path, "r")
-  if f then f:close() end
-  return f ~= nil
-end
+local luon_exe = H.luon_exe()
 
--- The luon executable of the build whose Lua directory is on package.path
--- (scripts/test puts `<build>/luon --env` there), else LUON_EXE, else build/.
-local function find_luon()
-  if os.getenv("LUON_EXE") then return os.getenv("LUON_EXE") end
-  for d in package.path:gmatch("([^;]*)/lua/%?%.lua") do
-    if exists(d .. "/luon") and not exists(d .. "/luon/init.lua") then return d .. "/luon" end
-  end
-  return here .. "../../build/luon"
-end
-local luon_exe = find_luon()
-
-local function quote(s) return "'" .. s:gsub("'", [['\'']]) .. "'" end
+local quote, exists = H.quote, H.exists
 
 -- Run a shell command (stderr too) with a wall-clock guard; returns the
 -- output, the exit status and the seconds it took. LD_PRELOAD (the ASan

@@ -22,6 +22,29 @@ local np, npx = luon.np, luon.npx
 
 local H = {luon = luon, np = np, npx = npx}
 
+local here = debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./"
+H.root = here .. "../../" -- the checkout
+
+function H.exists(path)
+  local f = io.open(path, "r")
+  if f then f:close() end
+  return f ~= nil
+end
+
+-- The luon executable under test: the one beside the lua/ folder on
+-- package.path (scripts/test puts `<build>/luon --env` there), else
+-- LUON_EXE, else build/luon.
+function H.luon_exe()
+  if os.getenv("LUON_EXE") then return os.getenv("LUON_EXE") end
+  for dir in package.path:gmatch("([^;]*)/lua/%?%.lua") do
+    if H.exists(dir .. "/luon") and not H.exists(dir .. "/luon/init.lua") then return dir .. "/luon" end
+  end
+  return H.root .. "build/luon"
+end
+
+-- s quoted for the shell
+function H.quote(s) return "'" .. s:gsub("'", [['\'']]) .. "'" end
+
 -- The devices every tensor spec runs on: cpu(0), cpu(1), and gpu(0) when
 -- there is one. LUON_TEST_DEVICE=gpu runs on gpu(0) only, =cpu on the CPUs only.
 function H.devices()

@@ -11,24 +11,9 @@ local repl = require("luon.repl")
 local here = debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./"
 local driver = here .. "../repl/pty_drive.py"
 
-local function exists(path)
-  local f = io.open(path, "r")
-  if f then f:close() end
-  return f ~= nil
-end
+local luon = H.luon_exe()
 
--- The luon executable of the build whose Lua directory is on package.path
--- (scripts/test puts `<build>/luon --env` there), else LUON_EXE, else build/.
-local function find_luon()
-  if os.getenv("LUON_EXE") then return os.getenv("LUON_EXE") end
-  for dir in package.path:gmatch("([^;]*)/lua/%?%.lua") do
-    if exists(dir .. "/luon") and not exists(dir .. "/luon/init.lua") then return dir .. "/luon" end
-  end
-  return here .. "../../build/luon"
-end
-local luon = find_luon()
-
-local function quote(s) return "'" .. s:gsub("'", [['\'']]) .. "'" end
+local quote, exists = H.quote, H.exists
 
 local function run(cmd)
   local p = io.popen(cmd .. " 2>&1; echo \"exit=$?\"")

@@ -2,22 +2,9 @@
 -- end on a CPU-only machine on a small fashion-leaf tree made by
 -- scripts/make_dataset (it reads ./datasets/train and ./datasets/validation
 -- relative to where it runs, as the tutorial does).
-local here = debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./"
-local root = here .. "../../"
-
-local function exists(path)
-  local f = io.open(path, "r")
-  if f then f:close() end
-  return f ~= nil
-end
-
-local function find_luon()
-  if os.getenv("LUON_EXE") then return os.getenv("LUON_EXE") end
-  for dir in package.path:gmatch("([^;]*)/lua/%?%.lua") do
-    if exists(dir .. "/luon") and not exists(dir .. "/luon/init.lua") then return dir .. "/luon" end
-  end
-  return root .. "build/luon"
-end
+package.path = (debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "") .. "?.lua;" .. package.path
+local H = require("helpers")
+local root, exists = H.root, H.exists
 
 -- The command below runs in another directory: make paths absolute.
 local function absolute(path)
@@ -37,7 +24,7 @@ describe("examples/tutorial.lua", function()
     local spec = root .. "examples/tutorial.lua"
     assert.is_true(exists(spec), spec)
     spec = absolute(spec)
-    local luon = absolute(find_luon())
+    local luon = absolute(H.luon_exe())
     local dir = os.tmpname()
     os.remove(dir)
     assert.is_true((run(("mkdir -p '%s/datasets'"):format(dir))))
