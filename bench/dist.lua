@@ -41,7 +41,7 @@ elseif mode == "step" then
   if global % size ~= 0 then error(("global batch %d does not split over %d processes"):format(global, size)) end
   local b = global / size
   local here = debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./"
-  local LeafNetwork = dofile(here .. "leafnet_model.lua")
+  local LeafNetwork = dofile(here .. "../examples/leafnet.lua")
   np.random.seed(0)
   local net = LeafNetwork()
   net:initialize{init = luon.init.Xavier()}

@@ -9,7 +9,7 @@ local luon = require("luon")
 local np, npx, gluon, autograd = luon.np, luon.npx, luon.gluon, luon.autograd
 
 local here = debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./"
-local LeafNetwork = dofile(here .. "leafnet_model.lua")
+local LeafNetwork = dofile(here .. "../examples/leafnet.lua")
 
 local batches, dev, on_gpu = {}, npx.cpu(0), false
 local k = 1

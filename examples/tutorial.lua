@@ -46,44 +46,12 @@ local y = np.random.uniform({size = {3, 4}, device = gpu})
 local z = x + y
 assert(z.device == gpu)
 
--- The LeafNetwork: three convolution blocks, then three dense layers.
-local function conv_block(filters, kernel_size, stride, batch_norm)
-  kernel_size, stride = kernel_size or 2, stride or 2
-  if batch_norm == nil then batch_norm = true end
-  local block = nn.HybridSequential()
-  block:add(nn.Conv2D{channels = filters, kernel_size = kernel_size, activation = "relu"},
-            nn.MaxPool2D{pool_size = 4, strides = stride})
-  if batch_norm then block:add(nn.BatchNorm()) end
-  return block
-end
-
-local function dense_block(neurons, activation, dropout)
-  activation, dropout = activation or "relu", dropout == nil and 0.2 or dropout
-  local block = nn.HybridSequential()
-  block:add(nn.Dense(neurons, {activation = activation}))
-  if dropout and dropout > 0 then block:add(nn.Dropout(dropout)) end
-  return block
-end
-
-local LeafNetwork = nn.HybridBlock:extend("LeafNetwork")
-function LeafNetwork:__init()
-  self.conv1 = conv_block(32)        -- a Block assigned to a field is a child
-  self.conv2 = conv_block(64)
-  self.conv3 = conv_block(128)
-  self.flatten = nn.Flatten()
-  self.dense1 = dense_block(100)
-  self.dense2 = dense_block(10)
-  self.dense3 = nn.Dense(2)
-end
-function LeafNetwork:forward(batch)
-  batch = self.conv1(batch)
-  batch = self.conv2(batch)
-  batch = self.conv3(batch)
-  batch = self.flatten(batch)
-  batch = self.dense1(batch)
-  batch = self.dense2(batch)
-  return self.dense3(batch)
-end
+-- The LeafNetwork (examples/leafnet.lua): three blocks of convolution,
+-- max-pooling and BatchNorm, then three dense layers. A class is made with
+-- nn.HybridBlock:extend("LeafNetwork"); in its __init, a Block assigned to a
+-- field becomes a child, and its forward says what a call computes.
+local here = debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./"
+local LeafNetwork = dofile(here .. "leafnet.lua")
 
 -- Shapes are inferred at the first call; parameters saved on one device
 -- load onto another.

@@ -24,9 +24,9 @@ local function captured(fn)
   return a, b, table.concat(printed, "\n"), warnings
 end
 
--- The tutorial's network (spec/tutorial.lua section 7), as the benchmarks build it.
+-- The tutorial's network (examples/leafnet.lua).
 local here = debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./"
-local LeafNetwork = dofile(here .. "../../bench/leafnet_model.lua")
+local LeafNetwork = dofile(here .. "../../examples/leafnet.lua")
 local function leaf_network() return LeafNetwork() end
 
 local leaf_names = {}
