@@ -1,12 +1,12 @@
--- cuda/spec_on_gpu.lua: run a busted spec written for logical CPU devices
+-- tests/gpu/spec_on_gpu.lua: run a busted spec written for logical CPU devices
 -- with npx.cpu(i) remapped to npx.gpu(i), under its own small runner of
 -- busted's API (describe/it/pending; before_each and after_each run around
 -- each it; luassert for assert).
 -- For the two-device equivalence test on two virtual GPUs:
---   LUON_VIRTUAL_GPUS=2 luajit cuda/spec_on_gpu.lua tests/lua/data_parallel_spec.lua
+--   LUON_VIRTUAL_GPUS=2 luajit tests/gpu/spec_on_gpu.lua tests/lua/data_parallel_spec.lua
 -- Prints "ok"/"FAIL" per test and "N passed, N failed"; exits 1 on a failure.
 -- SPEC_DRY=1 keeps the CPU devices (checks this runner without a GPU).
-local spec = assert(arg[1], "usage: cuda/spec_on_gpu.lua SPEC")
+local spec = assert(arg[1], "usage: tests/gpu/spec_on_gpu.lua SPEC")
 package.path = (spec:match("^(.*[/\\])") or "./") .. "?.lua;" .. package.path
 local luon = require("luon")
 local npx = luon.npx

@@ -1,7 +1,7 @@
--- cuda/bench.lua: GPU timings for scripts/gpu-check, one line each
+-- bench/gpu.lua: GPU timings for scripts/gpu-check, one line each
 -- "luon <name> <ms> <TFLOP/s>": a large float32 GEMM (cuBLAS) and a large
 -- convolution forward (cuDNN) on gpu(0), median of 20 after 3 warm-ups,
--- each timed to completion (wait_to_read). Peer: cuda/bench_torch.py.
+-- each timed to completion (wait_to_read). Peer: bench/gpu_torch.py.
 local luon = require("luon")
 local np, npx = luon.np, luon.npx
 local ffi = require("ffi")

@@ -1,4 +1,4 @@
-# cuda/bench_torch.py: the PyTorch peer of cuda/bench.lua on the same card,
+# bench/gpu_torch.py: the PyTorch peer of bench/gpu.lua on the same card,
 # same shapes, TF32 off (luon's default), one line each
 # "torch <name> <ms> <TFLOP/s>".
 import time, torch

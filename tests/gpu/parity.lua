@@ -1,4 +1,4 @@
--- cuda/parity.lua: the CPU/GPU parity check. Every case of
+-- tests/gpu/parity.lua: the CPU/GPU parity check. Every case of
 -- tests/lua/gradcheck_spec.lua (every differentiable op, on broadcast,
 -- 0-d and non-contiguous float64 operands) runs forward and backward on
 -- cpu(0) and on gpu(0) (each with its device as the default one) and the
@@ -9,8 +9,8 @@
 -- bfloat16 matmul, fully_connected and convolution, forward and backward, within
 -- the 16-bit tolerance. Prints one line per case and
 -- "parity: N passed, N failed, N skipped"; exits 1 on a failure.
---   luajit cuda/parity.lua      (LUA_PATH as `luon --env` prints; needs a GPU)
-local root = (debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. "../"
+--   luajit tests/gpu/parity.lua      (LUA_PATH as `luon --env` prints; needs a GPU)
+local root = (debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. "../../"
 package.path = root .. "tests/lua/?.lua;" .. package.path
 local luon = require("luon")
 local np, npx, autograd = luon.np, luon.npx, luon.autograd
