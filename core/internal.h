@@ -158,6 +158,20 @@ enum lu_op_id {
 
 enum lu_op_kind { LU_NEW = 0, LU_VIEW = 1, LU_INPLACE = 2 };
 
+/* The reductions (core/ops/reduce.c, cuda/ops/reduce.cu) by one number. */
+enum lu_reduce_op { LU_R_SUM, LU_R_MEAN, LU_R_PROD, LU_R_MAX, LU_R_MIN, LU_R_ARGMAX, LU_R_ARGMIN, LU_R_COUNT };
+static inline int lu_reduce_op_of(int32_t op) {
+  switch (op) {
+  case LU_OP_sum: return LU_R_SUM;
+  case LU_OP_mean: return LU_R_MEAN;
+  case LU_OP_prod: return LU_R_PROD;
+  case LU_OP_max: return LU_R_MAX;
+  case LU_OP_min: return LU_R_MIN;
+  case LU_OP_argmax: return LU_R_ARGMAX;
+  default: return LU_R_ARGMIN;
+  }
+}
+
 /* One call of an op: the dispatcher fills inputs and attrs, the shape
  * function fills the output metadata, the dispatcher allocates outputs
  * (kind NEW), then the kernel runs. Kernels never allocate tensors. */
@@ -372,8 +386,32 @@ static inline uint64_t lu_splitmix64(uint64_t z) { return lu_mix64(z + 0x9e3779b
 /* Philox-4x32-10 keyed by the global seed; each call reserves `n` counter
  * values from the device's stream and returns the first. */
 uint64_t lu_rng_reserve(lu_device dev, uint64_t n, uint64_t *key);
-/* Four 32-bit random words for (key, counter). */
-void lu_philox(uint64_t key, uint64_t counter, uint32_t out[4]);
+/* Four 32-bit random words for (key, counter): Philox-4x32-10, one
+ * function for the CPU and the GPU kernels, so that one seed gives the same
+ * numbers on every device. */
+#ifdef __CUDACC__
+#define LU_HOST_DEVICE __host__ __device__
+#else
+#define LU_HOST_DEVICE
+#endif
+static inline LU_HOST_DEVICE void lu_philox(uint64_t key, uint64_t counter, uint32_t out[4]) {
+  uint32_t c0 = (uint32_t)counter, c1 = (uint32_t)(counter >> 32), c2 = 0, c3 = 0;
+  uint32_t k0 = (uint32_t)key, k1 = (uint32_t)(key >> 32);
+  for (int r = 0; r < 10; r++) {
+    uint64_t p0 = (uint64_t)0xD2511F53u * c0, p1 = (uint64_t)0xCD9E8D57u * c2;
+    uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0, n2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1;
+    c1 = (uint32_t)p1;
+    c3 = (uint32_t)p0;
+    c0 = n0;
+    c2 = n2;
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  out[0] = c0;
+  out[1] = c1;
+  out[2] = c2;
+  out[3] = c3;
+}
 static inline float lu_u32_to_unit(uint32_t x) { /* [0, 1) */
   return (float)(x >> 8) * (1.0f / 16777216.0f);
 }

@@ -79,27 +79,6 @@ bool lu_cuda_flag(const char *name);
 /* LUON_CUDA_SYNC=1: synchronise after every op and copy. */
 bool lu_cuda_sync_each_op(void);
 
-/* Philox-4x32-10, the same function as core/rng.c's lu_philox, for host and
- * device, so GPU random numbers equal the CPU's for one seed. */
-__host__ __device__ inline void lu_cuda_philox(uint64_t key, uint64_t counter, uint32_t out[4]) {
-  uint32_t c0 = (uint32_t)counter, c1 = (uint32_t)(counter >> 32), c2 = 0, c3 = 0;
-  uint32_t k0 = (uint32_t)key, k1 = (uint32_t)(key >> 32);
-  for (int r = 0; r < 10; r++) {
-    uint64_t p0 = (uint64_t)0xD2511F53u * c0, p1 = (uint64_t)0xCD9E8D57u * c2;
-    uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0, n2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1;
-    c1 = (uint32_t)p1;
-    c3 = (uint32_t)p0;
-    c0 = n0;
-    c2 = n2;
-    k0 += 0x9E3779B9u;
-    k1 += 0xBB67AE85u;
-  }
-  out[0] = c0;
-  out[1] = c1;
-  out[2] = c2;
-  out[3] = c3;
-}
-
 /* The CUDA kernels, one per op, found by name from the registry. Weak: an
  * op without one is NULL in the table and the dispatcher says so. */
 #define LUON_OP(name, nin, nout, kind) __attribute__((weak)) luon_status lu_cuda_##name(lu_call *c);

@@ -5,23 +5,9 @@
 #include <math.h>
 #include <stdlib.h>
 
-enum { R_SUM, R_MEAN, R_PROD, R_MAX, R_MIN, R_ARGMAX, R_ARGMIN, R_NOPS };
+static const char *const op_names[LU_R_COUNT] = {"sum", "mean", "prod", "max", "min", "argmax", "argmin"};
 
-static const char *const op_names[R_NOPS] = {"sum", "mean", "prod", "max", "min", "argmax", "argmin"};
-
-static int rop_of(int32_t op) {
-  switch (op) {
-  case LU_OP_sum: return R_SUM;
-  case LU_OP_mean: return R_MEAN;
-  case LU_OP_prod: return R_PROD;
-  case LU_OP_max: return R_MAX;
-  case LU_OP_min: return R_MIN;
-  case LU_OP_argmax: return R_ARGMAX;
-  default: return R_ARGMIN;
-  }
-}
-
-static bool is_arg(int rop) { return rop == R_ARGMAX || rop == R_ARGMIN; }
+static bool is_arg(int rop) { return rop == LU_R_ARGMAX || rop == LU_R_ARGMIN; }
 
 /* ---- shape ---------------------------------------------------------------- */
 
@@ -29,7 +15,7 @@ static bool is_arg(int rop) { return rop == R_ARGMAX || rop == R_ARGMIN; }
 static luon_status reduce_shape(lu_call *c) {
   const luon_tensor *x = c->in[0];
   const luon_attrs *a = c->attrs;
-  int rop = rop_of(c->op);
+  int rop = lu_reduce_op_of(c->op);
   const char *name = op_names[rop];
   int nd = x->ndim;
   bool keep = a->ni >= 1 && a->i[0] != 0;
@@ -60,15 +46,15 @@ static luon_status reduce_shape(lu_call *c) {
   /* dtype of the result */
   int32_t dt = x->dtype, odt;
   switch (rop) {
-  case R_SUM:
-  case R_PROD:
+  case LU_R_SUM:
+  case LU_R_PROD:
     odt = a->dtype ? a->dtype : lu_dtype_is_float(dt) ? dt : LUON_DTYPE_I64;
     break;
-  case R_MEAN:
+  case LU_R_MEAN:
     odt = a->dtype ? a->dtype : dt == LUON_DTYPE_F64 ? dt : LUON_DTYPE_F32;
     break;
-  case R_MAX:
-  case R_MIN:
+  case LU_R_MAX:
+  case LU_R_MIN:
     if (a->dtype && a->dtype != dt)
       return lu_error(LUON_EDTYPE, "%s: the result has the input's dtype %s, not %s; cast with astype",
                       name, luon_dtype_name(dt), luon_dtype_name(a->dtype));
@@ -81,7 +67,7 @@ static luon_status reduce_shape(lu_call *c) {
     odt = LUON_DTYPE_I64;
   }
   /* reductions without an identity need at least one element per result */
-  if (rop == R_MAX || rop == R_MIN || is_arg(rop))
+  if (rop == LU_R_MAX || rop == LU_R_MIN || is_arg(rop))
     for (int i = 0; i < nd; i++)
       if ((mask >> i & 1) && x->shape[i] == 0) {
         if (is_arg(rop))
@@ -251,17 +237,17 @@ static void fold_fast_sum_f64(acc *a, const char *p, int64_t n, int64_t s, int64
                  fold_##OP##_i64, fold_##OP##_u8, fold_##OP##_u8}
 #define COL(OP) {NULL, col_##OP##_f32, col_##OP##_f64, NULL, NULL, col_##OP##_i32, \
                  col_##OP##_i64, col_##OP##_u8, col_##OP##_u8}
-/* ORDER R_SUM.. */
-static const fold_fn folds[R_NOPS][LUON_DTYPE_COUNT] = {
+/* ORDER LU_R_SUM.. */
+static const fold_fn folds[LU_R_COUNT][LUON_DTYPE_COUNT] = {
     ROW(SUM), ROW(SUM), ROW(PROD), ROW(MAX), ROW(MIN), ROW(ARGMAX), ROW(ARGMIN)};
-static const col_fn col_folds[R_NOPS][LUON_DTYPE_COUNT] = {
+static const col_fn col_folds[LU_R_COUNT][LUON_DTYPE_COUNT] = {
     COL(SUM), COL(SUM), COL(PROD), COL(MAX), COL(MIN), COL(ARGMAX), COL(ARGMIN)};
 
 static acc acc_init(int rop) {
   acc a = {0, 0, 0};
-  if (rop == R_PROD) a.d = 1, a.i = 1;
-  if (rop == R_MAX || rop == R_ARGMAX) a.d = -INFINITY, a.i = INT64_MIN;
-  if (rop == R_MIN || rop == R_ARGMIN) a.d = INFINITY, a.i = INT64_MAX;
+  if (rop == LU_R_PROD) a.d = 1, a.i = 1;
+  if (rop == LU_R_MAX || rop == LU_R_ARGMAX) a.d = -INFINITY, a.i = INT64_MIN;
+  if (rop == LU_R_MIN || rop == LU_R_ARGMIN) a.d = INFINITY, a.i = INT64_MAX;
   return a;
 }
 
@@ -270,20 +256,20 @@ static void acc_merge(int rop, bool fl, acc *a, const acc *b) {
   double v = a->d, x = b->d;
   int64_t vi = a->i, xi = b->i, ix = a->idx;
   switch (rop) {
-  case R_SUM:
-  case R_MEAN:
+  case LU_R_SUM:
+  case LU_R_MEAN:
     if (fl) { STEP_SUM_F(v, ix, x, 0); } else { STEP_SUM_I(vi, ix, xi, 0); }
     break;
-  case R_PROD:
+  case LU_R_PROD:
     if (fl) { STEP_PROD_F(v, ix, x, 0); } else { STEP_PROD_I(vi, ix, xi, 0); }
     break;
-  case R_MAX:
+  case LU_R_MAX:
     if (fl) { STEP_MAX_F(v, ix, x, 0); } else { STEP_MAX_I(vi, ix, xi, 0); }
     break;
-  case R_MIN:
+  case LU_R_MIN:
     if (fl) { STEP_MIN_F(v, ix, x, 0); } else { STEP_MIN_I(vi, ix, xi, 0); }
     break;
-  case R_ARGMAX:
+  case LU_R_ARGMAX:
     if (fl) { STEP_ARGMAX_F(v, ix, x, b->idx); } else { STEP_ARGMAX_I(vi, ix, xi, b->idx); }
     break;
   default:
@@ -301,7 +287,7 @@ static void store_i(void *p, int32_t dt, int64_t v) { lu_convert(p, dt, &v, LUON
 static void acc_finish(int rop, bool fl, const acc *a, int64_t count, char *p, int32_t dt) {
   if (is_arg(rop)) {
     store_i(p, dt, a->idx);
-  } else if (rop == R_MEAN) {
+  } else if (rop == LU_R_MEAN) {
     double s = fl ? a->d : (double)a->i;
     store_f(p, dt, count ? s / (double)count : NAN);
   } else if (fl) {
@@ -475,7 +461,7 @@ static luon_status reduce_cpu(lu_call *c) {
   const luon_tensor *x = c->in[0];
   luon_tensor *y = c->out[0];
   plan pl;
-  pl.rop = rop_of(c->op);
+  pl.rop = lu_reduce_op_of(c->op);
   pl.dt = x->dtype;
   pl.odt = y->dtype;
   pl.fl = lu_dtype_is_float(x->dtype);
@@ -486,8 +472,8 @@ static luon_status reduce_cpu(lu_call *c) {
   pl.col = col_folds[pl.rop][pl.dt];
   pl.partial = NULL;
   if (!pl.fold) return lu_error(LUON_EDTYPE, "%s: no kernel for %s", op_names[pl.rop], luon_dtype_name(pl.dt));
-  if (pl.rop <= R_MEAN && pl.dt == LUON_DTYPE_F32) pl.fold = fold_fast_sum_f32;
-  if (pl.rop <= R_MEAN && pl.dt == LUON_DTYPE_F64) pl.fold = fold_fast_sum_f64;
+  if (pl.rop <= LU_R_MEAN && pl.dt == LUON_DTYPE_F32) pl.fold = fold_fast_sum_f32;
+  if (pl.rop <= LU_R_MEAN && pl.dt == LUON_DTYPE_F64) pl.fold = fold_fast_sum_f64;
   make_plan(&pl, x, c->scratch_i[0]);
   if (pl.nout == 0) return LUON_OK;
 

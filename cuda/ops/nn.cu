@@ -175,7 +175,7 @@ template <class T> __global__ void k_dropout(lu_space s, uint64_t key, uint64_t 
     int64_t o[LU_MAX_OPS];
     lu_offsets(s, j, o);
     uint32_t w[4];
-    lu_cuda_philox(key, start + ((uint64_t)j >> 2), w);
+    lu_philox(key, start + ((uint64_t)j >> 2), w);
     float u = (float)(w[j & 3] >> 8) * (1.0f / 16777216.0f);
     T mk = u >= p ? (T)scale : (T)0;
     ((T *)s.p[1])[o[1]] = mk;

@@ -24,7 +24,7 @@ __global__ void k_random(lu_space s, rnd r) {
     int64_t o[LU_MAX_OPS];
     lu_offsets(s, j, o);
     uint32_t w[4];
-    lu_cuda_philox(r.key, r.start + (uint64_t)j, w);
+    lu_philox(r.key, r.start + (uint64_t)j, w);
     int32_t dt = s.dt[0];
     if (r.kind == R_UNIFORM) {
       if (dt == LUON_DTYPE_F32) {
@@ -103,7 +103,7 @@ luon_status lu_cuda_random_permute(lu_call *c) {
   for (int64_t i = 0; i < n; i++) p[i] = i;
   for (int64_t i = n - 1; i > 0; i--) {
     uint32_t r[4];
-    lu_cuda_philox(key, start + (uint64_t)i, r);
+    lu_philox(key, start + (uint64_t)i, r);
     uint64_t w = (uint64_t)r[0] << 32 | r[1];
     int64_t j = (int64_t)(((unsigned __int128)w * ((uint64_t)i + 1)) >> 64), t = p[i];
     p[i] = p[j];

@@ -8,8 +8,6 @@
  * second kernel merges each result's partials in chunk order. */
 #include "kernels.cuh"
 
-enum { R_SUM, R_MEAN, R_PROD, R_MAX, R_MIN, R_ARGMAX, R_ARGMIN };
-
 typedef struct rplan {
   int rop;
   int nk, nr;
@@ -34,23 +32,23 @@ template <class A> __device__ __forceinline__ void merge(int rop, A &a, int64_t 
     return;
   }
   switch (rop) {
-  case R_SUM:
-  case R_MEAN:
+  case LU_R_SUM:
+  case LU_R_MEAN:
     if (lu_is_int<A>::v) a = (A)((uint64_t)(int64_t)a + (uint64_t)(int64_t)b);
     else a = a + b;
     break;
-  case R_PROD:
+  case LU_R_PROD:
     if (lu_is_int<A>::v) a = (A)((uint64_t)(int64_t)a * (uint64_t)(int64_t)b);
     else a = a * b;
     break;
-  case R_MAX:
+  case LU_R_MAX:
     if (!nan_(a) && (b > a || nan_(b))) a = b;
     break;
-  case R_MIN:
+  case LU_R_MIN:
     if (!nan_(a) && (b < a || nan_(b))) a = b;
     break;
   default: {
-    bool better = rop == R_ARGMAX ? b > a : b < a;
+    bool better = rop == LU_R_ARGMAX ? b > a : b < a;
     bool an = nan_(a), bn = nan_(b);
     bool take = an ? (bn && bi < ai) : (bn || better || (b == a && bi < ai));
     if (take) a = b, ai = bi;
@@ -60,13 +58,13 @@ template <class A> __device__ __forceinline__ void merge(int rop, A &a, int64_t 
 
 /* Result o from (a, ai): ai < 0 when no element was reduced. */
 template <class A> __device__ void finish(const rplan &p, int64_t o, A a, int64_t ai) {
-  if (p.rop == R_ARGMAX || p.rop == R_ARGMIN) {
+  if (p.rop == LU_R_ARGMAX || p.rop == LU_R_ARGMIN) {
     lu_st<int64_t>(p.y, p.ydt, o, ai < 0 ? 0 : ai);
-  } else if (p.rop == R_MEAN) {
+  } else if (p.rop == LU_R_MEAN) {
     double s = ai < 0 ? 0.0 : (double)a;
     lu_st<double>(p.y, p.ydt, o, p.nred ? s / (double)p.nred : (double)NAN);
   } else {
-    if (ai < 0) a = p.rop == R_PROD ? (A)1 : (A)0; /* empty: the identity */
+    if (ai < 0) a = p.rop == LU_R_PROD ? (A)1 : (A)0; /* empty: the identity */
     lu_st<A>(p.y, p.ydt, o, a);
   }
 }
@@ -158,18 +156,6 @@ template <class A> static luon_status launch(rplan &p, int32_t id, cudaStream_t 
   return LUON_OK;
 }
 
-static int rop_of(int32_t op) {
-  switch (op) {
-  case LU_OP_sum: return R_SUM;
-  case LU_OP_mean: return R_MEAN;
-  case LU_OP_prod: return R_PROD;
-  case LU_OP_max: return R_MAX;
-  case LU_OP_min: return R_MIN;
-  case LU_OP_argmax: return R_ARGMAX;
-  default: return R_ARGMIN;
-  }
-}
-
 /* scratch_i[0] holds the reduced axes' bitmask (lu_shape_<op> in reduce.c);
  * the result is dense with the kept axes in order. */
 static luon_status reduce(lu_call *c) {
@@ -177,7 +163,7 @@ static luon_status reduce(lu_call *c) {
   luon_tensor *y = c->out[0];
   rplan p;
   memset(&p, 0, sizeof p);
-  p.rop = rop_of(c->op);
+  p.rop = lu_reduce_op_of(c->op);
   int64_t mask = c->scratch_i[0];
   p.nred = 1;
   for (int d = 0; d < x->ndim; d++) {
