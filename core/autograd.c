@@ -116,6 +116,7 @@ luon_status luon_tensor_attach_grad(luon_tensor *t, int32_t req) {
   luon_tensor_release(t->grad);
   t->grad = g;
   t->grad_req = req;
+  t->grad_fresh = 0;
   if (t->node) { /* the array becomes a leaf, as in MXNet */
     lu_autograd_release_node(t->node);
     t->node = NULL;
@@ -131,6 +132,13 @@ luon_status luon_tensor_grad(luon_tensor *t, luon_tensor **out) {
 }
 
 int32_t luon_tensor_grad_req(const luon_tensor *t) { return t ? t->grad_req : 0; }
+int32_t luon_tensor_grad_fresh(const luon_tensor *t) { return t ? t->grad_fresh : 0; }
+int32_t luon_tensor_set_grad_fresh(luon_tensor *t, int32_t fresh) {
+  if (!t) return 0;
+  int32_t old = t->grad_fresh;
+  t->grad_fresh = fresh != 0;
+  return old;
+}
 
 luon_status luon_tensor_detach(luon_tensor *t, luon_tensor **out) {
   if (!t) return lu_error(LUON_EINVAL, "detach: NULL array");
@@ -214,6 +222,7 @@ static luon_status to_leaf(luon_tensor *t, luon_tensor *g, int64_t pass) {
   if (g->ndim != t->ndim || memcmp(g->shape, t->shape, sizeof(int64_t) * (size_t)t->ndim))
     return lu_error(LUON_EINTERNAL, "backward: gradient of shape %s for an array of shape %s",
                     lu_shape_str(g->ndim, g->shape), lu_shape_str(t->ndim, t->shape));
+  t->grad_fresh = 1;
   if (t->grad_req == LUON_GRAD_WRITE && t->grad_gen != pass) {
     t->grad_gen = pass;
     if (lu_tensor_take_data(t->grad, g)) return LUON_OK; /* a fresh gradient nobody else holds */

@@ -105,6 +105,7 @@ struct luon_tensor {
   int32_t grad_req;
   int32_t out_index;        /* which output of node it is */
   int64_t grad_gen;         /* the backward pass that last wrote grad */
+  int32_t grad_fresh;       /* a backward wrote grad since the flag was cleared */
 };
 
 /* Element address of a tensor's first element. */

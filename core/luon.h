@@ -224,6 +224,12 @@ luon_status luon_tensor_attach_grad(luon_tensor *t, int32_t grad_req);
 /* t's gradient buffer (+1), or NULL with LUON_OK when it has none. */
 luon_status luon_tensor_grad(luon_tensor *t, luon_tensor **out);
 int32_t luon_tensor_grad_req(const luon_tensor *t);
+/* Whether a backward wrote t's gradient since the flag was last cleared
+ * (MXNet's _fresh_grad: the Trainer's stale-gradient check reads it and
+ * clears it after each update). attach_grad clears it. set returns the
+ * previous value. */
+int32_t luon_tensor_grad_fresh(const luon_tensor *t);
+int32_t luon_tensor_set_grad_fresh(luon_tensor *t, int32_t fresh);
 /* Drop t's link to the tape (t becomes a constant, as MXNet's detach). */
 luon_status luon_tensor_detach(luon_tensor *t, luon_tensor **out);
 /* Backward from n heads; head_grads may be NULL (ones) or hold NULLs.

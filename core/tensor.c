@@ -74,6 +74,7 @@ static void init_tensor(luon_tensor *t) {
   t->grad_req = 0;
   t->out_index = 0;
   t->grad_gen = 0;
+  t->grad_fresh = 0;
   t->offset = 0;
 }
 

@@ -2,7 +2,9 @@
  * one pass over the weight and its states, in place, float32 and float64,
  * any strides. Not here: learning-rate schedules, Adam's bias correction
  * (folded into lr by the caller), multi-precision copies.
- *   g' = clip(rescale_grad * g, clip_gradient) + wd * w   (clip when >= 0) */
+ * Weight decay enters as in MXNet 1.9.1's kernels (clip when >= 0):
+ *   sgd, sgd_mom: g' = clip(rescale_grad * g, clip_gradient) + wd * w
+ *   adam:         g' = clip(rescale_grad * g + wd * w, clip_gradient) */
 #include "internal.h"
 #include <math.h>
 
@@ -73,7 +75,7 @@ static inline double clipd_(double v, double c, bool on) {
         break;                                                                 \
       default:                                                                 \
         for (int64_t i = 0; i < n; i++) {                                      \
-          T gg = CLIP(rs * g[i], cl, doclip) + wd * w[i];                      \
+          T gg = CLIP(rs * g[i] + wd * w[i], cl, doclip);                      \
           T m = p4 * s1[i] + ((T)1 - p4) * gg;                                 \
           T v = p5 * s2[i] + ((T)1 - p5) * gg * gg;                            \
           s1[i] = m;                                                           \
@@ -86,7 +88,8 @@ static inline double clipd_(double v, double c, bool on) {
     }                                                                          \
     for (int64_t i = 0; i < n; i++) {                                          \
       T *w = (T *)(p[0] + i * st[0]);                                          \
-      T gg = CLIP(rs * *(const T *)(p[1] + i * st[1]), cl, doclip) + wd * *w;  \
+      T rg = rs * *(const T *)(p[1] + i * st[1]);                              \
+      T gg = u->kind == O_ADAM ? CLIP(rg + wd * *w, cl, doclip) : CLIP(rg, cl, doclip) + wd * *w; \
       if (u->kind == O_SGD) {                                                  \
         *w -= lr * gg;                                                         \
       } else if (u->kind == O_MOM) {                                           \

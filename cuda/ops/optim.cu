@@ -1,6 +1,8 @@
 /* optim.cu: MXNet's fused optimizer updates on the GPU, in place on the
- * weight and its states, any strides, the exact rules of core/ops/optim.c:
- *   g' = clip(rescale_grad * g, clip_gradient) + wd * w   (clip when >= 0) */
+ * weight and its states, any strides, the exact rules of core/ops/optim.c
+ * (clip when >= 0):
+ *   sgd, sgd_mom: g' = clip(rescale_grad * g, clip_gradient) + wd * w
+ *   adam:         g' = clip(rescale_grad * g + wd * w, clip_gradient) */
 #include "kernels.cuh"
 
 enum { O_SGD, O_MOM, O_ADAM };
@@ -20,8 +22,9 @@ template <class T> __global__ void k_update(lu_space s, upd u) {
     lu_offsets(s, i, o);
     T *w = (T *)s.p[0] + o[0];
     T g = rs * ((const T *)s.p[1])[o[1]];
+    if (u.kind == O_ADAM) g += wd * *w;
     if (doclip) g = g > cl ? cl : g < -cl ? -cl : g;
-    T gg = g + wd * *w;
+    T gg = u.kind == O_ADAM ? g : g + wd * *w;
     if (u.kind == O_SGD) {
       *w -= lr * gg;
     } else if (u.kind == O_MOM) {

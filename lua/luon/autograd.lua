@@ -21,21 +21,41 @@ local function scoped(recording, training, fn, ...)
   return finish(pcall(fn, ...))
 end
 
--- record(fn, train_mode = true): ops in fn are recorded for backward.
+-- A mode flag given as b or as {key = b} (MXNet's keyword): true, false or
+-- nil (default). Anything else is an error: a table or a string is truthy
+-- and must not quietly mean true.
+local function flag(v, fname, key, default)
+  if type(v) == "table" then v = core.options(v, fname, {key})[key] end
+  if v == nil then return default end
+  if type(v) ~= "boolean" then
+    core.error(("%s: %s must be true or false, got %s"):format(fname, key, core.show_value(v)))
+  end
+  return v
+end
+
+-- record(fn, train_mode = true): ops in fn are recorded for backward;
+-- record(fn, {train_mode = false}) alike. Further arguments go to fn.
 function autograd.record(fn, train_mode, ...)
-  if train_mode == nil then train_mode = true end
-  return scoped(true, train_mode, fn, ...)
+  return scoped(true, flag(train_mode, "autograd.record", "train_mode", true), fn, ...)
 end
 -- pause(fn, train_mode = false): ops in fn are not recorded.
 function autograd.pause(fn, train_mode, ...)
-  return scoped(false, train_mode or false, fn, ...)
+  return scoped(false, flag(train_mode, "autograd.pause", "train_mode", false), fn, ...)
 end
 function autograd.train_mode(fn, ...) return scoped(nil, true, fn, ...) end
 function autograd.predict_mode(fn, ...) return scoped(nil, false, fn, ...) end
 function autograd.is_recording() return C.luon_autograd_is_recording() ~= 0 end
 function autograd.is_training() return C.luon_autograd_is_training() ~= 0 end
-function autograd.set_recording(on) return C.luon_autograd_set_recording(on and 1 or 0) ~= 0 end
-function autograd.set_training(on) return C.luon_autograd_set_training(on and 1 or 0) ~= 0 end
+function autograd.set_recording(on)
+  on = flag(on, "autograd.set_recording", "is_recording")
+  if on == nil then core.error("autograd.set_recording: expected true or false, got nil") end
+  return C.luon_autograd_set_recording(on and 1 or 0) ~= 0
+end
+function autograd.set_training(on)
+  on = flag(on, "autograd.set_training", "train_mode")
+  if on == nil then core.error("autograd.set_training: expected true or false, got nil") end
+  return C.luon_autograd_set_training(on and 1 or 0) ~= 0
+end
 
 local grad_reqs = {null = 0, write = 1, add = 2}
 autograd.grad_reqs = grad_reqs
@@ -43,8 +63,26 @@ autograd.grad_reqs = grad_reqs
 local heads = ffi.new("luon_tensor*[64]")
 local head_grads = ffi.new("luon_tensor*[64]")
 
--- backward(heads, head_grads, retain_graph): heads is an array or a list.
-function autograd.backward(hs, hgs, retain_graph)
+local backward_names = {"head_grads", "retain_graph", "train_mode"}
+
+-- The backward arguments after the heads: positional (head_grads,
+-- retain_graph, train_mode) then a table of keywords, as MXNet's.
+-- train_mode = false (backward in predict mode) is refused: the tape keeps
+-- each op's mode from the forward pass.
+local function backward_args(fname, ...)
+  local a = core.args(fname, backward_names, backward_names, ...)
+  local retain = flag(a.retain_graph, fname, "retain_graph", false)
+  if flag(a.train_mode, fname, "train_mode", true) == false then
+    core.error(("%s: train_mode = false is not supported: gradients follow the mode each op " ..
+                "ran in during the forward pass (autograd.record's train_mode)"):format(fname))
+  end
+  return a.head_grads, retain
+end
+
+-- backward(heads, head_grads, retain_graph), or backward(heads, {head_grads
+-- =, retain_graph =}): heads is an array or a list.
+function autograd.backward(hs, ...)
+  local hgs, retain_graph = backward_args("backward", ...)
   if core.is_array(hs) then hs = {hs} end
   if core.is_array(hgs) then hgs = {hgs} end
   if type(hgs) ~= "nil" and type(hgs) ~= "table" then -- (a NULL cdata equals nil)
@@ -70,7 +108,13 @@ end
 
 local methods, props = arr.methods, arr.props
 
-function methods.attach_grad(x, grad_req)
+local attach_names = {"grad_req", "stype"}
+function methods.attach_grad(x, ...)
+  local a = core.args("attach_grad", attach_names, attach_names, ...)
+  if a.stype ~= nil and a.stype ~= "default" then
+    core.error(("attach_grad: stype %s is not supported (dense gradients only: 'default')"):format(core.show_value(a.stype)))
+  end
+  local grad_req = a.grad_req
   local req = grad_reqs[grad_req or "write"]
   if not req then
     error(("attach_grad: grad_req must be 'write', 'add' or 'null', got %s"):format(tostring(grad_req)), 2)
@@ -79,9 +123,16 @@ function methods.attach_grad(x, grad_req)
   core.check(C.luon_tensor_attach_grad(x.t, req), 2)
 end
 
-function methods.backward(y, head_grad, retain_graph)
-  if type(head_grad) == "boolean" then head_grad, retain_graph = nil, head_grad end
-  autograd.backward({y}, head_grad and {head_grad} or nil, retain_graph)
+-- y:backward(head_grad, retain_graph) or y:backward(head_grad,
+-- {retain_graph =}) or y:backward{out_grad =, retain_graph =};
+-- y:backward(true) keeps the graph.
+local backward_method_names = {"out_grad", "retain_graph", "train_mode"}
+function methods.backward(y, head_grad, ...)
+  if type(head_grad) == "boolean" then return methods.backward(y, nil, head_grad, ...) end
+  local a = core.args("backward", backward_method_names, backward_method_names, head_grad, ...)
+  local g = a.out_grad
+  autograd.backward({y}, {head_grads = g ~= nil and {g} or nil, retain_graph = a.retain_graph,
+                          train_mode = a.train_mode})
 end
 
 function methods.detach(x)

@@ -473,6 +473,44 @@ function M.options(kw, fname, known, level, what, noun)
   return M.check_keys(kw, fname, (level or 2) + 1, known, nil, noun)
 end
 
+-- Positional arguments (by name, in the order of `names`) then one trailing
+-- table of keywords (core.kw), merged into one new table. Keywords must be
+-- in known (a list or set, check_keys; noun "argument"); a name given both
+-- positionally and as a keyword is an error, as Python's TypeError.
+function M.args(fname, names, known, ...)
+  local kw, n = M.kw(...)
+  M.check_keys(kw, fname, 3, known, nil, "argument")
+  local out = {}
+  for k, v in pairs(kw) do out[k] = v end
+  for i = 1, math.min(n, #names) do
+    local v = select(i, ...)
+    if v ~= nil then
+      if out[names[i]] ~= nil then
+        error(("%s: got multiple values for argument '%s' (positional and keyword)"):format(fname, names[i]), 3)
+      end
+      out[names[i]] = v
+    end
+  end
+  if n > #names and select(#names + 1, ...) ~= nil then
+    error(("%s: takes at most %d positional arguments before the options table, got %d")
+          :format(fname, #names, n), 3)
+  end
+  return out
+end
+
+-- The device an options table names: its `device`, or `ctx` (MXNet 1.x's
+-- name for it; every device keyword reads it through here). Both, naming
+-- different devices, is an error.
+function M.device_of(kw, fname, level)
+  local d, c = kw.device, kw.ctx
+  if c == nil then return d end
+  if d ~= nil and d ~= c then
+    error(("%s: device (%s) and ctx (%s) both given; ctx is MXNet 1.x's name for device, give one")
+          :format(fname, tostring(d), tostring(c)), (level or 2) + 1)
+  end
+  return c
+end
+
 -- A value as an error message shows it: strings quoted, others by tostring.
 -- Other cdata show their type (no metamethod of theirs runs: a NULL
 -- luon_array pointer has luon's metatype, and would be dereferenced).

@@ -44,7 +44,7 @@ local axis_keys, take_keys = {"axis"}, {"axis", "mode"}
 
 local function device_attrs(a, kw, fname, level, extra)
   check_kw(kw, fname, extra, (level or 2) + 1)
-  local dev = core.resolve_device(kw.device or kw.ctx, fname, (level or 2) + 1)
+  local dev = core.resolve_device(core.device_of(kw, fname, (level or 2) + 1), fname, (level or 2) + 1)
   a.dev_type, a.dev_id = dev.type_id, dev.device_id
   a.dtype = core.dtype_id(kw.dtype, fname, (level or 2) + 1) or 0
   return a
@@ -113,13 +113,13 @@ function np.array(obj, kw)
   kw = check_kw(kw or {}, "array", nil, 2)
   if is_array(obj) then
     local dt = core.dtype_id(kw.dtype, "array", 2)
-    local r = obj:copyto(core.resolve_device(kw.device or kw.ctx or obj.device, "array", 2))
+    local r = obj:copyto(core.resolve_device(core.device_of(kw, "array", 2) or obj.device, "array", 2))
     if dt and dt ~= core.dtype_id(r.dtype) then r = r:astype(kw.dtype) end
     return r
   end
   local shape, flat, n, kind = flatten(obj, "array")
   local dt = core.dtype_id(kw.dtype, "array", 2) or (kind == "boolean" and core.BOOL or core.FLOAT32)
-  local dev = core.resolve_device(kw.device or kw.ctx, "array", 2)
+  local dev = core.resolve_device(core.device_of(kw, "array", 2), "array", 2)
   if dt == 3 or dt == 4 then -- storage types: through float32
     return np.array(obj, {dtype = "float32", device = dev}):astype(kw.dtype)
   end
@@ -157,7 +157,7 @@ end
 function np.empty(shape, kw)
   kw = check_kw(kw or {}, "empty", nil, 2)
   shape = core.shape_arg(shape, "empty", 2)
-  local dev = core.resolve_device(kw.device or kw.ctx, "empty", 2)
+  local dev = core.resolve_device(core.device_of(kw, "empty", 2), "empty", 2)
   local dt = core.dtype_id(kw.dtype, "empty", 2) or core.FLOAT32
   local sh = ffi.new("int64_t[8]")
   for k = 1, #shape do sh[k - 1] = shape[k] end
@@ -170,7 +170,7 @@ local function like(fname, maker)
   return function(x, kw)
     check_array(x, fname, 1, 2)
     kw = check_kw(kw or {}, fname, nil, 2)
-    return maker(x.shape, {dtype = kw.dtype or x.dtype, device = kw.device or kw.ctx or x.device})
+    return maker(x.shape, {dtype = kw.dtype or x.dtype, device = core.device_of(kw, fname, 2) or x.device})
   end
 end
 np.zeros_like = like("zeros_like", np.zeros)
@@ -179,7 +179,7 @@ np.empty_like = like("empty_like", np.empty)
 function np.full_like(x, value, kw)
   check_array(x, "full_like", 1, 2)
   kw = check_kw(kw or {}, "full_like", nil, 2)
-  return np.full(x.shape, value, {dtype = kw.dtype or x.dtype, device = kw.device or kw.ctx or x.device})
+  return np.full(x.shape, value, {dtype = kw.dtype or x.dtype, device = core.device_of(kw, "full_like", 2) or x.device})
 end
 
 -- arange(stop) | arange(start, stop) | arange(start, stop, step), then kw.

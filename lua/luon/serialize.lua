@@ -65,7 +65,7 @@ function serialize.load(path, opts)
   opts = opts or {}
   local caller = opts.caller or "load"
   check_path(path, caller)
-  local dev = opts.device or opts.ctx
+  local dev = core.device_of(opts, caller)
   dev = dev == nil and core.device("cpu", 0) or core.resolve_device(dev, caller)
   local hp = ffi.new("luon_safetensors*[1]")
   if C.luon_safetensors_open(path, hp) ~= 0 then raise(caller) end

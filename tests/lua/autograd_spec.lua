@@ -35,6 +35,31 @@ describe("autograd scopes", function()
     end, false)
   end)
 
+  it("take the mode flag as b or as {train_mode = b}, and check it", function()
+    local function modes(fn, ...)
+      local r, t
+      fn(function() r, t = autograd.is_recording(), autograd.is_training() end, ...)
+      return {r, t}
+    end
+    assert.same({true, false}, modes(autograd.record, {train_mode = false}))
+    assert.same({true, true}, modes(autograd.record, {train_mode = true}))
+    assert.same({true, true}, modes(autograd.record, {}))
+    assert.same({false, true}, modes(autograd.pause, {train_mode = true}))
+    assert.same({false, true}, modes(autograd.pause, true))
+    assert.same({false, false}, modes(autograd.pause, {}))
+    H.assert_error(function() autograd.record(function() end, {train = false}) end,
+                   {"autograd.record: unknown option 'train'", "train_mode"})
+    H.assert_error(function() autograd.record(function() end, "no") end,
+                   {"autograd.record: train_mode must be true or false, got 'no'"})
+    H.assert_error(function() autograd.pause(function() end, {train_mode = 0}) end,
+                   {"autograd.pause: train_mode must be true or false, got 0"})
+    H.assert_error(function() autograd.set_training("yes") end, {"must be true or false"})
+    assert.is_false(autograd.is_recording())
+    assert.is_false(autograd.is_training())
+    assert.is_false(autograd.set_training({train_mode = true}))
+    assert.is_true(autograd.set_training(false))
+  end)
+
   it("pause stops recording inside record and restores it", function()
     autograd.record(function()
       autograd.pause(function()
@@ -244,6 +269,43 @@ describe("attach_grad and backward", function()
     z:backward()
     H.check(x.grad, {3, 12})
     H.assert_error(function() z:backward() end, {"retain_graph"})
+  end)
+
+  it("backward takes its keywords in a trailing table", function()
+    local x = F({1, 2})
+    x:attach_grad()
+    local z = autograd.record(function() return x * x * x end)
+    z:backward{retain_graph = true}
+    H.check(x.grad, {3, 12})
+    z:backward(F({1, -1}), {retain_graph = true})
+    H.check(x.grad, {3, -12})
+    z:backward{out_grad = F({2, 0}), retain_graph = true}
+    H.check(x.grad, {6, 0})
+    autograd.backward(z, {head_grads = F({0, 1}), retain_graph = true})
+    H.check(x.grad, {0, 12})
+    autograd.backward({z}, {F({1, 1})}, {retain_graph = true})
+    H.check(x.grad, {3, 12})
+    autograd.backward({z}, {head_grads = {F({-1, 0})}})
+    H.check(x.grad, {-3, 0})
+    H.assert_error(function() z:backward() end, {"retain_graph"})   -- the last one freed it
+    local y = autograd.record(function() return x * 2 end)
+    H.assert_error(function() y:backward{retain_grahp = true} end,
+                   {"backward: unknown argument 'retain_grahp'", "retain_graph"})
+    H.assert_error(function() autograd.backward(y, {retain_graph = "yes"}) end,
+                   {"retain_graph must be true or false, got 'yes'"})
+    H.assert_error(function() y:backward(F({1, 1}), true, {retain_graph = true}) end,
+                   {"multiple values for argument 'retain_graph'"})
+    H.assert_error(function() y:backward{train_mode = false} end, {"train_mode = false is not supported"})
+    y:backward{train_mode = true}
+    H.check(x.grad, {2, 2})
+  end)
+
+  it("attach_grad takes grad_req positionally or as a keyword", function()
+    local x = F({1, 2})
+    x:attach_grad{grad_req = "add"}
+    assert.equal("add", x.grad_req)
+    H.assert_error(function() x:attach_grad{grad = "add"} end, {"attach_grad: unknown argument 'grad'"})
+    H.assert_error(function() x:attach_grad("write", "row_sparse") end, {"stype 'row_sparse' is not supported"})
   end)
 
   it("backward of an array not computed under record is an error that says so", function()

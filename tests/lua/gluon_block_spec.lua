@@ -8,6 +8,7 @@ local luon = H.luon
 local np, npx, autograd = luon.np, luon.npx, luon.autograd
 local gluon, init = luon.gluon, luon.init
 local nn = gluon.nn
+local Parameter = gluon.Parameter
 local block = require("luon.gluon.block")
 local parameter = require("luon.gluon.parameter")
 
@@ -437,6 +438,49 @@ describe("ParameterDict", function()
     ps:zero_grad()
   end)
 
+  it("initialize takes keywords in a trailing table; ctx is device's MXNet 1.x name", function()
+    local cpu1 = npx.cpu(1)
+    local function net() return nn.Dense(2, {in_units = 3}) end
+    local a = net():initialize(init.One(), {device = cpu1})
+    assert.same({cpu1}, a.weight:list_device())
+    H.check(a.weight:data(), {{1, 1, 1}, {1, 1, 1}}, {device = cpu1})
+    local b = net():initialize(init.One(), {ctx = cpu1})
+    assert.same({cpu1}, b.weight:list_device())
+    local c = net():initialize{init = init.One(), ctx = {npx.cpu(0), cpu1}}
+    assert.same({npx.cpu(0), cpu1}, c.weight:list_device())
+    c:initialize(init.Zero(), {force_reinit = true, ctx = cpu1})
+    H.check(c.weight:data(), {{0, 0, 0}, {0, 0, 0}}, {device = cpu1})
+    local p = Parameter("w", {shape = {2}})
+    p:initialize(init.One(), {ctx = cpu1})
+    assert.same({cpu1}, p:list_device())
+    p:reset_device{ctx = npx.cpu(0)}
+    assert.same({npx.cpu(0)}, p:list_device())
+    H.assert_error(function() net():initialize(init.One(), {devise = cpu1}) end,
+                   {"initialize: unknown argument 'devise'", "device", "ctx"})
+    H.assert_error(function() net():initialize{device = npx.cpu(0), ctx = cpu1} end,
+                   {"initialize: device (cpu(0)) and ctx (cpu(1)) both given"})
+    H.assert_error(function() Parameter("w", {shape = {2}}):initialize(nil, {force_reinit = true, verbos = 1}) end,
+                   {"initialize: unknown argument 'verbos'"})
+    H.assert_error(function() net():initialize(init.One(), cpu1, false, false, 5) end,
+                   {"initialize: takes at most 4 positional arguments"})
+  end)
+
+  it("Parameter and collect_params check their keywords", function()
+    H.assert_error(function() Parameter("w", {shape = {2}, grad_reqq = "add"}) end,
+                   {"Parameter: unknown argument 'grad_reqq'", "grad_req"})
+    H.assert_error(function() Parameter("w", {shape = {2}, stype = "row_sparse"}) end,
+                   {"Parameter: stype 'row_sparse' is not supported"})
+    local p = Parameter{name = "v", shape = {2}, lr_mult = 0.5}
+    assert.equal("v", p.name)
+    assert.equal(0.5, p.lr_mult)
+    local q = Parameter("u", "add", {3})              -- MXNet's positional order
+    assert.equal("add", q.grad_req)
+    assert.same({3}, q.shape)
+    local net = nn.Dense(2, {in_units = 3})
+    assert.same({"weight"}, net:collect_params{select = ".*weight"}:keys())
+    H.assert_error(function() net:collect_params{selct = "w"} end, {"collect_params: unknown argument 'selct'"})
+  end)
+
   it("net:initialize with a device list places every replica (tutorial 8.3)", function()
     local net = leaf_network()
     net:initialize()
@@ -493,6 +537,23 @@ describe("save_parameters / load_parameters", function()
     H.assert_close(fresh(x), net(x):totable())
   end)
 
+  it("load_parameters takes ctx, positional arguments in MXNet's order, and checks its keywords", function()
+    local net = small_net()
+    net:initialize()
+    net(np.ones({1, 2, 2, 2}))
+    net:save_parameters(path, {deduplicate = true})
+    local a = small_net()
+    a:load_parameters(path, {ctx = npx.cpu(1)})
+    assert.same({npx.cpu(1)}, a:collect_params()["0.weight"]:list_device())
+    local b = small_net()
+    b:load_parameters(path, npx.cpu(1), false, true)  -- ctx, allow_missing, ignore_extra
+    assert.same({npx.cpu(1)}, b:collect_params()["0.weight"]:list_device())
+    H.assert_error(function() small_net():load_parameters(path, {cast_dtyp = true}) end,
+                   {"load_parameters: unknown argument 'cast_dtyp'", "cast_dtype", "ctx"})
+    H.assert_error(function() net:save_parameters(path, {dedup = true}) end,
+                   {"save_parameters: unknown argument 'dedup'", "deduplicate"})
+  end)
+
   it("runs the tutorial's section 7.1 and 7.2 as written", function()
     local gpu = npx.num_gpus() > 0 and npx.gpu() or npx.cpu()
     local net = leaf_network()
@@ -524,7 +585,9 @@ describe("save_parameters / load_parameters", function()
                     "'3.bias': shape incompatible expected (4,) vs saved (3,)"})
     local msg = select(2, pcall(other.load_parameters, other, path))
     assert.is_nil(msg:find("cast_dtype", 1, true), "a shape mismatch suggests cast_dtype: " .. msg)
-    H.assert_error(function() other:load_parameters(path, 5) end, {"options must be a table", "5"})
+    H.assert_error(function() other:load_parameters(path, 5) end, {"load_parameters: device must be a Device", "5"})
+    H.assert_error(function() other:load_parameters(path, {allow_mising = true}) end,
+                   {"load_parameters: unknown argument 'allow_mising'", "allow_missing"})
     H.assert_error(function() other:apply(5) end, {"apply: expected a function"})
     H.assert_error(function() other:share_parameters(5) end, {"share_parameters: expected a ParameterDict"})
     -- a value that is not a Parameter, or one of another shape, replaces nothing

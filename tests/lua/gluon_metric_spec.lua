@@ -97,6 +97,28 @@ for _, dev in ipairs(H.devices()) do
       end)
     end)
 
+    describe("update{labels =, preds =}", function()
+      it("every metric takes MXNet's keywords in a table", function()
+        local label, pred = A({0, 1, 1}), A({{0.3, 0.7}, {0, 1}, {0.4, 0.6}})
+        local makers = {function() return metric.Accuracy() end, function() return metric.TopKAccuracy{top_k = 2} end,
+                        function() return metric.CrossEntropy() end, function() return metric.Loss() end}
+        for _, make in ipairs(makers) do
+          local m, ref = make(), make()
+          m:update{labels = {label}, preds = {pred}}
+          ref:update({label}, {pred})
+          assert.same({ref:get()}, {m:get()})
+          m:update{preds = pred, labels = label}
+          ref:update(label, pred)
+          assert.same({ref:get()}, {m:get()})
+          H.assert_error(function() m:update{label = label, preds = pred} end,
+                         {".update: unknown argument 'label'", "labels, preds"})
+        end
+        local l = metric.Loss()
+        l:update{preds = A({2, 4})}
+        assert.equal(3, select(2, l:get()))
+      end)
+    end)
+
     describe("Loss", function()
       it("averages the loss values; labels are ignored", function()
         local m = metric.Loss()

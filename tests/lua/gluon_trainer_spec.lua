@@ -19,10 +19,16 @@ local function param(name, values, devices, grad_req)
   return p
 end
 
--- Write the gradient of replica k (as backward would).
+-- Give w (an array with a gradient buffer) the gradient `values` through a
+-- backward of sum(w * values), so the Trainer sees a fresh gradient.
+local function backward_grad(w, values)
+  local c = np.array(values, {device = w.device, dtype = w.dtype})
+  autograd.record(function() return (w * c):sum() end):backward()
+end
+
+-- Write the gradient of replica k of Parameter p by a backward.
 local function set_grad(p, k, values)
-  local g = p:list_grad()[k]
-  np.array(values, {device = g.device}):copyto(g)
+  backward_grad(p:list_data()[k], values)
 end
 
 -- A stand-in with only the interface the Trainer may use.
@@ -44,7 +50,7 @@ local function fake_param(name, values, devices)
 end
 
 -- w0 = [1, -2, 3], constant gradient g = [0.5, 2, -4]. By hand, for the
--- cases below (g' = clip(rescale * g, clip) + wd * w):
+-- cases below (SGD: g' = clip(rescale * g, clip) + wd * w):
 --   SGD lr .1, wd .1, step(2) (rescale .5), clip .75: g'1 = [.25,.75,-.75] + .1 w0 = [.35,.55,-.45]
 --     w1 = w0 - .1 g'1 = [.965, -2.055, 3.045]; g'2 = [.3465,.5445,-.4455]; w2 = [.93035, -2.10945, 3.08955]
 --   SGD lr .1, momentum .9: mom1 = -.1 g, w1 = [.95, -2.2, 3.4]; mom2 = .9 mom1 - .1 g = -.19 g,
@@ -53,8 +59,8 @@ end
 --     [-.06615, -.10395, .08505]; w2 = [.89885, -2.15895, 3.13005]
 --   Adam lr .01 (t = 1: lr_t = .01 sqrt(.001)/.1, m/sqrt(v) = sign(g) sqrt(10)): each step moves
 --     every weight by .01 against its gradient's sign: w1 = [.99, -2.01, 3.01], w2 = [.98, -2.02, 3.02]
---   Adam lr .01, wd .1, clip .75, step(2): (evaluated in float64)
---     w1 = [.990000009, -2.009999994, 3.009999993], w2 = [.9800007715, -2.019999512, 3.019999402]
+--   Adam lr .01, wd .1, clip .75, step(2): g' = clip(rescale * g + wd * w, clip) (MXNet's
+--     adam_update adds wd before clipping); values from MXNet 1.9.1
 local W0, G = {1, -2, 3}, {0.5, 2, -4}
 
 for _, dev in ipairs(H.devices()) do
@@ -115,11 +121,12 @@ for _, dev in ipairs(H.devices()) do
       end)
       it("two steps with wd (coupled L2), clip_gradient and rescale", function()
         local w, tr = run("adam", {learning_rate = 0.01, wd = 0.1, clip_gradient = 0.75}, 2, 2)
-        H.assert_close(w[1], {0.990000009, -2.009999994, 3.009999993}, 1e-6)
-        H.assert_close(w[2], {0.9800007715, -2.019999512, 3.019999402}, 1e-6)
+        -- MXNet 1.9.1 (gluon.Trainer, float64): clip after adding wd * w
+        H.assert_close(w[1], {0.9899999424, -2.010000062, 3.010000062}, 1e-6)
+        H.assert_close(w[2], {0.9800006386, -2.020000126, 3.020000126}, 1e-6)
         local m, v = tr._updaters[1].states[1][1], tr._updaters[1].states[1][2]
-        H.assert_close(m, {0.0664, 0.1044, -0.0854}, 1e-5)
-        H.assert_close(v, {0.0002441785006, 0.0006035985006, 0.0004038985006}, 1e-5)
+        H.assert_close(m, {0.0664000147, 0.1425000322, -0.1425000322}, 1e-5)
+        H.assert_close(v, {0.0002441753559, 0.001124423031, 0.001124423031}, 1e-5)
       end)
       it("defaults", function()
         local a = optimizer.Adam()
@@ -164,6 +171,89 @@ for _, dev in ipairs(H.devices()) do
         H.assert_close(p:grad(), {4, 4})
         tr:step(2)                          -- mean gradient [2, 2]
         H.assert_close(p:data(), {0, 1})
+      end)
+    end)
+
+    -- Golden values from MXNet 1.9.1 (mx.optimizer with rescale_grad .5, the
+    -- same through gluon.Trainer step(2)): w0 and two gradients, lr .1,
+    -- clip_gradient .3, wd .1, so that clipping before or after adding wd * w
+    -- differ. lazy_update and multi_precision (float32/64 weights) change nothing.
+    describe("against MXNet 1.9.1 with rescale_grad, clip_gradient and wd", function()
+      local w0 = {0.5, -1.0, 2.0, -3.0, 0.25, 1.5}
+      local g1 = {0.2, -0.9, 4.0, 0.1, -2.0, 0.7}
+      local g2 = {-0.4, 0.3, 1.0, -5.0, 0.05, 0.6}
+      local sgd = {{0.485, -0.96, 1.95, -2.975, 0.2775, 1.455},
+                   {0.50015, -0.9654, 1.9005, -2.91525, 0.272225, 1.41045}}
+      local mom = {sgd[1], {0.48665, -0.9294, 1.8555, -2.89275, 0.296975, 1.36995}}
+      local adam = {{0.399999549, -0.899999443, 1.89999944, -2.89999946, 0.350000557, 1.39999944},
+                    {0.408484022, -0.848896566, 1.79999886, -2.79993757, 0.401103434, 1.29999886}}
+      local cases = {
+        {"sgd", {}, sgd},
+        {"sgd", {momentum = 0.9}, mom},
+        {"sgd", {momentum = 0.9, lazy_update = false, multi_precision = true}, mom},
+        {"adam", {}, adam},
+        {"adam", {lazy_update = false, multi_precision = true}, adam},
+      }
+      for _, c in ipairs(cases) do
+        for _, dt in ipairs({"float32", "float64"}) do
+          local extra = {}
+          for k in pairs(c[2]) do extra[#extra + 1] = k end
+          table.sort(extra)
+          it(("%s %s %s"):format(c[1], table.concat(extra, " "), dt), function()
+            local p = Parameter("w", {shape = {6}, dtype = dt})
+            p:initialize{init = "zeros", device = dev}
+            p:set_data(np.array(w0, {dtype = dt}))
+            local kw = {learning_rate = 0.1, clip_gradient = 0.3, wd = 0.1}
+            for k, v in pairs(c[2]) do kw[k] = v end
+            local tr = Trainer({p}, c[1], kw)
+            for s, g in ipairs({g1, g2}) do
+              set_grad(p, 1, g)
+              tr:step(2)
+              H.check(p:data(), c[3][s], {dtype = dt, tol = 1e-6})
+            end
+          end)
+        end
+      end
+    end)
+
+    describe("stale gradients", function()
+      it("step without a backward since the last step is MXNet's error, naming the parameter", function()
+        local p, q = param("w", {1, 2}, {dev}), param("unused", {3, 4}, {dev})
+        local tr = Trainer({p, q}, "sgd", {learning_rate = 1, momentum = 0.5})
+        set_grad(p, 1, {1, 1})
+        H.assert_error(function() tr:step(1) end,
+                       {"Gradient of Parameter `unused` on context " .. tostring(dev) ..
+                        " has not been updated by backward since last `step`", "ignore_stale_grad = true"})
+        -- nothing changed: p was not updated either
+        H.assert_close(p:data(), {1, 2})
+        tr:step(1, true)                              -- only p moves
+        H.assert_close(p:data(), {0, 1})
+        H.assert_close(q:data(), {3, 4})
+        assert.is_nil(tr._updaters[1].states[2])      -- q's momentum never made
+        -- p's gradient is stale now too
+        H.assert_error(function() tr:step(1) end, {"Parameter `w`"})
+        tr:step(1, {ignore_stale_grad = true})        -- nothing to update: nothing moves
+        H.assert_close(p:data(), {0, 1})
+        H.assert_close(tr._updaters[1].states[1], {-1, -1})
+        set_grad(p, 1, {1, 1})
+        set_grad(q, 1, {2, 2})
+        tr:step(1)                                    -- both fresh: both updated
+        H.assert_close(p:data(), {-1.5, -0.5})        -- mom = .5 (-1) - 1
+        H.assert_close(q:data(), {1, 2})
+      end)
+      it("a backward through the parameter makes it fresh; update() checks the same", function()
+        local p = param("w", {1, 2}, {dev})
+        local tr = Trainer({p}, "sgd", {learning_rate = 1})
+        H.assert_error(function() tr:update(1) end, {"Parameter `w`", "has not been updated by backward"})
+        set_grad(p, 1, {1, 1})
+        tr:update(1)
+        H.assert_close(p:data(), {0, 1})
+        H.assert_error(function() tr:update(1, false) end, {"Parameter `w`"})
+        tr:update(1, {ignore_stale_grad = true})
+        H.assert_close(p:data(), {0, 1})
+        H.assert_error(function() tr:step(1, "yes") end, {"ignore_stale_grad must be true or false, got 'yes'"})
+        H.assert_error(function() tr:step(1, {ignore_stale = true}) end,
+                       {"unknown argument 'ignore_stale'", "ignore_stale_grad"})
       end)
     end)
   end)
@@ -334,8 +424,8 @@ describe("Trainer", function()
   it("uses only the Parameter interface (a stand-in works)", function()
     local p = fake_param("w", {1, 2}, devs)
     local tr = Trainer({p}, "sgd", {learning_rate = 0.5})
-    np.array({1, 1}):copyto(p.list_grad()[1])
-    np.array({1, 3}, {device = cpu1}):copyto(p.list_grad()[2])
+    backward_grad(p.list_data()[1], {1, 1})
+    backward_grad(p.list_data()[2], {1, 3})
     tr:step(1)
     H.assert_close(p.list_data()[1], {0, 0})
     H.assert_close(p.list_data()[2], {0, 0})
@@ -360,6 +450,48 @@ describe("Trainer", function()
     tr:step(1)
     H.assert_close(p:data(), {0.75})
     H.assert_error(function() Trainer({p}, opt, {learning_rate = 1}) end, {"optimizer_params must be nil"})
+  end)
+
+  it("optimizer names in any case; keywords in a trailing table or one options table", function()
+    for _, name in ipairs({"adam", "Adam", "ADAM"}) do
+      local tr = Trainer({param("w", {1}, {cpu0})}, name, {learning_rate = 0.25})
+      assert.equal("Adam", getmetatable(tr.optimizer).__name)
+      assert.equal(0.25, tr.learning_rate)
+    end
+    assert.equal("SGD", getmetatable(Trainer({param("w", {1}, {cpu0})}, "SGD").optimizer).__name)
+    local p = param("w", {1}, {cpu0})
+    local tr = Trainer({p}, {optimizer = "sgd", optimizer_params = {learning_rate = 0.5}, kvstore = "device"})
+    assert.equal(0.5, tr.learning_rate)
+    set_grad(p, 1, {1})
+    tr:step(1)
+    H.assert_close(p:data(), {0.5})
+    tr = Trainer({p}, "sgd", {learning_rate = 0.5}, "local")         -- MXNet's positional kvstore
+    assert.equal("local", tr._kvstore)
+    H.assert_error(function() Trainer({p}, {optimizer = "sgd", optimzer_params = {}}) end,
+                   {"Trainer: unknown option 'optimzer_params'", "optimizer_params"})
+    H.assert_error(function() Trainer({p}, "sgd", nil, {kvstor = "device"}) end,
+                   {"Trainer: unknown option 'kvstor'", "kvstore, compression_params, update_on_kvstore"})
+    H.assert_error(function() Trainer({p}, {optimizer = "sgd"}, {learning_rate = 1}) end, {"give everything in it"})
+    H.assert_error(function() Trainer({p}, "sgd", nil, {compression_params = {type = "2bit"}}) end,
+                   {"compression_params", "not supported"})
+  end)
+
+  it("a plain function of the update count is a learning-rate scheduler", function()
+    local p = param("w", {0}, {cpu0})
+    local tr = Trainer({p}, "sgd", {lr_scheduler = function(n)
+      return 0.1 * 0.5 ^ n
+    end})
+    assert.equal(0.1, tr.learning_rate)                   -- num_update 0
+    for _ = 1, 3 do set_grad(p, 1, {1}); tr:step(1) end   -- lr .05, .025, .0125
+    H.assert_close(p:data(), {-0.0875})
+    assert.equal(0.0125, tr.learning_rate)
+    H.assert_error(function() tr:set_learning_rate(1) end, {"lr_scheduler"})
+    local opt = optimizer.Adam{lr_scheduler = function(n) return n < 2 and 1 or 0 end}
+    assert.equal(1, opt.learning_rate)
+    H.assert_error(function() optimizer.SGD{learning_rate = 0.1, lr_scheduler = function() return 1 end} end,
+                   {"SGD: learning_rate and a function lr_scheduler both given"})
+    H.assert_error(function() optimizer.SGD{lr_scheduler = {}} end,
+                   {"lr_scheduler must be a scheduler", "or a function of the update count"})
   end)
 
   it("errors: unknown optimizer, unknown argument, devices, arguments", function()

@@ -326,9 +326,12 @@ local function selector(select)
   end
 end
 
--- An ordered ParameterDict {structural name = Parameter}: own parameters,
--- then children's, in registration order ('conv1.0.weight', '0.bias').
-function Block:collect_params(select)
+-- collect_params(select) or collect_params{select =}: an ordered
+-- ParameterDict {structural name = Parameter}: own parameters, then
+-- children's, in registration order ('conv1.0.weight', '0.bias').
+local select_names = {"select"}
+function Block:collect_params(...)
+  local select = core.args("collect_params", select_names, select_names, ...).select
   local names, ps = {}, {}
   collect(self, "", names, ps)
   local keep = selector(select)
@@ -342,15 +345,13 @@ function Block:collect_params(select)
   return param.dict(names, ps)
 end
 
--- initialize(init, device, verbose, force_reinit) or initialize{init=,
--- device=, force_reinit=}: the block-level init is every parameter's
--- default, so a layer's own initializer (biases 'zeros', ...) wins.
-function Block:initialize(ini, device, verbose, force_reinit)
-  if type(ini) == "table" and getmetatable(ini) == nil then
-    local kw = ini
-    ini, device, force_reinit = kw.init, kw.device or kw.ctx, kw.force_reinit
-  end
-  self:collect_params():initialize(ini, device, verbose, force_reinit)
+-- initialize(init, device, verbose, force_reinit), positional then one
+-- table of the same keywords (initialize(init, {device = d}),
+-- initialize{init =, ctx =}; ParameterDict's initialize reads them): the
+-- block-level init is every parameter's default, so a layer's own
+-- initializer (biases 'zeros', ...) wins.
+function Block:initialize(...)
+  self:collect_params():initialize(...)
   return self
 end
 
@@ -492,8 +493,9 @@ M.print = function(s) print(s) end
 
 -- Save the mean of every parameter's replicas (on cpu(0)) under its
 -- structural name; deduplicate keeps a shared parameter once.
-function Block:save_parameters(path, deduplicate)
-  if type(deduplicate) == "table" then deduplicate = deduplicate.deduplicate end
+local save_names = {"deduplicate"}
+function Block:save_parameters(path, ...)
+  local deduplicate = core.args("save_parameters", save_names, save_names, ...).deduplicate
   if type(path) ~= "string" then
     core.error(("save_parameters: path must be a string, got %s"):format(type(path)))
   end
@@ -525,20 +527,19 @@ local function quoted(list)
 end
 
 -- load_parameters(path, {device=, allow_missing=false, ignore_extra=false,
--- cast_dtype=false, dtype_source='current'}). Everything is checked before
+-- cast_dtype=false, dtype_source='current'}), or those positionally in
+-- MXNet's order; ctx is device's MXNet 1.x name. Everything is checked before
 -- any parameter changes: names missing from the file, names in the file the
 -- block lacks, shapes and dtypes, each error naming every offender.
 -- device: parameters go there (a Device or a list: one replica each);
 -- without it, initialized parameters stay where they are and new ones go
 -- to the current device. (MXNet instead asserts that an initialized
 -- parameter's devices equal the requested ones.)
-function Block:load_parameters(path, kw)
-  if core.is_device(kw) or (type(kw) == "table" and kw[1] ~= nil) then kw = {device = kw} end
-  kw = kw or {}
-  if type(kw) ~= "table" then
-    core.error(("load_parameters: options must be a table such as {device = npx.cpu()}, got %s")
-               :format(core.show_value(kw)))
-  end
+local load_names = {"device", "allow_missing", "ignore_extra", "cast_dtype", "dtype_source"}
+local load_known = {"device", "allow_missing", "ignore_extra", "cast_dtype", "dtype_source", "ctx"}
+function Block:load_parameters(path, ...)
+  local kw = core.args("load_parameters", load_names, load_known, ...)
+  kw.device = core.device_of(kw, "load_parameters")
   if type(path) ~= "string" then
     core.error(("load_parameters: path must be a string, got %s"):format(type(path)))
   end

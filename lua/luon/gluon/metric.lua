@@ -16,8 +16,19 @@ local shape_text = core.shape_text
 
 local same_shape = core.same_shape
 
--- labels and preds as two equal-length lists (a bare ndarray is a list of one).
-local function check_label_shapes(name, labels, preds)
+-- update's arguments: (labels, preds) or {labels =, preds =}, as MXNet's
+-- keywords; labels and preds as given (an array or a list).
+local update_names = {"labels", "preds"}
+local function update_args(name, ...)
+  local a = core.args(name .. ".update", update_names, update_names, ...)
+  return a.labels, a.preds
+end
+metric.update_args = update_args
+
+-- labels and preds as two equal-length lists (a bare ndarray is a list of
+-- one); update's arguments in either form (update_args).
+local function check_label_shapes(name, ...)
+  local labels, preds = update_args(name, ...)
   local lone, pone = is_array(labels), is_array(preds)
   if lone then labels = {labels} end
   if pone then preds = {preds} end
@@ -125,8 +136,8 @@ function Accuracy:__init(...)
   EvalMetric.__init(self, a.name or "accuracy")
 end
 
-function Accuracy:update(labels, preds)
-  labels, preds = check_label_shapes("Accuracy", labels, preds)
+function Accuracy:update(...)
+  local labels, preds = check_label_shapes("Accuracy", ...)
   for k = 1, #labels do
     local label, pred = labels[k], preds[k]
     pred = pred:to_device(label.device)
@@ -162,8 +173,8 @@ function TopKAccuracy:__init(...)
   EvalMetric.__init(self, (a.name or "top_k_accuracy") .. "_" .. k)
 end
 
-function TopKAccuracy:update(labels, preds)
-  labels, preds = check_label_shapes("TopKAccuracy", labels, preds)
+function TopKAccuracy:update(...)
+  local labels, preds = check_label_shapes("TopKAccuracy", ...)
   for k = 1, #labels do
     local label, pred = labels[k], preds[k]
     pred = pred:to_device(label.device)
@@ -204,7 +215,8 @@ function LossMetric:__init(...)
   EvalMetric.__init(self, a.name or "loss")
 end
 
-function LossMetric:update(_, preds)
+function LossMetric:update(...)
+  local _, preds = update_args("Loss", ...)
   if is_array(preds) then preds = {preds} end
   if type(preds) ~= "table" then
     core.error(("Loss.update: preds must be an ndarray or a list of ndarrays, got %s"):format(type(preds)))
@@ -252,8 +264,8 @@ function CrossEntropy:get()
   return EvalMetric.get(self)
 end
 
-function CrossEntropy:update(labels, preds)
-  labels, preds = check_label_shapes("CrossEntropy", labels, preds)
+function CrossEntropy:update(...)
+  local labels, preds = check_label_shapes("CrossEntropy", ...)
   for k = 1, #labels do
     local label, pred = labels[k], preds[k]
     local pshape = pred.shape

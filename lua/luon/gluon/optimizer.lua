@@ -32,19 +32,10 @@ local function class(name, parent)
 end
 optimizer.class = class
 
--- Keyword arguments: positional ones (by name, in order) then one table.
--- Unknown keywords are an error naming the known ones, as MXNet's TypeError.
-local function parse_args(fname, names, known, ...)
-  local kw, n = core.kw(...)
-  core.check_keys(kw, fname, 3, known, nil, "argument")
-  local out = {}
-  for k, v in pairs(kw) do out[k] = v end
-  for i = 1, math.min(n, #names) do
-    local v = select(i, ...)
-    if v ~= nil then out[names[i]] = v end
-  end
-  return out
-end
+-- Keyword arguments: positional ones (by name, in order) then one table
+-- (core.args). Unknown keywords are an error naming the known ones, as
+-- MXNet's TypeError.
+local parse_args = core.args
 optimizer._parse_args = parse_args
 
 local function set_of(...)
@@ -237,15 +228,24 @@ function Optimizer:__init(a)
   local name = getmetatable(self).__name
   for _, key in ipairs({"learning_rate", "wd", "rescale_grad", "begin_num_update"}) do check_num(name, a, key) end
   check_num(name, a, "clip_gradient", 0)
-  if a.lr_scheduler ~= nil and (type(a.lr_scheduler) ~= "table" or not getmetatable(a.lr_scheduler)) then
-    core.error(("%s: lr_scheduler must be a scheduler such as lr_scheduler.FactorScheduler, got %s")
-               :format(name, core.show_value(a.lr_scheduler)))
+  local sched = a.lr_scheduler
+  local callable_table = type(sched) == "table" and type(getmetatable(sched)) == "table"
+                         and getmetatable(sched).__call ~= nil
+  if sched ~= nil and type(sched) ~= "function" and not callable_table then
+    core.error(("%s: lr_scheduler must be a scheduler such as lr_scheduler.FactorScheduler or a " ..
+                "function of the update count, got %s"):format(name, core.show_value(sched)))
+  end
+  if type(sched) == "function" and a.learning_rate ~= nil then
+    -- MXNet sets base_lr on the scheduler, which a function lacks (Python
+    -- raises AttributeError); the function alone gives the rate
+    core.error(("%s: learning_rate and a function lr_scheduler both given; the function gives the " ..
+                "learning rate (leave learning_rate out)"):format(name))
   end
   rawset(self, "rescale_grad", a.rescale_grad or 1.0)
   rawset(self, "lr_scheduler", a.lr_scheduler)
   local lr = a.learning_rate
   if self.lr_scheduler == nil and lr == nil then lr = 0.01 end
-  if self.lr_scheduler ~= nil and lr ~= nil then
+  if self.lr_scheduler ~= nil and lr ~= nil and type(self.lr_scheduler) == "table" then
     -- MXNet: the optimizer's learning_rate overrides the scheduler's base_lr.
     -- MXNet leaves the warmup target and Poly/Cosine's starting lr at the old
     -- base_lr (the lr jumps after warmup); here they follow it too.

@@ -84,11 +84,20 @@ M.devices_of = devices_of
 local grad_reqs = {write = true, add = true, null = true}
 
 -- Parameter(name, {shape=, dtype=, init=, grad_req=, allow_deferred_init=,
--- differentiable=, lr_mult=, wd_mult=})
-function M.new(name, kw)
-  if type(name) == "table" and kw == nil then name, kw = name.name, name end
-  kw = kw or {}
-  name = name or "weight"
+-- differentiable=, lr_mult=, wd_mult=}), or positional in MXNet's order
+-- (name, grad_req, shape, dtype, lr_mult, wd_mult, init, ...), or
+-- Parameter{name =, ...}. stype and grad_stype: 'default' only.
+local new_names = {"name", "grad_req", "shape", "dtype", "lr_mult", "wd_mult", "init",
+                   "allow_deferred_init", "differentiable", "stype", "grad_stype"}
+function M.new(...)
+  local kw = core.args("Parameter", new_names, new_names, ...)
+  for _, key in ipairs({"stype", "grad_stype"}) do
+    if kw[key] ~= nil and kw[key] ~= "default" then
+      core.error(("Parameter: %s %s is not supported (dense arrays only: 'default')")
+                 :format(key, core.show_value(kw[key])))
+    end
+  end
+  local name = kw.name or "weight"
   if type(name) ~= "string" then core.error("Parameter: name must be a string, got " .. type(name)) end
   local p = {
     name = name,
@@ -234,13 +243,13 @@ function methods._finish_deferred_init(p)
   place(p, value, d.devices)
 end
 
--- initialize{init=, device=, default_init=, force_reinit=} (or positional
--- init, device, default_init, force_reinit).
-function methods.initialize(p, ini, device, default_init, force_reinit)
-  if type(ini) == "table" and getmetatable(ini) == nil then
-    local kw = ini
-    ini, device, default_init, force_reinit = kw.init, kw.device or kw.ctx, kw.default_init, kw.force_reinit
-  end
+-- initialize(init, device, default_init, force_reinit), positional then
+-- one table of the same keywords (ctx: device's MXNet 1.x name).
+local init_names = {"init", "device", "default_init", "force_reinit"}
+local init_known = {"init", "device", "default_init", "force_reinit", "ctx"}
+function methods.initialize(p, ...)
+  local a = core.args("initialize", init_names, init_known, ...)
+  local ini, device, default_init, force_reinit = a.init, core.device_of(a, "initialize"), a.default_init, a.force_reinit
   if p._data and not force_reinit then
     M.warn(("Parameter '%s' is already initialized, ignoring. Set force_reinit=True to re-initialize.")
            :format(p.name))
@@ -384,8 +393,10 @@ function methods._reduce(p)
   end)
 end
 
-function methods.reset_device(p, device)
-  local devices = devices_of(device, "Parameter '" .. p.name .. "': reset_device")
+local reset_names, reset_known = {"device"}, {"device", "ctx"}
+function methods.reset_device(p, ...)
+  local a = core.args("reset_device", reset_names, reset_known, ...)
+  local devices = devices_of(core.device_of(a, "reset_device"), "Parameter '" .. p.name .. "': reset_device")
   if p._data then
     place(p, methods._reduce(p), devices)
   elseif p._deferred then
@@ -479,13 +490,16 @@ local function unique(d)
 end
 dict_methods.unique = unique
 
-function dict_methods.initialize(d, ini, device, verbose, force_reinit)
-  if type(ini) == "table" and getmetatable(ini) == nil then
-    local kw = ini
-    ini, device, force_reinit = kw.init, kw.device or kw.ctx, kw.force_reinit
-  end
+-- initialize(init, device, verbose, force_reinit), positional then one
+-- table of the same keywords (ctx: device's MXNet 1.x name); verbose is
+-- accepted and prints nothing.
+local dict_init_names = {"init", "device", "verbose", "force_reinit"}
+local dict_init_known = {"init", "device", "verbose", "force_reinit", "ctx"}
+function dict_methods.initialize(d, ...)
+  local a = core.args("initialize", dict_init_names, dict_init_known, ...)
+  local ini, force_reinit = a.init, a.force_reinit
   ini = initializer.create(ini, "initialize") or initializer.Uniform()
-  local devices = devices_of(device, "initialize")
+  local devices = devices_of(core.device_of(a, "initialize"), "initialize")
   for _, p in ipairs(unique(d)) do
     methods.initialize(p, nil, devices, ini, force_reinit)
   end
@@ -495,8 +509,9 @@ function dict_methods.zero_grad(d)
   for _, p in ipairs(unique(d)) do methods.zero_grad(p) end
 end
 
-function dict_methods.reset_device(d, device)
-  local devices = devices_of(device, "reset_device")
+function dict_methods.reset_device(d, ...)
+  local a = core.args("reset_device", reset_names, reset_known, ...)
+  local devices = devices_of(core.device_of(a, "reset_device"), "reset_device")
   for _, p in ipairs(unique(d)) do methods.reset_device(p, devices) end
 end
 dict_methods.reset_ctx = dict_methods.reset_device

@@ -101,10 +101,36 @@ end
 local Trainer = optimizer.class("Trainer")
 trainer.Trainer = Trainer
 
--- Trainer(params, optimizer, optimizer_params, {kvstore = "device", update_on_kvstore = nil})
--- optimizer: a name ("sgd", "adam"; any case) or an Optimizer object.
-function Trainer:__init(params, opt, optimizer_params, opts)
-  opts = opts or {}
+-- Trainer(params, optimizer, optimizer_params, {kvstore = "device",
+-- update_on_kvstore = nil}), or Trainer(params, {optimizer =,
+-- optimizer_params =, kvstore =, update_on_kvstore =}). optimizer: a name
+-- ("sgd", "adam"; any case) or an Optimizer object. optimizer_params, a
+-- table of the optimizer's own keywords, is never read as the options.
+local trainer_known = {"optimizer", "optimizer_params", "kvstore", "compression_params", "update_on_kvstore"}
+local options_known = {"kvstore", "compression_params", "update_on_kvstore"}
+local function trainer_args(opt, optimizer_params, opts, ...)
+  if select("#", ...) > 0 then
+    core.error(("Trainer: at most 4 arguments (params, optimizer, optimizer_params, options), got %d")
+               :format(4 + select("#", ...)))
+  end
+  if type(opt) == "table" and getmetatable(opt) == nil then
+    if optimizer_params ~= nil or opts ~= nil then
+      core.error("Trainer: with an options table as the second argument, give everything in it " ..
+                 "(Trainer(params, {optimizer = 'sgd', optimizer_params = {...}}))")
+    end
+    local a = core.options(opt, "Trainer", trainer_known)
+    return a.optimizer, a.optimizer_params, a
+  end
+  -- MXNet's fourth positional argument is kvstore
+  if type(opts) == "string" or opts == false then opts = {kvstore = opts} end
+  return opt, optimizer_params, core.options(opts, "Trainer", options_known)
+end
+
+function Trainer:__init(params, ...)
+  local opt, optimizer_params, opts = trainer_args(...)
+  if opts.compression_params ~= nil then
+    core.error("Trainer: compression_params (gradient compression) is not supported; leave it out")
+  end
   local plist = param_list(params)
   rawset(self, "_params", plist)
   local devices
@@ -191,17 +217,53 @@ local function check_batch_size(batch_size, fname)
   end
 end
 
--- step(batch_size): gradients are divided by batch_size (the total over all
--- devices), summed over replicas, and applied. MXNet's stale-gradient check
--- needs a per-array "written by backward" flag the core does not keep yet,
--- so ignore_stale_grad is accepted and every replica is updated.
-function Trainer:step(batch_size, ignore_stale_grad)
-  check_batch_size(batch_size, "step")
+local step_names = {"batch_size", "ignore_stale_grad"}
+
+-- The arguments of step and update: (batch_size, ignore_stale_grad) or
+-- (batch_size, {ignore_stale_grad =}).
+local function step_args(fname, ...)
+  local a = core.args("Trainer." .. fname, step_names, step_names, ...)
+  check_batch_size(a.batch_size, fname)
+  local ignore = a.ignore_stale_grad
+  if ignore ~= nil and type(ignore) ~= "boolean" then
+    core.error(("Trainer.%s: ignore_stale_grad must be true or false, got %s"):format(fname, core.show_value(ignore)))
+  end
+  return a.batch_size, ignore or false
+end
+
+-- step(batch_size, ignore_stale_grad): gradients are divided by batch_size
+-- (the total over all devices), summed over replicas, and applied. A
+-- parameter whose gradient no backward wrote since the last step is an
+-- error, as MXNet's; with ignore_stale_grad it is skipped (not updated,
+-- its optimizer state untouched).
+function Trainer:step(...)
+  local batch_size, ignore_stale_grad = step_args("step", ...)
+  self:_check_stale(ignore_stale_grad)
   self._optimizer.rescale_grad = self._scale / batch_size
   rawset(self, "_local_batch", batch_size)
   self:allreduce_grads()
   rawset(self, "_local_batch", nil)
   self:_update(ignore_stale_grad)
+end
+
+-- Before anything changes: without ignore_stale_grad, every replica of
+-- every trained parameter must have a gradient from a backward since the
+-- last update (the core's per-array flag, MXNet's _fresh_grad).
+function Trainer:_check_stale(ignore_stale_grad)
+  if ignore_stale_grad then return end
+  for _, p in ipairs(self._params) do
+    if p.grad_req ~= "null" then
+      for _, w in ipairs(p:list_data()) do
+        if C.luon_tensor_grad_fresh(w.t) == 0 then
+          core.error(("Gradient of Parameter `%s` on context %s has not been updated by backward since " ..
+                      "last `step`. This could mean a bug in your model that made it only use a subset " ..
+                      "of the Parameters (Blocks) for this iteration. If you are intentionally only using " ..
+                      "a subset, call step with ignore_stale_grad = true to suppress this warning and skip " ..
+                      "updating of Parameters with stale gradient"):format(tostring(p.name), tostring(w.device)))
+        end
+      end
+    end
+  end
 end
 
 -- The replica rule for state the optimizer does not update (grad_req
@@ -228,22 +290,34 @@ function Trainer:allreduce_grads()
   if self._dist then self._dist._trainer_allreduce(self) end
 end
 
--- update(batch_size): the second half of step, after allreduce_grads().
-function Trainer:update(batch_size, ignore_stale_grad)
-  check_batch_size(batch_size, "update")
+-- update(batch_size, ignore_stale_grad): the second half of step, after
+-- allreduce_grads().
+function Trainer:update(...)
+  local batch_size, ignore_stale_grad = step_args("update", ...)
+  self:_check_stale(ignore_stale_grad)
   -- dist: batch_size is this process's; every process is assumed to have one as large
   if self._dist then batch_size = batch_size * self._dist.size() end
   self._optimizer.rescale_grad = self._scale / batch_size
   self:_update(ignore_stale_grad)
 end
 
-function Trainer:_update(_)
+-- Update every trained parameter whose replicas all have fresh gradients
+-- (all of them unless ignore_stale_grad: _check_stale ran), and clear the
+-- flags. A parameter with a stale replica is skipped whole, so replicas
+-- stay identical (MXNet would update its fresh replicas alone).
+function Trainer:_update(ignore_stale_grad)
   local ndev = #self._updaters
   local per_dev = {}
   for d = 1, ndev do per_dev[d] = {indices = {}, grads = {}, weights = {}} end
   for i, p in ipairs(self._params) do
-    if p.grad_req ~= "null" then
-      local data, grads = p:list_data(), p:list_grad()
+    local data = p.grad_req ~= "null" and p:list_data()
+    local fresh = data and true
+    for d = 1, data and #data or 0 do
+      if C.luon_tensor_grad_fresh(data[d].t) == 0 then fresh = false end
+    end
+    if data and (fresh or not ignore_stale_grad) then
+      for d = 1, #data do C.luon_tensor_set_grad_fresh(data[d].t, 0) end
+      local grads = p:list_grad()
       if #data ~= ndev then
         core.error(("Trainer: Parameter '%s' has %d replicas but the Trainer was made for %d devices %s; " ..
                     "make a new Trainer after initializing on other devices")
