@@ -18,6 +18,7 @@ local function array_text(a)
   return ("an ndarray of dtype %s and shape %s"):format(a.dtype, shape_text(a.shape))
 end
 
+local HALF, BF16 = core.dtype_ids.float16, core.dtype_ids.bfloat16
 local int_dtypes = {[core.INT32] = true, [core.INT64] = true, [core.UINT8] = true}
 
 ---------------------------------------------------------------------------
@@ -207,9 +208,13 @@ end
 
 -- take(y, idx, axis, mode raise), its out-of-bounds error naming x's axis.
 local function gather(y, idx, axis, x_axis, fname)
+  local half = core.info_of(y).dtype
+  half = (half == HALF or half == BF16) and core.dtype_names[half]
+  if half then y = y:astype("float32") end -- take has no 16-bit float kernels; exact
   local a = core.attrs()
   a.i[0], a.i[1], a.ni = axis, 2, 2
   local ok, r = pcall(core.call, core.op_ids.take, {y, idx}, a, 1)
+  if ok and half then r = r:astype(half) end
   if ok and r.size == 0 and idx.size > 0 then -- take checks no index when nothing is copied
     local n, k = y.shape[axis + 1], idx.size
     local buf = ffi.new("int64_t[?]", k)
@@ -366,7 +371,11 @@ local function scattered(x, key, v, fname)
   local sel = M.get(where, key, fname)
   local vb = value_for(x, v, sel.shape, fname)
   if sel.size == 0 then return nil end
-  local flat = np.broadcast_to(vb, sel.shape):reshape({-1})
+  local flat, xflat = np.broadcast_to(vb, sel.shape):reshape({-1}), x:reshape({-1})
+  local dt = core.info_of(x).dtype
+  if dt == HALF or dt == BF16 then -- as gather; the copy into x converts back, exactly
+    flat, xflat = flat:astype("float32"), xflat:astype("float32")
+  end
   local pos, src, m = unique_last(sel)
   local P = host_array(pos, core.INT64, m, dev)
   local S = host_array(src, core.FLOAT64, m, dev)
@@ -376,7 +385,7 @@ local function scattered(x, key, v, fname)
   local hit = np.greater(from, 0)
   local j = np.subtract(from, 1):astype("int64")
   local vals = np.take(flat, j, 0, {mode = "clip"})
-  return np.where(hit, vals, x:reshape({-1})):reshape(x.shape)
+  return np.where(hit, vals, xflat):reshape(x.shape)
 end
 
 -- Whether the entries of key are all basic (numbers, slices, '...').

@@ -187,6 +187,16 @@ for _, dev in ipairs(H.devices()) do
         x[2] = 2 ^ 40 + 1
         assert.equal(2 ^ 40 + 1, x[2]:item())
       end)
+      it("reads and writes float16 and bfloat16 arrays, keeping their dtype", function()
+        for _, dt in ipairs({"float16", "bfloat16"}) do
+          local x = np.zeros({3, 2}, {dtype = dt, device = dev})
+          x[I({2, 0, 2})] = np.array({{1, 2}, {3, 4}, {5, 6}}, D)
+          x[B({false, true, false})] = 0.5
+          H.check(x, {{3, 4}, {0.5, 0.5}, {5, 6}}, {dtype = dt})
+          H.check(x[I({-1})], {{5, 6}}, {dtype = dt})
+          H.check(x[np.greater(x, 4)], {5, 6}, {dtype = dt})
+        end
+      end)
       it("x:set(v) fills an array or a view in place", function()
         local x = np.zeros({3, 4}, D)
         assert.equal(x, x:set(1))
