@@ -86,6 +86,7 @@ typedef struct luon_tensor_info {
   void *data;                          /* address of element 0 (device memory on GPUs) */
   int32_t contiguous;                  /* row-major and dense */
   int32_t requires_grad;               /* has a gradient buffer attached (autograd) */
+  int32_t recorded;                    /* the output of a recorded op (its gradient flows back) */
 } luon_tensor_info;
 
 /* Fill *info. Cheap: no synchronisation. */

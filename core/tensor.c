@@ -242,6 +242,7 @@ luon_status luon_tensor_info_get(const luon_tensor *t, luon_tensor_info *info) {
   info->data = lu_data(t);
   info->contiguous = lu_is_contiguous(t);
   info->requires_grad = t->grad != NULL;
+  info->recorded = t->node != NULL;
   return LUON_OK;
 }
 

@@ -4,6 +4,7 @@
 -- .device, .size, .ndim), methods, operators and NumPy-like printing.
 local core = require("luon.core")
 local np = require("luon.np")
+local indexing = require("luon.indexing")
 local ffi, C = core.ffi, core.C
 local is_array = core.is_array
 
@@ -153,6 +154,9 @@ function methods.totable(x)
 end
 methods.tolist = methods.totable
 
+-- x:set(v): fill x, an array or a view, with v (broadcast) in place.
+methods.set = indexing.fill
+
 -- Row i (0-based, negative from the end) of axis 0: a view.
 function methods.at(x, i)
   return methods.slice(x, i)
@@ -192,7 +196,8 @@ function methods.slice(x, ...)
       local n = shape[k]
       local i = s < 0 and s + n or s
       if i < 0 or i >= n then
-        error(("slice: index %d is out of bounds for axis %d with size %d"):format(s, k - 1, n), 2)
+        error(("slice: index %s is out of bounds for axis %d with size %d")
+              :format(core.is_int(s) and ("%d"):format(s) or ("%.17g"):format(s), k - 1, n), 2)
       end
       b, e, st = i, i + 1, 1
       drop[#drop + 1] = k - 1
@@ -358,6 +363,7 @@ local mt = {
     local p = props[k]
     if p then return p(not_pointer(x)) end
     if type(k) == "number" then return methods.slice(x, k) end -- x[i]: row i, 0-based
+    if type(k) ~= "string" then return indexing.get(x, k) end -- x[{...}], x[idx], x[mask]
     return nil
   end,
   __add = add,
@@ -379,11 +385,8 @@ local mt = {
   __lt = function() error("ndarray: Lua's < and > give one boolean, not an array: use np.less(x, y) or np.greater(x, y) (and :item() for one value)", 2) end,
   __le = function() error("ndarray: Lua's <= and >= give one boolean, not an array: use np.less_equal(x, y) or np.greater_equal(x, y) (and :item() for one value)", 2) end,
   __mod = function() error("ndarray: % is not defined for arrays (luon has no elementwise remainder)", 2) end,
-  __newindex = function(_, k)
-    if type(k) == "number" then
-      error(("ndarray: cannot assign x[%s]: write into a view with copyto, e.g. np.full({1}, v):copyto(x:slice({%s, %s}))")
-            :format(tostring(k), tostring(k), tostring(k + 1)), 2)
-    end
+  __newindex = function(x, k, v)
+    if type(k) ~= "string" then return indexing.set(x, k, v) end -- x[i], x[{...}], x[idx], x[mask] = v
     error(("ndarray: cannot set field %s: arrays are FFI objects with fixed fields (keep extra data in a table)")
           :format(core.show_value(k)), 2)
   end,
