@@ -278,6 +278,23 @@ function M.info_of(t)
   return info
 end
 
+-- The values of array x on the host: a flat buffer of its elements
+-- (int64_t for int64, double for every other dtype), their count, and
+-- whether x is bool or int64.
+function M.host_values(x)
+  local i = M.info_of(x)
+  local n = tonumber(i.size)
+  local is_bool, is_int = i.dtype == M.BOOL, i.dtype == M.INT64
+  local buf, dt
+  if is_int then
+    buf, dt = ffi.new("int64_t[?]", n > 0 and n or 1), M.INT64
+  else
+    buf, dt = ffi.new("double[?]", n > 0 and n or 1), M.FLOAT64
+  end
+  M.check(C.luon_tensor_to_host(x.t, buf, dt, ffi.sizeof(buf)), 3)
+  return buf, n, is_bool, is_int
+end
+
 ---------------------------------------------------------------------------
 -- Calling ops
 
