@@ -209,6 +209,19 @@ local add, sub, mul, div, pow = np.add, np.subtract, np.multiply, np.divide, np.
 local neg_id = core.op_ids.negative
 local call1 = core.call1
 
+-- LuaJIT calls __eq for every == with an array (x == x and x == nil too)
+-- and makes one boolean of what it returns, so == cannot be NumPy's
+-- elementwise equal: beside an array or a number it is an error naming
+-- what to use; beside nil, a string, a table... it is false.
+local function eq(a, b)
+  local ta, tb = type(a), type(b)
+  if (is_array(a) or ta == "number" or ta == "boolean") and (is_array(b) or tb == "number" or tb == "boolean") then
+    core.error("ndarray: Lua's == gives one boolean, not an array: use x:equal(y) or np.equal(x, y) " ..
+               "for elementwise equality, rawequal(x, y) for the same array, and :item() for one value")
+  end
+  return false
+end
+
 local mt = {
   __index = function(x, k)
     local m = methods[k]
@@ -231,6 +244,7 @@ local mt = {
   end,
   __tostring = show.tostring,
   __concat = function(a, b) return tostring(a) .. tostring(b) end,
+  __eq = eq,
   -- Lua turns what < and <= return into one boolean, so they cannot be
   -- NumPy's elementwise comparisons; %, and assignment to x[i] or x.name,
   -- have no ndarray meaning here: each says what to use instead
