@@ -431,6 +431,82 @@ function M.show_value(v)
   return type(v) == "string" and ("'" .. v .. "'") or tostring(v)
 end
 
+---------------------------------------------------------------------------
+-- Unknown names: "gluon.nn has no field 'Conv2d'; did you mean 'Conv2D'?"
+
+-- Edit distance between two strings: insertions, deletions, substitutions
+-- and swaps of two neighbours ("haed" is one from "head").
+local function distance(a, b)
+  local d = {}
+  for i = 0, #a do d[i] = {[0] = i} end
+  for j = 0, #b do d[0][j] = j end
+  for i = 1, #a do
+    for j = 1, #b do
+      local cost = a:byte(i) == b:byte(j) and 0 or 1
+      local v = math.min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost)
+      if i > 1 and j > 1 and a:byte(i) == b:byte(j - 1) and a:byte(i - 1) == b:byte(j) then
+        v = math.min(v, d[i - 2][j - 2] + 1)
+      end
+      d[i][j] = v
+    end
+  end
+  return d[#a][#b]
+end
+
+-- The names of `names` (a list) closest to name: the ones equal to it but
+-- for case, else the ones nearest by edit distance (case-insensitive), if
+-- that distance is small for the name's length; sorted.
+function M.suggest(name, names)
+  local low = name:lower()
+  local same = {}
+  for _, n in ipairs(names) do
+    if n ~= name and n:lower() == low then same[#same + 1] = n end
+  end
+  if #same > 0 then table.sort(same); return same end
+  local best, found = math.min(3, math.max(1, math.floor(#name / 3))), {}
+  for _, n in ipairs(names) do
+    if n ~= name and math.abs(#n - #name) <= best then
+      local d = distance(low, n:lower())
+      if d < best then best, found = d, {} end
+      if d == best then found[#found + 1] = n end
+    end
+  end
+  table.sort(found)
+  return found
+end
+
+-- Raise "<what> has no field 'k'; did you mean ...?" with the closest of
+-- the list names, at the user's line.
+function M.no_field(what, k, names)
+  local msg = ("%s has no field %s"):format(what, M.show_value(k))
+  local close = type(k) == "string" and M.suggest(k, names) or {}
+  if #close > 0 then
+    local shown = M.map_show(close)
+    local last = table.remove(shown)
+    msg = msg .. "; did you mean " .. (#shown > 0 and table.concat(shown, ", ") .. " or " or "") .. last .. "?"
+  end
+  error(msg, 2)
+end
+
+-- Give module table t (named what, as "gluon.nn") a metatable whose
+-- __index raises no_field for a name it lacks. lazy (optional) maps names
+-- loaded on first use to a function giving the value, kept in t once made.
+function M.strict_module(t, what, lazy)
+  lazy = lazy or {}
+  return setmetatable(t, {__index = function(_, k)
+    local load = lazy[k]
+    if load then
+      local v = load()
+      rawset(t, k, v)
+      return v
+    end
+    local names = {}
+    for n in pairs(t) do if type(n) == "string" then names[#names + 1] = n end end
+    for n in pairs(lazy) do if rawget(t, n) == nil then names[#names + 1] = n end end
+    M.no_field(what, k, names)
+  end})
+end
+
 -- The entries of a list, each as show_value shows it.
 function M.map_show(list)
   local t = {}

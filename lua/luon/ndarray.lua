@@ -209,6 +209,14 @@ local add, sub, mul, div, pow = np.add, np.subtract, np.multiply, np.divide, np.
 local neg_id = core.op_ids.negative
 local call1 = core.call1
 
+-- x.shap, x:sumn(): an error naming the close names.
+local function unknown_field(k)
+  local names = {}
+  for n in pairs(methods) do names[#names + 1] = n end
+  for n in pairs(props) do names[#names + 1] = n end
+  core.no_field("ndarray", k, names)
+end
+
 -- LuaJIT calls __eq for every == with an array (x == x and x == nil too)
 -- and makes one boolean of what it returns, so == cannot be NumPy's
 -- elementwise equal: beside an array or a number it is an error naming
@@ -229,6 +237,7 @@ local mt = {
     local p = props[k]
     if p then return p(x) end
     if type(k) == "number" then return methods.slice(x, k) end -- x[i]: row i, 0-based
+    if type(k) == "string" then unknown_field(k) end
     return nil
   end,
   __add = add,

@@ -621,4 +621,5 @@ function np.dot(a, b)
   return np.reshape(r, shape)
 end
 
-return np
+core.strict_module(np.random, "np.random")
+return core.strict_module(np, "np")

@@ -513,4 +513,5 @@ end
 
 function optimizer.get_updater(opt, key) return Updater(opt, key) end
 
-return optimizer
+core.strict_module(lr_scheduler, "lr_scheduler")
+return core.strict_module(optimizer, "optimizer")
