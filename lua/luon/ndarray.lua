@@ -221,9 +221,12 @@ end
 -- and makes one boolean of what it returns, so == cannot be NumPy's
 -- elementwise equal: beside an array or a number it is an error naming
 -- what to use; beside nil, a string, a table... it is false.
+local function numeric(v)
+  local t = type(v)
+  return t == "number" or t == "boolean" or (t == "cdata" and is_array(v))
+end
 local function eq(a, b)
-  local ta, tb = type(a), type(b)
-  if (is_array(a) or ta == "number" or ta == "boolean") and (is_array(b) or tb == "number" or tb == "boolean") then
+  if numeric(a) and numeric(b) then
     core.error("ndarray: Lua's == gives one boolean, not an array: use x:equal(y) or np.equal(x, y) " ..
                "for elementwise equality, rawequal(x, y) for the same array, and :item() for one value")
   end
