@@ -324,11 +324,12 @@ luon_status luon_rt_call(luon_rt *rt, const char *fn, int32_t nin, const luon_bu
   lua_pushlightuserdata(L, rt->outs);
   lua_pushinteger(L, nout);
   /* the function, looked up each call (Lua may redefine it), in protected
-   * mode since a metatable on the way may raise */
+   * mode since a metatable on the way may raise: luon's modules do for a
+   * name they lack, which is EINVAL as for a name that is no function */
   lua_rawgeti(L, LUA_REGISTRYINDEX, rt->lookup);
   lua_pushstring(L, fn);
   if (lua_pcall(L, 1, 1, 0) != 0) {
-    s = fail_lua(rt, LUON_ESCRIPT, "luon_rt_call: looking up the function");
+    s = fail_lua(rt, LUON_EINVAL, "luon_rt_call: looking up the function");
     goto done;
   }
   int callable = lua_isfunction(L, -1);

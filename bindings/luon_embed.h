@@ -91,7 +91,8 @@ luon_status luon_rt_dofile(luon_rt *rt, const char *path);
  * array (keep a copy, x:copy(), rather than the array itself). Wrappers
  * are cached per argument position and reused while data, dtype and shape
  * stay the same, so a control loop creates none after its first tick.
- * LUON_EINVAL (bad arguments, fn not a function), LUON_ESCRIPT (a Lua
+ * LUON_EINVAL (bad arguments, fn not a function or naming a field a
+ * luon module lacks), LUON_ESCRIPT (a Lua
  * error, or results that are not nout ndarrays), LUON_ESHAPE and
  * LUON_EDTYPE (a result that does not fit its buffer: nothing is written
  * to that buffer). */

@@ -154,4 +154,4 @@ function props.grad_req(x)
   return r == 2 and "add" or r == 1 and "write" or "null"
 end
 
-return autograd
+return core.strict_module(autograd, "autograd")

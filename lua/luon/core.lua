@@ -341,6 +341,23 @@ function M.info_of(t)
   return i
 end
 
+-- The values of array x on the host: a flat buffer of its elements
+-- (int64_t for int64, double for every other dtype), their count, and
+-- whether x is bool or int64.
+function M.host_values(x)
+  local i = M.info_of(x)
+  local n = tonumber(i.size)
+  local is_bool, is_int = i.dtype == M.BOOL, i.dtype == M.INT64
+  local buf, dt
+  if is_int then
+    buf, dt = ffi.new("int64_t[?]", n > 0 and n or 1), M.INT64
+  else
+    buf, dt = ffi.new("double[?]", n > 0 and n or 1), M.FLOAT64
+  end
+  M.check(C.luon_tensor_to_host(x.t, buf, dt, ffi.sizeof(buf)), 3)
+  return buf, n, is_bool, is_int
+end
+
 ---------------------------------------------------------------------------
 -- Calling ops
 
@@ -520,6 +537,82 @@ function M.show_value(v)
     return (tostring(ffi.typeof(v)):gsub("^ctype", "cdata"))
   end
   return tostring(v)
+end
+
+---------------------------------------------------------------------------
+-- Unknown names: "gluon.nn has no field 'Conv2d'; did you mean 'Conv2D'?"
+
+-- Edit distance between two strings: insertions, deletions, substitutions
+-- and swaps of two neighbours ("haed" is one from "head").
+local function distance(a, b)
+  local d = {}
+  for i = 0, #a do d[i] = {[0] = i} end
+  for j = 0, #b do d[0][j] = j end
+  for i = 1, #a do
+    for j = 1, #b do
+      local cost = a:byte(i) == b:byte(j) and 0 or 1
+      local v = math.min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost)
+      if i > 1 and j > 1 and a:byte(i) == b:byte(j - 1) and a:byte(i - 1) == b:byte(j) then
+        v = math.min(v, d[i - 2][j - 2] + 1)
+      end
+      d[i][j] = v
+    end
+  end
+  return d[#a][#b]
+end
+
+-- The names of `names` (a list) closest to name: the ones equal to it but
+-- for case, else the ones nearest by edit distance (case-insensitive), if
+-- that distance is small for the name's length; sorted.
+function M.suggest(name, names)
+  local low = name:lower()
+  local same = {}
+  for _, n in ipairs(names) do
+    if n ~= name and n:lower() == low then same[#same + 1] = n end
+  end
+  if #same > 0 then table.sort(same); return same end
+  local best, found = math.min(3, math.max(1, math.floor(#name / 3))), {}
+  for _, n in ipairs(names) do
+    if n ~= name and math.abs(#n - #name) <= best then
+      local d = distance(low, n:lower())
+      if d < best then best, found = d, {} end
+      if d == best then found[#found + 1] = n end
+    end
+  end
+  table.sort(found)
+  return found
+end
+
+-- Raise "<what> has no field 'k'; did you mean ...?" with the closest of
+-- the list names, at the user's line.
+function M.no_field(what, k, names)
+  local msg = ("%s has no field %s"):format(what, M.show_value(k))
+  local close = type(k) == "string" and M.suggest(k, names) or {}
+  if #close > 0 then
+    local shown = M.map_show(close)
+    local last = table.remove(shown)
+    msg = msg .. "; did you mean " .. (#shown > 0 and table.concat(shown, ", ") .. " or " or "") .. last .. "?"
+  end
+  error(msg, 2)
+end
+
+-- Give module table t (named what, as "gluon.nn") a metatable whose
+-- __index raises no_field for a name it lacks. lazy (optional) maps names
+-- loaded on first use to a function giving the value, kept in t once made.
+function M.strict_module(t, what, lazy)
+  lazy = lazy or {}
+  return setmetatable(t, {__index = function(_, k)
+    local load = lazy[k]
+    if load then
+      local v = load()
+      rawset(t, k, v)
+      return v
+    end
+    local names = {}
+    for n in pairs(t) do if type(n) == "string" then names[#names + 1] = n end end
+    for n in pairs(lazy) do if rawget(t, n) == nil then names[#names + 1] = n end end
+    M.no_field(what, k, names)
+  end})
 end
 
 -- The entries of a list, each as show_value shows it.

@@ -129,4 +129,4 @@ function image.imresize(src, w, h, opt)
   return new_image(function(o) return C.luon_image_resize(src.t, w, h, interp, o) end)
 end
 
-return image
+return core.strict_module(image, "image")

@@ -1,5 +1,6 @@
--- luon: a deep-learning runtime for Lua. require("luon") gives np, npx,
--- autograd and clock(); gluon joins them with the training issue.
+-- luon: a deep-learning runtime for Lua. local mx = require("luon") gives
+-- MXNet's namespaces (mx.np, mx.npx, mx.autograd, mx.gluon, mx.init, ...)
+-- and clock(); an unknown name is an error naming the close ones.
 local core = require("luon.core")
 local np = require("luon.np")
 require("luon.ndarray")
@@ -28,4 +29,32 @@ end
 luon.image = require("luon.image")
 luon.dist = require("luon.dist")                    -- processes over MPI (docs/distributed.md)
 
-return luon
+-- MXNet's top-level spellings: mx.cpu(), mx.gpu(1), mx.context.num_gpus(),
+-- mx.random.seed(42), mx.metric.
+luon.cpu, luon.gpu = npx.cpu, npx.gpu
+luon.current_context = npx.current_device
+luon.context = core.strict_module({cpu = npx.cpu, gpu = npx.gpu, num_gpus = npx.num_gpus,
+                                   current_context = npx.current_device, Context = core.Device,
+                                   gpu_memory_info = npx.gpu_memory_info}, "mx.context")
+
+-- MXNet's legacy APIs (mx.nd, mx.sym, mx.random's NDArray samplers): an
+-- access is an error saying what luon has instead.
+local function use_instead(what, new)
+  return function() core.error(("%s; use %s"):format(what, new)) end
+end
+local legacy_random = {}
+for _, name in ipairs({"uniform", "normal", "randn", "randint", "shuffle", "exponential", "gamma",
+                       "poisson", "multinomial", "negative_binomial", "generalized_negative_binomial"}) do
+  local new = rawget(np.random, name) and "mx.np.random." .. name or "the samplers of mx.np.random"
+  legacy_random[name] = use_instead("mx.random." .. name .. " makes MXNet's legacy NDArrays", new)
+end
+luon.random = core.strict_module({seed = np.random.seed}, "mx.random", legacy_random)
+
+local no_nd = use_instead("mx.nd is MXNet's legacy NDArray API, which luon does not have",
+                          "mx.np (NumPy arrays) and mx.npx")
+local no_sym = use_instead("luon has no symbolic API (mx.sym)",
+                           "Gluon blocks (hybridize() is accepted and runs them imperatively)")
+return core.strict_module(luon, "luon", {
+  metric = function() return luon.gluon.metric end,  -- MXNet 1.x's mx.metric is gluon.metric
+  nd = no_nd, ndarray = no_nd, sym = no_sym, symbol = no_sym,
+})

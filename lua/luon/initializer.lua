@@ -173,4 +173,4 @@ function init.create(v, who)
              :format(who or "initializer", tostring(v)))
 end
 
-return init
+return core.strict_module(init, "init")

@@ -7,6 +7,8 @@ local np = require("luon.np")
 local indexing = require("luon.indexing")
 local ffi, C = core.ffi, core.C
 local is_array = core.is_array
+local show = require("luon.ndarray_print")
+np.set_printoptions, np.get_printoptions = show.set_printoptions, show.get_printoptions
 
 local methods = {}
 local props = {}
@@ -107,21 +109,7 @@ function methods.wait_to_read(x)
   return x
 end
 
--- Values into a flat Lua array of numbers (float64 view of any dtype).
-local function host_values(x)
-  local info = info_of(x)
-  local n = tonumber(info.size)
-  local is_bool = info.dtype == core.BOOL
-  local is_int = info.dtype == core.INT64
-  local buf, dt
-  if is_int then
-    buf, dt = ffi.new("int64_t[?]", n > 0 and n or 1), core.INT64
-  else
-    buf, dt = ffi.new("double[?]", n > 0 and n or 1), core.FLOAT64
-  end
-  core.check(C.luon_tensor_to_host(x.t, buf, dt, ffi.sizeof(buf)), 3)
-  return buf, n, is_bool, is_int
-end
+local host_values = core.host_values
 
 function methods.item(x)
   local n = tonumber(info_of(x).size)
@@ -224,123 +212,6 @@ function methods.slice(x, ...)
 end
 
 ---------------------------------------------------------------------------
--- Printing, NumPy style: "[[1. 2.]\n [3. 4.]]", then " @gpu(0)" for every
--- device but cpu(0). Large arrays are summarised with "...".
-
-local function fmt_float(v)
-  if v ~= v then return "nan" end
-  if v == math.huge then return "inf" end
-  if v == -math.huge then return "-inf" end
-  return nil
-end
-
-local function formatter(buf, n, is_bool, is_int)
-  if is_bool then return function(v) return v ~= 0 and "True" or "False" end end
-  if is_int then return function(v) return tostring(v):gsub("LL$", "") end end
-  local integral, maxabs, minabs = true, 0, math.huge
-  for k = 0, n - 1 do
-    local v = buf[k]
-    if v == v and v ~= math.huge and v ~= -math.huge then
-      if v % 1 ~= 0 then integral = false end
-      local av = math.abs(v)
-      if av > maxabs then maxabs = av end
-      if av ~= 0 and av < minabs then minabs = av end
-    end
-  end
-  local sci = maxabs >= 1e8 or (minabs < 1e-4 and not integral)
-  if sci then
-    return function(v)
-      return fmt_float(v) or ("%.4e"):format(v)
-    end
-  end
-  if integral then
-    return function(v) return fmt_float(v) or ("%d."):format(v) end
-  end
-  return function(v)
-    local s = fmt_float(v)
-    if s then return s end
-    s = ("%.4f"):format(v):gsub("0+$", "")
-    return s
-  end
-end
-
-local function is_dtype_int(info)
-  local d = info.dtype
-  return d == core.INT32 or d == core.INT64 or d == core.UINT8
-end
-
--- Past 1000 elements (NumPy's threshold) only the first and last 3 entries
--- of each longer axis are shown: those are taken on the device first
--- (longest axis first, so no step grows), and only they come to the host.
-local function edges(x, shape)
-  local axes = {}
-  for d = 1, #shape do if shape[d] > 6 then axes[#axes + 1] = d end end
-  table.sort(axes, function(a, b) return shape[a] > shape[b] end)
-  for _, d in ipairs(axes) do
-    local len = shape[d]
-    x = np.take(x, {0, 1, 2, len - 3, len - 2, len - 1}, d - 1)
-  end
-  return x
-end
-
-local function format_values(x)
-  local info = info_of(x)
-  local shape = x.shape
-  local summarise = tonumber(info.size) > 1000
-  local shown = x
-  if summarise then -- not recorded: printing is no part of a graph
-    local was = C.luon_autograd_set_recording(0)
-    local ok, r = pcall(edges, x, shape)
-    C.luon_autograd_set_recording(was)
-    if not ok then error(r, 0) end
-    shown = r
-  end
-  local rshape = shown.shape -- shape, with every axis longer than 6 cut to 6 when summarised
-  local buf, n, is_bool = host_values(shown)
-  local f = formatter(buf, n, is_bool, is_dtype_int(info))
-  local strs, width = {}, 0
-  for k = 0, n - 1 do
-    local s = f(buf[k])
-    strs[k] = s
-    if #s > width then width = #s end
-  end
-  if #shape == 0 then return strs[0] or "" end
-  local strides = {}
-  local acc = 1
-  for d = #rshape, 1, -1 do strides[d] = acc; acc = acc * rshape[d] end
-  local function render(d, base, indent)
-    local parts = {}
-    local len = rshape[d]
-    local function item(k)
-      if d == #shape then
-        local s = strs[base + k]
-        return (" "):rep(width - #s) .. s
-      end
-      return render(d + 1, base + k * strides[d], indent .. " ")
-    end
-    local sep = d == #shape and " " or ("\n"):rep(#shape - d) .. indent .. " "
-    if summarise and shape[d] > 6 then
-      for k = 0, 2 do parts[#parts + 1] = item(k) end
-      parts[#parts + 1] = "..."
-      for k = 3, 5 do parts[#parts + 1] = item(k) end
-    else
-      for k = 0, len - 1 do parts[#parts + 1] = item(k) end
-    end
-    return "[" .. table.concat(parts, sep) .. "]"
-  end
-  return render(1, 0, "")
-end
-
-local function tostring_array(x)
-  local s = format_values(x)
-  local info = info_of(x)
-  if info.ndim > 0 and not (info.dev_type == 1 and info.dev_id == 0) then
-    s = s .. " @" .. tostring(core.device_from_ids(info.dev_type, info.dev_id))
-  end
-  return s
-end
-
----------------------------------------------------------------------------
 -- The metatype
 
 local add, sub, mul, div, pow = np.add, np.subtract, np.multiply, np.divide, np.power
@@ -356,6 +227,30 @@ local function not_pointer(x)
   return x
 end
 
+-- x.shap, x:sumn(): an error naming the close names.
+local function unknown_field(k)
+  local names = {}
+  for n in pairs(methods) do names[#names + 1] = n end
+  for n in pairs(props) do names[#names + 1] = n end
+  core.no_field("ndarray", k, names)
+end
+
+-- LuaJIT calls __eq for every == with an array (x == x and x == nil too)
+-- and makes one boolean of what it returns, so == cannot be NumPy's
+-- elementwise equal: beside an array or a number it is an error naming
+-- what to use; beside nil, a string, a table... it is false.
+local function numeric(v)
+  local t = type(v)
+  return t == "number" or t == "boolean" or (t == "cdata" and is_array(v))
+end
+local function eq(a, b)
+  if numeric(a) and numeric(b) then
+    core.error("ndarray: Lua's == gives one boolean, not an array: use x:equal(y) or np.equal(x, y) " ..
+               "for elementwise equality, rawequal(x, y) for the same array, and :item() for one value")
+  end
+  return false
+end
+
 local mt = {
   __index = function(x, k)
     local m = methods[k]
@@ -364,6 +259,7 @@ local mt = {
     if p then return p(not_pointer(x)) end
     if type(k) == "number" then return methods.slice(x, k) end -- x[i]: row i, 0-based
     if type(k) ~= "string" then return indexing.get(x, k) end -- x[{...}], x[idx], x[mask]
+    unknown_field(k)
     return nil
   end,
   __add = add,
@@ -377,8 +273,9 @@ local mt = {
     if info.ndim == 0 then error("len() of a 0-d array", 2) end
     return tonumber(info.shape[0])
   end,
-  __tostring = function(x) return tostring_array(not_pointer(x)) end,
+  __tostring = function(x) return show.tostring(not_pointer(x)) end,
   __concat = function(a, b) return tostring(a) .. tostring(b) end,
+  __eq = eq,
   -- Lua turns what < and <= return into one boolean, so they cannot be
   -- NumPy's elementwise comparisons; %, and assignment to x[i] or x.name,
   -- have no ndarray meaning here: each says what to use instead

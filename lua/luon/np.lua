@@ -290,6 +290,12 @@ local function with_scalar(dt, v)
   return dt == core.BOOL and core.INT64 or dt
 end
 
+-- The integers each integer dtype holds: lowest, one past the highest (a
+-- double holds 2^63, not 2^63-1), then as text.
+local int_range = {[core.UINT8] = {0, 256, "0", "255"},
+                   [core.INT32] = {-2 ^ 31, 2 ^ 31, "-2^31", "2^31-1"},
+                   [core.INT64] = {-2 ^ 63, 2 ^ 63, "-2^63", "2^63-1"}}
+
 local function scalar_for(v, x, fname)
   if type(v) == "boolean" then v = v and 1 or 0 end
   if type(v) ~= "number" then
@@ -297,6 +303,13 @@ local function scalar_for(v, x, fname)
   end
   local info = core.info_of(x)
   local dt = with_scalar(info.dtype, v)
+  local range = int_range[dt]
+  if range and (v < range[1] or v >= range[2]) then
+    -- MXNet wraps it (uint8 + 300 is 44 + 1), NumPy 2 raises: so do we
+    core.error(("%s: %s does not fit %s (%s to %s), the dtype of the array operand; convert the array first, " ..
+                "e.g. x:astype('%s')"):format(fname, core.show_value(v), core.dtype_names[dt], range[3], range[4],
+                                             dt == core.INT64 and "float64" or "int64"))
+  end
   local a = attrs()
   a.dtype, a.dev_type, a.dev_id = dt, info.dev_type, info.dev_id
   a.f[0] = v
@@ -608,4 +621,5 @@ function np.dot(a, b)
   return np.reshape(r, shape)
 end
 
-return np
+core.strict_module(np.random, "np.random")
+return core.strict_module(np, "np")

@@ -36,6 +36,24 @@ end
 
 function npx.current_device() return core.default_device end
 
+-- MXNet's switch to NumPy semantics. luon has no other mode: set_np() is
+-- accepted as it is, and asking for another mode is an error.
+function npx.set_np(kw)
+  kw = core.options(kw, "set_np", {"shape", "array", "dtype"}, 2, nil, "argument")
+  if kw.shape == false or kw.array == false then
+    core.error("set_np: luon always has NumPy shapes and arrays; shape=false or array=false is not available")
+  end
+  if kw.dtype == true then
+    core.error("set_np: dtype=true (float64 by default) is not available: luon's default dtype is float32; " ..
+               "pass dtype='float64' to the creation functions")
+  end
+end
+function npx.reset_np()
+  core.error("reset_np: luon has no legacy (non-NumPy) mode: its arrays are always NumPy arrays")
+end
+function npx.is_np_array() return true end
+function npx.is_np_shape() return true end
+
 -- Run fn with dev as the default device, restoring the previous one after
 -- (also on error); returns what fn returns.
 function npx.with_device(dev, fn, ...)
@@ -396,4 +414,4 @@ end
 
 npx.seed = np.random.seed
 
-return npx
+return core.strict_module(npx, "npx")

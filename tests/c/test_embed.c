@@ -98,7 +98,7 @@ static void test_runtime(void) {
   /* errors: each a status and a message; the runtime keeps working */
   struct { const char *fn; int nout; const luon_buffer *out; luon_status want; const char *msg; } cases[] = {
       {"missing", 1, out, LUON_EINVAL, "missing is not a function (it is nil)"},
-      {"np.nothing.deeper", 1, out, LUON_EINVAL, "is not a function"},
+      {"np.nothing.deeper", 1, out, LUON_EINVAL, "np has no field 'nothing'"},
       {"nothing", 1, out, LUON_ESCRIPT, "returned 0 values, the host expects 1 ndarray"},
       {"strings", 1, out, LUON_ESCRIPT, "result 1 is a string"},
       {"boom", 1, out, LUON_ESCRIPT, "boom"},

@@ -28,7 +28,7 @@ local S = size * (size + 1) / 2
 for _, dt in ipairs({"float32", "float64", "int32", "int64", "uint8"}) do
   local x = np.array({1, 2, 3}, {dtype = dt}) * (rank + 1)
   local r = dist.allreduce(x)
-  assert(r == x, "allreduce returns its argument")
+  assert(rawequal(r, x), "allreduce returns its argument")
   eq(x, {S, 2 * S, 3 * S}, "allreduce sum " .. dt)
   local m = np.array({rank, 10 - rank}, {dtype = dt})
   eq(dist.allreduce(m, "max"), {size - 1, 10}, "allreduce max " .. dt)
@@ -54,7 +54,7 @@ eq(big:sum():reshape({1}), {S * 5 * 1024 * 1024}, "allreduce 5M floats (all)")
 -- broadcast from each root
 for root = 0, size - 1 do
   local b = np.array({rank, rank * 2, 7})
-  assert(dist.broadcast(b, root) == b, "broadcast returns its argument")
+  assert(rawequal(dist.broadcast(b, root), b), "broadcast returns its argument")
   eq(b, {root, root * 2, 7}, "broadcast from " .. root)
 end
 local bi = np.array({{rank}}, {dtype = "int64"})

@@ -70,6 +70,29 @@ M.HybridBlock = HybridBlock
 
 local props = {}
 
+-- The public names (not "_...") a block has: fields, children, parameters,
+-- its class chain's and the properties.
+local function public_names(self)
+  local names, seen = {}, {}
+  local function add(t)
+    for n in pairs(t) do
+      if type(n) == "string" and n:byte(1) ~= 95 and not seen[n] then seen[n] = true; names[#names + 1] = n end
+    end
+  end
+  add(self._plain); add(self._children); add(self._params); add(props)
+  local c = self._class
+  while c do add(c); c = rawget(c, "__super") end
+  return names
+end
+
+-- net.wieght: an error naming the close names. A name assigned nil
+-- (self.act = nil in __init) reads as nil, and so do "_..." names, which
+-- luon's own code probes.
+local unset = setmetatable({}, {__mode = "k"}) -- block -> {name = true}
+local function unknown_field(self, k)
+  core.no_field(self._class.__name, k, public_names(self))
+end
+
 function Instance.__index(self, k)
   local v = self._plain[k]
   if v ~= nil then return v end
@@ -82,6 +105,9 @@ function Instance.__index(self, k)
   local p = props[k]
   if p then return p(self) end
   if type(k) == "number" then return self._children[tostring(k)] end
+  if type(k) == "string" and k:byte(1) ~= 95 and not (unset[self] and unset[self][k]) then
+    unknown_field(self, k)
+  end
   return nil
 end
 
@@ -133,6 +159,10 @@ function Instance.__newindex(self, k, v)
     if self._params[k] then remove(self._param_order, k); self._params[k] = nil end
   else
     self._plain[k] = v
+  end
+  if v == nil then
+    unset[self] = unset[self] or {}
+    unset[self][k] = true
   end
 end
 

@@ -1,6 +1,7 @@
 -- luon.gluon: MXNet Gluon's namespace. nn, Parameter and the Block classes
 -- load with it; loss, metric, data, utils, Trainer and optimizer load on
 -- first use (each is its own module under luon.gluon).
+local core = require("luon.core")
 local block = require("luon.gluon.block")
 local param = require("luon.gluon.parameter")
 
@@ -12,24 +13,13 @@ local gluon = {
   ParameterDict = param.dict,
 }
 
--- name -> module, and the field of that module to take (nil: the module).
-local lazy = {
-  loss = {"luon.gluon.loss"},
-  metric = {"luon.gluon.metric"},
-  data = {"luon.gluon.data"},
-  utils = {"luon.gluon.utils"},
-  optimizer = {"luon.gluon.optimizer"},
-  Trainer = {"luon.gluon.trainer", "Trainer"},
-}
-
-return setmetatable(gluon, {__index = function(t, k)
-  local spec = lazy[k]
-  if not spec then return nil end
-  local mod = require(spec[1])
-  local v = mod
-  if spec[2] and type(mod) == "table" and getmetatable(mod) == nil and mod[spec[2]] ~= nil then
-    v = mod[spec[2]]
-  end
-  rawset(t, k, v)
-  return v
-end})
+-- Loaded on first use; an unknown name is an error naming the close ones.
+local function module(name) return function() return require(name) end end
+return core.strict_module(gluon, "gluon", {
+  loss = module("luon.gluon.loss"),
+  metric = module("luon.gluon.metric"),
+  data = module("luon.gluon.data"),
+  utils = module("luon.gluon.utils"),
+  optimizer = module("luon.gluon.optimizer"),
+  Trainer = function() return require("luon.gluon.trainer").Trainer end,
+})

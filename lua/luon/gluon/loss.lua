@@ -235,4 +235,4 @@ function SigmoidBinaryCrossEntropyLoss:forward(pred, label, sample_weight, pos_w
   return batch_mean(l, self._batch_axis, name)
 end
 
-return loss
+return core.strict_module(loss, "gluon.loss")

@@ -324,4 +324,4 @@ function metric.create(m, ...)
   return cls(...)
 end
 
-return metric
+return core.strict_module(metric, "gluon.metric")

@@ -114,9 +114,10 @@ end
 function LeakyReLU:forward(x) return npx.leaky_relu(x, self._kw) end
 function LeakyReLU:__tostring() return ("LeakyReLU(%s)"):format(pyrepr(self._alpha)) end
 
--- The optional activation child of Dense and Conv2D (registered as 'act').
+-- The optional activation child of Dense and Conv2D (registered as 'act';
+-- assigned nil when there is none, so that self.act reads nil as in MXNet).
 local function maybe_act(self, activation)
-  if activation ~= nil then self.act = Activation(activation) end
+  self.act = activation ~= nil and Activation(activation) or nil
 end
 
 ---------------------------------------------------------------------------
@@ -138,6 +139,8 @@ function Dense:__init(...)
   if o.use_bias ~= false then
     self.bias = Parameter("bias", {shape = {units}, dtype = o.dtype, init = o.bias_initializer or "zeros",
                                    allow_deferred_init = true})
+  else
+    self.bias = nil -- reads nil, as MXNet's None
   end
   maybe_act(self, o.activation)
 end
@@ -205,6 +208,8 @@ function Conv2D:__init(...)
   if o.use_bias ~= false then
     self.bias = Parameter("bias", {shape = {channels}, dtype = o.dtype, init = o.bias_initializer or "zeros",
                                    allow_deferred_init = true})
+  else
+    self.bias = nil -- reads nil, as MXNet's None
   end
   maybe_act(self, o.activation)
 end
@@ -395,4 +400,4 @@ function Flatten:forward(x) return npx.batch_flatten(x) end
 function Flatten:__tostring() return "Flatten" end
 
 nn._opts = opts
-return nn
+return core.strict_module(nn, "gluon.nn")

@@ -8,14 +8,37 @@ local np = require("luon.np")
 local op = core.op_ids
 local optimizer = {}
 
+-- The public names (not "_...") of obj, of its class chain and its props.
+local function public_names(obj, c)
+  local names, seen = {}, {}
+  local function add(t)
+    for n in pairs(t) do
+      if type(n) == "string" and n:byte(1) ~= 95 and not seen[n] then seen[n] = true; names[#names + 1] = n end
+    end
+  end
+  add(obj)
+  while c do
+    add(c); add(rawget(c, "_props"))
+    local mt = getmetatable(c)
+    c = mt and mt.__index
+  end
+  return names
+end
+
 -- A class whose instances read `props` (computed fields) before methods;
--- metamethods (__call, __tostring) are inherited by copying.
+-- metamethods (__call, __tostring) are inherited by copying. In a class
+-- with _strict set, reading a public name nobody defines is an error
+-- naming the close ones (Optimizer's own code probes optional fields).
 local function class(name, parent)
   local c = {__name = name, _props = setmetatable({}, {__index = parent and parent._props})}
   c.__index = function(self, k)
     local p = c._props[k]
     if p then return p(self) end
-    return c[k]
+    local v = c[k]
+    if v == nil and c._strict and type(k) == "string" and k:byte(1) ~= 95 then
+      core.no_field(name, k, public_names(self, c))
+    end
+    return v
   end
   if parent then
     for _, mm in ipairs({"__call", "__tostring", "__newindex"}) do c[mm] = rawget(parent, mm) end
@@ -513,4 +536,5 @@ end
 
 function optimizer.get_updater(opt, key) return Updater(opt, key) end
 
-return optimizer
+core.strict_module(lr_scheduler, "lr_scheduler")
+return core.strict_module(optimizer, "optimizer")

@@ -130,6 +130,14 @@ function Parameter.__index(p, k)
   if m then return m end
   local g = getters[k]
   if g then return g(p) end
+  -- "_..." names are luon's own probes; init is nil when none was given
+  if type(k) == "string" and k:byte(1) ~= 95 and k ~= "init" then
+    local names = {}
+    for _, t in ipairs({p, methods, getters}) do
+      for n in pairs(t) do if type(n) == "string" and n:byte(1) ~= 95 then names[#names + 1] = n end end
+    end
+    core.no_field("Parameter", k, names)
+  end
   return nil
 end
 

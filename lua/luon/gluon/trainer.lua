@@ -191,6 +191,8 @@ function Trainer:__init(params, ...)
   if self._dist then self._dist._trainer_init(self) end
 end
 
+Trainer._strict = true -- trainer.lerning_rate: an error naming learning_rate
+
 function Trainer._props.learning_rate(self)
   return self._optimizer.learning_rate
 end

@@ -105,4 +105,4 @@ function utils.clip_global_norm(arrays, max_norm, check_isfinite)
   return total
 end
 
-return utils
+return core.strict_module(utils, "gluon.utils")

@@ -810,11 +810,4 @@ function ArrayDataset:_gather(indices)
 end
 
 -- gluon.data.vision loads on first use.
-return setmetatable(data, {__index = function(t, k)
-  if k == "vision" then
-    local v = require("luon.gluon.data.vision")
-    rawset(t, k, v)
-    return v
-  end
-  return nil
-end})
+return core.strict_module(data, "gluon.data", {vision = function() return require("luon.gluon.data.vision") end})

@@ -418,4 +418,4 @@ function Transform:out_shape(shape, dtype)
   return {tonumber(outs[0]), tonumber(outs[1]), tonumber(outs[2])}, core.dtype_names[dt[0]]
 end
 
-return T
+return core.strict_module(T, "gluon.data.vision.transforms")

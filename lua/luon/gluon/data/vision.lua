@@ -223,11 +223,5 @@ function vision.FashionMNIST(opts)
   return load("FashionMNIST", "/usr/share/datasets/fashion-mnist", opts)
 end
 
-return setmetatable(vision, {__index = function(t, k)
-  if k == "transforms" then
-    local m = require("luon.gluon.data.transforms")
-    rawset(t, k, m)
-    return m
-  end
-  return nil
-end})
+return core.strict_module(vision, "gluon.data.vision",
+                          {transforms = function() return require("luon.gluon.data.transforms") end})
