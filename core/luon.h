@@ -462,14 +462,18 @@ luon_status luon_loader_new(int64_t n, const char *const *paths, const luon_tens
  * order[bounds[b]] .. order[bounds[b+1]-1] (dataset indices); bounds[0] = 0. */
 luon_status luon_loader_start(luon_loader *l, const int64_t *order, const int64_t *bounds,
                               int64_t nbatch, int64_t epoch);
-/* The next batch, blocking until it is ready: data (B,...) and int64 labels
- * (B,), +1 each; both NULL with LUON_OK at the end of the epoch. A failure
- * returns its status and message and ends the epoch. */
+/* The next batch, blocking until it is ready: data (B,...) and labels (B,)
+ * (int64 unless set_label_dtype), +1 each; both NULL with LUON_OK at the
+ * end of the epoch. A failure returns its status and message and ends the
+ * epoch. */
 luon_status luon_loader_next(luon_loader *l, luon_tensor **data, luon_tensor **label);
 /* Later batches (data and labels) come from pinned pool pin_id (0..15, a
  * GPU's id when there are GPUs), or from plain cpu(0) memory with pin_id
  * -1 (the default). Without a GPU it changes nothing. */
 luon_status luon_loader_set_pin_memory(luon_loader *l, int32_t pin_id);
+/* Later label batches as LUON_DTYPE_I32 or LUON_DTYPE_I64 (the default):
+ * int32 for MNIST / FashionMNIST, as MXNet's. Others: LUON_EINVAL. */
+luon_status luon_loader_set_label_dtype(luon_loader *l, int32_t dtype);
 /* Samples skipped so far (on_error 1); the first one's message into first_msg. */
 int64_t luon_loader_skipped(luon_loader *l, char *first_msg, int64_t msg_bytes);
 /* Stop and join the workers, free everything (mid-epoch is fine; NULL too). */

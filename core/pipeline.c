@@ -181,6 +181,7 @@ struct luon_loader {
   int32_t on_error;
   uint64_t seed;
   int32_t pin;                   /* pinned pool of the batches, -1: plain cpu(0) memory */
+  int32_t label_dtype;           /* of the label batches: I64 (default) or I32 */
   /* threads */
   int nworkers, started;
   pthread_t *threads;
@@ -407,6 +408,7 @@ luon_status luon_loader_new(int64_t n, const char *const *paths, const luon_tens
   pthread_cond_init(&l->work_cv, NULL);
   pthread_cond_init(&l->done_cv, NULL);
   l->n = n, l->flag = flag, l->nsteps = nsteps, l->on_error = on_error, l->seed = seed, l->pin = -1;
+  l->label_dtype = LUON_DTYPE_I64;
   l->nworkers = num_workers;
   l->nslots = prefetch;
   l->labels = malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
@@ -562,12 +564,16 @@ luon_status luon_loader_next(luon_loader *l, luon_tensor **data, luon_tensor **l
     if (st == LUON_OK) {
       pthread_mutex_lock(&l->mu);
       int32_t pin = l->pin;
+      int32_t ldt = l->label_dtype;
       pthread_mutex_unlock(&l->mu);
-      if (pin >= 0) {
-        st = lu_tensor_new_pinned(LUON_DTYPE_I64, 1, &k, pin, label);
-        if (st == LUON_OK) memcpy(lu_data(*label), lab, sizeof *lab * (size_t)k);
-      } else {
-        st = luon_tensor_from_host(lab, LUON_DTYPE_I64, 1, &k, LUON_CPU, 0, label);
+      st = pin >= 0 ? lu_tensor_new_pinned(ldt, 1, &k, pin, label)
+                    : luon_tensor_empty(ldt, 1, &k, LUON_CPU, 0, label);
+      if (st == LUON_OK) {
+        void *out = lu_data(*label);
+        if (ldt == LUON_DTYPE_I32)
+          for (int64_t j = 0; j < k; j++) ((int32_t *)out)[j] = (int32_t)lab[j];
+        else
+          memcpy(out, lab, sizeof *lab * (size_t)k);
       }
     }
     free(lab);
@@ -588,6 +594,16 @@ luon_status luon_loader_set_pin_memory(luon_loader *l, int32_t pin_id) {
                     ngpu, ngpu == 1 ? "" : "s");
   pthread_mutex_lock(&l->mu);
   l->pin = pin_id;
+  pthread_mutex_unlock(&l->mu);
+  return LUON_OK;
+}
+
+luon_status luon_loader_set_label_dtype(luon_loader *l, int32_t dtype) {
+  if (!l) return lu_error(LUON_EINVAL, "loader_set_label_dtype: NULL loader");
+  if (dtype != LUON_DTYPE_I64 && dtype != LUON_DTYPE_I32)
+    return lu_error(LUON_EINVAL, "loader_set_label_dtype: labels are int64 or int32, got dtype %d", (int)dtype);
+  pthread_mutex_lock(&l->mu);
+  l->label_dtype = dtype;
   pthread_mutex_unlock(&l->mu);
   return LUON_OK;
 }

@@ -105,9 +105,9 @@ local split = gluon.utils.split_and_load
 
 local function evaluate(loader)
   local acc = gluon.metric.Accuracy()
-  for batch in loader:iter() do
-    local xs = split(to_tensor(batch[1]), devices)
-    local ys = split(batch[2], devices)
+  for data, label in loader do
+    local xs = split(to_tensor(data), devices)
+    local ys = split(label, devices)
     local outs = {}
     for k, x in ipairs(xs) do outs[k] = net(x) end
     acc:update(ys, outs)

@@ -227,6 +227,14 @@ static void test_memory_source(void) {
       CHECK(!memcmp(ref, lu_data(d), 4 * 80 * sizeof(float)), "workers differ");
     }
     luon_tensor_release(v), luon_tensor_release(one), luon_tensor_release(d), luon_tensor_release(y);
+    /* int32 labels (MNIST's, as MXNet's) from the next batch on */
+    CHECK(luon_loader_set_label_dtype(l, LUON_DTYPE_F32) == LUON_EINVAL, "float labels refused");
+    CHECK_OK(luon_loader_set_label_dtype(l, LUON_DTYPE_I32));
+    d = y = NULL;
+    CHECK_OK(luon_loader_next(l, &d, &y));
+    CHECK(y && y->dtype == LUON_DTYPE_I32 && y->shape[0] == 2, "int32 labels (2,)");
+    if (y) CHECK(((int32_t *)lu_data(y))[0] == 2 && ((int32_t *)lu_data(y))[1] == 1, "labels of samples 3, 4");
+    luon_tensor_release(d), luon_tensor_release(y);
     luon_loader_free(l);
   }
   free(ref);

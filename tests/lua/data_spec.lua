@@ -1,7 +1,9 @@
--- data_spec: luon.gluon.data: datasets (0-based items), transform and
--- transform_first, filter/take/shard, samplers and the DataLoader (batch
--- counts for keep/discard/rollover, seeded shuffling, Stack batchify, the
--- gather fast path against the generic one), and FashionMNIST/MNIST readers.
+-- data_spec: luon.gluon.data: datasets (0-based items, negative from the
+-- end), transform and transform_first, filter/take/shard, samplers and the
+-- DataLoader (batch counts for keep/discard/rollover, seeded shuffling,
+-- Stack batchify, the gather fast path against the generic one), #, [i] and
+-- `for` on datasets, samplers and loaders, MXNet's module aliases, and the
+-- FashionMNIST/MNIST readers (int32 labels, as MXNet's).
 package.path = (debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "") .. "?.lua;" .. package.path
 local H = require("helpers")
 local np, npx = H.np, H.npx
@@ -32,7 +34,11 @@ describe("datasets", function()
     assert.are.equal("a", ds[0])
     assert.are.equal("c", ds:get(2))
     H.assert_error(function() return ds[3] end, {"index 3 is out of range", "length 3", "0-based"})
-    H.assert_error(function() return ds:get(-1) end, "out of range")
+    -- negative indices count from the end, as MXNet's (Python's list)
+    assert.are.equal("c", ds:get(-1))
+    assert.are.equal("a", ds[-3])
+    H.assert_error(function() return ds:get(-4) end, {"index -4 is out of range", "-3..-1"})
+    H.assert_error(function() return ds:get(1.5) end, {"index 1.5 is out of range"})
     H.assert_error(function() data.SimpleDataset(np.ones({2})) end, "expected a Lua list")
   end)
 
@@ -264,6 +270,173 @@ describe("DataLoader", function()
   end)
 end)
 
+describe("#, [i] and for on datasets, samplers and loaders", function()
+  -- LuaJIT ignores __len on tables: these objects are userdata proxies
+
+  it("#ds, ds[i] and `for x, y in ds`, as MXNet's len(ds), ds[i] and for", function()
+    local ds = data.ArrayDataset({1, 2, 3}, {10, 20, 30})
+    assert.are.equal(3, #ds)
+    assert.are.same({2, 20}, ds[1])
+    local xs, ys = {}, {}
+    for x, y in ds do xs[#xs + 1], ys[#ys + 1] = x, y end
+    assert.are.same({1, 2, 3}, xs)
+    assert.are.same({10, 20, 30}, ys)
+    xs = {}
+    for x in ds:iter() do xs[#xs + 1] = x end
+    assert.are.same({1, 2, 3}, xs)
+    assert.are.equal(2, #ds:take(2))
+    assert.are.equal(3, #ds:transform(function(x, y) return y, x end))
+    assert.are.equal(1, #ds:filter(function(item) return item[1] == 2 end))
+    assert.are.equal(2, #data.SimpleDataset({"a", "b"}))
+    -- not tables: ipairs and pairs are errors, not empty loops
+    H.assert_error(function() for _ in ipairs(ds) do end end, "table expected")
+    H.assert_error(function() for _ in pairs(ds) do end end, "table expected")
+    assert.is_truthy(tostring(ds):find("ArrayDataset(3)", 1, true))
+  end)
+
+  it("a dataset class of one's own gets #, [i], for and its fields", function()
+    local Squares = data.Dataset:extend("Squares")
+    function Squares:len() return self.n end
+    function Squares:get(i) return {i * i, i} end
+    local ds = Squares:new{n = 4}
+    assert.are.equal(4, #ds)
+    assert.are.same({9, 3}, ds[3])
+    local sq = {}
+    for x, i in ds do sq[i + 1] = x end
+    assert.are.same({0, 1, 4, 9}, sq)
+    ds.n = 2 -- fields write through
+    assert.are.equal(2, #ds)
+    assert.are.equal(2, ds.n)
+    assert.is_truthy(tostring(ds):find("Squares(2)", 1, true))
+    H.assert_error(function() data.Dataset:extend(5) end, "class name must be a string")
+    H.assert_error(function() Squares:new(5) end, "expected a table of fields")
+  end)
+
+  it("#sampler and `for i in sampler`", function()
+    local function list(s)
+      local out = {}
+      for i in s do out[#out + 1] = i end
+      return out
+    end
+    local s = data.SequentialSampler(4)
+    assert.are.equal(4, #s)
+    assert.are.same({0, 1, 2, 3}, list(s))
+    local bs = data.BatchSampler(s, 3, "keep")
+    assert.are.equal(2, #bs)
+    assert.are.same({{0, 1, 2}, {3}}, list(bs))
+    local r = list(data.RandomSampler(5, 1))
+    table.sort(r)
+    assert.are.same({0, 1, 2, 3, 4}, r)
+    H.assert_error(function() return s[0] end, {"SequentialSampler", "no items by index", "for i in sampler"})
+    local Evens = data.Sampler:extend("Evens")
+    function Evens:len() return self.n end
+    function Evens:iter()
+      local i = -2
+      return function()
+        i = i + 2
+        if i < 2 * self.n then return i end
+      end
+    end
+    local e = Evens:new{n = 3}
+    assert.are.equal(3, #e)
+    assert.are.same({0, 2, 4}, list(e))
+    assert.are.same({{0, 2}, {4}}, list(data.BatchSampler(e, 2)))
+  end)
+
+  it("#loader and `for data, label in loader`: each loop an epoch, as MXNet's", function()
+    local function make()
+      local ys = {}
+      for i = 1, 10 do ys[i] = i - 1 end
+      return data.DataLoader(data.ArrayDataset(np.arange(20):reshape({10, 2}), ys),
+                             {batch_size = 4, shuffle = true, seed = 3})
+    end
+    local loader, ref = make(), make()
+    assert.are.equal(3, #loader)
+    local epochs = {}
+    for e = 1, 4 do epochs[e] = labels_of(collect(ref)) end
+    local got = {}
+    for x, y in loader do
+      assert.are.equal(2, x.shape[2])
+      assert.are.equal("int64", y.dtype)
+      for _, v in ipairs(y:totable()) do got[#got + 1] = v end
+    end
+    assert.are.same(epochs[1], got)
+    -- break, then a new loop: a new epoch from its start
+    local first
+    for _, y in loader do
+      first = y:totable()
+      break
+    end
+    assert.are.same({epochs[2][1], epochs[2][2], epochs[2][3], epochs[2][4]}, first)
+    got = {}
+    for _, y in loader:iter() do
+      for _, v in ipairs(y:totable()) do got[#got + 1] = v end
+    end
+    assert.are.same(epochs[3], got)
+    -- nested loops over one loader: an error naming the fix; the loader still works after
+    H.assert_error(function()
+      for _ in loader do
+        for _ in loader do end
+      end
+    end, {"DataLoader", "abandoned", "obj:iter()"})
+    local n = 0
+    for _ in loader do n = n + 1 end
+    assert.are.equal(3, n)
+    local inner = 0
+    for _ in loader do
+      for _ in loader:iter() do inner = inner + 1 end
+    end
+    assert.are.equal(9, inner)
+    H.assert_error(function() for _ in ipairs(loader) do end end, "table expected")
+    H.assert_error(function() return loader[0] end, {"no batches by index", "for data, label in loader do"})
+    -- one field: the batch is one array
+    local single = data.DataLoader(data.ArrayDataset(np.arange(6)), {batch_size = 4})
+    local sizes = {}
+    for x in single do sizes[#sizes + 1] = x.shape[1] end
+    assert.are.same({4, 2}, sizes)
+  end)
+
+  for _, dev in ipairs(H.devices()) do
+    it("a batch's indices are checked and read as get(i) reads them on " .. tostring(dev), function()
+      local x = np.arange(8, {device = dev}):reshape({4, 2})
+      local ds = data.ArrayDataset(x, {10, 11, 12, 13})
+      local function first_batch(idx, opts)
+        opts = opts or {}
+        opts.batch_sampler = {len = function() return 1 end,
+                              iter = function() local done = false
+                                return function() if not done then done = true; return idx end end
+                              end}
+        return collect(data.DataLoader(ds, opts))[1]
+      end
+      for _, opts in ipairs({{}, {batchify_fn = data.batchify.stack}}) do -- gather and per-item paths
+        H.assert_error(function() first_batch({1, 100, -5}, opts) end,
+                       {"index 100 is out of range for a dataset of length 4"})
+        H.assert_error(function() first_batch({-5}, opts) end, {"index -5 is out of range"})
+        H.assert_error(function() first_batch({0.5}, opts) end, {"index 0.5 is out of range"})
+        local b = first_batch({-1, 0, -4}, opts)
+        H.check(b[1], {{6, 7}, {0, 1}, {0, 1}}, {device = dev})
+        H.check(b[2], {13, 10, 10}, {dtype = "int64"})
+      end
+    end)
+  end
+
+  it("MXNet's module paths reach the same classes", function()
+    assert.are.equal(data.ArrayDataset, data.dataset.ArrayDataset)
+    assert.are.equal(data.SimpleDataset, data.dataset.SimpleDataset)
+    assert.are.equal(data.Dataset, data.dataset.Dataset)
+    assert.are.equal(data.BatchSampler, data.sampler.BatchSampler)
+    assert.are.equal(data.RandomSampler, data.sampler.RandomSampler)
+    assert.are.equal(data.SequentialSampler, data.sampler.SequentialSampler)
+    assert.are.equal(data.Sampler, data.sampler.Sampler)
+    assert.are.equal(data.DataLoader, data.dataloader.DataLoader)
+    assert.are.equal(data.batchify.stack, data.dataloader.default_batchify_fn)
+    assert.are.equal(data.vision.FashionMNIST, data.vision.datasets.FashionMNIST)
+    assert.are.equal(data.vision.MNIST, data.vision.datasets.MNIST)
+    assert.are.equal(data.vision.ImageFolderDataset, data.vision.datasets.ImageFolderDataset)
+    assert.are.equal("function", type(data.SplitSampler))
+  end)
+end)
+
 describe("vision datasets", function()
   local root = "/usr/share/datasets/fashion-mnist"
   local have = io.open(root .. "/train-labels-idx1-ubyte.gz", "rb")
@@ -280,8 +453,9 @@ describe("vision datasets", function()
     local x, y = train[0][1], train[0][2]
     H.assert_shape(x, {28, 28, 1})
     assert.are.equal("uint8", x.dtype)
-    assert.are.equal(9, y) -- ankle boot
-    assert.are.equal(0, train[1][2]) -- t-shirt
+    H.check(y, 9, {shape = {}, dtype = "int32"}) -- ankle boot; a 0-d int32 array, as MXNet's
+    assert.are.equal(0, train[1][2]:item()) -- t-shirt
+    assert.are.equal(train[59999][2]:item(), train[-1][2]:item())
     H.assert_shape(train._data, {60000, 28, 28, 1})
     local all = train._data
     assert.are.equal(0, all:min():item())
@@ -291,8 +465,8 @@ describe("vision datasets", function()
     for c = 0, 9 do assert.are.equal(6000, counts[c]) end
     local test = data.vision.FashionMNIST{root = root, train = false}
     assert.are.equal(10000, test:len())
-    assert.are.equal(9, test[0][2])
-    assert.are.equal(2, test[1][2])
+    assert.are.equal(9, test[0][2]:item())
+    assert.are.equal(2, test[1][2]:item())
   end)
 
   it("FashionMNIST batches through the DataLoader and transforms", function()
@@ -303,10 +477,10 @@ describe("vision datasets", function()
     local n = 0
     for i, b in loader:enumerate() do
       H.check(b[1], nil, {shape = {1000, 28, 28, 1}, dtype = "uint8"})
-      H.check(b[2], nil, {shape = {1000}, dtype = "int64"})
+      H.check(b[2], nil, {shape = {1000}, dtype = "int32"})
       if i == 1 then
         H.check(b[1]:at(0), test[0][1]:totable())
-        assert.are.equal(test[999][2], b[2]:at(999):item())
+        assert.are.equal(test[999][2]:item(), b[2]:at(999):item())
       end
       n = n + 1
     end
@@ -316,8 +490,12 @@ describe("vision datasets", function()
     assert.are.equal("float32", v.dtype)
     assert.is_true(v:max():item() <= 1)
     local with_fn = data.vision.FashionMNIST{train = false, transform = function(x, y) return x:astype("float32"), y * 2 end}
-    assert.are.equal(18, with_fn[0][2])
+    H.check(with_fn[0][2], 18, {dtype = "int32"})
     assert.are.equal("float32", with_fn[0][1].dtype)
+    -- the labels stay int32 through the per-item path (a Lua transform)
+    local x, y = data.DataLoader(with_fn, {batch_size = 3}):iter()()
+    H.check(x, nil, {shape = {3, 28, 28, 1}, dtype = "float32"})
+    H.check(y, {18, 4, 2}, {dtype = "int32"})
   end)
 
   it("errors name the root and the file", function()
@@ -344,7 +522,10 @@ describe("vision datasets", function()
     local ds = data.vision.MNIST{root = dir}
     assert.are.equal(1, ds:len())
     H.check(ds[0][1], {{{97}, {98}}, {{99}, {100}}}, {dtype = "uint8"})
-    assert.are.equal(5, ds[0][2])
+    H.check(ds[0][2], 5, {shape = {}, dtype = "int32"})
+    H.check(data.DataLoader(ds, {batch_size = 1}):iter()(), {{{{97}, {98}}, {{99}, {100}}}})
+    local _, y = data.DataLoader(ds, {batch_size = 1}):iter()()
+    H.check(y, {5}, {dtype = "int32"})
     os.execute("rm -rf '" .. dir .. "'")
   end)
 end)

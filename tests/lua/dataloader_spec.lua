@@ -1,7 +1,9 @@
 -- dataloader_spec: the DataLoader over ImageFolderDataset and FashionMNIST
 -- through the C worker threads (core/pipeline.c) and through the Lua path:
 -- the same batches for 0, 1 and 4 workers and for try_nopython = false with
--- a seed, labels as int64, last_batch modes and len(), a corrupt image
+-- a seed, labels as int64 (int32 for FashionMNIST, as MXNet's), `for data,
+-- label in loader` on the C path, batch indices checked as get(i) checks
+-- them, last_batch modes and len(), a corrupt image
 -- (error naming the file, or skipped and counted), Lua transforms on the
 -- main thread, abandoned iterations (no hang, nothing leaked), MXNet's
 -- option errors (mxnet_api.md 10.4).
@@ -205,6 +207,64 @@ describe("DataLoader over images", function()
   end)
 end)
 
+describe("DataLoader over images in C: for loops and indices", function()
+  local root, ds
+  setup(function()
+    root = os.tmpname()
+    os.remove(root)
+    for c, name in ipairs({"cats", "dogs"}) do
+      sh("mkdir -p '" .. root .. "/" .. name .. "'")
+      for k = 1, 5 do image.imwrite(("%s/%s/%02d.png"):format(root, name, k), pic(6, 5, k + 10 * c)) end
+    end
+    ds = vision.ImageFolderDataset(root):transform_first(T.ToTensor())
+  end)
+  teardown(function() sh("rm -rf '" .. root .. "'") end)
+
+  it("`for data, label in loader`: each loop a new epoch, as MXNet's", function()
+    local opts = {batch_size = 3, shuffle = true, seed = 9, num_workers = 2}
+    local loader, ref = data.DataLoader(ds, opts), data.DataLoader(ds, opts)
+    assert.is_truthy(loader._c) -- the C path
+    assert.are.equal(4, #loader)
+    local epochs = {}
+    for e = 1, 3 do epochs[e] = collect(ref) end
+    local k = 0
+    for x, y in loader do
+      k = k + 1
+      assert.are.same(epochs[1][k][1], x:totable())
+      assert.are.same(epochs[1][k][2], y:totable())
+      assert.are.equal("int64", y.dtype)
+    end
+    assert.are.equal(4, k)
+    for _, y in loader do
+      assert.are.same(epochs[2][1][2], y:totable())
+      break
+    end
+    k = 0
+    for _, y in loader:iter() do
+      k = k + 1
+      assert.are.same(epochs[3][k][2], y:totable())
+    end
+    assert.are.equal(4, k)
+  end)
+
+  it("checks a batch sampler's indices as get(i) does (negative from the end)", function()
+    local function loader(idx, nw)
+      local bs = {len = function() return 1 end,
+                  iter = function() local done = false
+                    return function() if not done then done = true; return idx end end
+                  end}
+      return data.DataLoader(ds, {batch_sampler = bs, num_workers = nw})
+    end
+    for _, nw in ipairs({0, 2}) do
+      H.assert_error(function() for _ in loader({0, 100}, nw) do end end,
+                     {"index 100 is out of range for a dataset of length 10"})
+      H.assert_error(function() for _ in loader({-11}, nw) do end end, {"index -11 is out of range"})
+      local _, y = loader({-1, 0}, nw):iter()()
+      assert.are.same({1, 0}, y:totable())
+    end
+  end)
+end)
+
 describe("DataLoader over FashionMNIST in C", function()
   local ok, train = pcall(vision.FashionMNIST, {train = false})
   it("matches the Lua path with a seed, for any number of workers", function()
@@ -219,9 +279,10 @@ describe("DataLoader over FashionMNIST in C", function()
       for _, b in loader:enumerate() do
         n = n + 1
         if n > 3 then break end
-        got[n] = {b[1]:sum():item(), b[2]:totable(), b[1].shape}
+        got[n] = {b[1]:sum():item(), b[2]:totable(), b[1].shape, b[2].dtype}
       end
       assert.are.same({100, 1, 28, 28}, got[1][3])
+      assert.are.equal("int32", got[1][4]) -- MXNet's FashionMNIST labels
       if ref then assert.are.same(ref, got) else ref = got end
     end
   end)

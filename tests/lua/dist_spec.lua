@@ -96,6 +96,10 @@ describe("luon.dist in one process (no launcher)", function()
     assert.are.same({0, 1, 2}, list(S(10, 3, 0, {shuffle = false})))
     assert.are.same({6, 7, 8}, list(S(10, 3, 2, {shuffle = false})))
     assert.are.equal(3, S(10, 3, 1):len())
+    assert.are.equal(3, #S(10, 3, 1))
+    local seen = {}
+    for i in S(10, 3, 1, {shuffle = false}) do seen[#seen + 1] = i end
+    assert.are.same({3, 4, 5}, seen)
     local a = S(100, 2, 1, {seed = 5})
     local e1, e2 = list(a), list(a)
     assert.are_not.same(e1, e2) -- a new order every epoch

@@ -1,8 +1,9 @@
 -- imagefolder_spec: gluon.data.vision.ImageFolderDataset on trees written
 -- here: classes from sorted folder names (byte order, empty folders keep a
 -- label), accepted extensions in any case, one warning counting the skipped
--- files, items and synsets, 0-based items decoded to HWC uint8, flag 0,
--- errors; and scripts/make_dataset's fashion-leaf tree.
+-- files, items and synsets (0-based, as MXNet's lists), 0-based items
+-- decoded to HWC uint8, flag 0, errors; batches of int64 labels; and
+-- scripts/make_dataset's fashion-leaf tree.
 package.path = (debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "") .. "?.lua;" .. package.path
 local H = require("helpers")
 local np, luon = H.np, H.luon
@@ -64,10 +65,26 @@ describe("ImageFolderDataset", function()
   it("makes classes of sorted folders, items class by class, one warning for skipped files", function()
     local ds
     local w = capture_warnings(function() ds = vision.ImageFolderDataset(root) end)
-    assert.are.same({"B", "Zeta", "a", "cat", "empty"}, ds.synsets)
+    assert.are.same({"B", "Zeta", "a", "cat", "empty"}, ds.synsets:totable())
     assert.are.equal(6, ds:len())
+    assert.are.equal(6, #ds)
+    -- synsets[label] and items[i] as MXNet's (0-based; negative from the end)
+    assert.are.equal(5, #ds.synsets)
+    assert.are.equal("B", ds.synsets[0])
+    assert.are.equal("cat", ds.synsets[ds[5][2]])
+    assert.are.equal("empty", ds.synsets[-1])
+    H.assert_error(function() return ds.synsets[5] end,
+                   {"ImageFolderDataset.synsets: index 5 is out of range for 5 entries", "0..4"})
+    H.assert_error(function() return ds.synsets[np.array(1)] end, {"ImageFolderDataset.synsets: index"})
+    H.assert_error(function() for _ in ipairs(ds.synsets) do end end, "table expected")
+    local seen = {}
+    for name in ds.synsets do seen[#seen + 1] = name end
+    assert.are.same({"B", "Zeta", "a", "cat", "empty"}, seen)
+    assert.are.equal(6, #ds.items)
+    assert.are.equal(3, ds.items[5][2])
+    assert.are.same(ds.items[5], ds.items[-1])
     local names, labels = {}, {}
-    for k, it in ipairs(ds.items) do
+    for k, it in ipairs(ds.items:totable()) do
       names[k] = it[1]:sub(#root + 2)
       labels[k] = it[2]
     end
@@ -94,7 +111,8 @@ describe("ImageFolderDataset", function()
     capture_warnings(function() gray = vision.ImageFolderDataset(root, {flag = 0}) end)
     assert.are.same({8, 8, 1}, gray[3][1].shape)
     H.assert_error(function() return ds[6] end, {"index 6 is out of range", "length 6"})
-    H.assert_error(function() return ds:get(-1) end, "out of range")
+    H.check(ds:get(-6)[1], j[1]:totable()) -- from the end, as MXNet's
+    H.assert_error(function() return ds:get(-7) end, "index -7 is out of range")
   end)
 
   it("names what is wrong", function()
@@ -126,17 +144,17 @@ describe("ImageFolderDataset", function()
     assert.is_true(rc == 0 or rc == true)
     for split, n in pairs({train = 8, validation = 4, test = 6}) do
       local ds = vision.ImageFolderDataset(out .. "/" .. split)
-      assert.are.same({"shirt", "t-shirt"}, ds.synsets)
+      assert.are.same({"shirt", "t-shirt"}, ds.synsets:totable())
       assert.are.equal(n, ds:len())
       local x = ds[0][1]
       assert.are.same({48, 48, 3}, x.shape)
     end
     -- deterministic: a second run with --force writes the same bytes
-    local f = io.open(out .. "/train/shirt/" .. vision.ImageFolderDataset(out .. "/train").items[1][1]:match("[^/]+$"), "rb")
+    local f = io.open(out .. "/train/shirt/" .. vision.ImageFolderDataset(out .. "/train").items[0][1]:match("[^/]+$"), "rb")
     local before = f:read("*a")
     f:close()
     os.execute(cmd .. " --force")
-    f = io.open(vision.ImageFolderDataset(out .. "/train").items[1][1], "rb")
+    f = io.open(vision.ImageFolderDataset(out .. "/train").items[0][1], "rb")
     assert.are.equal(before, f:read("*a"))
     f:close()
     sh("rm -rf '" .. out:match("^(.*)/fashion%-leaf$") .. "'")

@@ -30,7 +30,7 @@ end
 local function epochs(loader, check)
   local out = {}
   for _ = 1, 2 do
-    for b in loader:iter() do
+    for _, b in loader:enumerate() do
       if check then check(b) end
       out[#out + 1] = {b[1]:totable(), b[2]:totable(), b[1].shape, b[1].dtype, b[2].dtype}
     end
@@ -138,7 +138,7 @@ describe("DataLoader pin_memory", function()
       local got, k = {}, 0
       local l = loader(true)
       for _ = 1, 3 do
-        for b in l:iter() do
+        for _, b in l:enumerate() do
           assert.is_true(pinned(b[1]) and pinned(b[2]), name .. ": batch not pinned")
           local x = b[1]:as_in_context(gpu)
           local y = utils.split_and_load(b[2], {gpu})[1]

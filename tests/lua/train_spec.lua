@@ -49,8 +49,8 @@ local function train(dev, seed, epochs)
   local loader = gluon.data.DataLoader(train_ds, {batch_size = BATCH, shuffle = true, seed = seed})
   local losses = {}
   for _ = 1, epochs or EPOCHS do
-    for batch in loader:iter() do
-      local x, y = to_tensor(batch[1], dev), batch[2]:to_device(dev)
+    for data, label in loader do
+      local x, y = to_tensor(data, dev), label:to_device(dev)
       local l = autograd.record(function() return loss_fn(net(x), y) end)
       l:backward()
       trainer:step(x.shape[1])
@@ -58,8 +58,8 @@ local function train(dev, seed, epochs)
     end
   end
   local acc = gluon.metric.Accuracy()
-  for batch in gluon.data.DataLoader(test_ds, {batch_size = 250}):iter() do
-    acc:update({batch[2]:to_device(dev)}, {net(to_tensor(batch[1], dev))})
+  for data, label in gluon.data.DataLoader(test_ds, {batch_size = 250}) do
+    acc:update({label:to_device(dev)}, {net(to_tensor(data, dev))})
   end
   local _, a = acc:get()
   return losses, a

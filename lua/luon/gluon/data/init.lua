@@ -24,24 +24,15 @@
 -- field by field into a list.
 local core = require("luon.core")
 local np = require("luon.np")
+local object = require("luon.gluon.data.object")
 local ffi, C = core.ffi, core.C
 local is_array = core.is_array
+local new, class = object.new, object.class
 
 local data = {}
 
 -- Warnings go through data.warn (tests replace it to capture them).
 function data.warn(msg) io.stderr:write("Warning: ", msg, "\n") end
-
--- A class whose instances index 0-based items with obj[i] (= obj:get(i)).
-local function class(base)
-  local cls = {}
-  cls.__index = function(obj, k)
-    if type(k) == "number" then return obj:get(k) end
-    return cls[k]
-  end
-  if base then setmetatable(cls, {__index = base}) end
-  return cls
-end
 
 local function argerror(fmt, ...) core.error(fmt:format(...)) end
 
@@ -56,28 +47,66 @@ local function pack(...)
   return {...}
 end
 
-local function check_index(ds, i)
-  local n = ds:len()
-  if type(i) ~= "number" or i % 1 ~= 0 or i < 0 or i >= n then
-    argerror("dataset index %s is out of range for a dataset of length %d (indices are 0-based)",
-             tostring(i), n)
+-- Index i of a dataset of n items as 0..n-1: -n..-1 count from the end,
+-- as MXNet's (NumPy's) indexing; anything else is an error.
+local function check_index(i, n)
+  if type(i) ~= "number" or i % 1 ~= 0 or i < -n or i >= n then
+    argerror("dataset index %s is out of range for a dataset of length %d (indices are 0-based: " ..
+             "0..%d, or -%d..-1 from the end)", core.show_value(i), n, n - 1, n)
   end
+  if i < 0 then return i + n end
+  return i
+end
+data._check_index = check_index -- for the vision datasets
+
+-- Whether x can be a dataset, sampler or batch sampler: an object of this
+-- module or a table with the methods.
+local function indexable(x)
+  return type(x) == "table" or object.class_of(x) ~= nil
 end
 
 ---------------------------------------------------------------------------
 -- Dataset
 
-local Dataset = class()
+local Dataset = class(nil, "Dataset")
 data.Dataset = Dataset
 
 -- A dataset class defines len() and get(i); the base class only says so.
 function Dataset:len() argerror("Dataset: this dataset class defines no len()") end
 function Dataset:get() argerror("Dataset: this dataset class defines no get(i)") end
 
--- A dataset class of one's own: local My = data.Dataset:extend(); define
--- My:len() and My:get(i) (0-based); make one with My:new{fields...}.
-function Dataset.extend(base) return class(base) end
-function Dataset.new(cls, obj) return setmetatable(obj or {}, cls) end
+-- A dataset class of one's own: local My = data.Dataset:extend("My");
+-- define My:len() and My:get(i) (0-based); make one with My:new{fields...}
+-- (keep the items in a field: self[i] is self:get(i)). #ds is ds:len(),
+-- ds[i] is ds:get(i), `for data, label in ds do` goes over the items.
+function Dataset.extend(base, name)
+  if name ~= nil and type(name) ~= "string" then
+    argerror("extend: the class name must be a string, got %s", core.show_value(name))
+  end
+  return class(base, name)
+end
+function Dataset.new(cls, obj)
+  if obj ~= nil and (type(obj) ~= "table" or getmetatable(obj) ~= nil) then
+    argerror("new: expected a table of fields, got %s", core.show_value(obj))
+  end
+  return new(cls, obj or {})
+end
+
+-- Item fields one by one (an item that is a list gives its fields).
+local function fields(item)
+  if is_tuple(item) and #item > 0 then return unpack(item) end
+  return item
+end
+
+-- for data, label in ds:iter() do ... end: the items in order, each list
+-- item as its fields (as MXNet's `for data, label in dataset`).
+function Dataset:iter()
+  local i, n = -1, self:len()
+  return function()
+    i = i + 1
+    if i < n then return fields(self:get(i)) end
+  end
+end
 
 -- A dataset of fn(item) (fn(field1, field2, ...) for list items). lazy
 -- (default true): applied at each access; false: applied once to all
@@ -86,7 +115,7 @@ function Dataset:transform(fn, lazy)
   if type(fn) ~= "function" and not (type(fn) == "table" and getmetatable(fn)) then
     argerror("transform: expected a function, got %s", type(fn))
   end
-  local t = setmetatable({_base = self, _fn = fn}, data._LazyTransformDataset)
+  local t = new(data._LazyTransformDataset, {_base = self, _fn = fn})
   if lazy == false then
     local items = {}
     for i = 0, t:len() - 1 do items[i + 1] = t:get(i) end
@@ -143,7 +172,7 @@ function Dataset:shard(num_shards, index)
 end
 
 -- Lazily transformed dataset.
-local LazyTransformDataset = class(Dataset)
+local LazyTransformDataset = class(Dataset, "_LazyTransformDataset")
 data._LazyTransformDataset = LazyTransformDataset
 function LazyTransformDataset:len() return self._base:len() end
 function LazyTransformDataset:get(i)
@@ -153,35 +182,35 @@ function LazyTransformDataset:get(i)
 end
 
 -- A dataset of chosen items of another (filter, take, shard).
-local IndexedDataset = class(Dataset)
+local IndexedDataset = class(Dataset, "_IndexedDataset")
 function data._IndexedDataset(base, idx)
-  return setmetatable({_base = base, _idx = idx}, IndexedDataset)
+  return new(IndexedDataset, {_base = base, _idx = idx})
 end
 function IndexedDataset:len() return #self._idx end
 function IndexedDataset:get(i)
-  check_index(self, i)
-  return self._base:get(self._idx[i + 1])
+  local idx = self._idx
+  return self._base:get(idx[check_index(i, #idx) + 1])
 end
 
 ---------------------------------------------------------------------------
 -- SimpleDataset and ArrayDataset
 
-local SimpleDataset = class(Dataset)
+local SimpleDataset = class(Dataset, "SimpleDataset")
 
 -- A dataset over a Lua list (item i is list[i + 1]).
 function data.SimpleDataset(list)
   if type(list) ~= "table" or getmetatable(list) ~= nil then
     argerror("SimpleDataset: expected a Lua list, got %s", type(list))
   end
-  return setmetatable({_data = list}, SimpleDataset)
+  return new(SimpleDataset, {_data = list})
 end
 function SimpleDataset:len() return #self._data end
 function SimpleDataset:get(i)
-  check_index(self, i)
-  return self._data[i + 1]
+  local list = self._data
+  return list[check_index(i, #list) + 1]
 end
 
-local ArrayDataset = class(Dataset)
+local ArrayDataset = class(Dataset, "ArrayDataset")
 
 local function length_of(x)
   if is_array(x) then
@@ -213,11 +242,11 @@ function data.ArrayDataset(...)
                "while argument %d has %d", len, k, l)
     end
   end
-  return setmetatable({_data = fields, _n = n, _len = len}, ArrayDataset)
+  return new(ArrayDataset, {_data = fields, _n = n, _len = len})
 end
 function ArrayDataset:len() return self._len end
 function ArrayDataset:get(i)
-  check_index(self, i)
+  i = check_index(i, self._len)
   local f = self._data
   if self._n == 1 then
     local x = f[1]
@@ -283,8 +312,9 @@ local function stack_arrays(samples)
   return batch
 end
 
--- Numbers (or booleans) into an int64 / float64 / bool array.
-local function stack_numbers(samples)
+-- Numbers (or booleans) into an int64 / float64 / bool array (integers
+-- into dtype when given: the int32 labels of MNIST).
+local function stack_numbers(samples, dtype)
   local n = #samples
   local kind = type(samples[1])
   local integral = true
@@ -295,7 +325,7 @@ local function stack_numbers(samples)
     end
     if kind == "number" and v % 1 ~= 0 then integral = false end
   end
-  local dt = kind == "boolean" and core.BOOL or (integral and core.INT64 or core.FLOAT64)
+  local dt = kind == "boolean" and core.BOOL or (integral and (dtype or core.INT64) or core.FLOAT64)
   local buf = ffi.new(core.ctypes[dt] .. "[?]", n > 0 and n or 1)
   for k = 1, n do
     local v = samples[k]
@@ -335,7 +365,23 @@ end
 batchify.Stack = function() return batchify.stack end
 
 ---------------------------------------------------------------------------
--- Samplers: :len() and :iter() (an iterator over 0-based indices).
+-- Samplers: :len() and :iter() (an iterator over 0-based indices); #s is
+-- s:len() and `for i in s do` one pass, as MXNet's len(s) and `for i in s`.
+
+local Sampler = class(nil, "Sampler")
+data.Sampler = Sampler
+
+function Sampler:len() argerror("Sampler: this sampler class defines no len()") end
+function Sampler:iter() argerror("Sampler: this sampler class defines no iter()") end
+function Sampler:get(i)
+  argerror("%s: a sampler has no items by index (got [%s]); iterate it with `for i in sampler do`",
+           object.name_of(object.class_of(self)), core.show_value(i))
+end
+
+-- A sampler class of one's own: local My = data.Sampler:extend("My");
+-- define My:len() and My:iter() (a function returning the next index, nil
+-- at the end); make one with My:new{fields...}.
+Sampler.extend, Sampler.new = Dataset.extend, Dataset.new
 
 -- A tiny seeded generator (splitmix64) for shuffling.
 local function rng(seed)
@@ -358,10 +404,9 @@ local function list_iter(list)
   end
 end
 
-local SequentialSampler = {}
-SequentialSampler.__index = SequentialSampler
+local SequentialSampler = class(Sampler, "SequentialSampler")
 function data.SequentialSampler(length, start)
-  return setmetatable({_len = length, _start = start or 0}, SequentialSampler)
+  return new(SequentialSampler, {_len = length, _start = start or 0})
 end
 function SequentialSampler:len() return self._len end
 function SequentialSampler:iter()
@@ -374,10 +419,9 @@ end
 -- A new permutation every epoch. With `seed` the order depends only on the
 -- seed and the epoch; without, the generator is seeded from luon's random
 -- stream (np.random.seed makes it reproducible).
-local RandomSampler = {}
-RandomSampler.__index = RandomSampler
+local RandomSampler = class(Sampler, "RandomSampler")
 function data.RandomSampler(length, seed)
-  return setmetatable({_len = length, _seed = seed}, RandomSampler)
+  return new(RandomSampler, {_len = length, _seed = seed})
 end
 function RandomSampler:len() return self._len end
 function RandomSampler:iter()
@@ -399,14 +443,10 @@ function RandomSampler:iter()
   return list_iter(p)
 end
 
--- Each process's shard for distributed training (luon.dist).
-data.SplitSampler = require("luon.gluon.data.sampler_dist").SplitSampler
-
 local last_batch_modes = {keep = true, discard = true, rollover = true}
 
 -- Groups a sampler's indices into lists of batch_size.
-local BatchSampler = {}
-BatchSampler.__index = BatchSampler
+local BatchSampler = class(Sampler, "BatchSampler")
 function data.BatchSampler(sampler, batch_size, last_batch)
   last_batch = last_batch or "keep"
   if not last_batch_modes[last_batch] then
@@ -415,10 +455,10 @@ function data.BatchSampler(sampler, batch_size, last_batch)
   if type(batch_size) ~= "number" or batch_size < 1 or batch_size % 1 ~= 0 then
     argerror("batch_size must be a positive integer, got %s", tostring(batch_size))
   end
-  if type(sampler) ~= "table" or type(sampler.iter) ~= "function" or type(sampler.len) ~= "function" then
+  if not indexable(sampler) or type(sampler.iter) ~= "function" or type(sampler.len) ~= "function" then
     argerror("BatchSampler: sampler must be a sampler (with :len() and :iter()), got %s", core.show_value(sampler))
   end
-  return setmetatable({_sampler = sampler, _bs = batch_size, _last = last_batch, _prev = {}}, BatchSampler)
+  return new(BatchSampler, {_sampler = sampler, _bs = batch_size, _last = last_batch, _prev = {}})
 end
 function BatchSampler:len()
   local n, bs = self._sampler:len(), self._bs
@@ -453,8 +493,7 @@ end
 ---------------------------------------------------------------------------
 -- DataLoader
 
-local DataLoader = {}
-DataLoader.__index = DataLoader
+local DataLoader = class(nil, "DataLoader")
 
 local loader_keys = {batch_size = true, shuffle = true, sampler = true, last_batch = true,
                      batch_sampler = true, batchify_fn = true, num_workers = true, pin_memory = true,
@@ -466,11 +505,11 @@ local loader_keys = {batch_size = true, shuffle = true, sampler = true, last_bat
 -- arr, n = its C steps}; nil otherwise.
 local function c_plan(dataset)
   local base, fn = dataset, nil
-  if getmetatable(dataset) == LazyTransformDataset then
+  if object.class_of(dataset) == LazyTransformDataset then
     if dataset._first == nil then return nil end
     base, fn = dataset._base, dataset._first
   end
-  if type(base) ~= "table" or type(base._c_source) ~= "function" then return nil end
+  if not indexable(base) or type(base._c_source) ~= "function" then return nil end
   local src = base:_c_source()
   if not src then return nil end
   local arr, n = nil, 0
@@ -525,8 +564,8 @@ data._pin_batch = pin_batch -- for the specs
 -- there directly; the Lua path copies each finished batch there.
 function data.DataLoader(dataset, opts)
   opts = opts or {}
-  if type(dataset) ~= "table" or type(dataset.len) ~= "function" then
-    argerror("DataLoader: expected a Dataset (with :len() and :get(i)), got %s", type(dataset))
+  if not indexable(dataset) or type(dataset.len) ~= "function" then
+    argerror("DataLoader: expected a Dataset (with :len() and :get(i)), got %s", core.show_value(dataset))
   end
   if type(opts) ~= "table" then argerror("DataLoader: expected a table of options, got %s", type(opts)) end
   core.check_keys(opts, "DataLoader", 2, loader_keys)
@@ -550,7 +589,7 @@ function data.DataLoader(dataset, opts)
   elseif opts.batch_size ~= nil or opts.shuffle or opts.sampler ~= nil or opts.last_batch ~= nil then
     argerror("batch_size, shuffle, sampler and last_batch must not be specified if batch_sampler is specified.")
   end
-  if bsampler ~= nil and (type(bsampler) ~= "table" or type(bsampler.iter) ~= "function") then
+  if bsampler ~= nil and (not indexable(bsampler) or type(bsampler.iter) ~= "function") then
     argerror("DataLoader: batch_sampler must be a batch sampler (with :iter()), got %s", core.show_value(bsampler))
   end
   if opts.batchify_fn ~= nil and type(opts.batchify_fn) ~= "function" then
@@ -594,9 +633,9 @@ function data.DataLoader(dataset, opts)
     core.check(C.luon_transform_next_seed(seed_out))
     seed = seed_out[0]
   end
-  local self = setmetatable({_dataset = dataset, _batch_sampler = bsampler, _batchify = opts.batchify_fn,
-                             _seed = seed, _epoch = 0, _skip = on_error == "skip", _skipped = 0,
-                             _num_workers = nw, _pin = pin}, DataLoader)
+  local self = new(DataLoader, {_dataset = dataset, _batch_sampler = bsampler, _batchify = opts.batchify_fn,
+                                _seed = seed, _epoch = 0, _skip = on_error == "skip", _skipped = 0,
+                                _num_workers = nw, _pin = pin})
   local plan = not opts.batchify_fn and c_plan(dataset)
   if plan and opts.try_nopython ~= false then
     local src = plan.src
@@ -611,7 +650,9 @@ function data.DataLoader(dataset, opts)
     core.check(C.luon_loader_new(n, paths, src.images and src.images.t or nil, labels, src.flag or 1,
                                  plan.arr, plan.n, nw, prefetch, self._skip and 1 or 0, seed, loader_out))
     self._c = ffi.gc(loader_out[0], C.luon_loader_free)
+    self._c_len = n
     if pin then core.check(C.luon_loader_set_pin_memory(self._c, pin)) end
+    if src.label_dtype then core.check(C.luon_loader_set_label_dtype(self._c, src.label_dtype)) end
     self._images = src.images -- kept alive with the loader (C holds a reference too)
   elseif plan then
     self._plan = plan -- the Lua path, sample by sample as the C loader makes them
@@ -643,14 +684,34 @@ local function warn_skips(self, before, first)
   end
 end
 
+-- A batch sampler's list of indices into a dataset of n items, each as
+-- get(i) takes it: -n..-1 count from the end (a new list then), others out
+-- of 0..n-1 are the error get(i) gives.
+local function batch_indices(indices, n)
+  local out = indices
+  for k = 1, #indices do
+    local i = indices[k]
+    if type(i) ~= "number" or i < 0 or i >= n or i % 1 ~= 0 then
+      i = check_index(i, n)
+      if out == indices then
+        out = {}
+        for j = 1, #indices do out[j] = indices[j] end
+      end
+      out[k] = i
+    end
+  end
+  return out
+end
+
 -- One batch from a list of 0-based indices. Datasets that can gather a
 -- batch themselves (an ArrayDataset of arrays, the vision datasets) do it
 -- with one take per field when the default batchify is in use.
 function DataLoader:_batch(indices, eseed)
   local ds = self._dataset
   local p = self._plan
+  if p or (not self._batchify and ds._gather) then indices = batch_indices(indices, ds:len()) end
   if p then
-    local samples = {}
+    local samples, labels = {}, {}
     for k = 1, #indices do
       local i = indices[k]
       local ok, x = true, nil
@@ -661,14 +722,15 @@ function DataLoader:_batch(indices, eseed)
         x = p.fn:_apply(p.base:get(i)[1], eseed, i)
       end
       if ok then
-        samples[#samples + 1] = {x, p.src.labels[i + 1]}
+        samples[#samples + 1] = x
+        labels[#samples] = p.src.labels[i + 1]
       else
         self._skipped = self._skipped + 1
         self._first_skip = self._first_skip or tostring(x)
       end
     end
     if #samples == 0 then return false end
-    return batchify.stack(samples)
+    return {batchify.stack(samples), stack_numbers(labels, p.src.label_dtype)}
   end
   if not self._batchify and ds._gather then
     local b = ds:_gather(indices)
@@ -701,10 +763,10 @@ local data_out, label_out = ffi.new("luon_tensor*[1]"), ffi.new("luon_tensor*[1]
 local msg_buf = ffi.new("char[1024]")
 
 -- The C loader's epoch: the batch sampler's whole epoch goes to C at once.
-function DataLoader:_c_iter()
-  local batches, total = {}, 0
+function DataLoader:_c_batches()
+  local batches, total, n = {}, 0, self._c_len
   for b in self._batch_sampler:iter() do
-    batches[#batches + 1] = b
+    batches[#batches + 1] = batch_indices(b, n)
     total = total + #b
   end
   local order = ffi.new("int64_t[?]", math.max(total, 1))
@@ -746,9 +808,11 @@ function DataLoader:_c_iter()
   end
 end
 
--- for batch in loader:iter() do ... end
-function DataLoader:iter()
-  if self._c then return self:_c_iter() end
+-- An epoch's iterator over the batches as the batchify function made them
+-- (the default: a list {data, label, ...}, or one array for a dataset of
+-- one field).
+function DataLoader:_batches()
+  if self._c then return self:_c_batches() end
   local it = self._batch_sampler:iter()
   local eseed = C.luon_loader_epoch_seed(self._seed, self._epoch)
   self._epoch = self._epoch + 1
@@ -770,9 +834,19 @@ function DataLoader:iter()
   end
 end
 
--- for i, batch in loader:enumerate() do ... end (i from 1)
+-- for data, label in loader:iter() do ... end: an epoch, each batch as its
+-- fields (a list batch unpacked), as MXNet's `for data, label in loader`;
+-- `for data, label in loader do` is the same (each loop a new epoch).
+function DataLoader:iter()
+  local it = self:_batches()
+  return function() return fields(it()) end
+end
+
+-- for i, batch in loader:enumerate() do ... end (i from 1): an epoch, each
+-- batch whole (batch[1] the data, batch[2] the label), as MXNet's
+-- `for i, batch in enumerate(loader)`.
 function DataLoader:enumerate()
-  local it = self:iter()
+  local it = self:_batches()
   local i = 0
   return function()
     local b = it()
@@ -780,6 +854,15 @@ function DataLoader:enumerate()
     i = i + 1
     return i, b
   end
+end
+
+function DataLoader:get(i)
+  argerror("DataLoader: a loader has no batches by index (got [%s]); iterate it: " ..
+           "for data, label in loader do ... end", core.show_value(i))
+end
+
+function DataLoader:__tostring()
+  return ("DataLoader(%d batches of %s)"):format(self:len(), object.name_of(object.class_of(self._dataset)))
 end
 
 -- The fast batch path of ArrayDataset: one take per array field, Lua list
@@ -809,5 +892,18 @@ function ArrayDataset:_gather(indices)
   return out
 end
 
--- gluon.data.vision loads on first use.
-return core.strict_module(data, "gluon.data", {vision = function() return require("luon.gluon.data.vision") end})
+-- MXNet's modules of gluon.data, as aliases of the above.
+data.dataset = core.strict_module({Dataset = Dataset, SimpleDataset = data.SimpleDataset,
+                                   ArrayDataset = data.ArrayDataset}, "gluon.data.dataset")
+data.sampler = core.strict_module({Sampler = Sampler, SequentialSampler = data.SequentialSampler,
+                                   RandomSampler = data.RandomSampler, BatchSampler = data.BatchSampler},
+                                  "gluon.data.sampler")
+data.dataloader = core.strict_module({DataLoader = data.DataLoader, default_batchify_fn = batchify.stack},
+                                     "gluon.data.dataloader")
+
+-- gluon.data.vision and SplitSampler (each process's shard for distributed
+-- training, luon.dist) load on first use.
+return core.strict_module(data, "gluon.data", {
+  vision = function() return require("luon.gluon.data.vision") end,
+  SplitSampler = function() return require("luon.gluon.data.sampler_dist").SplitSampler end,
+})

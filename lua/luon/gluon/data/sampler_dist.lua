@@ -11,10 +11,12 @@
 -- false: the part in order. seed: the order depends only on the seed and
 -- the epoch; without one, the generator is seeded from luon's random stream
 -- (np.random.seed makes it reproducible). A sampler, like the others of
--- gluon.data: :len() and :iter() over 0-based indices; pass it to
--- DataLoader{sampler = ...}. luon.dist.sampler(dataset) makes the one of
--- this process.
+-- gluon.data: :len() and :iter() over 0-based indices (#s, `for i in s`);
+-- pass it to DataLoader{sampler = ...}. luon.dist.sampler(dataset) makes
+-- the one of this process.
 local core = require("luon.core")
+local data = require("luon.gluon.data")
+local object = require("luon.gluon.data.object")
 local ffi = core.ffi
 local bit = require("bit")
 
@@ -39,8 +41,7 @@ local function int_arg(v, what, min)
   return v
 end
 
-local SplitSampler = {}
-SplitSampler.__index = SplitSampler
+local SplitSampler = object.class(data.Sampler, "SplitSampler")
 
 function M.SplitSampler(length, num_parts, part_index, opts)
   opts = opts or {}
@@ -51,9 +52,9 @@ function M.SplitSampler(length, num_parts, part_index, opts)
     core.error(("SplitSampler: part_index %d is not below num_parts %d"):format(part_index, num_parts), 2)
   end
   local part_len = math.floor(length / num_parts)
-  return setmetatable({_start = part_len * part_index, _len = part_len,
-                       _shuffle = opts.shuffle ~= false, _seed = opts.seed,
-                       num_parts = num_parts, part_index = part_index}, SplitSampler)
+  return object.new(SplitSampler, {_start = part_len * part_index, _len = part_len,
+                                   _shuffle = opts.shuffle ~= false, _seed = opts.seed,
+                                   num_parts = num_parts, part_index = part_index})
 end
 
 function SplitSampler:len() return self._len end

@@ -1,13 +1,17 @@
 -- luon.gluon.data.vision: the MNIST and FashionMNIST datasets from their IDX
 -- files (gzip or plain), read by core/io.c. The images are kept as ONE uint8
 -- array (N,28,28,1) and item i is {a view of image i (28,28,1), label}, as
--- MXNet's (HWC uint8, label a number). ImageFolderDataset: a folder per
--- class, images decoded on access (core/image.c). Both hand their samples
--- to the threaded C loader (core/pipeline.c) through :_c_source().
--- vision.transforms (module luon.gluon.data.transforms) loads on first use.
+-- MXNet's (HWC uint8, label a 0-d int32 array; batches of labels int32).
+-- ImageFolderDataset: a folder per class, images decoded on access
+-- (core/image.c), labels numbers (int64 in batches, as MXNet's Python
+-- ints). Both hand their samples to the threaded C loader
+-- (core/pipeline.c) through :_c_source(). vision.datasets holds the three
+-- (MXNet's gluon.data.vision.datasets); vision.transforms (module
+-- luon.gluon.data.transforms) loads on first use.
 local core = require("luon.core")
 local np = require("luon.np")
 local data = require("luon.gluon.data")
+local object = require("luon.gluon.data.object")
 local ffi, C = core.ffi, core.C
 
 local vision = {}
@@ -34,7 +38,7 @@ local function read_idx(path)
   return core.wrap(out[0])
 end
 
-local MNISTDataset = data.Dataset:extend()
+local MNISTDataset = data.Dataset:extend("MNIST")
 
 local function load(cls, default_root, opts)
   opts = opts or {}
@@ -63,23 +67,20 @@ local function load(cls, default_root, opts)
   core.check(C.luon_tensor_to_host(labels.t, lab, core.UINT8, n))
   local label = {}
   for i = 1, n do label[i] = lab[i - 1] end
+  labels = labels:astype("int32") -- MXNet's: np.uint8 read, int32 kept
   local transform = opts.transform
   if transform ~= nil and type(transform) ~= "function" and not getmetatable(transform) then
     core.error(("%s: transform must be a function fn(data, label), got %s"):format(cls, type(transform)))
   end
-  return MNISTDataset:new{_data = images:reshape({n, h, w, 1}), _label = label, _transform = transform,
-                          _root = root, _train = train}
+  return MNISTDataset:new{_data = images:reshape({n, h, w, 1}), _label = label, _label_arr = labels,
+                          _transform = transform, _root = root, _train = train, _name = cls}
 end
 
 function MNISTDataset:len() return #self._label end
 
 function MNISTDataset:get(i)
-  local n = #self._label
-  if type(i) ~= "number" or i % 1 ~= 0 or i < 0 or i >= n then
-    core.error(("dataset index %s is out of range for a dataset of length %d (indices are 0-based)")
-               :format(tostring(i), n))
-  end
-  local x, y = self._data:at(i), self._label[i + 1]
+  i = data._check_index(i, #self._label)
+  local x, y = self._data:at(i), self._label_arr:at(i)
   if self._transform then
     local a, b = self._transform(x, y)
     return {a, b}
@@ -87,19 +88,23 @@ function MNISTDataset:get(i)
   return {x, y}
 end
 
--- Default-batchify fast path of the DataLoader: one take for the images.
+-- Default-batchify fast path of the DataLoader: a batch is two takes
+-- (indices in range: the loader checked them as get does).
 function MNISTDataset:_gather(indices)
   if self._transform then return nil end
   local idx = np.array(indices, {dtype = "int64"})
-  -- the labels as one int64 array, made once: a batch is two takes
-  self._label_arr = self._label_arr or np.array(self._label, {dtype = "int64"})
   return {np.take(self._data, idx, 0), np.take(self._label_arr, idx, 0)}
 end
 
 -- For the C loader: the images as one (N,H,W,C) uint8 array and the labels.
 function MNISTDataset:_c_source()
   if self._transform then return nil end
-  return {images = self._data, labels = self._label}
+  return {images = self._data, labels = self._label, label_dtype = core.INT32}
+end
+
+function MNISTDataset:__tostring()
+  return ("%s(root='%s', %s, %d images)"):format(self._name, self._root, self._train and "train" or "test",
+                                                 #self._label)
 end
 
 ---------------------------------------------------------------------------
@@ -122,16 +127,19 @@ end
 
 local image_ext = {[".jpg"] = true, [".jpeg"] = true, [".png"] = true}
 
-local ImageFolderDataset = data.Dataset:extend()
+local ImageFolderDataset = data.Dataset:extend("ImageFolderDataset")
 vision._ImageFolderDataset = ImageFolderDataset
 
 -- ImageFolderDataset(root, {flag = 1}) (or (root, flag)): every folder of
 -- root, sorted by name (byte order: 'B' < 'a'), is a class whose label is
 -- its position from 0; .synsets names them. Files ending .jpg, .jpeg or
--- .png (any case) are the items, class by class in name order, as
--- .items = {{path, label}, ...}; other files are skipped with one warning
--- that counts them. Item i (0-based) is {(H,W,C) uint8 image, label};
--- flag 1: RGB, 0: gray (H,W,1).
+-- .png (any case) are the items, class by class in name order, as .items
+-- ({path, label} each); other files are skipped with one warning that
+-- counts them. .synsets and .items are 0-based as MXNet's lists:
+-- ds.synsets[label] is the name of label, ds.items[i] item i's {path,
+-- label}, # their length, :totable() a Lua list (ipairs on them is an
+-- error: they are not Lua lists). Item i (0-based) is {(H,W,C) uint8
+-- image, label}; flag 1: RGB, 0: gray (H,W,1).
 function vision.ImageFolderDataset(root, opts)
   local cls = "ImageFolderDataset"
   core.path_arg(root, cls, "root")
@@ -177,20 +185,16 @@ function vision.ImageFolderDataset(root, opts)
     data.warn(("%s: ignoring %d file%s that %s not .jpg, .jpeg or .png images (first: %s)")
                 :format(cls, ignored, ignored == 1 and "" or "s", ignored == 1 and "is" or "are", first_ignored))
   end
-  return ImageFolderDataset:new{_root = root, _flag = flag, synsets = synsets, items = items,
-                                _paths = paths, _labels = labels}
+  return ImageFolderDataset:new{_root = root, _flag = flag, synsets = object.list0(synsets, cls .. ".synsets"),
+                                items = object.list0(items, cls .. ".items"), _paths = paths, _labels = labels}
 end
 
-function ImageFolderDataset:len() return #self.items end
+function ImageFolderDataset:len() return #self._paths end
 
 local imgout = ffi.new("luon_tensor*[1]")
 
 function ImageFolderDataset:get(i)
-  local n = #self.items
-  if type(i) ~= "number" or i % 1 ~= 0 or i < 0 or i >= n then
-    core.error(("dataset index %s is out of range for a dataset of length %d (indices are 0-based)")
-               :format(tostring(i), n))
-  end
+  i = data._check_index(i, #self._paths)
   local path = self._paths[i + 1]
   core.check(C.luon_image_read(path, self._flag, 0, 0, imgout))
   core.gc_pressure()
@@ -222,6 +226,11 @@ function vision.MNIST(opts) return load("MNIST", "~/.mxnet/datasets/mnist", opts
 function vision.FashionMNIST(opts)
   return load("FashionMNIST", "/usr/share/datasets/fashion-mnist", opts)
 end
+
+-- MXNet's module gluon.data.vision.datasets.
+vision.datasets = core.strict_module({MNIST = vision.MNIST, FashionMNIST = vision.FashionMNIST,
+                                     ImageFolderDataset = vision.ImageFolderDataset},
+                                    "gluon.data.vision.datasets")
 
 return core.strict_module(vision, "gluon.data.vision",
                           {transforms = function() return require("luon.gluon.data.transforms") end})
