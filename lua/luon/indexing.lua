@@ -68,14 +68,14 @@ local function entries_of(key, fname)
   for pos = 1, n do
     local e = key[pos]
     local te = type(e)
-    if e == nil or e == true then
+    if te == "nil" or (te == "boolean" and e) then -- (== on an array is an error)
       list[pos] = FULL
     elseif te == "number" then
       if not core.is_int(e) then
         core.error(("%s: entry %d of the index must be an integer, got %s"):format(fname, pos, show(e)))
       end
       list[pos] = {kind = "int", e}
-    elseif e == "..." then
+    elseif te == "string" and e == "..." then
       list[pos] = {kind = "ellipsis"}
     elseif is_array(e) then
       local dt = core.info_of(e).dtype

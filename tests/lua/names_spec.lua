@@ -68,7 +68,7 @@ describe("unknown names", function()
     fails(function() return np.random.unifrom end, {"np.random has no field 'unifrom'; did you mean 'uniform'?"})
     fails(function() return gluon.loss.L2loss end, {"gluon.loss has no field 'L2loss'; did you mean 'L2Loss'?"})
     fails(function() return mx.autograd.recrod end, {"autograd has no field 'recrod'; did you mean 'record'?"})
-    fails(function() return mx.gluon.data.DataLoder end, {"gluon.data has no field 'DataLoder'; did you mean 'DataLoader'?"})
+    fails(function() return mx.gluon.data.DataLoder end, {"gluon.data has no field 'DataLoder'; did you mean 'DataLoader' or 'dataloader'?"})
     fails(function() return mx.init.xavier end, {"init has no field 'xavier'; did you mean 'Xavier'?"})
     fails(function() return mx.cpus end, {"luon has no field 'cpus'; did you mean 'cpu'?"})
     -- nothing close: no suggestion
