@@ -82,14 +82,19 @@ end
 -- the DataLoader makes its batches when a GPU is present: all zeros
 -- without a GPU. Emptying it waits for the copies still reading its blocks.
 local PINNED = 3 -- LUON_CPU_PINNED
+local function pinned_id(id, fname)
+  return core.int_arg(id or 0, fname, "the pinned pool id", 3, 0, 2^31 - 1)
+end
+
 function npx.pinned_memory_stats(id)
-  local s = stats_of(PINNED, id or 0)
+  local s = stats_of(PINNED, pinned_id(id, "pinned_memory_stats"))
   return s
 end
 
 function npx.empty_pinned_cache(id)
+  id = pinned_id(id, "empty_pinned_cache")
   collectgarbage("collect")
-  core.check(C.luon_memory_empty_cache(PINNED, id or 0), 2)
+  core.check(C.luon_memory_empty_cache(PINNED, id), 2)
 end
 
 function npx.waitall()
