@@ -124,7 +124,8 @@ static bool temp_of(const char *name, const char *base, long *pid) {
  * its directory, where the writer is proven dead: its pid names no process
  * (another process's pid, never this one's) and no one holds the file's
  * lock (writers hold one: this guards against a pid of another pid
- * namespace). Best effort: nothing is reported. */
+ * namespace). Only regular files of our own user. Best effort: nothing is
+ * reported. */
 static void remove_stale_temps(const char *dst) {
   const char *slash = strrchr(dst, '/');
   const char *base = slash ? slash + 1 : dst;
@@ -145,8 +146,13 @@ static void remove_stale_temps(const char *dst) {
     int fd = openat(dfd, e->d_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     struct stat a, b;
     if (fd < 0) {
-      if (errno != EACCES) continue; /* a link, gone, ... */
-    } else if (fstat(fd, &a) != 0 || !S_ISREG(a.st_mode) || flock(fd, LOCK_EX | LOCK_NB) != 0 ||
+      /* unreadable (a mode such as 200 kept from the old file): ours by its
+       * owner, without the lock's evidence; a link, gone, ...: left */
+      if (errno != EACCES || fstatat(dfd, e->d_name, &a, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(a.st_mode) ||
+          a.st_uid != geteuid())
+        continue;
+    } else if (fstat(fd, &a) != 0 || !S_ISREG(a.st_mode) || a.st_uid != geteuid() ||
+               flock(fd, LOCK_EX | LOCK_NB) != 0 ||
                fstatat(dfd, e->d_name, &b, AT_SYMLINK_NOFOLLOW) != 0 || a.st_ino != b.st_ino ||
                a.st_dev != b.st_dev) {
       close(fd);
@@ -209,7 +215,7 @@ luon_status lu_wfile_open(lu_wfile *f, const char *fn, const char *path) {
     free(f->dst);
     return s;
   }
-  (void)flock(f->fd, LOCK_EX); /* proof of life for remove_stale_temps */
+  (void)flock(f->fd, LOCK_EX | LOCK_NB); /* proof of life for remove_stale_temps; a new file: free */
   if (exists) {
     /* the owner and group where allowed (best effort), then the exact mode
      * (fchown may have cleared set-id bits) */
