@@ -103,23 +103,8 @@ end
 -- machine could not back into an error instead of the OOM killer.
 local core = require("luon.core")
 
-local function luon_exe()
-  if os.getenv("LUON_EXE") then return os.getenv("LUON_EXE") end
-  for dir in package.path:gmatch("([^;]*)/lua/%?%.lua") do
-    local f = io.open(dir .. "/luon", "rb")
-    if f then f:close() end
-    local g = io.open(dir .. "/luon/init.lua", "rb")
-    if g then g:close() end
-    if f and not g then return dir .. "/luon" end
-  end
-  return (debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. "../../build/luon"
-end
-
 local function run(env, code)
-  local p = io.popen(("%s %s -e %q 2>&1; echo \"exit=$?\""):format(env, luon_exe(), code))
-  local out = p:read("*a")
-  p:close()
-  return out:gsub("exit=%d+%s*$", ""), tonumber(out:match("exit=(%d+)%s*$"))
+  return H.sh(("%s %s -e %s"):format(env, H.quote(H.luon_exe()), H.quote(code)))
 end
 
 for _, dev in ipairs(H.devices()) do
