@@ -47,18 +47,49 @@ static luon_status fail(luon_rt *rt, luon_status s, const char *fmt, ...) {
   return s;
 }
 
+/* Argument 1 as a message, as tostring shows it: a string or number as it
+ * is, a value with __tostring through it, anything else as "nil", "true",
+ * "table: 0x...". Run in protected mode: __tostring may raise. */
+static int to_message(lua_State *L) {
+  if (lua_type(L, 1) == LUA_TSTRING || lua_type(L, 1) == LUA_TNUMBER) {
+    lua_pushstring(L, lua_tostring(L, 1));
+  } else if (luaL_callmeta(L, 1, "__tostring")) {
+    if (!lua_isstring(L, -1)) luaL_error(L, "'__tostring' must return a string");
+  } else if (lua_isnil(L, 1)) {
+    lua_pushliteral(L, "nil");
+  } else if (lua_isboolean(L, 1)) {
+    lua_pushstring(L, lua_toboolean(L, 1) ? "true" : "false");
+  } else {
+    lua_pushfstring(L, "%s: %p", luaL_typename(L, 1), lua_topointer(L, 1));
+  }
+  return 1;
+}
+
+/* Replace the value at the top of the stack by its message (to_message),
+ * or by a line naming its type when even that fails. */
+static void message_at_top(lua_State *L) {
+  if (lua_type(L, -1) == LUA_TSTRING) return;
+  lua_pushcfunction(L, to_message);
+  lua_pushvalue(L, -2);
+  if (lua_pcall(L, 1, 1, 0) != 0) {
+    lua_pop(L, 1);
+    lua_pushfstring(L, "(error object is a %s value whose __tostring failed)", luaL_typename(L, -1));
+  }
+  lua_remove(L, -2);
+}
+
 /* The error on top of the stack, popped, as status s. */
 static luon_status fail_lua(luon_rt *rt, luon_status s, const char *what) {
-  const char *m = lua_tostring(rt->L, -1);
-  fail(rt, s, "%s: %s", what, m ? m : "(error object is not a string)");
+  message_at_top(rt->L);
+  fail(rt, s, "%s: %s", what, lua_tostring(rt->L, -1));
   lua_pop(rt->L, 1);
   return s;
 }
 
 static int traceback(lua_State *L) {
-  const char *msg = lua_tostring(L, 1);
-  if (!msg) msg = "(error object is not a string)";
-  luaL_traceback(L, L, msg, 1);
+  lua_settop(L, 1);
+  message_at_top(L);
+  luaL_traceback(L, L, lua_tostring(L, 1), 1);
   return 1;
 }
 

@@ -5,7 +5,9 @@
  * the asynchronous copies that read them and are reused only once those
  * have completed. */
 #include "internal.h"
+#include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -17,6 +19,8 @@ typedef struct pool {
   pthread_mutex_t lock;
   lu_block *free[NCLASS];
   luon_memory_stats stats;
+  int64_t limit;   /* bytes held (in use + cached + reserved) at most: 0 none, -1 LUON_MEMORY_LIMIT's */
+  int64_t reserved; /* by allocations between the limit check and their accounting */
 } pool;
 
 static pool cpu_pools[LU_MAX_CPU_DEVICES];
@@ -27,10 +31,38 @@ static luon_counters counters;
 
 luon_counters *luon_counters_get(void) { return &counters; }
 
+/* LUON_MEMORY_LIMIT, read once: every pool's limit until one is set. */
+static int64_t env_limit;
+static char env_limit_bad[160]; /* the error where its value is not a size */
+
+static void read_env_limit(void) {
+  const char *v = getenv("LUON_MEMORY_LIMIT");
+  if (!v || !*v) return;
+  char *end;
+  errno = 0;
+  double x = strtod(v, &end);
+  double unit = 1;
+  switch (*end) {
+    case 'k': case 'K': unit = 1024.0, end++; break;
+    case 'm': case 'M': unit = 1024.0 * 1024, end++; break;
+    case 'g': case 'G': unit = 1024.0 * 1024 * 1024, end++; break;
+    case 't': case 'T': unit = 1024.0 * 1024 * 1024 * 1024, end++; break;
+    default: break;
+  }
+  if (end == v || *end || errno || !(x >= 0) || x * unit >= 9.2e18)
+    snprintf(env_limit_bad, sizeof env_limit_bad,
+             "LUON_MEMORY_LIMIT='%.60s' is not a number of bytes >= 0 (optionally with K, M, G or T)", v);
+  else
+    env_limit = (int64_t)(x * unit);
+}
+
 static void pools_init(void) {
   for (int i = 0; i < LU_MAX_CPU_DEVICES; i++) pthread_mutex_init(&cpu_pools[i].lock, NULL);
   for (int i = 0; i < LU_MAX_GPU_DEVICES; i++) pthread_mutex_init(&gpu_pools[i].lock, NULL);
   for (int i = 0; i < LU_MAX_GPU_DEVICES; i++) pthread_mutex_init(&pinned_pools[i].lock, NULL);
+  for (int i = 0; i < LU_MAX_CPU_DEVICES; i++) cpu_pools[i].limit = -1;
+  for (int i = 0; i < LU_MAX_GPU_DEVICES; i++) gpu_pools[i].limit = pinned_pools[i].limit = -1;
+  read_env_limit();
 }
 
 static pool *pool_of(lu_device d) {
@@ -174,6 +206,33 @@ static lu_block *take_cached(pool *pl, lu_device d, int c) {
   return b;
 }
 
+static const char *pool_name(lu_device d) {
+  return d.type == LUON_CPU_PINNED ? "pinned host memory" : lu_device_str(d);
+}
+
+/* Pool pl's limit (lock held): its own, or LUON_MEMORY_LIMIT's. */
+static luon_status limit_of(const pool *pl, int64_t *limit) {
+  *limit = pl->limit >= 0 ? pl->limit : env_limit;
+  if (pl->limit < 0 && env_limit_bad[0]) return lu_error(LUON_EINVAL, "%s", env_limit_bad);
+  return LUON_OK;
+}
+
+/* Reserve `rounded` new bytes under pl's limit, giving the cache back to
+ * the system first where that makes them fit (lock held). */
+static luon_status reserve(pool *pl, lu_device d, size_t bytes, size_t rounded) {
+  int64_t limit;
+  LU_TRY(limit_of(pl, &limit));
+  int64_t want = (int64_t)rounded;
+  if (limit > 0 && pl->stats.in_use + pl->stats.cached + pl->reserved + want > limit) drain(pl, d);
+  if (limit > 0 && pl->stats.in_use + pl->reserved + want > limit)
+    return lu_error(LUON_ENOMEM,
+                    "out of memory on %s: asked for %zu bytes with %lld in use, past the limit of %lld "
+                    "bytes (%s)", pool_name(d), bytes, (long long)(pl->stats.in_use + pl->reserved),
+                    (long long)limit, pl->limit >= 0 ? "set by npx.set_memory_limit" : "LUON_MEMORY_LIMIT");
+  pl->reserved += want;
+  return LUON_OK;
+}
+
 luon_status lu_alloc(lu_device d, size_t bytes, lu_block **out) {
   pool *pl = pool_of(d);
   if (!pl) return lu_error(LUON_EDEVICE, "alloc: no such device %s", lu_device_str(d));
@@ -188,7 +247,9 @@ luon_status lu_alloc(lu_device d, size_t bytes, lu_block **out) {
     pl->stats.cache_hits++;
     account(pl, b);
   }
+  luon_status lim = b ? LUON_OK : reserve(pl, d, bytes, rounded);
   pthread_mutex_unlock(&pl->lock);
+  if (lim != LUON_OK) return lim;
   if (!b) {
     b = d.type == LUON_CPU_PINNED ? calloc(1, sizeof(pinned_block)) : malloc(sizeof *b);
     luon_status st = LUON_ENOMEM;
@@ -207,18 +268,21 @@ luon_status lu_alloc(lu_device d, size_t bytes, lu_block **out) {
     }
     if (!p) {
       free(b);
+      pthread_mutex_lock(&pl->lock);
+      pl->reserved -= (int64_t)rounded;
+      pthread_mutex_unlock(&pl->lock);
       if (st != LUON_ENOMEM) return st;
       int64_t fr = -1, total = -1;
       if (d.type == LUON_GPU && lu_cuda.memory_info) lu_cuda.memory_info(d.id, &fr, &total);
       if (d.type != LUON_GPU) fr = host_available();
-      return lu_error(LUON_ENOMEM, "out of memory on %s: asked for %zu bytes, %lld bytes free",
-                      d.type == LUON_CPU_PINNED ? "pinned host memory" : lu_device_str(d), bytes,
-                      (long long)fr);
+      return lu_error(LUON_ENOMEM, "out of memory on %s: asked for %zu bytes, %lld bytes free", pool_name(d),
+                      bytes, (long long)fr);
     }
     b->ptr = p;
     b->bytes = rounded;
     b->dev = d;
     pthread_mutex_lock(&pl->lock);
+    pl->reserved -= (int64_t)rounded;
     account(pl, b);
     pthread_mutex_unlock(&pl->lock);
   }
@@ -326,6 +390,30 @@ luon_status luon_memory_reset_peak(int32_t type, int32_t id) {
   pl->stats.peak = pl->stats.in_use;
   pthread_mutex_unlock(&pl->lock);
   return LUON_OK;
+}
+
+luon_status luon_memory_limit_set(int32_t type, int32_t id, int64_t bytes) {
+  lu_device d = {type, id};
+  LU_TRY(pool_check("set_memory_limit", d));
+  if (bytes < 0)
+    return lu_error(LUON_EINVAL, "set_memory_limit: %s: bytes must be >= 0 (0: no limit), got %lld",
+                    pool_name(d), (long long)bytes);
+  pool *pl = pool_of(d);
+  pthread_mutex_lock(&pl->lock);
+  pl->limit = bytes;
+  pthread_mutex_unlock(&pl->lock);
+  return LUON_OK;
+}
+
+luon_status luon_memory_limit_get(int32_t type, int32_t id, int64_t *bytes) {
+  if (!bytes) return lu_error(LUON_EINVAL, "memory_limit: bytes is NULL");
+  lu_device d = {type, id};
+  LU_TRY(pool_check("memory_limit", d));
+  pool *pl = pool_of(d);
+  pthread_mutex_lock(&pl->lock);
+  luon_status s = limit_of(pl, bytes);
+  pthread_mutex_unlock(&pl->lock);
+  return s;
 }
 
 /* Kernel scratch through the cache: a block's address sits in the 64 bytes

@@ -5,7 +5,6 @@
 #include "internal.h"
 #include <errno.h>
 #include <fcntl.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <strings.h>
@@ -430,44 +429,6 @@ static int ends_with(const char *s, const char *suffix) {
   return n >= m && strcasecmp(s + n - m, suffix) == 0;
 }
 
-/* Write len bytes to path through a temporary file in the same directory
- * and a rename, so readers never see a partial file. */
-static luon_status write_atomic(const char *fn, const char *path, const void *data, size_t len) {
-  static atomic_uint serial;
-  size_t plen = strlen(path);
-  char *tmp = malloc(plen + 48);
-  if (!tmp) return lu_error(LUON_ENOMEM, "%s: out of host memory", fn);
-  snprintf(tmp, plen + 48, "%s.%ld.%u.tmp", path, (long)getpid(), atomic_fetch_add(&serial, 1));
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-  if (fd < 0) {
-    luon_status s = lu_error(LUON_EIO, "%s: cannot create '%s' (through its temporary file %s): %s", fn, path,
-                             tmp + plen, strerror(errno));
-    free(tmp);
-    return s;
-  }
-  const uint8_t *p = data;
-  size_t done = 0;
-  int err = 0;
-  while (done < len) {
-    ssize_t r = write(fd, p + done, len - done);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) {
-      err = r < 0 ? errno : ENOSPC;
-      break;
-    }
-    done += (size_t)r;
-  }
-  if (close(fd) != 0 && !err) err = errno;
-  if (!err && rename(tmp, path) != 0) err = errno;
-  luon_status s = LUON_OK;
-  if (err) {
-    unlink(tmp);
-    s = lu_error(LUON_EIO, "%s: cannot write '%s': %s", fn, path, strerror(err));
-  }
-  free(tmp);
-  return s;
-}
-
 luon_status luon_image_write(const char *path, const luon_tensor *t, int32_t quality) {
   if (!path) return lu_error(LUON_EINVAL, "imwrite: NULL path");
   int jpeg = ends_with(path, ".jpg") || ends_with(path, ".jpeg");
@@ -481,7 +442,13 @@ luon_status luon_image_write(const char *path, const luon_tensor *t, int32_t qua
   luon_status s = jpeg ? encode_jpeg("imwrite", px, h, w, c, quality, &buf, &len)
                        : encode_png("imwrite", px, h, w, c, &buf, &len);
   free(owned);
-  if (s == LUON_OK) s = write_atomic("imwrite", path, buf, len);
+  lu_wfile f;
+  if (s == LUON_OK) s = lu_wfile_open(&f, "imwrite", path);
+  if (s == LUON_OK) {
+    s = lu_wfile_write(&f, buf, len);
+    if (s == LUON_OK) s = lu_wfile_commit(&f);
+    else lu_wfile_abort(&f);
+  }
   free(buf);
   return s;
 }

@@ -304,6 +304,31 @@ luon_status lu_read_file(const char *fn, const char *path, uint8_t **buf, size_t
  * file and its size, or -1 with errno set (0: not a regular file). */
 int lu_open_regular(const char *path, uint64_t *size);
 
+/* ---- replacing a file (io.c) ---------------------------------------------- */
+
+/* A file written whole, then renamed over path: readers see the old file or
+ * the new one, never a half file. lu_wfile_open makes the temporary file
+ * "<target>.tmp.<pid>.<n>" beside path's target (path itself, or where a
+ * symbolic link at path points: the link stays; a directory or device at
+ * path is refused), created exclusively (never through a link planted at
+ * that name), with the mode and, where allowed, owner and group of the file
+ * it replaces; it first removes the temporary files of killed saves of the
+ * same target whose writer is proven dead. lu_wfile_write appends;
+ * lu_wfile_commit flushes the file to disk, renames it into place and syncs
+ * the directory; lu_wfile_abort removes it. Commit and abort always end f.
+ * Errors read "<fn>: <path>: ...". While files are open SIGXFSZ is ignored
+ * (where its action is the default), so passing a file-size limit is an
+ * error, not the end of the process. */
+typedef struct lu_wfile {
+  int fd;
+  char *dst, *tmp;
+  const char *fn, *path;
+} lu_wfile;
+luon_status lu_wfile_open(lu_wfile *f, const char *fn, const char *path);
+luon_status lu_wfile_write(lu_wfile *f, const void *p, size_t n);
+luon_status lu_wfile_commit(lu_wfile *f);
+void lu_wfile_abort(lu_wfile *f);
+
 /* ---- strided iteration (core/iter.c) -------------------------------------- */
 
 /* Walk an N-d index space `shape` over up to LU_ITER_MAX_OPS operands, each

@@ -154,6 +154,16 @@ luon_status luon_memory_stats_get(int32_t dev_type, int32_t dev_id, luon_memory_
  * waits for the copies still reading its cached blocks). */
 luon_status luon_memory_empty_cache(int32_t dev_type, int32_t dev_id);
 luon_status luon_memory_reset_peak(int32_t dev_type, int32_t dev_id);
+/* An optional cap on the bytes one device's allocator (or pinned pool)
+ * holds, in use plus cached: 0 for none. An allocation past it first gives
+ * the device's cache back to the system, then fails with LUON_ENOMEM naming
+ * the bytes asked, in use and allowed, where the system might instead kill
+ * the process. Every device starts with $LUON_MEMORY_LIMIT (bytes, or with a
+ * K, M, G or T suffix: powers of 1024), or none; while that is not a size,
+ * allocations and luon_memory_limit_get on a device whose limit was never
+ * set fail with LUON_EINVAL naming it. LUON_EINVAL for bytes < 0. */
+luon_status luon_memory_limit_set(int32_t dev_type, int32_t dev_id, int64_t bytes);
+luon_status luon_memory_limit_get(int32_t dev_type, int32_t dev_id, int64_t *bytes);
 
 /* Pinned (page-locked) host memory, what the data loader's batches are made
  * in when a GPU is present: a copy from it to gpu(i) is queued and returns

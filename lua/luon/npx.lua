@@ -100,14 +100,38 @@ end
 -- the DataLoader makes its batches when a GPU is present: all zeros
 -- without a GPU. Emptying it waits for the copies still reading its blocks.
 local PINNED = 3 -- LUON_CPU_PINNED
+local function pinned_id(id, fname)
+  return core.int_arg(id or 0, fname, "the pinned pool id", 3, 0, 2^31 - 1)
+end
+
 function npx.pinned_memory_stats(id)
-  local s = stats_of(PINNED, id or 0)
+  local s = stats_of(PINNED, pinned_id(id, "pinned_memory_stats"))
   return s
 end
 
 function npx.empty_pinned_cache(id)
+  id = pinned_id(id, "empty_pinned_cache")
   collectgarbage("collect")
-  core.check(C.luon_memory_empty_cache(PINNED, id or 0), 2)
+  core.check(C.luon_memory_empty_cache(PINNED, id), 2)
+end
+
+-- A cap on the bytes a device's allocator holds (in use plus cached), nil
+-- or 0 for none: an allocation past it raises "out of memory" (after a full
+-- collection and a retry, as on a full device) where the system might kill
+-- the process instead. $LUON_MEMORY_LIMIT (bytes; K, M, G, T suffixes)
+-- gives every device its first limit.
+function npx.set_memory_limit(dev, bytes)
+  dev = core.resolve_device(dev, "set_memory_limit", 2)
+  bytes = core.int_arg(bytes or 0, "set_memory_limit", "bytes", 2, 0)
+  core.check(C.luon_memory_limit_set(dev.type_id, dev.device_id, bytes), 2)
+end
+
+-- The device's limit in bytes, or nil for none.
+function npx.memory_limit(dev)
+  dev = core.resolve_device(dev, "memory_limit", 2)
+  local v = ffi.new("int64_t[1]")
+  core.check(C.luon_memory_limit_get(dev.type_id, dev.device_id, v), 2)
+  return v[0] ~= 0 and tonumber(v[0]) or nil
 end
 
 function npx.waitall()

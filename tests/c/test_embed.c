@@ -124,6 +124,25 @@ static void test_runtime(void) {
   CHECK(luon_rt_dostring(rt, "error('from a string')") == LUON_ESCRIPT, "run-time error");
   CHECK(strstr(luon_rt_last_error(rt), "from a string") && strstr(luon_rt_last_error(rt), "traceback"),
         "message with traceback: %s", luon_rt_last_error(rt));
+  /* an error value that is not a string: tostring's text (honouring
+   * __tostring), with the traceback */
+  struct { const char *code, *msg; } objs[] = {
+      {"error(setmetatable({}, {__tostring = function() return 'custom failure' end}))", "custom failure"},
+      {"error(nil)", "luon_rt_dostring: nil\n"},
+      {"error({})", "luon_rt_dostring: table: 0x"},
+      {"error(true)", "luon_rt_dostring: true\n"},
+      {"error(setmetatable({}, {__tostring = function() error('no') end}))", "table value whose __tostring failed"},
+  };
+  for (size_t c = 0; c < sizeof objs / sizeof objs[0]; c++) {
+    CHECK(luon_rt_dostring(rt, objs[c].code) == LUON_ESCRIPT, "%s", objs[c].code);
+    CHECK(strstr(luon_rt_last_error(rt), objs[c].msg) && strstr(luon_rt_last_error(rt), "traceback"),
+          "%s: message with traceback: %s", objs[c].code, luon_rt_last_error(rt));
+  }
+  CHECK_OK(luon_rt_dostring(rt, "function raises_table() error(setmetatable({}, {__tostring = "
+                                "function() return 'policy failed' end})) end"));
+  CHECK(luon_rt_call(rt, "raises_table", 0, NULL, 0, NULL) == LUON_ESCRIPT, "call raising a table");
+  CHECK(strstr(luon_rt_last_error(rt), "raises_table: policy failed") && strstr(luon_rt_last_error(rt), "traceback"),
+        "call: message with traceback: %s", luon_rt_last_error(rt));
   CHECK(luon_rt_dofile(rt, "/nonexistent/policy.lua") == LUON_EIO, "missing file");
   CHECK(strstr(luon_rt_last_error(rt), "/nonexistent/policy.lua") != NULL, "%s", luon_rt_last_error(rt));
   CHECK(luon_rt_set_gc_mode(rt, 7) == LUON_EINVAL, "bad gc mode");

@@ -10,7 +10,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static char dir[256];
@@ -262,6 +268,174 @@ static void test_save_errors(void) {
   CHECK(luon_safetensors_count(h) == 1, "replaced file");
   luon_safetensors_close(h);
   CHECK(!dir_has_tmp(), "a temporary file was left behind");
+  luon_tensor_release(a);
+}
+
+/* ---- saving: the temporary file ------------------------------------------- */
+
+static bool exists(const char *p) {
+  struct stat sb;
+  return lstat(p, &sb) == 0;
+}
+
+/* A pid that named a process a moment ago and names none now. */
+static pid_t dead_pid(void) {
+  pid_t c = fork();
+  if (c == 0) _exit(0);
+  waitpid(c, NULL, 0);
+  return c;
+}
+
+/* Links planted at the temporary file's names redirect nothing: the old
+ * name (PATH.tmp.<pid>) and the first 50 of the new ones. */
+static void test_save_planted_links(luon_tensor *const *ts, const char *const *one) {
+  const char *path = tmp_path("planted.safetensors"), *victim = tmp_path("victim");
+  write_bytes(victim, "precious", 8);
+  char name[700];
+  for (int k = -1; k < 50; k++) {
+    if (k < 0) snprintf(name, sizeof name, "%s.tmp.%ld", path, (long)getpid());
+    else snprintf(name, sizeof name, "%s.tmp.%ld.%d", path, (long)getpid(), k);
+    CHECK(symlink(victim, name) == 0, "symlink %s", name);
+  }
+  CHECK_OK(luon_safetensors_save(path, 1, one, ts));
+  size_t n;
+  unsigned char *b = read_bytes(victim, &n);
+  CHECK(n == 8 && b && memcmp(b, "precious", 8) == 0, "the save wrote through a planted link");
+  free(b);
+  struct stat sb;
+  CHECK(lstat(path, &sb) == 0 && S_ISREG(sb.st_mode), "the file is not a regular file");
+  luon_safetensors *h = NULL;
+  CHECK_OK(luon_safetensors_open(path, &h));
+  if (h) luon_safetensors_close(h);
+  for (int k = -1; k < 50; k++) {
+    if (k < 0) snprintf(name, sizeof name, "%s.tmp.%ld", path, (long)getpid());
+    else snprintf(name, sizeof name, "%s.tmp.%ld.%d", path, (long)getpid(), k);
+    CHECK(lstat(name, &sb) == 0 && S_ISLNK(sb.st_mode), "planted link %s removed or replaced", name);
+    unlink(name);
+  }
+  unlink(victim);
+  unlink(path);
+}
+
+/* The temporary files of killed saves go at the next save of the path,
+ * those of live writers stay. */
+static void test_save_stale_temps(luon_tensor *const *ts, const char *const *one) {
+  const char *path = tmp_path("stale.safetensors");
+  pid_t dead = dead_pid();
+  char old_style[700], new_style[700], live[700], locked[700], other[700];
+  snprintf(old_style, sizeof old_style, "%s.tmp.%ld", path, (long)dead);
+  snprintf(new_style, sizeof new_style, "%s.tmp.%ld.3", path, (long)dead);
+  snprintf(live, sizeof live, "%s.tmp.%ld.0", path, (long)getppid());
+  snprintf(locked, sizeof locked, "%s.tmp.%ld.7", path, (long)dead);
+  snprintf(other, sizeof other, "%s.old.%ld", path, (long)dead);
+  write_bytes(old_style, "x", 1);
+  write_bytes(new_style, "x", 1);
+  write_bytes(live, "x", 1);
+  write_bytes(other, "x", 1);
+  write_bytes(locked, "x", 1);
+  /* a writer whose pid we cannot see (another pid namespace) holds its lock */
+  int ready[2], stop[2];
+  CHECK(pipe(ready) == 0 && pipe(stop) == 0, "pipes");
+  pid_t holder = fork();
+  if (holder == 0) {
+    close(stop[1]);
+    int fd = open(locked, O_RDONLY);
+    char c = flock(fd, LOCK_EX) == 0 ? 'y' : 'n';
+    if (write(ready[1], &c, 1) != 1) _exit(1);
+    if (read(stop[0], &c, 1) < 0) _exit(1);
+    _exit(0);
+  }
+  char c = 0;
+  CHECK(read(ready[0], &c, 1) == 1 && c == 'y', "the lock holder did not start");
+  CHECK_OK(luon_safetensors_save(path, 1, one, ts));
+  CHECK(!exists(old_style), "the stale %s is still there", old_style);
+  CHECK(!exists(new_style), "the stale %s is still there", new_style);
+  CHECK(exists(live), "the temporary file of a live process was removed");
+  CHECK(exists(locked), "a temporary file whose lock is held was removed");
+  CHECK(exists(other), "a file of another name was removed");
+  close(stop[1]);
+  waitpid(holder, NULL, 0);
+  close(ready[0]), close(ready[1]), close(stop[0]);
+  /* its lock free now: the next save removes it */
+  CHECK_OK(luon_safetensors_save(path, 1, one, ts));
+  CHECK(!exists(locked), "the stale %s is still there once its lock is free", locked);
+  unlink(live);
+  unlink(other);
+  unlink(path);
+}
+
+/* A replaced file keeps its mode; a new one gets 0666 under the umask. */
+static void test_save_mode(luon_tensor *const *ts, const char *const *one) {
+  const char *path = tmp_path("mode.safetensors");
+  mode_t mask = umask(022);
+  CHECK_OK(luon_safetensors_save(path, 1, one, ts));
+  struct stat sb;
+  CHECK(stat(path, &sb) == 0 && (sb.st_mode & 07777) == 0644, "new file mode %o", sb.st_mode & 07777);
+  CHECK(chmod(path, 0600) == 0, "chmod");
+  CHECK_OK(luon_safetensors_save(path, 1, one, ts));
+  CHECK(stat(path, &sb) == 0 && (sb.st_mode & 07777) == 0600, "mode 600 became %o", sb.st_mode & 07777);
+  CHECK(chmod(path, 0640) == 0, "chmod");
+  CHECK_OK(luon_safetensors_save(path, 1, one, ts));
+  CHECK(stat(path, &sb) == 0 && (sb.st_mode & 07777) == 0640, "mode 640 became %o", sb.st_mode & 07777);
+  /* through a link: the target's mode */
+  const char *link = tmp_path("mode-link.safetensors");
+  CHECK(symlink(path, link) == 0, "symlink");
+  CHECK(chmod(path, 0604) == 0, "chmod");
+  CHECK_OK(luon_safetensors_save(link, 1, one, ts));
+  CHECK(stat(path, &sb) == 0 && (sb.st_mode & 07777) == 0604, "target mode 604 became %o", sb.st_mode & 07777);
+  umask(mask);
+  unlink(link);
+  unlink(path);
+}
+
+static volatile sig_atomic_t got_xfsz;
+static void on_xfsz(int sig) { (void)sig, got_xfsz = 1; }
+
+/* Past the file-size limit (ulimit -f) a save fails with an error and the
+ * old file intact, where SIGXFSZ used to end the process. In a child, whose
+ * limit we lower. */
+static void test_save_file_size_limit(void) {
+  const char *path = tmp_path("fsize.safetensors");
+  write_bytes(path, "old contents", 12);
+  pid_t c = fork();
+  if (c == 0) {
+    struct rlimit rl = {64 * 1024, 64 * 1024};
+    if (setrlimit(RLIMIT_FSIZE, &rl) != 0) _exit(10);
+    int64_t sh[1] = {1 << 20}; /* 4 MB of float32 */
+    luon_tensor *big = make(LUON_DTYPE_F32, 1, sh, 0);
+    if (!big) _exit(11);
+    const char *one[1] = {"w"};
+    if (luon_safetensors_save(path, 1, one, &big) != LUON_EIO) _exit(12);
+    if (!strstr(luon_last_error(), "File too large")) _exit(13);
+    struct sigaction sa;
+    if (sigaction(SIGXFSZ, NULL, &sa) != 0 || sa.sa_handler != SIG_DFL) _exit(14); /* restored */
+    /* a host's own handler stays and is called; the save still fails */
+    signal(SIGXFSZ, on_xfsz);
+    if (luon_safetensors_save(path, 1, one, &big) != LUON_EIO || !got_xfsz) _exit(15);
+    if (sigaction(SIGXFSZ, NULL, &sa) != 0 || sa.sa_handler != on_xfsz) _exit(16);
+    _exit(0);
+  }
+  int st = 0;
+  waitpid(c, &st, 0);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child: %s %d", WIFSIGNALED(st) ? "killed by signal" : "exit",
+        WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+  size_t n;
+  unsigned char *b = read_bytes(path, &n);
+  CHECK(n == 12 && b && memcmp(b, "old contents", 12) == 0, "the old file changed");
+  free(b);
+  CHECK(!dir_has_tmp(), "a temporary file was left behind");
+  unlink(path);
+}
+
+static void test_save_safety(void) {
+  int64_t sh[1] = {3};
+  luon_tensor *a = make(LUON_DTYPE_F32, 1, sh, 0);
+  luon_tensor *ts[1] = {a};
+  const char *one[1] = {"w"};
+  test_save_planted_links(ts, one);
+  test_save_stale_temps(ts, one);
+  test_save_mode(ts, one);
+  test_save_file_size_limit();
   luon_tensor_release(a);
 }
 
@@ -579,6 +753,7 @@ int main(void) {
   }
   test_round_trip();
   test_save_errors();
+  test_save_safety();
   test_corrupt();
   test_fuzz();
   test_idx();

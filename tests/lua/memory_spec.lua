@@ -98,3 +98,91 @@ for _, dev in ipairs(H.devices()) do
     end)
   end)
 end
+
+-- npx.set_memory_limit: a cap on a device's bytes turns an allocation the
+-- machine could not back into an error instead of the OOM killer.
+local core = require("luon.core")
+
+local function run(env, code)
+  return H.sh(("%s %s -e %s"):format(env, H.quote(H.luon_exe()), H.quote(code)))
+end
+
+for _, dev in ipairs(H.devices()) do
+  describe("memory limit on " .. tostring(dev), function()
+    after_each(function()
+      core.set_gc_mode("auto")
+      npx.set_memory_limit(dev, nil)
+    end)
+
+    it("is nil until set; nil or 0 removes it", function()
+      assert.is_nil(npx.memory_limit(dev))
+      npx.set_memory_limit(dev, 2 ^ 30)
+      assert.are.equal(2 ^ 30, npx.memory_limit(dev))
+      npx.set_memory_limit(dev, 0)
+      assert.is_nil(npx.memory_limit(dev))
+      npx.set_memory_limit(dev, 2 ^ 30)
+      npx.set_memory_limit(dev, nil)
+      assert.is_nil(npx.memory_limit(dev))
+    end)
+
+    it("refuses a request past it, naming the bytes asked, in use and allowed; luon goes on", function()
+      H.collect()
+      local in_use = npx.memory_stats(dev).in_use
+      npx.set_memory_limit(dev, in_use + 8 * 2 ^ 20)
+      local x = np.ones({2 ^ 20}, {device = dev}) -- 4 MB: fits
+      H.assert_error(function() return x:reshape({1, 2 ^ 20}) + np.ones({4, 1}, {device = dev}) end,
+                     {"out of memory on " .. tostring(dev), "asked for 16777216 bytes",
+                      "past the limit of " .. math.floor(in_use + 8 * 2 ^ 20) .. " bytes",
+                      "set by npx.set_memory_limit"})
+      assert.are.equal(2 ^ 20, x:sum():item())
+      npx.set_memory_limit(dev, nil)
+      H.assert_shape(x:reshape({1, 2 ^ 20}) + np.ones({4, 1}, {device = dev}), {4, 2 ^ 20})
+    end)
+
+    it("collects garbage arrays and retries before it raises", function()
+      local x = np.ones({2 ^ 18}, {device = dev}) -- 1 MB
+      H.collect()
+      npx.empty_cache(dev)
+      npx.set_memory_limit(dev, npx.memory_stats(dev).in_use + 6 * 2 ^ 20)
+      core.set_gc_mode("manual") -- only the retry after "out of memory" collects
+      local y
+      for _ = 1, 30 do y = x + 1 end -- 30 MB through a 6 MB cap
+      core.set_gc_mode("auto")
+      assert.are.equal(2 ^ 19, y:sum():item())
+      assert.is_true(npx.memory_stats(dev).in_use + npx.memory_stats(dev).cached <= npx.memory_limit(dev))
+    end)
+
+    it("checks its arguments", function()
+      H.assert_error(function() npx.set_memory_limit(dev, -1) end,
+                     "set_memory_limit: bytes must be an integer >= 0, got -1")
+      H.assert_error(function() npx.set_memory_limit(dev, "1G") end, "bytes must be an integer")
+      H.assert_error(function() npx.set_memory_limit("gpu(99)", 1) end, "set_memory_limit")
+      H.assert_error(function() npx.memory_limit(42) end, "memory_limit: device must be a Device")
+    end)
+  end)
+end
+
+describe("LUON_MEMORY_LIMIT", function()
+  it("gives every device its first limit (K, M, G suffixes); set_memory_limit overrides it", function()
+    local out, status = run("LUON_MEMORY_LIMIT=64M",
+      "local npx = require('luon').npx; print(npx.memory_limit(npx.cpu(0)), npx.memory_limit(npx.cpu(1)));" ..
+      "npx.set_memory_limit(npx.cpu(0), 0); print(npx.memory_limit(npx.cpu(0)))")
+    assert.are.equal(0, status, out)
+    assert.are.equal("67108864\t67108864\nnil\n", out)
+    out, status = run("LUON_MEMORY_LIMIT=1.5K", "print(require('luon').npx.memory_limit())")
+    assert.are.equal("1536\n", out)
+  end)
+
+  it("turns an allocation past it into an error", function()
+    local out, status = run("LUON_MEMORY_LIMIT=32M",
+      "local np = require('luon').np; local ok, e = pcall(np.ones, {2^24}); print(ok, e); print(np.ones({2}):sum():item())")
+    assert.are.equal(0, status, out)
+    assert.is_truthy(out:find("false\t.*out of memory on cpu%(0%): asked for 67108864 bytes.*LUON_MEMORY_LIMIT"), out)
+    assert.is_truthy(out:find("\n2\n", 1, true), out)
+  end)
+
+  it("names a value that is not a size", function()
+    local out = run("LUON_MEMORY_LIMIT=lots", "print(pcall(require('luon').npx.memory_limit))")
+    assert.is_truthy(out:find("LUON_MEMORY_LIMIT='lots' is not a number of bytes", 1, true), out)
+  end)
+end)

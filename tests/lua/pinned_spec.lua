@@ -121,6 +121,13 @@ describe("DataLoader pin_memory", function()
       assert.are.equal(6, data.DataLoader(arrays, {batch_size = 2, pin_device_id = 3}):len())
     end
     H.assert_error(function() npx.pinned_memory_stats(16) end, "pinned pool 16 does not exist")
+    -- ids checked as every device id is, before C sees them
+    for _, bad in ipairs({-1, 1.5, "0", 2 ^ 40, true}) do
+      H.assert_error(function() npx.pinned_memory_stats(bad) end,
+                     "pinned_memory_stats: the pinned pool id must be an integer from 0 to 2147483647, got")
+      H.assert_error(function() npx.empty_pinned_cache(bad) end,
+                     "empty_pinned_cache: the pinned pool id must be an integer from 0 to 2147483647, got")
+    end
   end)
 
   it("copies pinned batches to gpu(0), equal to the CPU ones, reusing the pool's blocks", function()

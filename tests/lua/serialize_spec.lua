@@ -102,6 +102,28 @@ describe("serialize", function()
     H.check(serialize.load(path)[1].array, {0, 0})
   end)
 
+  it("keeps the mode of the file it replaces; past ulimit -f it raises and keeps the old file", function()
+    local path = tmp("limited.params")
+    local save = "local gluon = require('luon').gluon; local net = gluon.nn.Dense(1000, {in_units = 1000});" ..
+                 "net:initialize(); local ok, e = pcall(net.save_parameters, net, %s); print(ok, e)"
+    local out, status = H.sh(("%s -e %s"):format(H.quote(H.luon_exe()), H.quote(save:format(("%q"):format(path)))))
+    assert.are.equal(0, status, out)
+    os.execute("chmod 600 " .. H.quote(path))
+    local before = read_file(path)
+    -- 4 MB of weights under a 1 MB file-size limit: an error, not SIGXFSZ
+    out, status = H.sh(("bash -c %s"):format(H.quote(("ulimit -f 1024; %s -e %s"):format(
+      H.quote(H.luon_exe()), H.quote(save:format(("%q"):format(path)))))))
+    assert.are.equal(0, status, out)
+    assert.is_truthy(out:find("false\t.*" .. path:gsub("%p", "%%%0") .. ".*File too large"), out)
+    assert.are.equal(before, read_file(path))
+    assert.is_false(leftovers())
+    out, status = H.sh(("%s -e %s"):format(H.quote(H.luon_exe()), H.quote(save:format(("%q"):format(path)))))
+    assert.are.equal(0, status, out)
+    local p = io.popen("stat -c %a " .. H.quote(path))
+    assert.are.equal("600", p:read("*l"))
+    p:close()
+  end)
+
   it("names the path and the problem when loading fails", function()
     H.assert_error(function() serialize.load(tmp("nope.safetensors")) end,
                    {"load: " .. tmp("nope.safetensors"), "cannot open", "No such file"})
