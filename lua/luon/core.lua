@@ -528,6 +528,11 @@ function M.device_of(kw, fname, level)
   return c
 end
 
+-- A warning on stderr ("Warning: ..."), as MXNet's Python warnings print.
+function M.warn(msg)
+  io.stderr:write("Warning: ", tostring(msg), "\n")
+end
+
 -- A value as an error message shows it: strings quoted, others by tostring.
 -- Other cdata show their type (no metamethod of theirs runs: a NULL
 -- luon_array pointer has luon's metatype, and would be dereferenced).

@@ -432,6 +432,7 @@ end
 
 -- x:set(v): fill x (an array or a view) with v, broadcast.
 function M.fill(x, v)
+  if not is_array(x) then core.error(("set: expected an ndarray, got %s"):format(core.show_value(x))) end
   M.set(x, {}, v, "set")
   return x
 end

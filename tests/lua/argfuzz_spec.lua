@@ -1,5 +1,6 @@
--- argfuzz_spec: every public function of np, np.random, npx, autograd and
--- every ndarray method, called with every kind of wrong value in each of its
+-- argfuzz_spec: every public function of np, np.random, npx, autograd, the
+-- gluon constructors (nn, loss, metric, data, transforms, init, Trainer)
+-- and utils, and every ndarray method, called with every kind of wrong value in each of its
 -- first three argument positions (and as self, for methods). Each call must
 -- return or raise a Lua error with a message; none may crash the process
 -- (the scripts/test ASan pass runs this file too), and a valid op must work
@@ -35,11 +36,17 @@ local function bad_values()
   }
 end
 
--- every function of a module table, by qualified name
+local function callable(v)
+  if type(v) == "function" then return true end
+  local mt = type(v) == "table" and getmetatable(v)
+  return mt and type(rawget(mt, "__call")) == "function" or false
+end
+
+-- every function (or callable class) of a module table, by qualified name
 local function functions_of(prefix, t, out)
   local names = {}
   for k, v in pairs(t) do
-    if type(k) == "string" and type(v) == "function" and k:sub(1, 1) ~= "_" then names[#names + 1] = k end
+    if type(k) == "string" and callable(v) and k:sub(1, 1) ~= "_" then names[#names + 1] = k end
   end
   table.sort(names)
   for _, k in ipairs(names) do
@@ -55,6 +62,15 @@ describe("argument fuzz", function()
     functions_of("np.random", np.random, targets)
     functions_of("npx", npx, targets)
     functions_of("autograd", autograd, targets)
+    local gluon = luon.gluon
+    functions_of("gluon.nn", gluon.nn, targets)
+    functions_of("gluon.loss", gluon.loss, targets)
+    functions_of("gluon.metric", gluon.metric, targets)
+    functions_of("gluon.utils", gluon.utils, targets)
+    functions_of("gluon.data", gluon.data, targets)
+    functions_of("gluon.data.vision.transforms", gluon.data.vision.transforms, targets)
+    functions_of("init", luon.init, targets)
+    targets[#targets + 1] = {"gluon.Trainer", gluon.Trainer}
     local methods = {}
     functions_of("ndarray", arr.methods, methods)
 

@@ -20,6 +20,10 @@ local same_shape = core.same_shape
 -- keywords; labels and preds as given (an array or a list).
 local update_names = {"labels", "preds"}
 local function update_args(name, ...)
+  if type(name) ~= "string" then
+    core.error(("metric.update_args(name, labels, preds): name must be the metric's name (a string), got %s")
+               :format(core.show_value(name)))
+  end
   local a = core.args(name .. ".update", update_names, update_names, ...)
   return a.labels, a.preds
 end

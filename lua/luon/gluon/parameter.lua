@@ -11,7 +11,7 @@ local initializer = require("luon.initializer")
 local M = {}
 
 -- Warnings go through M.warn (tests replace it to capture them).
-function M.warn(msg) io.stderr:write("Warning: ", msg, "\n") end
+function M.warn(msg) core.warn(msg) end
 
 local Parameter = {}
 M.Parameter = Parameter

@@ -32,7 +32,7 @@ local new, class = object.new, object.class
 local data = {}
 
 -- Warnings go through data.warn (tests replace it to capture them).
-function data.warn(msg) io.stderr:write("Warning: ", msg, "\n") end
+function data.warn(msg) core.warn(msg) end
 
 local function argerror(fmt, ...) core.error(fmt:format(...)) end
 
