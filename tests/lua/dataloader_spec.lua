@@ -140,12 +140,12 @@ describe("DataLoader over images", function()
       local loader = data.DataLoader(tds, {batch_size = 4, num_workers = o.num_workers, try_nopython = o.try_nopython})
       H.assert_error(function() collect(loader) end, {"dogs/05.jpg"})
       local warned = {}
-      local old = data.warn
-      data.warn = function(m) warned[#warned + 1] = m end
+      local old = core.warn
+      core.warn = function(m) warned[#warned + 1] = m end
       local skip = data.DataLoader(tds, {batch_size = 4, num_workers = o.num_workers, on_error = "skip",
                                          try_nopython = o.try_nopython, seed = 3})
       local ok, b = pcall(collect, skip)
-      data.warn = old
+      core.warn = old
       assert.is_true(ok, tostring(b))
       assert.are.equal(4, #b)
       assert.are.equal(3, #b[3][2]) -- sample 11 left out of the third batch

@@ -10,17 +10,17 @@ local gluon, init = luon.gluon, luon.init
 local nn = gluon.nn
 local Parameter = gluon.Parameter
 local block = require("luon.gluon.block")
-local parameter = require("luon.gluon.parameter")
+local core = require("luon.core")
 
 -- Run fn with summary's printing and warnings captured; returns fn's
 -- results, then the printed text and the warnings.
 local function captured(fn)
   local printed, warnings = {}, {}
-  local p0, w0 = block.print, parameter.warn
+  local p0, w0 = block.print, core.warn
   block.print = function(s) printed[#printed + 1] = s end
-  parameter.warn = function(s) warnings[#warnings + 1] = s end
+  core.warn = function(s) warnings[#warnings + 1] = s end
   local ok, a, b = pcall(fn)
-  block.print, parameter.warn = p0, w0
+  block.print, core.warn = p0, w0
   if not ok then error(a, 0) end
   return a, b, table.concat(printed, "\n"), warnings
 end

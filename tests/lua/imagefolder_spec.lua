@@ -8,6 +8,7 @@ package.path = (debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "") .. "?.l
 local H = require("helpers")
 local np, luon = H.np, H.luon
 local data = require("luon.gluon.data")
+local core = require("luon.core")
 local vision = data.vision
 local image = luon.image
 
@@ -32,10 +33,10 @@ local function pic(h, w, k)
 end
 
 local function capture_warnings(fn)
-  local got, old = {}, data.warn
-  data.warn = function(msg) got[#got + 1] = msg end
+  local got, old = {}, core.warn
+  core.warn = function(msg) got[#got + 1] = msg end
   local ok, err = pcall(fn)
-  data.warn = old
+  core.warn = old
   if not ok then error(err, 0) end
   return got
 end

@@ -697,7 +697,7 @@ function Sequential:hybridize(active, kw)
     if not derives(self._children[n], HybridBlock) then all_hybrid = false end
   end
   if all_hybrid and active ~= false then
-    param.warn(("All children of this Sequential layer '%s' are HybridBlocks. Consider using " ..
+    core.warn(("All children of this Sequential layer '%s' are HybridBlocks. Consider using " ..
                 "HybridSequential for the best performance."):format(self._class.__name))
   end
   return Block.hybridize(self, active, kw)

@@ -10,8 +10,7 @@ local initializer = require("luon.initializer")
 
 local M = {}
 
--- Warnings go through M.warn (tests replace it to capture them).
-function M.warn(msg) core.warn(msg) end
+-- Warnings go through core.warn (tests replace it to capture them).
 
 local Parameter = {}
 M.Parameter = Parameter
@@ -259,7 +258,7 @@ function methods.initialize(p, ...)
   local a = core.args("initialize", init_names, init_known, ...)
   local ini, device, default_init, force_reinit = a.init, core.device_of(a, "initialize"), a.default_init, a.force_reinit
   if p._data and not force_reinit then
-    M.warn(("Parameter '%s' is already initialized, ignoring. Set force_reinit=True to re-initialize.")
+    core.warn(("Parameter '%s' is already initialized, ignoring. Set force_reinit=True to re-initialize.")
            :format(p.name))
     return
   end

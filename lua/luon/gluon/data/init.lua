@@ -31,9 +31,6 @@ local new, class = object.new, object.class
 
 local data = {}
 
--- Warnings go through data.warn (tests replace it to capture them).
-function data.warn(msg) core.warn(msg) end
-
 local function argerror(fmt, ...) core.error(fmt:format(...)) end
 
 -- Fields of an item as arguments: a plain Lua list is a tuple of fields.
@@ -679,7 +676,7 @@ end
 local function warn_skips(self, before, first)
   local now = self:skipped()
   if now > before then
-    data.warn(("DataLoader: skipped %d image%s that failed to load this epoch (first: %s)")
+    core.warn(("DataLoader: skipped %d image%s that failed to load this epoch (first: %s)")
               :format(now - before, now - before == 1 and "" or "s", first or "?"))
   end
 end

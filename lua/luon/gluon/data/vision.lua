@@ -180,9 +180,9 @@ function vision.ImageFolderDataset(root, opts)
       end
     end
   end
-  for _, p in ipairs(not_dirs) do data.warn(("Ignoring %s, which is not a directory."):format(p)) end
+  for _, p in ipairs(not_dirs) do core.warn(("Ignoring %s, which is not a directory."):format(p)) end
   if ignored > 0 then
-    data.warn(("%s: ignoring %d file%s that %s not .jpg, .jpeg or .png images (first: %s)")
+    core.warn(("%s: ignoring %d file%s that %s not .jpg, .jpeg or .png images (first: %s)")
                 :format(cls, ignored, ignored == 1 and "" or "s", ignored == 1 and "is" or "are", first_ignored))
   end
   return ImageFolderDataset:new{_root = root, _flag = flag, synsets = object.list0(synsets, cls .. ".synsets"),
