@@ -485,7 +485,7 @@ static void fwd_chunks(void *ctx, int64_t c0, int64_t c1) {
   for (int64_t ch = c0; ch < c1; ch++) {
     int64_t n0, n1;
     sample_range(j, ch, &n0, &n1);
-    for (int64_t n = n0; n < n1; n++)
+    for (int64_t n = n0; n < n1 && !lu_interrupted(); n++)
       fwd_sample(j, j->a + n * g->C * g->H * g->W * j->es, j->col + ch * j->colsz * j->es,
                  j->y + n * g->O * g->P * j->es, false);
   }
@@ -586,7 +586,7 @@ static TC void direct_row(const job *jb, int64_t n, int64_t i, float *yn) {
 static void direct_rows(void *ctx, int64_t r0, int64_t r1) {
   const job *jb = ctx;
   const geom *g = jb->g;
-  for (int64_t r = r0; r < r1; r++)
+  for (int64_t r = r0; r < r1 && !lu_interrupted(); r++)
     direct_row(jb, r / g->OH, r % g->OH, (float *)jb->y + r / g->OH * g->O * g->P);
 }
 
@@ -678,7 +678,7 @@ static void gin_chunks(void *ctx, int64_t c0, int64_t c1) {
   for (int64_t ch = c0; ch < c1; ch++) {
     int64_t n0, n1;
     sample_range(j, ch, &n0, &n1);
-    for (int64_t n = n0; n < n1; n++)
+    for (int64_t n = n0; n < n1 && !lu_interrupted(); n++)
       gin_sample(g, j->dt, j->b, j->a + n * g->O * g->P * j->es, j->col + ch * j->colsz * j->es,
                  j->y + n * g->C * g->H * g->W * j->es);
   }
@@ -826,7 +826,7 @@ static void gw_chunks(void *ctx, int64_t c0, int64_t c1) {
     int64_t n0, n1;
     sample_range(j, ch, &n0, &n1);
     if (n0 == n1) memset(acc, 0, (size_t)(g->O * g->K * es));
-    for (int64_t n = n0; n < n1; n++)
+    for (int64_t n = n0; n < n1 && !lu_interrupted(); n++)
       gw_sample(g, j->dt, j->a + n * g->C * g->H * g->W * es, j->b + n * g->O * g->P * es,
                 j->col + ch * j->colsz * es, n == n0 ? 0 : 1, acc);
   }
@@ -1159,7 +1159,7 @@ static void cmp_fwd_chunks(void *ctx, int64_t c0, int64_t c1) {
     char *pool = col + j->colsz * es;
     int64_t n0, n1;
     sample_range(j, ch, &n0, &n1);
-    for (int64_t n = n0; n < n1; n++) {
+    for (int64_t n = n0; n < n1 && !lu_interrupted(); n++) {
       if (m->wr) {
         cl_fwd_sample(g, m->pw, (const float *)j->a + n * g->C * g->H * g->W, m->wr, (const float *)j->bias,
                       (float *)m->y + n * g->O * PP, m->idx + n * g->O * PP, (float *)buf);
@@ -1650,7 +1650,7 @@ static void cmp_bwd_chunks(void *ctx, int64_t c0, int64_t c1) {
     if (m->few) memset(front, 0, sizeof(float) * (size_t)few_xt(g));
     int64_t n0, n1;
     sample_range(j, ch, &n0, &n1);
-    for (int64_t n = n0; n < n1; n++) {
+    for (int64_t n = n0; n < n1 && !lu_interrupted(); n++) {
       const char *dyn = m->dy + n * g->O * PP * es;
       const uint8_t *in = m->idx + n * g->O * PP;
       const char *xn = j->a + n * g->C * g->H * g->W * es;
