@@ -334,10 +334,11 @@ static void span(int64_t off, int64_t s, int64_t W, int64_t OW, int64_t *lo, int
 }
 
 /* x (Cg,H,W) of one sample and group -> col (K,P), row (c,p,q), column (i,j).
- * col2im adds col back into dx (Cg,H,W), which the caller zeroed. */
+ * col2im adds col back into dx (Cg,H,W), which the caller zeroed. Both stop
+ * between channels after luon_interrupt (a sample's columns can be ~100 MB). */
 #define GEN_COLS(T, S)                                                                   \
   static TC NODIST void im2col_##S(const geom *g, const T *restrict x, T *restrict col) { \
-    for (int64_t c = 0; c < g->Cg; c++)                                                  \
+    for (int64_t c = 0; c < g->Cg && !lu_interrupted(); c++)                             \
       for (int64_t p = 0; p < g->KH; p++)                                                \
         for (int64_t q = 0; q < g->KW; q++) {                                            \
           T *restrict r = col + ((c * g->KH + p) * g->KW + q) * g->P;                    \
@@ -358,7 +359,7 @@ static void span(int64_t off, int64_t s, int64_t W, int64_t OW, int64_t *lo, int
         }                                                                                \
   }                                                                                      \
   static TC void col2im_##S(const geom *g, const T *restrict col, T *restrict dx) {      \
-    for (int64_t c = 0; c < g->Cg; c++)                                                  \
+    for (int64_t c = 0; c < g->Cg && !lu_interrupted(); c++)                             \
       for (int64_t p = 0; p < g->KH; p++)                                                \
         for (int64_t q = 0; q < g->KW; q++) {                                            \
           const T *restrict r = col + ((c * g->KH + p) * g->KW + q) * g->P;              \
