@@ -117,7 +117,7 @@ while true do k = k + 1 end
   it("leaves a script that ignores SIGINT (started in the background by sh) alone", function()
     if not python then return end
     local p = io.popen("sh -c " .. quote("(trap '' INT; exec " .. quote(luon) ..
-      " -e 'local t = os.time() + 1 while os.time() < t do end print(\"done\")') & pid=$!; " ..
+      " -e 'local t = os.time() + 2 while os.time() < t do end print(\"done\")') & pid=$!; " ..
       "sleep 0.3; kill -INT $pid; wait $pid; echo rc=$?") .. " 2>&1")
     local out = p:read("*a")
     p:close()
