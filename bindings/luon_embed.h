@@ -118,9 +118,9 @@ luon_status luon_rt_call(luon_rt *rt, const char *fn, int32_t nin, const luon_bu
  * LuaJIT runs no hooks inside JIT-compiled code: a loop it compiled that
  * calls no luon op (`while true do end`) cannot be interrupted. A loop that
  * calls luon ops stops at its next op (LUON_EINTERRUPTED, as above). Turn
- * the JIT off for Lua code that must always be stoppable, with
- * jit.off(fn, true) for a function and those it defines, or jit.off() for
- * the whole state (the REPL does so for its chunks). */
+ * the JIT off for Lua code that must always be stoppable, before it first
+ * runs: jit.off(fn, true) for a function and those it defines (the REPL
+ * does so for its chunks), or jit.off() for the whole state. */
 void luon_rt_interrupt(luon_rt *rt);
 luon_status luon_rt_set_timeout(luon_rt *rt, int64_t timeout_us);
 
