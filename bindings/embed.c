@@ -5,9 +5,12 @@
 #include "luon_embed.h"
 #include "paths.h"
 #include <dlfcn.h>
+#include <errno.h>
 #include <lauxlib.h>
 #include <lua.h>
 #include <lualib.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,7 +39,22 @@ struct luon_rt {
   cached_input in[LUON_RT_MAX_ARGS];
   luon_tensor *outs[LUON_RT_MAX_ARGS]; /* results (+1), filled by embed.call */
   char msg[4096];
+  /* stopping a call (luon_rt_interrupt; any thread or a signal handler) */
+  int running;                     /* atomic: a call is under way */
+  int stop;                        /* atomic: why it was stopped (enum stop_reason) */
+  lua_Hook host_hook;              /* the state's hook before the call, put back after it */
+  int host_mask, host_count;
+  /* the time limit (luon_rt_set_timeout): a watchdog thread, started with the first limit */
+  int64_t timeout_ns;
+  int has_watchdog, quit;
+  pthread_t watchdog;
+  pthread_mutex_t lock;
+  pthread_cond_t cv;
+  int64_t deadline;                /* of the call under way (ns, CLOCK_MONOTONIC), or 0 */
+  int64_t wakes_at;                /* when the sleeping watchdog wakes, 0: at the next call */
 };
+
+enum stop_reason { STOP_NONE = 0, STOP_INTERRUPT = 1, STOP_TIMEOUT = 2 };
 
 static luon_status fail(luon_rt *rt, luon_status s, const char *fmt, ...) {
   va_list ap;
@@ -104,6 +122,146 @@ static int pcall(luon_rt *rt, int nargs, int nres) {
   return st;
 }
 
+/* ---- stopping a call ---------------------------------------------------------
+ * luon_rt_interrupt does what a SIGINT handler may: it raises flags and sets
+ * a Lua hook. The hook raises "interrupted" at the next Lua instruction, call
+ * or return (LuaJIT runs no hooks inside JIT-compiled traces: see
+ * luon_embed.h), and luon_interrupt's flag stops a long C op and fails every
+ * op after it. The call's end puts the host's own hook back and clears both
+ * flags, so the next call starts afresh. */
+
+static char rt_key; /* registry[&rt_key]: the runtime, for the hook */
+
+static int64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void stop_hook(lua_State *L, lua_Debug *ar) {
+  (void)ar;
+  lua_pushlightuserdata(L, &rt_key);
+  lua_rawget(L, LUA_REGISTRYINDEX);
+  luon_rt *rt = lua_touserdata(L, -1);
+  lua_pop(L, 1);
+  if (!rt || !__atomic_load_n(&rt->running, __ATOMIC_ACQUIRE) || !__atomic_load_n(&rt->stop, __ATOMIC_ACQUIRE)) {
+    lua_sethook(L, NULL, 0, 0); /* a late interrupt, after its call ended */
+    return;
+  }
+  /* and again at every Lua instruction until the call ends, in case Lua code
+   * catches the error and goes on (the traceback handler is C: it runs none) */
+  lua_sethook(L, stop_hook, LUA_MASKCOUNT, 1);
+  luaL_error(L, "interrupted");
+}
+
+static void request_stop(luon_rt *rt, int why) {
+  if (!__atomic_load_n(&rt->running, __ATOMIC_ACQUIRE)) return; /* no call to stop */
+  int none = STOP_NONE;
+  __atomic_compare_exchange_n(&rt->stop, &none, why, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+  luon_interrupt();
+  lua_sethook(rt->L, stop_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
+}
+
+void luon_rt_interrupt(luon_rt *rt) {
+  if (rt) request_stop(rt, STOP_INTERRUPT);
+}
+
+static void *watchdog(void *arg) {
+  luon_rt *rt = arg;
+  pthread_mutex_lock(&rt->lock);
+  while (!rt->quit) {
+    int64_t now = now_ns();
+    if (rt->deadline && now >= rt->deadline) {
+      rt->deadline = 0;
+      request_stop(rt, STOP_TIMEOUT);
+      continue;
+    }
+    rt->wakes_at = rt->deadline;
+    if (!rt->deadline) {
+      pthread_cond_wait(&rt->cv, &rt->lock);
+    } else {
+      struct timespec ts = {(time_t)(rt->deadline / 1000000000), (long)(rt->deadline % 1000000000)};
+      pthread_cond_timedwait(&rt->cv, &rt->lock, &ts);
+    }
+  }
+  pthread_mutex_unlock(&rt->lock);
+  return NULL;
+}
+
+luon_status luon_rt_set_timeout(luon_rt *rt, int64_t timeout_us) {
+  if (!rt) return luon_set_error("luon_rt_set_timeout: NULL runtime"), LUON_EINVAL;
+  if (timeout_us < 0 || timeout_us > INT64_MAX / 1000)
+    return fail(rt, LUON_EINVAL, "luon_rt_set_timeout: timeout %lld us (0: none, else positive)",
+                (long long)timeout_us);
+  if (timeout_us > 0 && !rt->has_watchdog) {
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&rt->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    pthread_mutex_init(&rt->lock, NULL);
+    sigset_t all, old; /* the watchdog takes no signals meant for the host */
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int e = pthread_create(&rt->watchdog, NULL, watchdog, rt);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (e != 0) {
+      pthread_cond_destroy(&rt->cv);
+      pthread_mutex_destroy(&rt->lock);
+      return fail(rt, LUON_ENOMEM, "luon_rt_set_timeout: cannot start the watchdog thread (%s)", strerror(e));
+    }
+    rt->has_watchdog = 1;
+  }
+  rt->timeout_ns = timeout_us * 1000;
+  return LUON_OK;
+}
+
+/* Before a call into Lua: nothing pending, the time limit armed. */
+static void call_begin(luon_rt *rt) {
+  lua_State *L = rt->L;
+  luon_interrupt_clear();
+  __atomic_store_n(&rt->stop, STOP_NONE, __ATOMIC_RELEASE);
+  rt->host_hook = lua_gethook(L);
+  rt->host_mask = lua_gethookmask(L);
+  rt->host_count = lua_gethookcount(L);
+  if (rt->host_hook == stop_hook) { /* left by a late luon_rt_interrupt */
+    lua_sethook(L, NULL, 0, 0);
+    rt->host_hook = NULL, rt->host_mask = rt->host_count = 0;
+  }
+  __atomic_store_n(&rt->running, 1, __ATOMIC_RELEASE);
+  if (rt->timeout_ns && rt->has_watchdog) {
+    pthread_mutex_lock(&rt->lock);
+    rt->deadline = now_ns() + rt->timeout_ns;
+    if (!rt->wakes_at || rt->wakes_at > rt->deadline) pthread_cond_signal(&rt->cv);
+    pthread_mutex_unlock(&rt->lock);
+  }
+}
+
+/* After it: the limit disarmed, the host's hook back, the flags cleared; a
+ * call that failed after a stop was asked for is LUON_EINTERRUPTED. */
+static luon_status call_end(luon_rt *rt, luon_status s, const char *fn) {
+  if (rt->has_watchdog) {
+    pthread_mutex_lock(&rt->lock);
+    rt->deadline = 0;
+    pthread_mutex_unlock(&rt->lock);
+  }
+  __atomic_store_n(&rt->running, 0, __ATOMIC_RELEASE);
+  int why = __atomic_exchange_n(&rt->stop, STOP_NONE, __ATOMIC_ACQ_REL);
+  if (lua_gethook(rt->L) == stop_hook) lua_sethook(rt->L, rt->host_hook, rt->host_mask, rt->host_count);
+  if (s != LUON_OK && s != LUON_EINTERRUPTED && (why || luon_interrupted())) {
+    char was[sizeof rt->msg];
+    memcpy(was, rt->msg, sizeof was);
+    if (why == STOP_TIMEOUT)
+      s = fail(rt, LUON_EINTERRUPTED, "%s: interrupted: its time limit of %lld us passed (luon_rt_set_timeout): %s",
+               fn, (long long)(rt->timeout_ns / 1000), was);
+    else
+      s = fail(rt, LUON_EINTERRUPTED, "%s: interrupted by %s: %s", fn,
+               why ? "luon_rt_interrupt" : "luon_interrupt", was);
+  }
+  luon_interrupt_clear();
+  return s;
+}
+
 /* The directory of the library holding this code (libluon_embed.so, luon.so). */
 static void own_dir(char *dir, size_t n) {
   Dl_info info;
@@ -137,6 +295,9 @@ static luon_status init(luon_rt *rt) {
   if (!has_package)
     return fail(rt, LUON_EINVAL, "luon_rt_attach: the state has no package library (call luaL_openlibs first)");
   add_paths(L);
+  lua_pushlightuserdata(L, &rt_key);
+  lua_pushlightuserdata(L, rt);
+  lua_rawset(L, LUA_REGISTRYINDEX);
   lua_pushcfunction(L, traceback);
   rt->traceback = luaL_ref(L, LUA_REGISTRYINDEX);
   lua_pushcfunction(L, lookup);
@@ -200,12 +361,30 @@ luon_status luon_rt_attach(lua_State *L, luon_rt **out) {
 
 void luon_rt_free(luon_rt *rt) {
   if (!rt) return;
+  if (rt->has_watchdog) {
+    pthread_mutex_lock(&rt->lock);
+    rt->quit = 1;
+    pthread_cond_signal(&rt->cv);
+    pthread_mutex_unlock(&rt->lock);
+    pthread_join(rt->watchdog, NULL);
+    pthread_cond_destroy(&rt->cv);
+    pthread_mutex_destroy(&rt->lock);
+  }
   if (rt->owned) {
     lua_close(rt->L); /* luon.core releases every array it still holds */
   } else {
     int refs[] = {rt->traceback, rt->lookup, rt->call, rt->wrap, rt->set_gc_mode, rt->gc_step};
     for (size_t k = 0; k < sizeof refs / sizeof refs[0]; k++) luaL_unref(rt->L, LUA_REGISTRYINDEX, refs[k]);
     for (int k = 0; k < LUON_RT_MAX_ARGS; k++) luaL_unref(rt->L, LUA_REGISTRYINDEX, rt->in[k].ref);
+    lua_pushlightuserdata(rt->L, &rt_key);
+    lua_rawget(rt->L, LUA_REGISTRYINDEX);
+    int ours = lua_touserdata(rt->L, -1) == rt;
+    lua_pop(rt->L, 1);
+    if (ours) {
+      lua_pushlightuserdata(rt->L, &rt_key);
+      lua_pushnil(rt->L);
+      lua_rawset(rt->L, LUA_REGISTRYINDEX);
+    }
   }
   free(rt);
 }
@@ -219,10 +398,11 @@ luon_status luon_rt_dostring(luon_rt *rt, const char *code) {
   if (!code) return fail(rt, LUON_EINVAL, "luon_rt_dostring: NULL code");
   int top = lua_gettop(rt->L);
   luon_status s = LUON_OK;
+  call_begin(rt);
   if (luaL_loadbuffer(rt->L, code, strlen(code), "=(luon_rt_dostring)") != 0 || pcall(rt, 0, 0) != 0)
     s = fail_lua(rt, LUON_ESCRIPT, "luon_rt_dostring");
   lua_settop(rt->L, top);
-  return s;
+  return call_end(rt, s, "luon_rt_dostring");
 }
 
 luon_status luon_rt_dofile(luon_rt *rt, const char *path) {
@@ -230,12 +410,13 @@ luon_status luon_rt_dofile(luon_rt *rt, const char *path) {
   if (!path) return fail(rt, LUON_EINVAL, "luon_rt_dofile: NULL path");
   int top = lua_gettop(rt->L);
   luon_status s = LUON_OK;
+  call_begin(rt);
   int st = luaL_loadfile(rt->L, path);
   if (st == LUA_ERRSYNTAX || st == LUA_ERRMEM) s = fail_lua(rt, LUON_ESCRIPT, "luon_rt_dofile");
   else if (st != 0) s = fail_lua(rt, LUON_EIO, "luon_rt_dofile"); /* LUA_ERRFILE */
   else if (pcall(rt, 0, 0) != 0) s = fail_lua(rt, LUON_ESCRIPT, "luon_rt_dofile");
   lua_settop(rt->L, top);
-  return s;
+  return call_end(rt, s, "luon_rt_dofile");
 }
 
 /* Push the value at the dotted path fn ("policy.act") from the globals. */
@@ -351,6 +532,7 @@ luon_status luon_rt_call(luon_rt *rt, const char *fn, int32_t nin, const luon_bu
   lua_State *L = rt->L;
   int top = lua_gettop(L);
   luon_status s = LUON_OK;
+  call_begin(rt);
   lua_rawgeti(L, LUA_REGISTRYINDEX, rt->call);
   lua_pushlightuserdata(L, rt->outs);
   lua_pushinteger(L, nout);
@@ -389,7 +571,9 @@ luon_status luon_rt_call(luon_rt *rt, const char *fn, int32_t nin, const luon_bu
   }
 done:
   lua_settop(L, top);
-  return s;
+  char what[300];
+  snprintf(what, sizeof what, "luon_rt_call(%s)", fn);
+  return call_end(rt, s, what);
 }
 
 luon_status luon_rt_set_gc_mode(luon_rt *rt, int32_t mode) {
@@ -401,12 +585,6 @@ luon_status luon_rt_set_gc_mode(luon_rt *rt, int32_t mode) {
   lua_pushstring(rt->L, mode == LUON_RT_GC_MANUAL ? "manual" : "auto");
   if (pcall(rt, 1, 0) != 0) return fail_lua(rt, LUON_ESCRIPT, "luon_rt_set_gc_mode");
   return LUON_OK;
-}
-
-static int64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 luon_status luon_rt_gc_step(luon_rt *rt, int32_t budget_us, int32_t *cycle_done) {

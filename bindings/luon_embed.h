@@ -7,7 +7,8 @@
  * Every function returns a luon_status (LUON_OK = 0) and leaves a message
  * for luon_rt_last_error(); nothing here aborts, exits or prints, and the
  * runtime stays usable after any error. A runtime belongs to one thread at a
- * time. Lua errors come back as LUON_ESCRIPT with the error and a traceback.
+ * time (luon_rt_interrupt excepted). Lua errors come back as LUON_ESCRIPT
+ * with the error and a traceback; a stopped call as LUON_EINTERRUPTED.
  *
  *   luon_rt *rt;
  *   if (luon_rt_new(&rt) || luon_rt_dofile(rt, "policy.lua")) fail(luon_rt_last_error(rt));
@@ -98,6 +99,31 @@ luon_status luon_rt_dofile(luon_rt *rt, const char *path);
  * to that buffer). */
 luon_status luon_rt_call(luon_rt *rt, const char *fn, int32_t nin, const luon_buffer *in,
                          int32_t nout, const luon_buffer *out);
+
+/* Stopping a runaway call. luon_rt_interrupt(rt) stops the luon_rt_call,
+ * luon_rt_dostring or luon_rt_dofile under way on rt, which returns
+ * LUON_EINTERRUPTED ("luon_rt_call(policy.act): interrupted by
+ * luon_rt_interrupt: ..." with the Lua traceback); with no call under way
+ * it does nothing. Call it from any thread or from a signal handler: it is
+ * async-signal-safe (it sets flags, luon_interrupt's among them, and a Lua
+ * hook). Lua code stops at its next instruction, call or return; a long C
+ * op (matmul, conv2d, pooling) within ~50 ms, releasing its result; the
+ * outputs of the call are not written. The next call runs normally.
+ *
+ * luon_rt_set_timeout(rt, us) gives every later call on rt that time limit
+ * (0: none, the default): a watchdog thread (started with the first limit,
+ * ended by luon_rt_free) interrupts a call still running after `us`
+ * microseconds, its message saying that the limit passed. Arming it costs
+ * a mutex per call.
+ *
+ * LuaJIT runs no hooks inside JIT-compiled code: a loop it compiled that
+ * calls no luon op (`while true do end`) cannot be interrupted. A loop that
+ * calls luon ops stops at its next op (LUON_EINTERRUPTED, as above). Turn
+ * the JIT off for Lua code that must always be stoppable, before it first
+ * runs: jit.off(fn, true) for a function and those it defines (the REPL
+ * does so for its chunks), or jit.off() for the whole state. */
+void luon_rt_interrupt(luon_rt *rt);
+luon_status luon_rt_set_timeout(luon_rt *rt, int64_t timeout_us);
 
 /* Choose who runs the garbage collector (luon_rt_gc_mode). Lua hosts do the
  * same with require("luon.core").set_gc_mode("manual"). */

@@ -3,7 +3,8 @@
  * (--env), or starts the REPL (lua/luon/repl.lua) when given no script or -i.
  * Also the REPL's native half, module "luon.repl_native": line editing,
  * history and completion (libedit, when built with LUON_HAVE_LIBEDIT), and
- * Ctrl-C, which interrupts a running chunk or clears the line being typed. */
+ * Ctrl-C, which interrupts a running chunk or clears the line being typed.
+ * Ctrl-C on a script prints where it stopped and exits with status 130. */
 #include <errno.h>
 #include <fcntl.h>
 #include <lauxlib.h>
@@ -11,11 +12,13 @@
 #include <luajit.h>
 #include <lualib.h>
 #include <poll.h>
+#include <sys/time.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "luon.h"
 #include "paths.h"
 #ifdef LUON_HAVE_LIBEDIT
 #include <editline/readline.h>
@@ -68,11 +71,23 @@ static int docall(lua_State *L, int narg, int nres) {
  * a byte to a pipe that the line reader polls beside the terminal, so a
  * press that lands while libedit is drawing (between two reads), or on
  * another thread, still ends the wait; without libedit (no terminal,
- * TERM=dumb) the press ends fgets's read through EINTR only. */
+ * TERM=dumb) the press ends fgets's read through EINTR only.
+ * The handler also calls luon_interrupt(), which stops a long C op (a big
+ * matmul) within milliseconds; the REPL clears that flag around each chunk.
+ *
+ * A script (or -e code) is stopped the same way, once: the error, with its
+ * traceback, is reported and luon exits with 130, as shells expect after
+ * SIGINT. When neither the hook nor an op has seen the press within
+ * GRACE_MS (a JIT-compiled loop, a blocking C call), or on a second press,
+ * luon says so and exits with 130 at once, without a traceback. */
+
+#define GRACE_MS 1000
 
 static lua_State *repl_L;                  /* the state the hook and completion use */
 static volatile sig_atomic_t presses;      /* Ctrl-C presses not yet dealt with */
-static volatile sig_atomic_t running;      /* a REPL chunk is running */
+static volatile sig_atomic_t running;      /* a REPL chunk (1) or a script (2) is running */
+static volatile sig_atomic_t interrupted;  /* Ctrl-C reached the running script */
+static volatile sig_atomic_t hooked;       /* the hook has run since */
 static int completer_ref = LUA_NOREF;      /* repl.complete, in the registry */
 static int editing;                        /* reading lines with libedit */
 static int wake[2] = {-1, -1};             /* on_sigint writes to wake[1] */
@@ -81,12 +96,36 @@ static void stop_hook(lua_State *L, lua_Debug *ar) {
   (void)ar;
   lua_sethook(L, NULL, 0, 0);
   presses = 0;
+  hooked = 1;
   luaL_error(L, "interrupted");
 }
 
 static void say(const char *msg) {
   ssize_t r = write(2, msg, strlen(msg));
   (void)r;
+}
+
+/* the script did not stop in time (GRACE_MS), or a second press */
+static void give_up(void) {
+  say("\nluon: interrupted, but the script did not stop: it is in JIT-compiled Lua code, which runs "
+      "no hooks, or in a C call that does not look at Ctrl-C; no traceback\n");
+  _exit(130);
+}
+
+static void on_alarm(int sig) {
+  (void)sig;
+  if (!hooked && running == 2) give_up();
+}
+
+/* script mode: the first press stops the script, with a timer for GRACE_MS */
+static void interrupt_script(void) {
+  if (presses >= 2) give_up();
+  interrupted = 1;
+  hooked = 0;
+  luon_interrupt();
+  lua_sethook(repl_L, stop_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
+  struct itimerval t = {{0, 0}, {GRACE_MS / 1000, (GRACE_MS % 1000) * 1000}};
+  setitimer(ITIMER_REAL, &t, NULL);
 }
 
 static void on_sigint(int sig) {
@@ -97,10 +136,13 @@ static void on_sigint(int sig) {
     ssize_t r = write(wake[1], "", 1); /* full pipe: a wake-up is already there */
     (void)r;
   }
-  if (running) {
+  if (running == 2) {
+    interrupt_script();
+  } else if (running) {
+    luon_interrupt(); /* a long C op stops too */
     if (presses == 2)
       say("\nluon: still running: compiled code (a JIT trace) runs no hooks and cannot be "
-          "interrupted; Ctrl-C again ends luon\n");
+          "interrupted, nor can a C call that does not look at Ctrl-C; Ctrl-C again ends luon\n");
     if (presses >= 3) {
       signal(SIGINT, SIG_DFL);
       raise(SIGINT);
@@ -261,10 +303,12 @@ static int l_call(lua_State *L) {
   luaL_checktype(L, 2, LUA_TFUNCTION);
   repl_L = L;
   presses = 0;
+  luon_interrupt_clear();
   running = 1;
   int status = lua_pcall(L, lua_gettop(L) - 2, LUA_MULTRET, 1);
   running = 0;
   lua_sethook(L, NULL, 0, 0);
+  luon_interrupt_clear(); /* a press that came too late must not fail the next op */
   presses = 0;
   lua_pushboolean(L, status == 0);
   lua_replace(L, 1);
@@ -359,6 +403,31 @@ static int open_repl_native(lua_State *L) {
   return 1;
 }
 
+/* docall for a script or -e code, with Ctrl-C stopping it (see above) */
+static int run_script(lua_State *L, int narg) {
+  struct sigaction sa, old_int, old_alrm;
+  memset(&sa, 0, sizeof sa);
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  sa.sa_handler = on_sigint;
+  sigaction(SIGINT, &sa, &old_int);
+  if (old_int.sa_handler == SIG_IGN) sigaction(SIGINT, &old_int, NULL); /* started by sh with &: stays immune */
+  sa.sa_handler = on_alarm;
+  sigaction(SIGALRM, &sa, &old_alrm);
+  repl_L = L;
+  presses = 0;
+  running = 2;
+  int status = docall(L, narg, 0);
+  running = 0;
+  luon_interrupt_clear(); /* for what runs after: finalizers, the REPL of -i */
+  struct itimerval off = {{0, 0}, {0, 0}};
+  setitimer(ITIMER_REAL, &off, NULL);
+  sigaction(SIGALRM, &old_alrm, NULL);
+  sigaction(SIGINT, &old_int, NULL);
+  lua_sethook(L, NULL, 0, 0);
+  return status;
+}
+
 /* export NAME='value;;' for sh, a quote in value written as '\'' */
 static void print_export(const char *name, const char *value) {
   printf("export %s='", name);
@@ -418,10 +487,10 @@ int main(int argc, char **argv) {
       }
       ran = 1;
       int st = luaL_loadbuffer(L, argv[i + 1], strlen(argv[i + 1]), "=(command line)");
-      if (st == 0) st = docall(L, 0, 0);
+      if (st == 0) st = run_script(L, 0);
       if (report(L, st)) {
         lua_close(L);
-        return 1;
+        return interrupted ? 130 : 1;
       }
       i++;
     } else if (strcmp(a, "--") == 0) {
@@ -449,10 +518,11 @@ int main(int argc, char **argv) {
     status = luaL_loadfile(L, strcmp(argv[i], "-") == 0 ? NULL : argv[i]); /* "-": stdin, as lua */
     if (status == 0) {
       for (int k = i + 1; k < argc; k++) lua_pushstring(L, argv[k]);
-      status = docall(L, argc - i - 1, 0);
+      status = run_script(L, argc - i - 1);
     }
     report(L, status);
   }
+  int stopped = status != 0 && interrupted; /* by Ctrl-C: exit 130 */
   /* -i opens the REPL even after a failed script, with what it left behind */
   if ((status == 0 && !ran) || interactive) {
     lua_getglobal(L, "require");
@@ -466,5 +536,6 @@ int main(int argc, char **argv) {
     report(L, status);
   }
   lua_close(L);
+  if (stopped && !interactive) return 130;
   return status ? 1 : 0;
 }

@@ -6,7 +6,9 @@
  * OpenBLAS runs single-threaded: its threads spin in sched_yield between
  * calls and fought luon's own pool (parallel.c) for the two cores, so a
  * large product is instead split into row or column blocks over luon's
- * pool, and a product made inside a parallel kernel runs inline. */
+ * pool, and a product made inside a parallel kernel runs inline. A large
+ * product is cut into tiles of at most TILE_FLOPS each, so that luon_interrupt
+ * is seen within a few milliseconds (the kernel stops between tiles). */
 #include "internal.h"
 #include <cblas.h>
 #include <dlfcn.h>
@@ -36,7 +38,12 @@ static const char *best_core(void) {
   return NULL; /* let OpenBLAS detect */
 }
 
+#define TILE_FLOPS (1.0 * (1 << 29)) /* see run_tiles */
+static double tile_flops = TILE_FLOPS;
+
 static void load(void) {
+  const char *tiles = getenv("LUON_GEMM_TILE_FLOPS");
+  if (tiles && *tiles) tile_flops = atof(tiles);
   const char *env = getenv("LUON_BLAS_LIB");
   const char *names[] = {env, "libopenblas.so.0", "libopenblas.so", "libblas.so.3"};
   bool set_core = getenv("OPENBLAS_CORETYPE") == NULL && best_core() != NULL;
@@ -79,7 +86,7 @@ const char *luon_blas_info(void) {
 
 /* Without a BLAS (it failed to load), a plain loop keeps results right. */
 #define NAIVE_GEMM(T)                                                              \
-  for (int i = 0; i < m; i++)                                                      \
+  for (int i = 0; i < m && !lu_interrupted(); i++)                                 \
     for (int j = 0; j < n; j++) {                                                  \
       double acc = 0;                                                              \
       for (int p = 0; p < k; p++) {                                                \
@@ -92,46 +99,103 @@ const char *luon_blas_info(void) {
     }
 
 /* One product split into blocks of rows of C (or of columns, when C is
- * wide), each a single-threaded BLAS call on one of luon's threads. */
+ * wide), each a single-threaded BLAS call on one of luon's threads; or,
+ * when it is large, into tiles (below). */
 typedef struct split {
   bool dbl, by_rows;
   int ta, tb, m, n, k, lda, ldb, ldc, blk;
   double alpha, beta;
   const void *a, *b;
   void *c;
+  int bm, bn, bk, tn;          /* tiles: bm x bn of C, the inner dimension bk at a time */
 } split;
+
+/* C[i0.., j0..] (m x n) = alpha op(A)[i0.., p0..] (m x kk) op(B)[p0.., j0..] (kk x n) + beta C */
+static void gemm_at(const split *s, int i0, int j0, int p0, int m, int n, int kk, double beta) {
+  size_t es = s->dbl ? sizeof(double) : sizeof(float);
+  const char *a = (const char *)s->a + es * (s->ta == CblasTrans ? (size_t)p0 * (size_t)s->lda + (size_t)i0
+                                                                 : (size_t)i0 * (size_t)s->lda + (size_t)p0);
+  const char *b = (const char *)s->b + es * (s->tb == CblasTrans ? (size_t)j0 * (size_t)s->ldb + (size_t)p0
+                                                                 : (size_t)p0 * (size_t)s->ldb + (size_t)j0);
+  char *c = (char *)s->c + es * ((size_t)i0 * (size_t)s->ldc + (size_t)j0);
+  if (s->dbl)
+    dgemm(CblasRowMajor, s->ta, s->tb, m, n, kk, s->alpha, (const double *)a, s->lda, (const double *)b,
+          s->ldb, beta, (double *)c, s->ldc);
+  else
+    sgemm(CblasRowMajor, s->ta, s->tb, m, n, kk, (float)s->alpha, (const float *)a, s->lda,
+          (const float *)b, s->ldb, (float)beta, (float *)c, s->ldc);
+}
 
 static void split_range(void *ctx, int64_t t0, int64_t t1) {
   const split *s = ctx;
-  size_t es = s->dbl ? sizeof(double) : sizeof(float);
   int total = s->by_rows ? s->m : s->n;
   int i0 = (int)t0 * s->blk, i1 = (int)t1 * s->blk;
   if (i1 > total) i1 = total;
   if (i0 >= i1) return;
-  const char *a = s->a, *b = s->b;
-  char *c = s->c;
-  int m = s->m, n = s->n;
-  if (s->by_rows) { /* rows i0..i1 of op(A) and C */
-    a += (size_t)i0 * (s->ta == CblasTrans ? 1 : (size_t)s->lda) * es;
-    c += (size_t)i0 * (size_t)s->ldc * es;
-    m = i1 - i0;
-  } else {          /* columns i0..i1 of op(B) and C */
-    b += (size_t)i0 * (s->tb == CblasTrans ? (size_t)s->ldb : 1) * es;
-    c += (size_t)i0 * es;
-    n = i1 - i0;
-  }
-  if (s->dbl)
-    dgemm(CblasRowMajor, s->ta, s->tb, m, n, s->k, s->alpha, (const double *)a, s->lda,
-          (const double *)b, s->ldb, s->beta, (double *)c, s->ldc);
-  else
-    sgemm(CblasRowMajor, s->ta, s->tb, m, n, s->k, (float)s->alpha, (const float *)a, s->lda,
-          (const float *)b, s->ldb, (float)s->beta, (float *)c, s->ldc);
+  if (s->by_rows) /* rows i0..i1 of op(A) and C */
+    gemm_at(s, i0, 0, 0, i1 - i0, s->n, s->k, s->beta);
+  else            /* columns i0..i1 of op(B) and C */
+    gemm_at(s, 0, i0, 0, s->m, i1 - i0, s->k, s->beta);
 }
 
-/* Run on the pool when the product is worth waking it (about 2 MFLOP and up). */
+/* Tiles t0..t1 (row-major over C), each over the inner dimension in bk
+ * chunks; stops between two calls once luon_interrupt was called. */
+static void tile_range(void *ctx, int64_t t0, int64_t t1) {
+  const split *s = ctx;
+  for (int64_t t = t0; t < t1; t++) {
+    int i0 = (int)(t / s->tn) * s->bm, j0 = (int)(t % s->tn) * s->bn;
+    int m = s->m - i0 < s->bm ? s->m - i0 : s->bm, n = s->n - j0 < s->bn ? s->n - j0 : s->bn;
+    for (int p0 = 0; p0 < s->k; p0 += s->bk) {
+      if (lu_interrupted()) return;
+      gemm_at(s, i0, j0, p0, m, n, s->k - p0 < s->bk ? s->k - p0 : s->bk, p0 ? 1.0 : s->beta);
+    }
+  }
+}
+
+/* At most this many flops per BLAS call in a tiled product (~5-20 ms on
+ * one core), and at most TILE_K of the inner dimension: the chunks depend
+ * on k alone, so a product sums in the same order whatever m and n are.
+ * LUON_GEMM_TILE_FLOPS overrides (for benchmarks; 0: no tiles). */
+#define TILE_K 1024
+
+static int round16(int64_t v) { return (int)((v + 15) / 16 * 16); }
+
+/* A product above TILE_FLOPS, as tiles over the pool. Tiles are as square
+ * as m and n allow (each call repacks its parts of A and B: big tiles keep
+ * that to a few percent) and at least one per thread. */
+static void run_tiles(split *s) {
+  int nt = lu_num_threads();
+  int chunks = (s->k + TILE_K - 1) / TILE_K;
+  s->bk = (s->k + chunks - 1) / chunks;
+  int64_t area = (int64_t)(tile_flops / (2.0 * s->bk));
+  int64_t edge = 16;
+  while ((edge + 16) * (edge + 16) <= area) edge += 16;
+  s->bm = s->m < edge ? s->m : (int)edge;
+  int64_t bn = area / (s->bm > 0 ? s->bm : 1);
+  s->bn = s->n < bn ? s->n : round16(bn > 16 ? bn - 15 : 16);
+  if (s->bn == s->n && s->bm < s->m) { /* C is narrow: taller tiles */
+    int64_t bm = area / (s->n > 0 ? s->n : 1);
+    s->bm = s->m < bm ? s->m : round16(bm > 16 ? bm - 15 : 16);
+  }
+  int tm = (s->m + s->bm - 1) / s->bm;
+  s->tn = (s->n + s->bn - 1) / s->bn;
+  while ((int64_t)tm * s->tn < nt && (s->bm > 16 || s->bn > 16)) { /* a tile per thread at least */
+    if (s->bm >= s->bn) s->bm = round16((s->bm + 1) / 2), tm = (s->m + s->bm - 1) / s->bm;
+    else s->bn = round16((s->bn + 1) / 2), s->tn = (s->n + s->bn - 1) / s->bn;
+  }
+  lu_parallel_for((int64_t)tm * s->tn, 1, tile_range, s);
+}
+
+/* Run on the pool when the product is worth waking it (about 2 MFLOP and
+ * up), as tiles when it is large. */
 static bool run_split(split *s) {
   int nt = lu_num_threads();
-  if (nt < 2 || (double)s->m * s->n * s->k < (double)(1 << 20)) return false;
+  double flops = 2.0 * s->m * s->n * s->k;
+  if (tile_flops > 0 && flops > tile_flops) {
+    run_tiles(s);
+    return true;
+  }
+  if (nt < 2 || flops < (double)(1 << 21)) return false;
   s->by_rows = s->m >= s->n;
   int total = s->by_rows ? s->m : s->n;
   int blk = (total + nt - 1) / nt;
@@ -146,7 +210,7 @@ void lu_sgemm(int order, int ta, int tb, int m, int n, int k, float alpha, const
               const float *b, int ldb, float beta, float *c, int ldc) {
   pthread_once(&once, load);
   if (sgemm) {
-    split s = {false, false, ta, tb, m, n, k, lda, ldb, ldc, 0, alpha, beta, a, b, c};
+    split s = {false, false, ta, tb, m, n, k, lda, ldb, ldc, 0, alpha, beta, a, b, c, 0, 0, 0, 0};
     if (order == CblasRowMajor && run_split(&s)) return;
     sgemm(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
@@ -158,7 +222,7 @@ void lu_dgemm(int order, int ta, int tb, int m, int n, int k, double alpha, cons
               int lda, const double *b, int ldb, double beta, double *c, int ldc) {
   pthread_once(&once, load);
   if (dgemm) {
-    split s = {true, false, ta, tb, m, n, k, lda, ldb, ldc, 0, alpha, beta, a, b, c};
+    split s = {true, false, ta, tb, m, n, k, lda, ldb, ldc, 0, alpha, beta, a, b, c, 0, 0, 0, 0};
     if (order == CblasRowMajor && run_split(&s)) return;
     dgemm(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;

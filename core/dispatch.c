@@ -224,6 +224,7 @@ luon_status luon_op_call(int32_t op, int32_t nin, luon_tensor *const *in, const 
 
   if (!d->shape || !d->cpu)
     return lu_error(LUON_EINTERNAL, "%s: this build has no kernel for the op", d->name);
+  if (lu_interrupted()) return lu_error(LUON_EINTERRUPTED, "%s: interrupted", d->name);
   int cap = *nout_p;
   if (half) { /* the shape function sees the inputs in the compute dtype (lu_run_cpu's) */
     int32_t p = in[0]->dtype;
@@ -286,6 +287,8 @@ luon_status luon_op_call(int32_t op, int32_t nin, luon_tensor *const *in, const 
     }
     if (s == LUON_OK)
       s = run_kernel(d, &c);
+    /* a long kernel that saw the flag stopped early: its output is not whole */
+    if (s == LUON_OK && lu_interrupted()) s = lu_error(LUON_EINTERRUPTED, "%s: interrupted", d->name);
   } else if (d->kind == LU_INPLACE) {
     for (int k = 0; k < c.nout; k++) c.out[k] = NULL;
     for (int k = 0; k < c.nout; k++) {

@@ -1,5 +1,5 @@
 /* error.c: the thread-local last-error message behind every failed call,
- * and small formatting helpers for messages. */
+ * small formatting helpers for messages, and luon_interrupt's flag. */
 #include "internal.h"
 #include <stdarg.h>
 #include <stdio.h>
@@ -31,3 +31,10 @@ const char *lu_shape_str(int ndim, const int64_t *shape) {
   snprintf(s + n, 160 - n, ndim == 1 ? ",)" : ")");
   return s;
 }
+
+int lu_interrupt_flag;
+
+/* async-signal-safe: a lock-free atomic store and nothing else */
+void luon_interrupt(void) { __atomic_store_n(&lu_interrupt_flag, 1, __ATOMIC_RELAXED); }
+void luon_interrupt_clear(void) { __atomic_store_n(&lu_interrupt_flag, 0, __ATOMIC_RELAXED); }
+int32_t luon_interrupted(void) { return lu_interrupted(); }

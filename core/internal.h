@@ -24,6 +24,14 @@ luon_status lu_error(luon_status status, const char *fmt, ...)
     luon_status lu_try_s_ = (expr);                                           \
     if (lu_try_s_ != LUON_OK) return lu_try_s_;                               \
   } while (0)
+/* luon_interrupt's flag, for long kernels to look at between blocks of work
+ * (one relaxed load: free on the hot path). A kernel that sees it may stop
+ * early leaving its output part written; luon_op_call then fails the op
+ * with LUON_EINTERRUPTED and releases the output (only for ops that make
+ * new outputs: in-place kernels must never look). */
+extern int lu_interrupt_flag;
+static inline bool lu_interrupted(void) { return __atomic_load_n(&lu_interrupt_flag, __ATOMIC_RELAXED) != 0; }
+
 /* Text for a shape "(2,3)", valid until the 4th next call on this thread. */
 const char *lu_shape_str(int ndim, const int64_t *shape);
 

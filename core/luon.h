@@ -31,7 +31,9 @@ typedef enum luon_status {
   LUON_EDEVICE_LOST = 9,  /* a sticky device fault: restart the process */
   LUON_EGRAD = 10,        /* autograd misuse */
   LUON_EINTERNAL = 11,    /* a bug in luon */
-  LUON_ESCRIPT = 12       /* a Lua error in an embedded runtime (bindings/luon_embed.h) */
+  LUON_ESCRIPT = 12,      /* a Lua error in an embedded runtime (bindings/luon_embed.h) */
+  LUON_EINTERRUPTED = 13  /* stopped by luon_interrupt (Ctrl-C) or luon_rt_interrupt/a time
+                             limit; the result was not made and the runtime stays usable */
 } luon_status;
 
 /* The message of the last failed call on this thread ("" if none). */
@@ -416,6 +418,23 @@ int64_t luon_abi_sizeof(const char *struct_name);
 
 /* The BLAS in use and its kernel family ("SkylakeX"), or why none loaded. */
 const char *luon_blas_info(void);
+
+/* Interrupting long ops. luon_interrupt() raises a process-wide flag; CPU
+ * ops that run longer than a few milliseconds (matmul, conv2d and its
+ * gradients, pooling) look at it between blocks of their work, and every op
+ * looks at it before it starts, so the op running when it is raised (on any
+ * thread) stops within ~50 ms with LUON_EINTERRUPTED ("matmul:
+ * interrupted"); its new result is released, never handed out (an out=
+ * array is left part written). The flag stays raised, failing every op
+ * that starts, until luon_interrupt_clear(): the luon REPL clears it before
+ * each chunk, luon_rt_call and friends before and after each call. Ops that
+ * update their inputs in place (optimizer steps) finish once started. CUDA
+ * kernels already queued are not stopped. luon_interrupt is async-signal-
+ * safe (one atomic store): call it from a SIGINT handler or another thread. */
+void luon_interrupt(void);
+void luon_interrupt_clear(void);
+/* 1 while the flag is raised, else 0. */
+int32_t luon_interrupted(void);
 
 /* Threads used by CPU kernels (default: the number of cores). */
 void luon_set_num_threads(int32_t n);

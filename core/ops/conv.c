@@ -334,10 +334,11 @@ static void span(int64_t off, int64_t s, int64_t W, int64_t OW, int64_t *lo, int
 }
 
 /* x (Cg,H,W) of one sample and group -> col (K,P), row (c,p,q), column (i,j).
- * col2im adds col back into dx (Cg,H,W), which the caller zeroed. */
+ * col2im adds col back into dx (Cg,H,W), which the caller zeroed. Both stop
+ * between channels after luon_interrupt (a sample's columns can be ~100 MB). */
 #define GEN_COLS(T, S)                                                                   \
   static TC NODIST void im2col_##S(const geom *g, const T *restrict x, T *restrict col) { \
-    for (int64_t c = 0; c < g->Cg; c++)                                                  \
+    for (int64_t c = 0; c < g->Cg && !lu_interrupted(); c++)                             \
       for (int64_t p = 0; p < g->KH; p++)                                                \
         for (int64_t q = 0; q < g->KW; q++) {                                            \
           T *restrict r = col + ((c * g->KH + p) * g->KW + q) * g->P;                    \
@@ -358,7 +359,7 @@ static void span(int64_t off, int64_t s, int64_t W, int64_t OW, int64_t *lo, int
         }                                                                                \
   }                                                                                      \
   static TC void col2im_##S(const geom *g, const T *restrict col, T *restrict dx) {      \
-    for (int64_t c = 0; c < g->Cg; c++)                                                  \
+    for (int64_t c = 0; c < g->Cg && !lu_interrupted(); c++)                             \
       for (int64_t p = 0; p < g->KH; p++)                                                \
         for (int64_t q = 0; q < g->KW; q++) {                                            \
           const T *restrict r = col + ((c * g->KH + p) * g->KW + q) * g->P;              \
@@ -485,7 +486,7 @@ static void fwd_chunks(void *ctx, int64_t c0, int64_t c1) {
   for (int64_t ch = c0; ch < c1; ch++) {
     int64_t n0, n1;
     sample_range(j, ch, &n0, &n1);
-    for (int64_t n = n0; n < n1; n++)
+    for (int64_t n = n0; n < n1 && !lu_interrupted(); n++)
       fwd_sample(j, j->a + n * g->C * g->H * g->W * j->es, j->col + ch * j->colsz * j->es,
                  j->y + n * g->O * g->P * j->es, false);
   }
@@ -586,7 +587,7 @@ static TC void direct_row(const job *jb, int64_t n, int64_t i, float *yn) {
 static void direct_rows(void *ctx, int64_t r0, int64_t r1) {
   const job *jb = ctx;
   const geom *g = jb->g;
-  for (int64_t r = r0; r < r1; r++)
+  for (int64_t r = r0; r < r1 && !lu_interrupted(); r++)
     direct_row(jb, r / g->OH, r % g->OH, (float *)jb->y + r / g->OH * g->O * g->P);
 }
 
@@ -678,7 +679,7 @@ static void gin_chunks(void *ctx, int64_t c0, int64_t c1) {
   for (int64_t ch = c0; ch < c1; ch++) {
     int64_t n0, n1;
     sample_range(j, ch, &n0, &n1);
-    for (int64_t n = n0; n < n1; n++)
+    for (int64_t n = n0; n < n1 && !lu_interrupted(); n++)
       gin_sample(g, j->dt, j->b, j->a + n * g->O * g->P * j->es, j->col + ch * j->colsz * j->es,
                  j->y + n * g->C * g->H * g->W * j->es);
   }
@@ -826,7 +827,7 @@ static void gw_chunks(void *ctx, int64_t c0, int64_t c1) {
     int64_t n0, n1;
     sample_range(j, ch, &n0, &n1);
     if (n0 == n1) memset(acc, 0, (size_t)(g->O * g->K * es));
-    for (int64_t n = n0; n < n1; n++)
+    for (int64_t n = n0; n < n1 && !lu_interrupted(); n++)
       gw_sample(g, j->dt, j->a + n * g->C * g->H * g->W * es, j->b + n * g->O * g->P * es,
                 j->col + ch * j->colsz * es, n == n0 ? 0 : 1, acc);
   }
@@ -1159,7 +1160,7 @@ static void cmp_fwd_chunks(void *ctx, int64_t c0, int64_t c1) {
     char *pool = col + j->colsz * es;
     int64_t n0, n1;
     sample_range(j, ch, &n0, &n1);
-    for (int64_t n = n0; n < n1; n++) {
+    for (int64_t n = n0; n < n1 && !lu_interrupted(); n++) {
       if (m->wr) {
         cl_fwd_sample(g, m->pw, (const float *)j->a + n * g->C * g->H * g->W, m->wr, (const float *)j->bias,
                       (float *)m->y + n * g->O * PP, m->idx + n * g->O * PP, (float *)buf);
@@ -1650,7 +1651,7 @@ static void cmp_bwd_chunks(void *ctx, int64_t c0, int64_t c1) {
     if (m->few) memset(front, 0, sizeof(float) * (size_t)few_xt(g));
     int64_t n0, n1;
     sample_range(j, ch, &n0, &n1);
-    for (int64_t n = n0; n < n1; n++) {
+    for (int64_t n = n0; n < n1 && !lu_interrupted(); n++) {
       const char *dyn = m->dy + n * g->O * PP * es;
       const uint8_t *in = m->idx + n * g->O * PP;
       const char *xn = j->a + n * g->C * g->H * g->W * es;

@@ -65,7 +65,7 @@ luon_status lu_shape_matmul(lu_call *c) {
  * The naive reference for the BLAS path (accumulates in double). */
 static void sgemm_ref(int64_t M, int64_t N, int64_t K, const float *A, int64_t sam, int64_t sak,
                       const float *B, int64_t sbk, int64_t sbn, float *C, int64_t ldc) {
-  for (int64_t i = 0; i < M; i++)
+  for (int64_t i = 0; i < M && !lu_interrupted(); i++)
     for (int64_t j = 0; j < N; j++) {
       double s = 0;
       for (int64_t k = 0; k < K; k++) s += (double)A[i * sam + k * sak] * B[k * sbk + j * sbn];
@@ -75,7 +75,7 @@ static void sgemm_ref(int64_t M, int64_t N, int64_t K, const float *A, int64_t s
 
 static void dgemm_ref(int64_t M, int64_t N, int64_t K, const double *A, int64_t sam, int64_t sak,
                       const double *B, int64_t sbk, int64_t sbn, double *C, int64_t ldc) {
-  for (int64_t i = 0; i < M; i++)
+  for (int64_t i = 0; i < M && !lu_interrupted(); i++)
     for (int64_t j = 0; j < N; j++) {
       double s = 0;
       for (int64_t k = 0; k < K; k++) s += A[i * sam + k * sak] * B[k * sbk + j * sbn];
@@ -94,7 +94,7 @@ typedef struct ijob {
 
 static void int_rows(void *ctx, int64_t b, int64_t e) {
   const ijob *j = ctx;
-  for (int64_t i = b; i < e; i++) {
+  for (int64_t i = b; i < e && !lu_interrupted(); i++) {
     if (j->dt == LUON_DTYPE_I32) {
       const int32_t *A = (const int32_t *)j->A, *B = (const int32_t *)j->B;
       uint32_t *restrict c = (uint32_t *)j->C + i * j->N;
@@ -199,7 +199,7 @@ typedef struct sjob {
 static inline __attribute__((always_inline)) void dot_body(const sjob *j, int64_t b, int64_t e, const int MM) {
   for (int64_t k0 = 0; k0 < j->K; k0 += SKINNY_KC) {
     int64_t k1 = k0 + SKINNY_KC < j->K ? k0 + SKINNY_KC : j->K, k16 = k0 + (k1 - k0) / 16 * 16;
-    for (int64_t n = b; n < e; n++) {
+    for (int64_t n = b; n < e && !lu_interrupted(); n++) {
       const float *bn = j->B + n * j->sbn;
       v16 acc[MM];
       for (int m = 0; m < MM; m++) acc[m] = (v16){0};
@@ -228,7 +228,7 @@ static inline __attribute__((always_inline)) void axpy_body(const sjob *j, int64
   int64_t n1 = e * 32 < j->N ? e * 32 : j->N;
   for (int64_t k0 = 0; k0 < j->K; k0 += SKINNY_KB) {
     int64_t k1 = k0 + SKINNY_KB < j->K ? k0 + SKINNY_KB : j->K;
-    for (int64_t n0 = b * 32; n0 < n1; n0 += 32) {
+    for (int64_t n0 = b * 32; n0 < n1 && !lu_interrupted(); n0 += 32) {
       if (n0 + 32 > j->N) { /* the last columns, one at a time */
         for (int64_t n = n0; n < j->N; n++)
           for (int m = 0; m < MM; m++) {
@@ -286,7 +286,7 @@ static TC void skinny_outer(void *ctx, int64_t b, int64_t e) {
   const sjob *j = ctx;
   for (int64_t c0 = 0; c0 < j->N; c0 += SKINNY_NC) {
     int64_t c1 = c0 + SKINNY_NC < j->N ? c0 + SKINNY_NC : j->N, c16 = c0 + (c1 - c0) / 16 * 16;
-    for (int64_t i = b; i < e; i++) {
+    for (int64_t i = b; i < e && !lu_interrupted(); i++) {
       float a[SKINNY_K], *c = j->C + i * j->N;
       for (int64_t k = 0; k < j->K; k++) a[k] = j->A[i * j->sam + k * j->sak];
       for (int64_t n = c0; n < c16; n += 16) {
@@ -380,7 +380,7 @@ luon_status lu_cpu_matmul(lu_call *c) {
 
   const char *a0 = lu_data(a), *b0 = lu_data(b);
   int64_t idx[LU_MAXD] = {0}, aoff = 0, boff = 0;
-  for (int64_t t = 0; t < nbatch; t++) {
+  for (int64_t t = 0; t < nbatch && !lu_interrupted(); t++) { /* luon_op_call reports a stop */
     operand A, B;
     prepare(&A, a0 + aoff * as, a->dtype, cdt, M, K, sam, sak, false, pa);
     prepare(&B, b0 + boff * bs, b->dtype, cdt, K, N, sbk, sbn, true, pb);

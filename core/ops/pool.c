@@ -285,7 +285,7 @@ typedef struct pjob {
       T *m = (T *)(jb->scratch + ch * jb->per_chunk), *v = m + L, *hm = v + L;                  \
       int32_t *vr = (int32_t *)(jb->scratch + ch * jb->per_chunk + 24 * L), *hr = vr + L;       \
       int32_t *hc = hr + L;                                                                     \
-      for (int64_t pl = np * ch / jb->chunks; pl < np * (ch + 1) / jb->chunks; pl++) {          \
+      for (int64_t pl = np * ch / jb->chunks; pl < np * (ch + 1) / jb->chunks && !lu_interrupted(); pl++) { \
         const T *xp = (const T *)jb->x + pl * HW;                                               \
         T *dxp = (T *)jb->y + pl * HW;                                                          \
         if (jb->dy) memset(dxp, 0, sizeof(T) * (size_t)HW);                                     \
