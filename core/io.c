@@ -514,7 +514,11 @@ static void skip_ws(parser *P) {
 static bool expect(parser *P, char c, const char *what) {
   skip_ws(P);
   if (P->p >= P->end) return perr(P, "the header ends where %s was expected", what);
-  if (*P->p != c) return perr(P, "expected %s, found '%c'", what, *P->p);
+  unsigned char f = (unsigned char)*P->p;
+  if (f != (unsigned char)c) {
+    if (f < 0x20 || f > 0x7e) return perr(P, "expected %s, found the byte 0x%02x", what, f);
+    return perr(P, "expected %s, found '%c'", what, f);
+  }
   P->p++;
   return true;
 }
@@ -1035,7 +1039,12 @@ luon_status luon_safetensors_open(const char *path, luon_safetensors **out) {
   if (s == LUON_OK) s = read_at(fd, len8, 8, 0, path);
   if (s == LUON_OK) {
     for (int k = 0; k < 8; k++) hlen |= (uint64_t)len8[k] << (8 * k);
-    if (hlen > MAX_HEADER)
+    if (hlen == 0x112) /* kMXAPINDArrayListMagic: MXNet's NDArray list */
+      s = fail(LUON_EFORMAT, path, "this is an MXNet .params file (MXNet's own binary format), not "
+               "safetensors, and luon does not read it; in MXNet, write the arrays with "
+               "safetensors.numpy.save_file({k: v.data().asnumpy() for k, v in "
+               "net.collect_params().items()}, path) and load that");
+    else if (hlen > MAX_HEADER)
       s = fail(LUON_EFORMAT, path, "header length %llu is absurd (more than 100 MB): "
                "not a safetensors file?", (unsigned long long)hlen);
     else if (hlen > size - 8)

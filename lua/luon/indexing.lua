@@ -88,8 +88,14 @@ local function entries_of(key, fname)
       elseif int_dtypes[dt] then
         list[pos] = {kind = "array", e}
       else
-        core.error(("%s: entry %d is %s; index arrays must be integer (int32, int64, uint8) or bool: "
-                    .. "convert with :astype('int64')"):format(fname, pos, array_text(e)))
+        -- a float index array (np.array({0, 2}) is float32, as in MXNet): its
+        -- values must be whole numbers (MXNet would truncate 2.5 to 2)
+        local ints = e:astype("int64")
+        if np.not_equal(ints, e):sum():item() ~= 0 then
+          core.error(("%s: entry %d is %s with values that are not whole numbers; index arrays hold "
+                      .. "integers (convert with :astype('int64') to truncate)"):format(fname, pos, array_text(e)))
+        end
+        list[pos] = {kind = "array", ints}
       end
     elseif te == "table" and getmetatable(e) == nil then
       list[pos] = slice_entry(e, pos, fname)

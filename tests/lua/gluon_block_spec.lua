@@ -205,7 +205,10 @@ describe("Sequential", function()
     assert.same({"0.weight", "1.weight"}, net:collect_params(".*weight"):keys())
     assert.same({"0.bias", "1.bias"}, net:collect_params("0.bias|1.bias"):keys())
     assert.same({"1.weight"}, net:collect_params("1\\.w"):keys())
-    assert.same({}, net:collect_params("weight"):keys())  -- matched at the start, as re.match
+    -- matched at the start, as re.match: nothing here, which is an error
+    -- (an MXNet 1.x pattern such as 'dense0_.*' would silently train nothing)
+    H.assert_error(function() net:collect_params("weight") end,
+                   {"collect_params", "'weight' selects none of the 4 parameters", "'0.weight'", "MXNet 1.x"})
     assert.same({"0.weight", "1.weight"}, net:collect_params(".*?weight"):keys())  -- lazy, as greedy
     -- what Python's re rejects is an error, not a literal '*' that matches nothing
     H.assert_error(function() net:collect_params("*weight") end,

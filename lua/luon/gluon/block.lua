@@ -370,6 +370,15 @@ function Block:collect_params(...)
     for k = 1, #names do
       if keep(names[k]) then n2[#n2 + 1], p2[#p2 + 1] = names[k], ps[k] end
     end
+    -- MXNet returns an empty dict; but luon's names are structural (as
+    -- MXNet 2.0's), so an MXNet 1.x pattern ('dense0_.*') would select
+    -- nothing without a word, and a Trainer would then train nothing
+    if #n2 == 0 and #names > 0 then
+      core.error(("collect_params: the pattern %s selects none of the %d parameters; luon names them "
+                  .. "by their place in the network (%s, ...), as MXNet 2.0 does, not as MXNet 1.x's "
+                  .. "'dense0_weight'"):format(core.show_value(select), #names,
+                                               table.concat(core.map_show({unpack(names, 1, 3)}), ", ")))
+    end
     names, ps = n2, p2
   end
   return param.dict(names, ps)

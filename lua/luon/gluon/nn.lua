@@ -18,25 +18,19 @@ local Parameter = param.new
 local tuple = param.tuple
 
 -- The options of a layer from (positional..., keywords): `names` in MXNet's
--- positional order; unknown keywords are an error naming them.
+-- positional order; unknown keywords are an error naming them, and MXNet
+-- 1.x's Block keywords (prefix, params) say what luon does instead.
+local v1_keywords = {
+  params = "MXNet 1.x's params= shared parameters; luon shares them with "
+           .. "block:share_parameters(other:collect_params())",
+  prefix = "MXNet 1.x's prefix= named parameters; luon names them by their place in the network",
+}
 local function opts(layer, names, ...)
-  local kw, n = core.kw(...)
-  core.check_keys(kw, layer, 3, names, nil, "argument")
-  local o = {}
-  for k, v in pairs(kw) do o[k] = v end
-  if n > #names then
-    core.error(("%s: %d positional arguments, at most %d (%s)"):format(layer, n, #names, table.concat(names, ", ")))
+  local kw = core.kw(...)
+  for k, why in pairs(v1_keywords) do
+    if kw[k] ~= nil then core.error(("%s: no argument '%s' (%s)"):format(layer, k, why)) end
   end
-  for k = 1, n do
-    local v = select(k, ...)
-    if v ~= nil then
-      if kw[names[k]] ~= nil then
-        core.error(("%s: argument '%s' given both by position and by keyword"):format(layer, names[k]))
-      end
-      o[names[k]] = v
-    end
-  end
-  return o
+  return core.args(layer, names, names, ...)
 end
 
 local function positive_int(v, layer, what)

@@ -411,7 +411,6 @@ local sgd_known = set_of({"momentum"}, base_args)
 
 function SGD:__init(...)
   local a = parse_args("SGD", {"learning_rate", "momentum"}, sgd_known, ...)
-  if a.learning_rate == nil and a.lr_scheduler == nil then a.learning_rate = 0.1 end
   check_num("SGD", a, "momentum", 0)
   Optimizer.__init(self, a)
   rawset(self, "momentum", a.momentum or 0)

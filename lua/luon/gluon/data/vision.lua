@@ -40,10 +40,12 @@ end
 
 local MNISTDataset = data.Dataset:extend("MNIST")
 
-local function load(cls, default_root, opts)
-  opts = opts or {}
-  if type(opts) ~= "table" then core.error(("%s: expected a table of options, got %s"):format(cls, type(opts))) end
-  core.check_keys(opts, cls, 3, {"root", "train", "transform"})
+local load_args = {"root", "train", "transform"}
+local function load(cls, default_root, ...)
+  local opts = core.args(cls, load_args, load_args, ...) -- MXNet's order, then keywords
+  if opts.train ~= nil and type(opts.train) ~= "boolean" then
+    core.error(("%s: train must be true or false, got %s"):format(cls, core.show_value(opts.train)))
+  end
   local root = core.path_arg(opts.root or default_root, cls, "root")
   root = root:gsub("^~", os.getenv("HOME") or "~"):gsub("/$", "")
   local train = opts.train ~= false
@@ -219,12 +221,13 @@ function ImageFolderDataset:__tostring()
 end
 
 -- MNIST{root = '~/.mxnet/datasets/mnist', train = true, transform = fn(data, label)}
-function vision.MNIST(opts) return load("MNIST", "~/.mxnet/datasets/mnist", opts) end
+function vision.MNIST(...) return load("MNIST", "~/.mxnet/datasets/mnist", ...) end
 
--- FashionMNIST{root = '/usr/share/datasets/fashion-mnist' (Debian's
--- dataset-fashion-mnist), train = true, transform = fn(data, label)}
-function vision.FashionMNIST(opts)
-  return load("FashionMNIST", "/usr/share/datasets/fashion-mnist", opts)
+-- FashionMNIST(root, train, transform), positional as MXNet or keywords:
+-- root = '/usr/share/datasets/fashion-mnist' (Debian's
+-- dataset-fashion-mnist), train = true, transform = fn(data, label)
+function vision.FashionMNIST(...)
+  return load("FashionMNIST", "/usr/share/datasets/fashion-mnist", ...)
 end
 
 -- MXNet's module gluon.data.vision.datasets.
