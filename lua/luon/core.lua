@@ -588,6 +588,21 @@ function M.suggest(name, names)
   return found
 end
 
+-- The public names (string keys not starting with "_") of the tables
+-- given (nil ones skipped), each once: what an unknown-name error offers.
+function M.public_names(...)
+  local names, seen = {}, {}
+  for i = 1, select("#", ...) do
+    local t = select(i, ...)
+    if type(t) == "table" then
+      for n in pairs(t) do
+        if type(n) == "string" and n:byte(1) ~= 95 and not seen[n] then seen[n] = true; names[#names + 1] = n end
+      end
+    end
+  end
+  return names
+end
+
 -- Raise "<what> has no field 'k'; did you mean ...?" with the closest of
 -- the list names, at the user's line.
 function M.no_field(what, k, names)

@@ -27,15 +27,7 @@ local function find_build()
 end
 local build = find_build()
 
-local function quote(s) return "'" .. s:gsub("'", [['\'']]) .. "'" end
-
-local function run(cmd)
-  local p = io.popen(cmd .. " 2>&1; echo \"exit=$?\"")
-  local out = p:read("*a")
-  p:close()
-  local status = tonumber(out:match("exit=(%d+)%s*$"))
-  return (out:gsub("exit=%d+%s*$", "")), status
-end
+local quote, run = H.quote, H.sh
 
 -- a script using the parts of luon a game or robot would: arrays, a gluon
 -- network, autograd, parameters saved and loaded

@@ -63,21 +63,6 @@ end
 -- LUON_CUDA_LIB; scripts/test's stand-in stage): their memory is host memory.
 H.stand_in_gpus = (os.getenv("LUON_CUDA_LIB") or ""):find("fake_cuda", 1, true) ~= nil
 
--- The luon executable of the build whose Lua directory is on package.path
--- (scripts/test puts `<build>/luon --env` there), else LUON_EXE, else build/.
-local function readable(p)
-  local f = io.open(p, "rb")
-  if f then f:close() end
-  return f ~= nil
-end
-function H.luon_exe()
-  if os.getenv("LUON_EXE") then return os.getenv("LUON_EXE") end
-  for dir in package.path:gmatch("([^;]*)/lua/%?%.lua") do
-    if readable(dir .. "/luon") and not readable(dir .. "/luon/init.lua") then return dir .. "/luon" end
-  end
-  return (debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. "../../build/luon"
-end
-
 -- A shell command's output (stdout and stderr) and exit status.
 function H.sh(cmd)
   local p = io.popen(cmd .. " 2>&1; echo \"exit=$?\"")
@@ -86,9 +71,6 @@ function H.sh(cmd)
   local status = tonumber(out:match("exit=(%d+)%s*$"))
   return (out:gsub("exit=%d+%s*$", "")), status
 end
-
--- s quoted for the shell.
-function H.quote(s) return "'" .. s:gsub("'", [['\'']]) .. "'" end
 
 local function show(v)
   if type(v) ~= "table" then return tostring(v) end

@@ -15,13 +15,7 @@ local luon = H.luon_exe()
 
 local quote, exists = H.quote, H.exists
 
-local function run(cmd)
-  local p = io.popen(cmd .. " 2>&1; echo \"exit=$?\"")
-  local out = p:read("*a")
-  p:close()
-  local status = tonumber(out:match("exit=(%d+)%s*$"))
-  return out:gsub("exit=%d+%s*$", ""), status
-end
+local run = H.sh
 
 local python
 for _, p in ipairs({"/usr/bin/python3"}) do if exists(p) then python = p end end

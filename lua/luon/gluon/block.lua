@@ -73,16 +73,10 @@ local props = {}
 -- The public names (not "_...") a block has: fields, children, parameters,
 -- its class chain's and the properties.
 local function public_names(self)
-  local names, seen = {}, {}
-  local function add(t)
-    for n in pairs(t) do
-      if type(n) == "string" and n:byte(1) ~= 95 and not seen[n] then seen[n] = true; names[#names + 1] = n end
-    end
-  end
-  add(self._plain); add(self._children); add(self._params); add(props)
+  local ts = {self._plain, self._children, self._params, props}
   local c = self._class
-  while c do add(c); c = rawget(c, "__super") end
-  return names
+  while c do ts[#ts + 1] = c; c = rawget(c, "__super") end
+  return core.public_names(unpack(ts))
 end
 
 -- net.wieght: an error naming the close names. A name assigned nil

@@ -10,19 +10,13 @@ local optimizer = {}
 
 -- The public names (not "_...") of obj, of its class chain and its props.
 local function public_names(obj, c)
-  local names, seen = {}, {}
-  local function add(t)
-    for n in pairs(t) do
-      if type(n) == "string" and n:byte(1) ~= 95 and not seen[n] then seen[n] = true; names[#names + 1] = n end
-    end
-  end
-  add(obj)
+  local ts = {obj}
   while c do
-    add(c); add(rawget(c, "_props"))
+    ts[#ts + 1], ts[#ts + 2] = c, rawget(c, "_props")
     local mt = getmetatable(c)
     c = mt and mt.__index
   end
-  return names
+  return core.public_names(unpack(ts))
 end
 
 -- A class whose instances read `props` (computed fields) before methods;
