@@ -293,7 +293,13 @@ end
 -- claimed first, the array is in slots[i] before ptrs[i] names the tensor (a
 -- sweep releases ptrs[i] when slots[i] is empty), and the slot array grows
 -- only while it is still too small once the new one exists.
+local function release_array(a) release(a.t) end
+
 local function wrap(p)
+  -- A finalizer may run between any two statements here or in sweep (at an
+  -- allocation or a trace exit): the arrays its ops make are left to
+  -- ffi.gc, and never touch the slots.
+  if in_finalizer > 0 then return ffi_gc(Array(p), release_array) end
   if cycle_done then sweep() end
   local i
   if nfree > 0 then
@@ -644,15 +650,21 @@ end
 
 -- Fill the inputs (the list `inputs`, or x and y) and outputs (`out`, else
 -- empty) and run op; on LUON_ENOMEM collect, sweep, fill again and retry
--- once. Returns the status and the output and count buffers, which the
--- caller reads before anything allocates (a finalizer may reuse them).
-local function run(op, n, a, inputs, x, y, out, cap)
+-- once (oom: the caller's own first try failed so: collect first). Returns
+-- the status and the output and count buffers, which the caller reads
+-- before anything allocates (a finalizer may reuse them).
+local function run(op, n, a, inputs, x, y, out, cap, oom)
   local I, O, N = ins, outs, nout
   if in_finalizer > 0 then
     I, O, N = ffi.new("luon_tensor*[8]"), ffi.new("luon_tensor*[8]"), ffi.new("int32_t[1]")
   end
   local st
-  for attempt = 1, 2 do
+  for attempt = oom and 2 or 1, 2 do
+    if attempt == 2 then
+      if in_finalizer > 0 then break end -- no collection inside one
+      collectgarbage("collect"); collectgarbage("collect")
+      sweep()
+    end
     if inputs then
       for k = 1, n do I[k - 1] = inputs[k].t end
     else
@@ -662,9 +674,7 @@ local function run(op, n, a, inputs, x, y, out, cap)
     for k = 0, (cap or 1) - 1 do O[k] = out and out[k + 1] and out[k + 1].t or nil end
     N[0] = cap or 1
     st = C.luon_op_call(op, n, I, a, N, O)
-    if st ~= ENOMEM or attempt == 2 or in_finalizer > 0 then break end
-    collectgarbage("collect"); collectgarbage("collect")
-    sweep()
+    if st ~= ENOMEM then break end
   end
   return st, O, N
 end
@@ -731,10 +741,8 @@ function M.call2(op, x, y)
     nout[0] = 1
     st, O = C.luon_op_call(op, 2, ins, nil, nout, outs), outs
   end
-  if st ~= 0 then
-    st, O = run(op, 2, nil, nil, x, y)
-    if st ~= 0 then raise(3) end
-  end
+  if st == nil or st == ENOMEM then st, O = run(op, 2, nil, nil, x, y, nil, nil, st == ENOMEM) end
+  if st ~= 0 then raise(3) end
   local p = O[0]
   if counters.bytes_since_gc > M.gc_threshold then gc_pressure() end
   return wrap(p)

@@ -64,6 +64,9 @@ local function entries_of(key, fname)
     end
     if k > n then n = k end
   end
+  if n > 16 then -- 8 axes at most, and a few '...' (nil entries count up to n)
+    core.error(("%s: an index of %d entries, for an array of at most 8 dimensions"):format(fname, n))
+  end
   local list = {}
   for pos = 1, n do
     local e = key[pos]

@@ -220,7 +220,7 @@ describe("errors", function()
           {"num_hidden is 5 but the weight has 4 rows"})
     fails(function() npx.set_num_threads(0) end, {"set_num_threads: n must be an integer >= 1, got 0"})
     fails(function() local r = H.luon.gluon.data.vision.FashionMNIST{rooot = "/x"}; return r end,
-          {"FashionMNIST: unknown option 'rooot'"})
+          {"FashionMNIST: unknown argument 'rooot'"})
   end)
 
   it("as_in_context needs a device", function()

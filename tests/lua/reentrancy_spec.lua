@@ -35,6 +35,18 @@ describe("finalizers that run ops", function()
     end
   end)
 
+  it("keep the array registry in step when they run at any point of an op", function()
+    local a, b = np.ones({3}), np.full({3}, 2)
+    local kept = {}
+    for _ = 1, 100000 do
+      local u = newproxy(true)
+      getmetatable(u).__gc = function() local c = a + b; kept[#kept % 50 + 1] = np.sum(np.exp(c)) end
+      local c = a + b
+      local s = np.split(np.arange(6), 2)
+      assert(#s == 2 and c:sum():item() == 9)
+    end
+  end)
+
   it("run as newproxy and metatype finalizers too", function()
     local ran = 0
     local T = ffi.metatype(ffi.typeof("struct { int n; }"),

@@ -255,7 +255,9 @@ function Trainer:_check_stale(ignore_stale_grad)
   if ignore_stale_grad then return end
   for _, p in ipairs(self._params) do
     if p.grad_req ~= "null" then
-      for _, w in ipairs(p:list_data()) do
+      local data = p._data or p:list_data() -- (list_data copies; it raises when uninitialized)
+      for d = 1, #data do
+        local w = data[d]
         if C.luon_tensor_grad_fresh(w.t) == 0 then
           core.error(("Gradient of Parameter `%s` on context %s has not been updated by backward since " ..
                       "last `step`. This could mean a bug in your model that made it only use a subset " ..
@@ -312,7 +314,7 @@ function Trainer:_update(ignore_stale_grad)
   local per_dev = {}
   for d = 1, ndev do per_dev[d] = {indices = {}, grads = {}, weights = {}} end
   for i, p in ipairs(self._params) do
-    local data = p.grad_req ~= "null" and p:list_data()
+    local data = p.grad_req ~= "null" and (p._data or p:list_data())
     local fresh = data and true
     for d = 1, data and #data or 0 do
       if C.luon_tensor_grad_fresh(data[d].t) == 0 then fresh = false end
