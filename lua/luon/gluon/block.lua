@@ -14,18 +14,40 @@ local tuple = param.tuple
 -- Classes: a class is a table of methods whose metatable chains to its
 -- parent; calling it constructs an instance (base state, then __init).
 
--- The metatable of every block instance.
+-- An instance is a userdata proxy (newproxy), because LuaJIT (Lua 5.1
+-- semantics) ignores __len on tables: #net is its number of children,
+-- net[i] its i-th child (0-based; negative i counts from the end), net(...)
+-- its forward; ipairs(net) and pairs(net) are errors. The proxy's own
+-- metatable has __index = its field table t, which holds the internals
+-- (_class, _children, ...) and whose shared metatable Fields looks up the
+-- rest: plain fields, children, parameters, class members, properties.
+-- Writes go through Instance.__newindex: an internal already in t is
+-- overwritten there, any other name is registered as today.
+
+-- The metamethods shared by every instance's metatable.
 local Instance = {}
+-- The metatable of every instance's field table.
+local Fields = {}
+-- The metatable field that marks a block's metatable and holds its field
+-- table (a string: it must survive a second load of this module, as
+-- busted's insulation makes).
+local block_key = "__luon_block"
 
 local Block = {__name = "Block"}
 M.Block = Block
 
-local function is_block(v) return type(v) == "table" and getmetatable(v) == Instance end
+local function fields_of(v)
+  if type(v) ~= "userdata" then return nil end
+  local mt = getmetatable(v)
+  return type(mt) == "table" and rawget(mt, block_key) or nil
+end
+
+local function is_block(v) return fields_of(v) ~= nil end
 M.is_block = is_block
 
 -- Whether class (or instance) x is cls or derives from it.
 local function derives(x, cls)
-  local c = is_block(x) and rawget(x, "_class") or x
+  local c = is_block(x) and x._class or x
   while c do
     if c == cls then return true end
     c = rawget(c, "__super")
@@ -35,7 +57,7 @@ end
 M.isinstance = derives
 
 local function construct(cls, ...)
-  local self = setmetatable({
+  local t = setmetatable({
     _class = cls,
     _children = {}, _child_order = {},   -- name -> Block, names in order
     _params = {}, _param_order = {},     -- local name -> Parameter, in order
@@ -43,7 +65,13 @@ local function construct(cls, ...)
     _fhooks = {}, _prehooks = {},
     _active = false,
     _ready = false,    -- every own parameter has data (see finish_deferred)
-  }, Instance)
+  }, Fields)
+  local self = newproxy(true)
+  local mt = getmetatable(self)
+  for k, v in pairs(Instance) do mt[k] = v end
+  mt.__index = t
+  mt[block_key] = t
+  t._proxy = self
   local init = cls.__init
   if init then init(self, ...) end
   return self
@@ -87,7 +115,22 @@ local function unknown_field(self, k)
   core.no_field(self._class.__name, k, public_names(self))
 end
 
-function Instance.__index(self, k)
+-- net[i]: the i-th child in registration order, 0-based; negative i counts
+-- from the end (Python's list); any other index is an error naming it.
+local function child_at(self, i)
+  local order = self._child_order
+  local n = #order
+  if i % 1 ~= 0 or i < -n or i >= n then
+    core.error(("%s: index %s is out of range for %d child%s (0-based, as MXNet's net[i]: %s)")
+               :format(self._class.__name, core.show_value(i), n, n == 1 and "" or "ren",
+                       n == 0 and "it has none" or ("0..%d, or -%d..-1 from the end"):format(n - 1, n)))
+  end
+  if i < 0 then i = i + n end
+  return self._children[order[i + 1]]
+end
+
+-- self is the field table here; props get the block itself.
+function Fields.__index(self, k)
   local v = self._plain[k]
   if v ~= nil then return v end
   v = self._children[k]
@@ -97,8 +140,8 @@ function Instance.__index(self, k)
   v = self._class[k]
   if v ~= nil then return v end
   local p = props[k]
-  if p then return p(self) end
-  if type(k) == "number" then return self._children[tostring(k)] end
+  if p then return p(self._proxy) end
+  if type(k) == "number" then return child_at(self, k) end
   if type(k) == "string" and k:byte(1) ~= 95 and not (unset[self] and unset[self][k]) then
     unknown_field(self, k)
   end
@@ -131,7 +174,9 @@ local function register_child(self, name, child)
 end
 M.register_child = register_child
 
-function Instance.__newindex(self, k, v)
+function Instance.__newindex(u, k, v)
+  local self = getmetatable(u)[block_key]
+  if rawget(self, k) ~= nil then self[k] = v; return end -- an internal
   local old = self._children[k] or self._params[k]
   if old ~= nil and v ~= nil and kind(old) ~= kind(v) then
     core.error(("Changing attribute type for %s from %s to %s is not allowed.")
@@ -139,10 +184,10 @@ function Instance.__newindex(self, k, v)
   end
   if is_block(v) then
     self._plain[k] = nil
-    register_child(self, k, v)
+    register_child(u, k, v)
   elseif is_parameter(v) then
     self._plain[k] = nil
-    rawset(self, "_ready", false)
+    self._ready = false
     if self._params[k] == nil then
       local order = self._param_order
       order[#order + 1] = k
@@ -162,6 +207,10 @@ end
 
 function Instance.__call(self, ...) return self:__call(...) end
 function Instance.__tostring(self) return self:__tostring() end
+-- #net: the number of children (MXNet's len(net)).
+function Instance.__len(self) return #self._child_order end
+-- The public names, for the REPL's completion.
+function Instance.__dir(self) return public_names(self) end
 
 -- Block.params: this block's own parameters (local name -> Parameter).
 function props.params(self)
@@ -202,7 +251,7 @@ local function finish_deferred(self, ...)
     end
     ready = true
   end
-  rawset(self, "_ready", ready)
+  self._ready = ready
 end
 
 -- Set the unknown dims of own parameters from the inputs of the first
@@ -401,7 +450,7 @@ end
 -- capture, forward always runs imperatively.
 function Block:hybridize(active, _)
   if active == nil then active = true end
-  self:apply(function(b) rawset(b, "_active", active and derives(b, HybridBlock)) end)
+  self:apply(function(b) b._active = active and derives(b, HybridBlock) end)
   return self
 end
 
@@ -442,7 +491,7 @@ function Block:share_parameters(shared)
   if bad then core.error(bad, 2) end
   for _, t in ipairs(swaps) do
     t[1]._params[t[2]] = t[3]
-    rawset(t[1], "_ready", false)
+    t[1]._ready = false
   end
   return self
 end
@@ -469,7 +518,7 @@ end
 function Block:summary(...)
   local Sequential, HybridSequential = M.Sequential, M.HybridSequential
   self:apply(function(b)
-    if rawget(b, "_active") then
+    if b._active then
       core.error(('"%s" must not be hybridized to print summary.'):format(b._class.__name))
     end
   end)

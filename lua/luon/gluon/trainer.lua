@@ -53,7 +53,8 @@ local function param_list(params)
   if is_parameter(params) then return {params} end
   if type(params) ~= "table" then
     core.error(("Trainer: the first argument must be a list or table of Parameters " ..
-                "(net:collect_params()), got %s"):format(type(params)))
+                "(net:collect_params()), got %s"):format(
+                  require("luon.gluon.block").is_block(params) and "a Block" or type(params)))
   end
   local list = {}
   local keys = {}
