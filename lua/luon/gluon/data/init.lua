@@ -380,18 +380,7 @@ end
 -- at the end); make one with My:new{fields...}.
 Sampler.extend, Sampler.new = Dataset.extend, Dataset.new
 
--- A tiny seeded generator (splitmix64) for shuffling.
-local function rng(seed)
-  local s = ffi.new("uint64_t[1]", seed)
-  return function(n) -- uniform integer in [0, n)
-    s[0] = s[0] + 0x9E3779B97F4A7C15ULL
-    local z = s[0]
-    z = bit.bxor(z, bit.rshift(z, 30)) * 0xBF58476D1CE4E5B9ULL
-    z = bit.bxor(z, bit.rshift(z, 27)) * 0x94D049BB133111EBULL
-    z = bit.bxor(z, bit.rshift(z, 31))
-    return tonumber(z % n)
-  end
-end
+local rng = object.rng
 
 local function list_iter(list)
   local k = 0

@@ -5,6 +5,7 @@
 -- and `for a, b in o do` runs one pass of o:iter(); ipairs(o) and pairs(o)
 -- are errors (o is not a table). Fields read and write through to the table.
 local core = require("luon.core")
+local ffi, bit = core.ffi, require("bit")
 
 local M = {}
 
@@ -131,6 +132,20 @@ function List0:__tostring()
   local parts = {}
   for k, v in ipairs(self._list) do parts[k] = ("%q"):format(tostring(v)) end
   return "[" .. table.concat(parts, ", ") .. "]"
+end
+
+-- A small seeded generator (splitmix64) for the samplers' shuffles:
+-- rng(seed) returns a function of n giving uniform integers in [0, n).
+function M.rng(seed)
+  local s = ffi.new("uint64_t[1]", seed)
+  return function(n)
+    s[0] = s[0] + 0x9E3779B97F4A7C15ULL
+    local z = s[0]
+    z = bit.bxor(z, bit.rshift(z, 30)) * 0xBF58476D1CE4E5B9ULL
+    z = bit.bxor(z, bit.rshift(z, 27)) * 0x94D049BB133111EBULL
+    z = bit.bxor(z, bit.rshift(z, 31))
+    return tonumber(z % n)
+  end
 end
 
 return M

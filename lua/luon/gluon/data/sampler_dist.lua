@@ -17,22 +17,10 @@
 local core = require("luon.core")
 local data = require("luon.gluon.data")
 local object = require("luon.gluon.data.object")
-local ffi = core.ffi
-local bit = require("bit")
 
 local M = {}
 
-local function rng(seed) -- splitmix64: uniform integers in [0, n)
-  local s = ffi.new("uint64_t[1]", seed)
-  return function(n)
-    s[0] = s[0] + 0x9E3779B97F4A7C15ULL
-    local z = s[0]
-    z = bit.bxor(z, bit.rshift(z, 30)) * 0xBF58476D1CE4E5B9ULL
-    z = bit.bxor(z, bit.rshift(z, 27)) * 0x94D049BB133111EBULL
-    z = bit.bxor(z, bit.rshift(z, 31))
-    return tonumber(z % n)
-  end
-end
+local rng = object.rng
 
 local function int_arg(v, what, min)
   if type(v) ~= "number" or v % 1 ~= 0 or v < min then
