@@ -8,7 +8,7 @@ LUON_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 LUON_PACKAGES=(luajit libluajit-5.1-dev lua-busted libpng-dev libturbojpeg0-dev
                libopenblas-dev dataset-fashion-mnist cmake pkg-config gcc
                libedit-dev clang libclang-rt-14-dev
-               openmpi-bin libopenmpi-dev)
+               openmpi-bin libopenmpi-dev luarocks)
 
 say() { printf '%s\n' "$*"; }
 die() { printf '%s: error: %s\n' "${0##*/}" "$*" >&2; exit 1; }
