@@ -148,4 +148,59 @@ function M.rng(seed)
   end
 end
 
+-- The helpers the modules of gluon.data share.
+
+function M.argerror(fmt, ...) core.error(fmt:format(...)) end
+
+-- Fields of an item as arguments: a plain Lua list is a tuple of fields.
+function M.is_tuple(item)
+  return type(item) == "table" and getmetatable(item) == nil
+end
+
+-- The results of a transform as an item: several values make a list.
+function M.pack(...)
+  if select("#", ...) == 1 then return (...) end
+  return {...}
+end
+
+-- Index i of a dataset of n items as 0..n-1: -n..-1 count from the end,
+-- as MXNet's (NumPy's) indexing; anything else is an error.
+function M.check_index(i, n)
+  if type(i) ~= "number" or i % 1 ~= 0 or i < -n or i >= n then
+    M.argerror("dataset index %s is out of range for a dataset of length %d (indices are 0-based: " ..
+             "0..%d, or -%d..-1 from the end)", core.show_value(i), n, n - 1, n)
+  end
+  if i < 0 then return i + n end
+  return i
+end
+
+-- Whether x can be a dataset, sampler or batch sampler: an object of this
+-- module or a table with the methods.
+function M.indexable(x)
+  return type(x) == "table" or M.class_of(x) ~= nil
+end
+
+-- An item as its fields: a plain Lua list as its entries, anything else as
+-- itself (for data, label in ds do ...).
+function M.fields(item)
+  if M.is_tuple(item) and #item > 0 then return unpack(item) end
+  return item
+end
+
+-- A seed for a sampler given none: drawn from np.random, so that
+-- np.random.seed makes the orders repeatable.
+function M.fresh_seed()
+  local s = require("luon.np").random.randint(0, 2 ^ 31, {size = {2}, dtype = "int64"}):totable()
+  return s[1] * 2 ^ 31 + s[2]
+end
+
+-- Shuffle the list p in place (Fisher-Yates) with rand, an rng's function.
+function M.shuffle(p, rand)
+  for i = #p, 2, -1 do
+    local j = rand(i) + 1
+    p[i], p[j] = p[j], p[i]
+  end
+  return p
+end
+
 return M

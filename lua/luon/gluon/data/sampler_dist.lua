@@ -58,20 +58,11 @@ function SplitSampler:iter()
   for i = 1, self._len do p[i] = self._start + i - 1 end
   if self._shuffle then
     if not self._rand then
-      local seed = self._seed
-      if seed == nil then
-        local np = require("luon.np")
-        seed = np.random.randint(0, 2 ^ 31, {size = {2}, dtype = "int64"}):totable()
-        seed = seed[1] * 2 ^ 31 + seed[2]
-      end
+      local seed = self._seed or object.fresh_seed()
       -- distinct streams per part, so equal seeds do not give equal orders
       self._rand = rng((seed % 2 ^ 40) * 1009 + self.part_index)
     end
-    local rand = self._rand
-    for i = self._len, 2, -1 do -- Fisher-Yates
-      local j = rand(i) + 1
-      p[i], p[j] = p[j], p[i]
-    end
+    object.shuffle(p, self._rand)
   end
   local k = 0
   return function()
