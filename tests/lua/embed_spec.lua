@@ -8,24 +8,9 @@ local H = require("helpers")
 local np = H.np
 local core = require("luon.core")
 
-local here = debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./"
 
-local function exists(path)
-  local f = io.open(path, "r")
-  if f then f:close() end
-  return f ~= nil
-end
-
--- The build whose Lua directory is on package.path (scripts/test puts
--- `<build>/luon --env` there), else LUON_EXE's, else build/.
-local function find_build()
-  if os.getenv("LUON_EXE") then return (os.getenv("LUON_EXE"):gsub("/luon$", "")) end
-  for dir in package.path:gmatch("([^;]*)/lua/%?%.lua") do
-    if exists(dir .. "/luon") and not exists(dir .. "/luon/init.lua") then return dir end
-  end
-  return here .. "../../build"
-end
-local build = find_build()
+-- The build of the luon executable under test (H.luon_exe's folder).
+local build = (H.luon_exe():gsub("/luon$", ""))
 
 local quote, run = H.quote, H.sh
 

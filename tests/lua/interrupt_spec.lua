@@ -7,29 +7,13 @@
 -- is tested by repl_spec; luon_interrupt and luon_rt_interrupt by
 -- tests/c/test_interrupt.c.
 package.path = (debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "") .. "?.lua;" .. package.path
-require("helpers")
+local H = require("helpers")
 
 local here = debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./"
 local driver = here .. "../repl/sigint_drive.py"
-
-local function exists(path)
-  local f = io.open(path, "r")
-  if f then f:close() end
-  return f ~= nil
-end
-
--- the luon executable, found as repl_spec finds it
-local function find_luon()
-  if os.getenv("LUON_EXE") then return os.getenv("LUON_EXE") end
-  for dir in package.path:gmatch("([^;]*)/lua/%?%.lua") do
-    if exists(dir .. "/luon") and not exists(dir .. "/luon/init.lua") then return dir .. "/luon" end
-  end
-  return here .. "../../build/luon"
-end
-local luon = find_luon()
-local python = exists("/usr/bin/python3") and "/usr/bin/python3" or nil
-
-local function quote(s) return "'" .. s:gsub("'", [['\'']]) .. "'" end
+local luon = H.luon_exe()
+local python = H.exists("/usr/bin/python3") and "/usr/bin/python3" or nil
+local quote = H.quote
 
 -- run `luon` on the script text, interrupt it after "ready": status, ms, stderr
 local function interrupt(script)
