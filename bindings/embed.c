@@ -139,7 +139,6 @@ static int64_t now_ns(void) {
 }
 
 static void stop_hook(lua_State *L, lua_Debug *ar) {
-  (void)ar;
   lua_pushlightuserdata(L, &rt_key);
   lua_rawget(L, LUA_REGISTRYINDEX);
   luon_rt *rt = lua_touserdata(L, -1);
@@ -151,6 +150,7 @@ static void stop_hook(lua_State *L, lua_Debug *ar) {
   /* and again at every Lua instruction until the call ends, in case Lua code
    * catches the error and goes on (the traceback handler is C: it runs none) */
   lua_sethook(L, stop_hook, LUA_MASKCOUNT, 1);
+  if (lu_in_luon_lua(L, ar)) return; /* raise it once back in the user's code */
   luaL_error(L, "interrupted");
 }
 

@@ -93,7 +93,10 @@ static int editing;                        /* reading lines with libedit */
 static int wake[2] = {-1, -1};             /* on_sigint writes to wake[1] */
 
 static void stop_hook(lua_State *L, lua_Debug *ar) {
-  (void)ar;
+  if (lu_in_luon_lua(L, ar)) { /* raise it once back in the user's code */
+    lua_sethook(L, stop_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
+    return;
+  }
   lua_sethook(L, NULL, 0, 0);
   presses = 0;
   hooked = 1;

@@ -4,6 +4,7 @@
 #include "paths.h"
 #include <lua.h>
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 
 void lu_lua_dirs(const char *dir, char *paths, size_t n, char *cpaths, size_t cn) {
@@ -30,4 +31,14 @@ void lu_add_lua_dirs(lua_State *L, const char *paths, const char *cpaths) {
   lua_pushfstring(L, "%s;%s", cpaths, lua_tostring(L, -1));
   lua_setfield(L, -3, "cpath");
   lua_pop(L, 2);
+}
+
+int lu_in_luon_lua(lua_State *L, lua_Debug *ar) {
+  if (!lua_getinfo(L, "S", ar) || !ar->source) return 0;
+  lua_getfield(L, LUA_REGISTRYINDEX, "luon_lua_dir");
+  size_t n = 0;
+  const char *dir = lua_tolstring(L, -1, &n);
+  int in = dir && n > 0 && strncmp(ar->source, dir, n) == 0;
+  lua_pop(L, 1);
+  return in;
 }

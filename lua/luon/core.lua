@@ -22,6 +22,9 @@ local M = {ffi = ffi, C = C}
 -- tail calls did to the fixed levels callers pass. Past a C frame (as in
 -- pcall(np.add, a, b)) it gives no position, as Lua does.
 local own_prefix = debug.getinfo(1, "S").source:match("^(@.*[/\\])")
+-- for the interrupt hooks of bindings/ (paths.c, lu_in_luon_lua): they
+-- raise "interrupted" only outside these files
+debug.getregistry().luon_lua_dir = own_prefix
 local lua_error = error
 local function error(msg, level)
   if own_prefix then
