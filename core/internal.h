@@ -1,5 +1,7 @@
 /* internal.h: structures and helpers shared by the files of core/ (and the
- * CUDA backend). Not installed; hosts use luon.h only. */
+ * CUDA backend). Not installed; hosts use luon.h only. The subsystems built
+ * on the core, core/data/ and core/dist/, include it; it includes nothing of
+ * theirs (what the files of core/data/ share is in data/data.h). */
 #ifndef LUON_INTERNAL_H
 #define LUON_INTERNAL_H
 
@@ -303,11 +305,8 @@ void lu_sgemm(int order, int ta, int tb, int m, int n, int k, float alpha, const
 void lu_dgemm(int order, int ta, int tb, int m, int n, int k, double alpha, const double *a,
               int lda, const double *b, int ldb, double beta, double *c, int ldc);
 
-/* ---- files (image.c) ------------------------------------------------------ */
+/* ---- files (io.c) --------------------------------------------------------- */
 
-/* The whole file at path in a malloc'd buffer (free it); errors name the
- * path, after "fn: " when fn is not NULL. */
-luon_status lu_read_file(const char *fn, const char *path, uint8_t **buf, size_t *len);
 /* open(path) for reading, without waiting on a FIFO: the fd of a regular
  * file and its size, or -1 with errno set (0: not a regular file). */
 int lu_open_regular(const char *path, uint64_t *size);
@@ -498,7 +497,7 @@ typedef struct lu_cuda_backend {
   luon_status (*allreduce)(int32_t n, void *const *ptrs, const int32_t *ids, int32_t dtype,
                            int64_t count, int32_t op);
   /* luon.dist's NCCL path (comm.cu): one communicator per process, on one
-   * GPU, across processes; core/dist.c brings the unique id to every rank
+   * GPU, across processes; core/dist/dist.c brings the unique id to every rank
    * over MPI. Communicators are non-blocking (NCCL's blocking = 0): every
    * wait (init, a collective) polls ncclCommGetAsyncError and gives up after
    * timeout_s seconds (0: never), aborting the communicator (ncclCommAbort).

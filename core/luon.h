@@ -261,7 +261,7 @@ typedef enum luon_reduce_op {
 } luon_reduce_op;
 luon_status luon_allreduce(int32_t n, luon_tensor *const *replicas, int32_t op);
 
-/* Collectives across processes (core/dist.c): Open MPI, loaded with dlopen
+/* Collectives across processes (core/dist/dist.c): Open MPI, loaded with dlopen
  * by luon_dist_init, for processes started by mpirun; a process not started
  * by a launcher is rank 0 of 1 and never loads MPI. Arrays are reduced in
  * place; CPU arrays of float32/float64/int32/int64/uint8 directly, other
@@ -294,7 +294,7 @@ luon_status luon_dist_finalize(void);
 /* Random numbers: one seeded generator per device (counter-based). */
 luon_status luon_random_seed(int64_t seed);
 
-/* Image transforms (core/transform.c): Gluon's vision transforms as a
+/* Image transforms (core/data/transform.c): Gluon's vision transforms as a
  * pipeline of steps applied in order to one HWC image (uint8 or float32;
  * other dtypes are read as float32), with MXNet's semantics. After
  * TO_TENSOR the image is a CHW float32 tensor. A pipeline whose first step
@@ -440,7 +440,7 @@ int32_t luon_interrupted(void);
 void luon_set_num_threads(int32_t n);
 int32_t luon_get_num_threads(void);
 
-/* Images (core/image.c): JPEG and PNG to HWC uint8 tensors on cpu(0), as
+/* Images (core/data/image.c): JPEG and PNG to HWC uint8 tensors on cpu(0), as
  * MXNet's imread/imdecode. flag 1: (H,W,3) RGB; flag 0: (H,W,1) gray.
  * Alpha is dropped (not composited); CMYK JPEGs are converted to RGB;
  * 16-bit PNGs keep their high byte. Errors (LUON_EFORMAT) name `name` (or
@@ -465,7 +465,7 @@ luon_status luon_image_write(const char *path, const luon_tensor *t, int32_t qua
 /* Release a buffer returned by luon (encoders). NULL is fine. */
 void luon_free(void *p);
 
-/* The data loader (core/pipeline.c): worker threads that read and decode
+/* The data loader (core/data/pipeline.c): worker threads that read and decode
  * images (or take them from an in-memory uint8 array), run the transform
  * steps and write each sample straight into its slot of one contiguous
  * batch tensor on cpu(0), batches prefetched and returned in order. No Lua

@@ -1,4 +1,4 @@
-/* test_pipeline.c: the data loader of core/pipeline.c on a tiny folder of
+/* test_pipeline.c: the data loader of core/data/pipeline.c on a tiny folder of
  * JPEGs and PNGs written here: batches in order with their labels, the
  * same bytes for 0, 1 and 4 workers and as luon_loader_load_image, last
  * short batch, a corrupt file (error naming it, or skipped and counted),

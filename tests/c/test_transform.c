@@ -1,4 +1,4 @@
-/* test_transform.c: the image transforms of core/transform.c: hand-computed
+/* test_transform.c: the image transforms of core/data/transform.c: hand-computed
  * values on tiny images for every step, OpenCV's bilinear fixed point, the
  * MXNet size rules, the fused path against the step-by-step reference,
  * reproducibility of the random steps, error messages. */

@@ -5,7 +5,7 @@
  * the GPU is asynchronous), and batches come back in order. No Lua runs
  * here; the sampler and everything else stays in Lua. Also the directory
  * listing ImageFolderDataset uses. */
-#include "internal.h"
+#include "data.h"
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>

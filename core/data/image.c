@@ -2,7 +2,7 @@
  * HWC uint8 tensors, encoding back, and file read/write. Both libraries
  * report errors by return value here; no setjmp/longjmp of ours.
  * Not here: resizing and the other transforms (transform.c). */
-#include "internal.h"
+#include "data.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>

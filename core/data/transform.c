@@ -6,7 +6,7 @@
  * per step). The fast path (`fused`) gives the same bytes: a Resize followed
  * by a crop resamples only the kept region; flips, brightness/contrast (as a
  * per-channel uint8 lookup table), ToTensor and Normalize become one write. */
-#include "internal.h"
+#include "data.h"
 #include <math.h>
 #include <stdlib.h>
 
