@@ -20,6 +20,12 @@ description = {
 dependencies = {
   "lua == 5.1", -- LuaJIT
 }
+-- C libraries libluon links (Debian's libcjson-dev and zlib1g-dev, which
+-- scripts/setup installs); CMake finds them, luarocks checks them first.
+external_dependencies = {
+  CJSON = { header = "cjson/cJSON.h" },
+  ZLIB = { header = "zlib.h" },
+}
 build = {
   type = "cmake",
   variables = {

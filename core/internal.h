@@ -305,13 +305,13 @@ void lu_sgemm(int order, int ta, int tb, int m, int n, int k, float alpha, const
 void lu_dgemm(int order, int ta, int tb, int m, int n, int k, double alpha, const double *a,
               int lda, const double *b, int ldb, double beta, double *c, int ldc);
 
-/* ---- files (io.c) --------------------------------------------------------- */
+/* ---- files (file.c) ------------------------------------------------------- */
 
 /* open(path) for reading, without waiting on a FIFO: the fd of a regular
  * file and its size, or -1 with errno set (0: not a regular file). */
 int lu_open_regular(const char *path, uint64_t *size);
 
-/* ---- replacing a file (io.c) ---------------------------------------------- */
+/* ---- replacing a file (file.c) -------------------------------------------- */
 
 /* A file written whole, then renamed over path: readers see the old file or
  * the new one, never a half file. lu_wfile_open makes the temporary file

@@ -380,7 +380,7 @@ luon_status luon_transform_next_seed(uint64_t *out);
 luon_status luon_image_resize(const luon_tensor *src, int32_t w, int32_t h, int32_t interp,
                               luon_tensor **out);
 
-/* Files (core/io.c). Safetensors: an 8-byte little-endian header length, a
+/* Files: safetensors (core/safetensors.c) and IDX (core/data/idx.c). Safetensors: an 8-byte little-endian header length, a
  * JSON header {"name": {"dtype": "F32", "shape": [..], "data_offsets":
  * [begin, end]}, "__metadata__": {..}}, then the raw row-major data. Dtype
  * names F32 F64 F16 BF16 I32 I64 U8 BOOL. Messages start "safetensors: <path>: ". */
@@ -408,7 +408,7 @@ luon_status luon_safetensors_get(luon_safetensors *h, int32_t i, int32_t dev_typ
 void luon_safetensors_close(luon_safetensors *h);
 /* Read an IDX file (MNIST's format), gzip-compressed or plain, into a new
  * tensor of its shape (+1): element type 0x08 -> uint8, 0x0C -> int32,
- * 0x0D -> float32, 0x0E -> float64. zlib is loaded on first use.
+ * 0x0D -> float32, 0x0E -> float64 (gzip through zlib).
  * LUON_EFORMAT (bad magic, sizes, gzip data) naming the file; LUON_EIO. */
 luon_status luon_idx_read(const char *path, int32_t dev_type, int32_t dev_id, luon_tensor **out);
 

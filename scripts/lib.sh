@@ -7,7 +7,7 @@ LUON_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # Debian packages luon needs to build and test (docs/ARCHITECTURE.md, Dependencies).
 LUON_PACKAGES=(luajit libluajit-5.1-dev lua-busted libpng-dev libturbojpeg0-dev
                libopenblas-dev dataset-fashion-mnist cmake pkg-config gcc
-               libedit-dev clang libclang-rt-14-dev
+               libcjson-dev zlib1g-dev libedit-dev clang libclang-rt-14-dev
                openmpi-bin libopenmpi-dev luarocks)
 
 say() { printf '%s\n' "$*"; }

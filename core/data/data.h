@@ -1,5 +1,5 @@
 /* data.h: what the files of core/data/ share. The data subsystem (image
- * decoding, the vision transforms, the data loader's threads) is
+ * decoding, the vision transforms, the data loader's threads, IDX files) is
  * built on the core and includes its internal.h; the core includes nothing
  * of core/data/. Not installed. */
 #ifndef LUON_DATA_H

@@ -1,8 +1,9 @@
-/* test_io.c: core/io.c through the public API. Safetensors round trips of
- * every dtype (scalars, empty and non-contiguous tensors, odd names), the
- * file layout, atomic replacement, every corruption case (LUON_EFORMAT with
- * a message), truncation at every length and random byte flips; IDX files
- * plain and gzip-compressed, and their error paths. */
+/* test_io.c: core/safetensors.c, core/file.c and core/data/idx.c through
+ * the public API. Safetensors round trips of every dtype (scalars, empty
+ * and non-contiguous tensors, odd names), the file layout, atomic
+ * replacement, every corruption case (LUON_EFORMAT with a message),
+ * truncation at every length and random byte flips; IDX files plain and
+ * gzip-compressed, and their error paths. */
 #include "luon.h"
 #include "testutil.h"
 #include <stdbool.h>
@@ -525,8 +526,8 @@ static void test_corrupt(void) {
                       "[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}}", 0,
      "nested more than"},
     {"metadata bad number", "{\"__metadata__\":{\"a\":1.}}", 0, "malformed number"},
-    {"missing colon", "{\"w\" {}}", 0, "expected ':'"},
-    {"missing comma", "{\"w\":{\"dtype\":\"U8\" \"shape\":[1]}}", 0, "expected ',' or '}'"},
+    {"missing colon", "{\"w\" {}}", 0, "at byte 13: not valid JSON at '{}}'"},
+    {"missing comma", "{\"w\":{\"dtype\":\"U8\" \"shape\":[1]}}", 0, "at byte 27: not valid JSON at '\"shape\":[1]}}'"},
   };
   for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
     write_st(p, cases[c].json, cases[c].ndata);
