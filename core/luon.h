@@ -294,7 +294,7 @@ luon_status luon_dist_finalize(void);
 /* Random numbers: one seeded generator per device (counter-based). */
 luon_status luon_random_seed(int64_t seed);
 
-/* Image transforms (core/data/transform.c): Gluon's vision transforms as a
+/* Image transforms (core/data/transform*.c, resizing in resample.c): Gluon's vision transforms as a
  * pipeline of steps applied in order to one HWC image (uint8 or float32;
  * other dtypes are read as float32), with MXNet's semantics. After
  * TO_TENSOR the image is a CHW float32 tensor. A pipeline whose first step

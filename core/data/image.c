@@ -1,7 +1,7 @@
 /* image.c: JPEG (TurboJPEG) and PNG (libpng's simplified API) decoding to
  * HWC uint8 tensors, encoding back, and file read/write. Both libraries
  * report errors by return value here; no setjmp/longjmp of ours.
- * Not here: resizing and the other transforms (transform.c). */
+ * Not here: resizing (resample.c) and the other transforms (transform.c). */
 #include "data.h"
 #include <errno.h>
 #include <fcntl.h>

@@ -1,7 +1,8 @@
-/* test_transform.c: the image transforms of core/data/transform.c: hand-computed
- * values on tiny images for every step, OpenCV's bilinear fixed point, the
- * MXNet size rules, the fused path against the step-by-step reference,
- * reproducibility of the random steps, error messages. */
+/* test_transform.c: the image transforms of core/data/ (transform*.c,
+ * resample.c): hand-computed values on tiny images for every step, OpenCV's
+ * bilinear fixed point, the MXNet size rules, the fused path against the
+ * step-by-step reference, reproducibility of the random steps, error
+ * messages. */
 #include "internal.h"
 #include "testutil.h"
 #include <math.h>
@@ -117,7 +118,7 @@ static void test_resize_sizes(void) {
 static void test_bilinear(void) {
   /* 2x2 -> 4x4, OpenCV: x taps (0|2048,0) (0|1536,512) (0|512,1536) (1|2048,0),
    * horizontal ints, vertical (sum + 2^21) >> 22 (see the hand computation in
-   * the comments of transform.c's resample). */
+   * the comments of resample.c). */
   const uint8_t src[4] = {0, 100, 200, 255};
   const uint8_t want[16] = {0, 25, 75, 100, 50, 72, 117, 139, 150, 167, 200, 216, 200, 214, 241, 255};
   luon_tensor *img = mk_u8(2, 2, 1, src), *out = NULL;
