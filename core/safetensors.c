@@ -304,11 +304,12 @@ static bool is_digit(char c) { return c >= '0' && c <= '9'; }
 static bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
 static bool hex4(const char *t, size_t n, size_t i, uint32_t *v) {
-  if (n - i < 4 || i > n) return false;
+  if (i > n || n - i < 4) return false;
   uint32_t x = 0;
   for (int k = 0; k < 4; k++) {
     char c = t[i + k];
-    int h = is_digit(c) ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+    int h = is_digit(c) ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
+          : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
     if (h < 0) return false;
     x = x * 16 + (uint32_t)h;
   }
@@ -353,7 +354,9 @@ static bool scan_string(st_reader *H, const char *t, size_t n, size_t *at) {
   return true;
 }
 
-static bool is_num_char(char c) { return is_digit(c) || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E'; }
+static bool is_num_char(char c) {
+  return is_digit(c) || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E';
+}
 
 /* The number t[b, e): -?[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?, classified; false
  * if it has not that form. */
@@ -486,7 +489,8 @@ static bool read_entry(st_reader *H, const cJSON *entry, st_entry *e) {
   int seen = 0; /* bits: 1 dtype, 2 shape, 4 data_offsets */
   for (const cJSON *f = entry->child; f; f = f->next) {
     const char *key = f->string;
-    int bit = strcmp(key, "dtype") == 0 ? 1 : strcmp(key, "shape") == 0 ? 2 : strcmp(key, "data_offsets") == 0 ? 4 : 0;
+    int bit = strcmp(key, "dtype") == 0 ? 1 : strcmp(key, "shape") == 0 ? 2
+            : strcmp(key, "data_offsets") == 0 ? 4 : 0;
     if (!bit) return bad(H, "tensor '%.200s' has an unknown field '%.100s'", e->name, key);
     if (seen & bit) return bad(H, "tensor '%.200s' has field '%s' twice", e->name, key);
     seen |= bit;

@@ -528,6 +528,15 @@ static void test_corrupt(void) {
     {"metadata bad number", "{\"__metadata__\":{\"a\":1.}}", 0, "malformed number"},
     {"missing colon", "{\"w\" {}}", 0, "at byte 13: not valid JSON at '{}}'"},
     {"missing comma", "{\"w\":{\"dtype\":\"U8\" \"shape\":[1]}}", 0, "at byte 27: not valid JSON at '\"shape\":[1]}}'"},
+    /* what a lenient JSON reader (cJSON, whose parse the header goes through) lets pass */
+    {"byte-order mark", "\xef\xbb\xbf{}", 0, "unexpected byte 0xef"},
+    {"control byte between tokens", "{\x01}", 0, "unexpected byte 0x01"},
+    {"bad hex in \\u", "{\"\\u00zz\":{}}", 0, "four hex digits"},
+    {"metadata -.5", "{\"__metadata__\":{\"a\":-.5}}", 0, "malformed number"},
+    {"metadata 1.e5", "{\"__metadata__\":{\"a\":1.e5}}", 0, "malformed number"},
+    {"key case", "{\"w\":{\"DTYPE\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}", 1, "unknown field 'DTYPE'"},
+    {"metadata 65 deep", "{\"__metadata__\":{\"a\":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["
+                         "]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}}", 0, "nested more than 64"},
   };
   for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
     write_st(p, cases[c].json, cases[c].ndata);
@@ -546,6 +555,22 @@ static void test_corrupt(void) {
   CHECK_OK(luon_safetensors_open(p, &h));
   if (h) {
     CHECK(strcmp(luon_safetensors_name(h, 0), "\xc3\xa9\xf0\x9f\x98\x80/") == 0, "decoded name");
+    luon_safetensors_close(h);
+  }
+
+  /* numbers are read from the text: a dimension past 2^53 exactly, a
+   * metadata number longer than any double's digits; 64 levels of metadata */
+  write_st(p, "{\"__metadata__\":{\"n\":12345678901234567890123456789012345678901234567890123456789012345678901"
+              ",\"d\":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]},"
+              "\"w\":{\"dtype\":\"U8\",\"shape\":[0,9007199254740993],\"data_offsets\":[0,0]}}", 0);
+  h = NULL;
+  CHECK_OK(luon_safetensors_open(p, &h));
+  if (h) {
+    int32_t dt = 0, nd = 0;
+    int64_t shape[8] = {0};
+    CHECK_OK(luon_safetensors_shape(h, 0, &dt, &nd, shape));
+    CHECK(nd == 2 && shape[0] == 0 && shape[1] == 9007199254740993LL, "shape (%lld,%lld)", (long long)shape[0],
+          (long long)shape[1]);
     luon_safetensors_close(h);
   }
 
