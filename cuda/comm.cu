@@ -4,7 +4,7 @@
  * a GPU; replicas sharing a card (virtual GPUs) go through the core's copies
  * and adds. (2) luon.dist's communicator across processes: non-blocking,
  * every wait polled against a deadline, aborted when it passes (the
- * bootstrap over MPI and the caching are core/dist.c's). */
+ * bootstrap over MPI and the caching are core/dist/dist.c's). */
 #include "internal_cuda.h"
 #include <nccl.h>
 #include <pthread.h>
