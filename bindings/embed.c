@@ -3,6 +3,7 @@
  * and luaopen_luon. Its Lua half, lua/luon/embed.lua, turns tensors into
  * ndarrays and checks results; this file never touches an ndarray itself. */
 #include "luon_embed.h"
+#include "jitstop.h"
 #include "paths.h"
 #include <dlfcn.h>
 #include <errno.h>
@@ -35,6 +36,7 @@ typedef struct cached_input {
 struct luon_rt {
   lua_State *L;
   int owned;                       /* L came from luon_rt_new and closes with rt */
+  int jitstop;                     /* lu_jitstop_start(L) started (jitstop.c) */
   int traceback, lookup, call, wrap, set_gc_mode, gc_step; /* registry refs */
   cached_input in[LUON_RT_MAX_ARGS];
   luon_tensor *outs[LUON_RT_MAX_ARGS]; /* results (+1), filled by embed.call */
@@ -125,8 +127,8 @@ static int pcall(luon_rt *rt, int nargs, int nres) {
 /* ---- stopping a call ---------------------------------------------------------
  * luon_rt_interrupt does what a SIGINT handler may: it raises flags and sets
  * a Lua hook. The hook raises "interrupted" at the next Lua instruction, call
- * or return (LuaJIT runs no hooks inside JIT-compiled traces: see
- * luon_embed.h), and luon_interrupt's flag stops a long C op and fails every
+ * or return (in JIT-compiled code, once the trace exits: see jitstop.c),
+ * and luon_interrupt's flag stops a long C op and fails every
  * op after it. The call's end puts the host's own hook back and clears both
  * flags, so the next call starts afresh. */
 
@@ -335,6 +337,7 @@ static luon_status start(lua_State *L, int owned, luon_rt **out) {
     luon_rt_free(rt); /* luon_last_error() keeps init's message */
     return s;
   }
+  rt->jitstop = lu_jitstop_start(L);
   *out = rt;
   return LUON_OK;
 }
@@ -370,6 +373,7 @@ void luon_rt_free(luon_rt *rt) {
     pthread_cond_destroy(&rt->cv);
     pthread_mutex_destroy(&rt->lock);
   }
+  lu_jitstop_end(rt->L, rt->jitstop);
   if (rt->owned) {
     lua_close(rt->L); /* luon.core releases every array it still holds */
   } else {
