@@ -105,10 +105,12 @@ luon_status luon_rt_call(luon_rt *rt, const char *fn, int32_t nin, const luon_bu
  * LUON_EINTERRUPTED ("luon_rt_call(policy.act): interrupted by
  * luon_rt_interrupt: ..." with the Lua traceback); with no call under way
  * it does nothing. Call it from any thread or from a signal handler: it is
- * async-signal-safe (it sets flags, luon_interrupt's among them, and a Lua
- * hook). Lua code stops at its next instruction, call or return; a long C
- * op (matmul, conv2d, pooling) within ~50 ms, releasing its result; the
- * outputs of the call are not written. The next call runs normally.
+ * async-signal-safe (it sets the call's own interrupt flag, see
+ * luon_interrupt_scope, and a Lua hook). Lua code stops at its next
+ * instruction, call or return; a long C op (matmul, conv2d, elementwise,
+ * reductions) within a few milliseconds, releasing its result; the outputs
+ * of the call are not written. Calls on other runtimes (other threads) go
+ * on. The next call runs normally.
  *
  * luon_rt_set_timeout(rt, us) gives every later call on rt that time limit
  * (0: none, the default): a watchdog thread (started with the first limit,

@@ -30,7 +30,12 @@ luon_status lu_error(luon_status status, const char *fmt, ...)
  * with LUON_EINTERRUPTED and releases the output (only for ops that make
  * new outputs: in-place kernels must never look). */
 extern int lu_interrupt_flag;
-static inline bool lu_interrupted(void) { return __atomic_load_n(&lu_interrupt_flag, __ATOMIC_RELAXED) != 0; }
+extern __thread int32_t *lu_thread_flag; /* luon_interrupt_scope's; pool threads take their caller's */
+static inline bool lu_interrupted(void) {
+  if (__atomic_load_n(&lu_interrupt_flag, __ATOMIC_RELAXED)) return true;
+  int32_t *f = lu_thread_flag;
+  return f && __atomic_load_n(f, __ATOMIC_RELAXED);
+}
 /* Kernels that stop look at the flag at least this often (elements; about
  * a millisecond of the slowest elementwise work on one core). */
 #define LU_STOP_ELEMS ((int64_t)1 << 18)

@@ -380,6 +380,43 @@ static void test_runtime(void) {
   luon_rt_free(rt);
 }
 
+/* Two runtimes on two threads: interrupting one leaves the other's call,
+ * which runs ops all along, alone (the flag is the call's, not the process's). */
+typedef struct other_call {
+  luon_rt *rt;
+  luon_status s;
+  double t0, t1;
+} other_call;
+
+static void *run_other(void *arg) {
+  other_call *o = arg;
+  o->t0 = now_s();
+  o->s = luon_rt_call(o->rt, "work", 0, NULL, 0, NULL);
+  o->t1 = now_s();
+  return NULL;
+}
+
+static void test_two_runtimes(void) {
+  luon_rt *a = NULL, *b = NULL;
+  CHECK_OK(luon_rt_new(&a));
+  CHECK_OK(luon_rt_new(&b));
+  if (!a || !b) return;
+  CHECK_OK(luon_rt_dostring(a, "function spin() local k = 0 while true do k = k + 1 end end"));
+  CHECK_OK(luon_rt_dostring(b, "np = require('luon').np\n"
+                               "function work() local x, t = np.zeros({64}), os.clock() + 0.4\n"
+                               "  while os.clock() < t do x = x + 1 end end"));
+  other_call o = {b, LUON_OK, 0, 0};
+  pthread_t th;
+  pthread_create(&th, NULL, run_other, &o);
+  sleep_ms(50);
+  stop_call(a, "spin", 0, NULL, 0, NULL, "interrupted", "one of two runtimes");
+  pthread_join(th, NULL);
+  CHECK(o.s == LUON_OK, "the other runtime's call goes on: status %d: %s", (int)o.s, luon_rt_last_error(b));
+  CHECK(o.t1 - o.t0 > 0.3, "the other call ran its whole 0.4 s: %.3f s", o.t1 - o.t0);
+  luon_rt_free(a);
+  luon_rt_free(b);
+}
+
 /* An attached state keeps its own hook across a call. */
 static int host_hook_calls;
 static void host_hook(lua_State *L, lua_Debug *ar) {
@@ -414,5 +451,6 @@ int main(void) {
   test_long_kernels();
   test_runtime();
   test_host_hook();
+  test_two_runtimes();
   return TEST_RESULT;
 }
