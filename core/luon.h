@@ -439,7 +439,7 @@ int32_t luon_interrupted(void);
  * they hand to luon's pool threads) also stop while *flag is nonzero, as
  * for luon_interrupt, and ops on other threads do not. NULL: none (the
  * default). Returns the previous one, to put back. luon_rt_call uses it,
- * so that luon_rt_interrupt(rt) stops rt's call and no other runtime's. */
+ * so that luon_rt_interrupt stops its runtime's call and no other. */
 int32_t *luon_interrupt_scope(int32_t *flag);
 
 /* Threads used by CPU kernels (default: the number of cores). */
