@@ -3,6 +3,7 @@
  * and luaopen_luon. Its Lua half, lua/luon/embed.lua, turns tensors into
  * ndarrays and checks results; this file never touches an ndarray itself. */
 #include "luon_embed.h"
+#include "jitstop.h"
 #include "paths.h"
 #include <dlfcn.h>
 #include <errno.h>
@@ -35,13 +36,16 @@ typedef struct cached_input {
 struct luon_rt {
   lua_State *L;
   int owned;                       /* L came from luon_rt_new and closes with rt */
+  int jitstop;                     /* lu_jitstop_start(L) started (jitstop.c) */
   int traceback, lookup, call, wrap, set_gc_mode, gc_step; /* registry refs */
   cached_input in[LUON_RT_MAX_ARGS];
   luon_tensor *outs[LUON_RT_MAX_ARGS]; /* results (+1), filled by embed.call */
   char msg[4096];
   /* stopping a call (luon_rt_interrupt; any thread or a signal handler) */
   int running;                     /* atomic: a call is under way */
-  int stop;                        /* atomic: why it was stopped (enum stop_reason) */
+  int32_t stop;                    /* atomic: why it was stopped (enum stop_reason); the
+                                      call's luon_interrupt_scope flag: its ops stop too */
+  int32_t *outer_scope;            /* the scope flag before the call, put back after it */
   lua_Hook host_hook;              /* the state's hook before the call, put back after it */
   int host_mask, host_count;
   /* the time limit (luon_rt_set_timeout): a watchdog thread, started with the first limit */
@@ -125,10 +129,12 @@ static int pcall(luon_rt *rt, int nargs, int nres) {
 /* ---- stopping a call ---------------------------------------------------------
  * luon_rt_interrupt does what a SIGINT handler may: it raises flags and sets
  * a Lua hook. The hook raises "interrupted" at the next Lua instruction, call
- * or return (LuaJIT runs no hooks inside JIT-compiled traces: see
- * luon_embed.h), and luon_interrupt's flag stops a long C op and fails every
- * op after it. The call's end puts the host's own hook back and clears both
- * flags, so the next call starts afresh. */
+ * or return (in JIT-compiled code, once the trace exits: see jitstop.c),
+ * and rt->stop, the call's own interrupt flag (luon_interrupt_scope), stops
+ * a long C op and fails every op after it, on this runtime only: another
+ * runtime's call on another thread goes on. The call's end puts the host's
+ * own hook back and clears the flags (luon_interrupt's too), so the next
+ * call starts afresh. */
 
 static char rt_key; /* registry[&rt_key]: the runtime, for the hook */
 
@@ -156,9 +162,8 @@ static void stop_hook(lua_State *L, lua_Debug *ar) {
 
 static void request_stop(luon_rt *rt, int why) {
   if (!__atomic_load_n(&rt->running, __ATOMIC_ACQUIRE)) return; /* no call to stop */
-  int none = STOP_NONE;
+  int32_t none = STOP_NONE;
   __atomic_compare_exchange_n(&rt->stop, &none, why, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
-  luon_interrupt();
   lua_sethook(rt->L, stop_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
 }
 
@@ -228,6 +233,7 @@ static void call_begin(luon_rt *rt) {
     lua_sethook(L, NULL, 0, 0);
     rt->host_hook = NULL, rt->host_mask = rt->host_count = 0;
   }
+  rt->outer_scope = luon_interrupt_scope(&rt->stop);
   __atomic_store_n(&rt->running, 1, __ATOMIC_RELEASE);
   if (rt->timeout_ns && rt->has_watchdog) {
     pthread_mutex_lock(&rt->lock);
@@ -247,6 +253,7 @@ static luon_status call_end(luon_rt *rt, luon_status s, const char *fn) {
   }
   __atomic_store_n(&rt->running, 0, __ATOMIC_RELEASE);
   int why = __atomic_exchange_n(&rt->stop, STOP_NONE, __ATOMIC_ACQ_REL);
+  luon_interrupt_scope(rt->outer_scope);
   if (lua_gethook(rt->L) == stop_hook) lua_sethook(rt->L, rt->host_hook, rt->host_mask, rt->host_count);
   if (s != LUON_OK && s != LUON_EINTERRUPTED && (why || luon_interrupted())) {
     char was[sizeof rt->msg];
@@ -335,6 +342,7 @@ static luon_status start(lua_State *L, int owned, luon_rt **out) {
     luon_rt_free(rt); /* luon_last_error() keeps init's message */
     return s;
   }
+  rt->jitstop = lu_jitstop_start(L);
   *out = rt;
   return LUON_OK;
 }
@@ -370,6 +378,7 @@ void luon_rt_free(luon_rt *rt) {
     pthread_cond_destroy(&rt->cv);
     pthread_mutex_destroy(&rt->lock);
   }
+  lu_jitstop_end(rt->L, rt->jitstop);
   if (rt->owned) {
     lua_close(rt->L); /* luon.core releases every array it still holds */
   } else {

@@ -105,10 +105,12 @@ luon_status luon_rt_call(luon_rt *rt, const char *fn, int32_t nin, const luon_bu
  * LUON_EINTERRUPTED ("luon_rt_call(policy.act): interrupted by
  * luon_rt_interrupt: ..." with the Lua traceback); with no call under way
  * it does nothing. Call it from any thread or from a signal handler: it is
- * async-signal-safe (it sets flags, luon_interrupt's among them, and a Lua
- * hook). Lua code stops at its next instruction, call or return; a long C
- * op (matmul, conv2d, pooling) within ~50 ms, releasing its result; the
- * outputs of the call are not written. The next call runs normally.
+ * async-signal-safe (it sets the call's own interrupt flag, see
+ * luon_interrupt_scope, and a Lua hook). Lua code stops at its next
+ * instruction, call or return; a long C op (matmul, conv2d, elementwise,
+ * reductions) within a few milliseconds, releasing its result; the outputs
+ * of the call are not written. Calls on other runtimes (other threads) go
+ * on. The next call runs normally.
  *
  * luon_rt_set_timeout(rt, us) gives every later call on rt that time limit
  * (0: none, the default): a watchdog thread (started with the first limit,
@@ -116,12 +118,16 @@ luon_status luon_rt_call(luon_rt *rt, const char *fn, int32_t nin, const luon_bu
  * microseconds, its message saying that the limit passed. Arming it costs
  * a mutex per call.
  *
- * LuaJIT runs no hooks inside JIT-compiled code: a loop it compiled that
- * calls no luon op (`while true do end`) cannot be interrupted. A loop that
- * calls luon ops stops at its next op (LUON_EINTERRUPTED, as above). Turn
- * the JIT off for Lua code that must always be stoppable, before it first
- * runs: jit.off(fn, true) for a function and those it defines (the REPL
- * does so for its chunks), or jit.off() for the whole state. */
+ * JIT-compiled Lua code stops too (`while true do end` within ~10-20 ms):
+ * LuaJIT runs no hooks inside compiled code, so luon runs LuaJIT's profiler
+ * in line mode while a runtime lives (a SIGPROF timer, every 10 ms of CPU
+ * time, makes compiled code return to the interpreter, which runs the
+ * hook; it costs no measurable time). LuaJIT has one profiler per process:
+ * only the first runtime gets it, and none does when SIGPROF is already
+ * handled (a host profiler) or LUON_JIT_STOP=0 is set; a runtime without
+ * it stops compiled loops only at their next luon op, and jit.off(fn, true)
+ * makes other code always stoppable. A script that starts jit.profile
+ * itself takes the profiler over. */
 void luon_rt_interrupt(luon_rt *rt);
 luon_status luon_rt_set_timeout(luon_rt *rt, int64_t timeout_us);
 

@@ -12,6 +12,7 @@
 #include <luajit.h>
 #include <lualib.h>
 #include <poll.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <signal.h>
 #include <stdio.h>
@@ -19,6 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "luon.h"
+#include "jitstop.h"
 #include "paths.h"
 #ifdef LUON_HAVE_LIBEDIT
 #include <editline/readline.h>
@@ -63,10 +65,12 @@ static int docall(lua_State *L, int narg, int nres) {
 /* ---- the REPL's native half ------------------------------------------------
  * Ctrl-C is the technique of lua.c: the SIGINT handler sets a hook (the one
  * Lua call that is safe in a signal handler) and the hook raises "interrupted"
- * at the next instruction, call or return. LuaJIT runs no hooks inside a
- * compiled trace, so the REPL runs its chunks with the JIT off (repl.lua);
- * a loop compiled elsewhere (a script given with -i) cannot be stopped: a
- * second Ctrl-C says so and a third ends the process. While a line is read,
+ * at the next instruction, call or return; JIT-compiled code runs it once
+ * its trace exits, which LuaJIT's profiler makes it do every 10 ms of CPU
+ * time (jitstop.c). The REPL also runs its chunks with the JIT off
+ * (repl.lua), stoppable without the profiler; when even the hook is not
+ * reached (a C call that does not look at Ctrl-C), a second Ctrl-C says so
+ * and a third ends the process. While a line is read,
  * Ctrl-C makes readline return false. With libedit the handler also writes
  * a byte to a pipe that the line reader polls beside the terminal, so a
  * press that lands while libedit is drawing (between two reads), or on
@@ -78,7 +82,8 @@ static int docall(lua_State *L, int narg, int nres) {
  * A script (or -e code) is stopped the same way, once: the error, with its
  * traceback, is reported and luon exits with 130, as shells expect after
  * SIGINT. When neither the hook nor an op has seen the press within
- * GRACE_MS (a JIT-compiled loop, a blocking C call), or on a second press,
+ * GRACE_MS (a blocking C call; a compiled loop without the profiler), or
+ * on a second press,
  * luon says so and exits with 130 at once, without a traceback. */
 
 #define GRACE_MS 1000
@@ -110,8 +115,9 @@ static void say(const char *msg) {
 
 /* the script did not stop in time (GRACE_MS), or a second press */
 static void give_up(void) {
-  say("\nluon: interrupted, but the script did not stop: it is in JIT-compiled Lua code, which runs "
-      "no hooks, or in a C call that does not look at Ctrl-C; no traceback\n");
+  say("\nluon: interrupted, but the script did not stop: it is in a C call that does not look at "
+      "Ctrl-C, or in JIT-compiled Lua code with LuaJIT's profiler off (LUON_JIT_STOP=0, or taken by "
+      "jit.profile); no traceback\n");
   _exit(130);
 }
 
@@ -144,8 +150,8 @@ static void on_sigint(int sig) {
   } else if (running) {
     luon_interrupt(); /* a long C op stops too */
     if (presses == 2)
-      say("\nluon: still running: compiled code (a JIT trace) runs no hooks and cannot be "
-          "interrupted, nor can a C call that does not look at Ctrl-C; Ctrl-C again ends luon\n");
+      say("\nluon: still running: a C call that does not look at Ctrl-C (or JIT-compiled code "
+          "with LuaJIT's profiler off) cannot be interrupted; Ctrl-C again ends luon\n");
     if (presses >= 3) {
       signal(SIGINT, SIG_DFL);
       raise(SIGINT);
@@ -165,9 +171,41 @@ static void drain_wake(void) {
 #ifdef LUON_HAVE_LIBEDIT
 static char history_path[4096];
 
+/* The history file is replaced as every file luon writes is (lu_wfile in
+ * the core): written whole to a temporary file created exclusively beside
+ * its target (mkstemp), with the old file's mode (0600 for a new one: what
+ * is typed may be private), then renamed over it; a symbolic link at the
+ * path stays, its target replaced. A failure leaves the old file. */
+static int save_history(void) {
+  char target[4096], tmp[4200];
+  if (!realpath(history_path, target)) {
+    if (errno != ENOENT) return -1;
+    snprintf(target, sizeof target, "%s", history_path); /* new (or a dangling link: replaced) */
+  }
+  snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", target);
+  int fd = mkstemp(tmp);
+  if (fd < 0) return -1;
+  struct stat st;
+  if (stat(target, &st) == 0) {
+    if (!S_ISREG(st.st_mode)) { /* a directory or device: leave it */
+      close(fd);
+      unlink(tmp);
+      return -1;
+    }
+    int r = fchmod(fd, st.st_mode & 07777); /* best effort, as lu_wfile */
+    (void)r;
+  }
+  close(fd);
+  if (write_history(tmp) != 0 || rename(tmp, target) != 0) {
+    unlink(tmp);
+    return -1;
+  }
+  return 0;
+}
+
 /* also on os.exit() */
 static void save_history_at_exit(void) {
-  if (history_path[0]) write_history(history_path);
+  if (history_path[0]) save_history();
 }
 
 static volatile sig_atomic_t resized; /* the terminal changed size */
@@ -331,7 +369,7 @@ static int l_add_history(lua_State *L) {
 /* native.save_history() -> the path written, or nil */
 static int l_save_history(lua_State *L) {
 #ifdef LUON_HAVE_LIBEDIT
-  if (editing && history_path[0] && write_history(history_path) == 0) {
+  if (editing && history_path[0] && save_history() == 0) {
     lua_pushstring(L, history_path);
     return 1;
   }
@@ -451,6 +489,12 @@ static void usage(void) {
           "With no script, luon starts the REPL.\n");
 }
 
+/* The profiler (jitstop.c) stops before its state goes. */
+static void close_state(lua_State *L, int jitstop) {
+  lu_jitstop_end(L, jitstop);
+  lua_close(L);
+}
+
 int main(int argc, char **argv) {
   char paths[20000], cpaths[5000];
   lua_dirs(paths, sizeof paths, cpaths, sizeof cpaths);
@@ -461,6 +505,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   luaL_openlibs(L);
+  int jitstop = lu_jitstop_start(L);
   lu_add_lua_dirs(L, paths, cpaths); /* ours first, then whatever LUA_PATH gave */
   lua_getglobal(L, "package");
   lua_getfield(L, -1, "preload");
@@ -473,11 +518,11 @@ int main(int argc, char **argv) {
     if (strcmp(a, "--env") == 0) {
       print_export("LUA_PATH", paths);
       print_export("LUA_CPATH", cpaths);
-      lua_close(L);
+      close_state(L, jitstop);
       return 0;
     } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
       usage();
-      lua_close(L);
+      close_state(L, jitstop);
       return 0;
     } else if (strcmp(a, "-i") == 0) {
       interactive = 1;
@@ -485,14 +530,14 @@ int main(int argc, char **argv) {
       if (i + 1 >= argc) {
         fprintf(stderr, "luon: -e needs a string of Lua code after it\n");
         usage();
-        lua_close(L);
+        close_state(L, jitstop);
         return 1;
       }
       ran = 1;
       int st = luaL_loadbuffer(L, argv[i + 1], strlen(argv[i + 1]), "=(command line)");
       if (st == 0) st = run_script(L, 0);
       if (report(L, st)) {
-        lua_close(L);
+        close_state(L, jitstop);
         return interrupted ? 130 : 1;
       }
       i++;
@@ -502,7 +547,7 @@ int main(int argc, char **argv) {
     } else if (a[0] == '-' && a[1] != 0) {
       fprintf(stderr, "luon: unknown option %s\n", a);
       usage();
-      lua_close(L);
+      close_state(L, jitstop);
       return 1;
     } else {
       break;
@@ -538,7 +583,7 @@ int main(int argc, char **argv) {
     }
     report(L, status);
   }
-  lua_close(L);
+  close_state(L, jitstop);
   if (stopped && !interactive) return 130;
   return status ? 1 : 0;
 }

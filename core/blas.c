@@ -6,12 +6,14 @@
  * OpenBLAS runs single-threaded: its threads spin in sched_yield between
  * calls and fought luon's own pool (parallel.c) for the two cores, so a
  * large product is instead split into row or column blocks over luon's
- * pool, and a product made inside a parallel kernel runs inline. A product
- * of more than TILE_ABOVE flops is cut into tiles of at most TILE_FLOPS
- * each, so that luon_interrupt is seen within a few milliseconds (the
- * kernel stops between tiles). Tiling costs 5-10% of the speed (partial
- * sums over K chunks, repacking), so smaller products, which finish within
- * about 100 ms anyway, run whole. */
+ * pool, and a product made inside a parallel kernel runs inline.
+ * luon_interrupt must be seen within a few milliseconds, so no BLAS call
+ * does more than about STOP_FLOPS (a product stops between calls): a
+ * product of more than STOP_FLOPS is cut into blocks of rows (or columns)
+ * of C, which costs nothing measurable, and one whose blocks would still be
+ * too big (a long inner dimension) or that is larger than TILE_ABOVE, into
+ * tiles of at most TILE_FLOPS, which costs 5-10% of the speed (partial sums
+ * over K chunks, repacking). */
 #include "internal.h"
 #include <cblas.h>
 #include <dlfcn.h>
@@ -43,6 +45,7 @@ static const char *best_core(void) {
 
 #define TILE_FLOPS (1.0 * (1 << 29)) /* see run_tiles */
 #define TILE_ABOVE (4.0 * (1 << 30))
+#define STOP_FLOPS (1.0 * (1 << 28))  /* ~5-15 ms on one core */
 static double tile_flops = TILE_FLOPS;
 
 static void load(void) {
@@ -130,16 +133,18 @@ static void gemm_at(const split *s, int i0, int j0, int p0, int m, int n, int kk
           (const float *)b, s->ldb, (float)beta, (float *)c, s->ldc);
 }
 
+/* Blocks t0..t1 of blk rows (or columns); stops between two blocks once
+ * luon_interrupt was called. */
 static void split_range(void *ctx, int64_t t0, int64_t t1) {
   const split *s = ctx;
   int total = s->by_rows ? s->m : s->n;
-  int i0 = (int)t0 * s->blk, i1 = (int)t1 * s->blk;
-  if (i1 > total) i1 = total;
-  if (i0 >= i1) return;
-  if (s->by_rows) /* rows i0..i1 of op(A) and C */
-    gemm_at(s, i0, 0, 0, i1 - i0, s->n, s->k, s->beta);
-  else            /* columns i0..i1 of op(B) and C */
-    gemm_at(s, 0, i0, 0, s->m, i1 - i0, s->k, s->beta);
+  for (int64_t t = t0; t < t1 && !lu_interrupted(); t++) {
+    int i0 = (int)t * s->blk, i1 = i0 + s->blk > total ? total : i0 + s->blk;
+    if (s->by_rows) /* rows i0..i1 of op(A) and C */
+      gemm_at(s, i0, 0, 0, i1 - i0, s->n, s->k, s->beta);
+    else            /* columns i0..i1 of op(B) and C */
+      gemm_at(s, 0, i0, 0, s->m, i1 - i0, s->k, s->beta);
+  }
 }
 
 /* Tiles t0..t1 (row-major over C), each over the inner dimension in bk
@@ -191,7 +196,7 @@ static void run_tiles(split *s) {
 }
 
 /* Run on the pool when the product is worth waking it (about 2 MFLOP and
- * up), as tiles when it is large. */
+ * up), in blocks when it is long (see the top), as tiles when it is large. */
 static bool run_split(split *s) {
   int nt = lu_num_threads();
   double flops = 2.0 * s->m * s->n * s->k;
@@ -199,10 +204,21 @@ static bool run_split(split *s) {
     run_tiles(s);
     return true;
   }
-  if (nt < 2 || flops < (double)(1 << 21)) return false;
+  bool stop = flops > STOP_FLOPS; /* long enough to need stopping points */
+  if (!stop && (nt < 2 || flops < (double)(1 << 21))) return false;
   s->by_rows = s->m >= s->n;
   int total = s->by_rows ? s->m : s->n;
   int blk = (total + nt - 1) / nt;
+  if (stop) { /* at most STOP_FLOPS a block, and at least 64 rows: B (A) is repacked per block */
+    double per = 2.0 * (s->by_rows ? s->n : s->m) * s->k;
+    int most = (int)(STOP_FLOPS / per);
+    if (most < 64) most = 64;
+    if (blk > most) blk = most;
+    if (tile_flops > 0 && blk * per > 4 * STOP_FLOPS) { /* the inner dimension is long */
+      run_tiles(s);
+      return true;
+    }
+  }
   blk = (blk + 15) / 16 * 16; /* whole register tiles */
   if (blk >= total) return false;
   s->blk = blk;

@@ -38,3 +38,11 @@ int lu_interrupt_flag;
 void luon_interrupt(void) { __atomic_store_n(&lu_interrupt_flag, 1, __ATOMIC_RELAXED); }
 void luon_interrupt_clear(void) { __atomic_store_n(&lu_interrupt_flag, 0, __ATOMIC_RELAXED); }
 int32_t luon_interrupted(void) { return lu_interrupted(); }
+
+__thread int32_t *lu_thread_flag;
+
+int32_t *luon_interrupt_scope(int32_t *flag) {
+  int32_t *was = lu_thread_flag;
+  lu_thread_flag = flag;
+  return was;
+}

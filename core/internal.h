@@ -32,7 +32,15 @@ luon_status lu_error(luon_status status, const char *fmt, ...)
  * with LUON_EINTERRUPTED and releases the output (only for ops that make
  * new outputs: in-place kernels must never look). */
 extern int lu_interrupt_flag;
-static inline bool lu_interrupted(void) { return __atomic_load_n(&lu_interrupt_flag, __ATOMIC_RELAXED) != 0; }
+extern __thread int32_t *lu_thread_flag; /* luon_interrupt_scope's; pool threads take their caller's */
+static inline bool lu_interrupted(void) {
+  if (__atomic_load_n(&lu_interrupt_flag, __ATOMIC_RELAXED)) return true;
+  int32_t *f = lu_thread_flag;
+  return f && __atomic_load_n(f, __ATOMIC_RELAXED);
+}
+/* Kernels that stop look at the flag at least this often (elements; about
+ * a millisecond of the slowest elementwise work on one core). */
+#define LU_STOP_ELEMS ((int64_t)1 << 18)
 
 /* Text for a shape "(2,3)", valid until the 4th next call on this thread. */
 const char *lu_shape_str(int ndim, const int64_t *shape);
@@ -343,11 +351,15 @@ void lu_wfile_abort(lu_wfile *f);
  * Adjacent axes that are contiguous for every operand are merged, then fn is
  * called once per innermost row with n elements, the row's operand pointers
  * and the operands' innermost byte strides. Rows are split across threads
- * when the total is at least `grain` elements per thread (0: never). */
+ * when the total is at least `grain` elements per thread (0: never). When
+ * `stoppable`, the walk ends early once luon_interrupt was called (the
+ * dispatcher then reports the op interrupted): only for kernels whose
+ * partial work is thrown away, never for those that update their inputs. */
 #define LU_ITER_MAX_OPS 4
 typedef void (*lu_row_fn)(void *ctx, int64_t n, char *const *ptrs, const int64_t *strides);
 void lu_foreach_row(int ndim, const int64_t *shape, int nops, char *const *base,
-                    const int64_t (*strides)[LU_MAXD], int64_t grain, lu_row_fn fn, void *ctx);
+                    const int64_t (*strides)[LU_MAXD], int64_t grain, bool stoppable, lu_row_fn fn,
+                    void *ctx);
 /* Copy t's elements, row-major, into a dense buffer (pack) or back (unpack):
  * for kernels that want dense operands of any strided tensor. */
 void lu_pack(const luon_tensor *t, void *buf);

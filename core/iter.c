@@ -12,6 +12,7 @@ typedef struct walk {
   int64_t n;                                /* elements per row */
   int64_t inner[LU_ITER_MAX_OPS];           /* bytes between a row's elements */
   int64_t split, piece;                     /* a row is `split` pieces of `piece` elements */
+  bool stoppable;                           /* end early after luon_interrupt */
   lu_row_fn fn;
   void *ctx;
 } walk;
@@ -43,23 +44,29 @@ static void run_pieces(void *ctx, int64_t b, int64_t e) {
   int64_t r = b / w->split;
   row_start(w, r, p, idx);
   while (b < e) {
+    if (w->stoppable && lu_interrupted()) return;
     int64_t row_end = (r + 1) * w->split, stop = e < row_end ? e : row_end;
+    if (w->stoppable) stop = b + 1; /* a piece at a time, looking at the flag between */
     int64_t lo = (b - r * w->split) * w->piece, hi = (stop - r * w->split) * w->piece;
     if (hi > w->n) hi = w->n;
     for (int k = 0; k < w->nops; k++) q[k] = p[k] + lo * w->inner[k];
     if (hi > lo) w->fn(w->ctx, hi - lo, q, w->inner);
     b = stop;
-    r++;
-    if (b < e) row_next(w, p, idx);
+    if (b == row_end) {
+      r++;
+      if (b < e) row_next(w, p, idx);
+    }
   }
 }
 
 void lu_foreach_row(int ndim, const int64_t *shape, int nops, char *const *base,
-                    const int64_t (*strides)[LU_MAXD], int64_t grain, lu_row_fn fn, void *ctx) {
+                    const int64_t (*strides)[LU_MAXD], int64_t grain, bool stoppable, lu_row_fn fn,
+                    void *ctx) {
   walk w;
   w.nops = nops;
   w.fn = fn;
   w.ctx = ctx;
+  w.stoppable = stoppable;
   for (int k = 0; k < nops; k++) w.base[k] = base[k];
   for (int i = 0; i < ndim; i++)
     if (shape[i] == 0) return;
@@ -95,19 +102,20 @@ void lu_foreach_row(int ndim, const int64_t *shape, int nops, char *const *base,
   }
   int64_t rows = 1;
   for (int d = 0; d < w.nd; d++) rows *= w.shape[d];
-  w.split = 1;
-  w.piece = w.n;
   int nt = grain > 0 && rows * w.n >= 2 * grain ? lu_num_threads() : 1;
-  if (nt < 2) {
-    run_pieces(&w, 0, rows);
-    return;
-  }
+  w.piece = w.n;
   /* few long rows: cut each into pieces so that every thread gets several */
-  if (rows < 4 * (int64_t)nt) {
+  if (nt > 1 && rows < 4 * (int64_t)nt) {
     int64_t want = (4 * (int64_t)nt + rows - 1) / rows;
     w.piece = (w.n + want - 1) / want;
     if (w.piece < w.n) w.piece = (w.piece + 63) & ~(int64_t)63;
-    w.split = (w.n + w.piece - 1) / w.piece;
+  }
+  /* a stoppable walk looks at the flag at least every LU_STOP_ELEMS elements */
+  if (stoppable && w.piece > LU_STOP_ELEMS) w.piece = LU_STOP_ELEMS;
+  w.split = (w.n + w.piece - 1) / w.piece;
+  if (nt < 2) {
+    run_pieces(&w, 0, rows * w.split);
+    return;
   }
   int64_t g = grain / w.piece;
   lu_parallel_for(rows * w.split, g > 0 ? g : 1, run_pieces, &w);

@@ -433,8 +433,14 @@ const char *luon_blas_info(void);
  * safe (one atomic store): call it from a SIGINT handler or another thread. */
 void luon_interrupt(void);
 void luon_interrupt_clear(void);
-/* 1 while the flag is raised, else 0. */
+/* 1 while the flag is raised (or this thread's, below), else 0. */
 int32_t luon_interrupted(void);
+/* A flag of the calling thread's own: ops this thread runs (and the work
+ * they hand to luon's pool threads) also stop while *flag is nonzero, as
+ * for luon_interrupt, and ops on other threads do not. NULL: none (the
+ * default). Returns the previous one, to put back. luon_rt_call uses it,
+ * so that luon_rt_interrupt stops its runtime's call and no other. */
+int32_t *luon_interrupt_scope(int32_t *flag);
 
 /* Threads used by CPU kernels (default: the number of cores). */
 void luon_set_num_threads(int32_t n);

@@ -21,11 +21,12 @@ static struct {
   /* the current job */
   lu_range_fn fn;
   void *ctx;
+  int32_t *stop;         /* the caller's luon_interrupt_scope flag */
   int64_t n, chunk;
   int64_t generation;
   int64_t pending;       /* workers still running the job */
 } pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0,
-          NULL, NULL, 0, 0, 0, 0};
+          NULL, NULL, NULL, 0, 0, 0, 0};
 static pthread_mutex_t call_lock = PTHREAD_MUTEX_INITIALIZER; /* one job at a time */
 
 #define SPIN_NS 100000
@@ -62,6 +63,7 @@ static void *worker(void *arg) {
     seen = pool.generation;
     lu_range_fn fn = pool.fn;
     void *ctx = pool.ctx;
+    lu_thread_flag = pool.stop; /* the kernel stops when its caller's call is interrupted */
     int64_t b = pool.chunk * idx, e = b + pool.chunk;
     if (e > pool.n) e = pool.n;
     pthread_mutex_unlock(&pool.lock);
@@ -151,6 +153,7 @@ void lu_parallel_for(int64_t n, int64_t grain, lu_range_fn fn, void *ctx) {
   int64_t chunk = (n + want - 1) / want;
   pool.fn = fn;
   pool.ctx = ctx;
+  pool.stop = lu_thread_flag;
   pool.n = n;
   pool.chunk = chunk;
   /* wake exactly the workers with a chunk; others see an empty range */

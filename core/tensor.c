@@ -465,7 +465,11 @@ luon_status luon_tensor_copy(luon_tensor *dst, const luon_tensor *srcc) {
     c.in = &src;
     c.dev = dst->dev;
     c.out[0] = dst;
-    return lu_cpu_copy(&c);
+    LU_TRY(lu_cpu_copy(&c));
+    /* the copy kernel stops early after luon_interrupt */
+    if (lu_interrupted())
+      return lu_error(LUON_EINTERRUPTED, "copyto: interrupted (the destination is partly written)");
+    return LUON_OK;
   }
   if (lu_device_eq(dst->dev, src->dev) && dst->dev.type == LUON_GPU && lu_cuda.kernels[LU_OP_copy]) {
     /* the strided kernel writes any dst directly (through luon_op_call a

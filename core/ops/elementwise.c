@@ -318,7 +318,11 @@ static void flat_range(void *ctx, int64_t b, int64_t end) {
   int64_t lo = b * PAR_BLOCK, hi = end * PAR_BLOCK < f->n ? end * PAR_BLOCK : f->n;
   char *p[4];
   for (int k = 0; k < f->nops; k++) p[k] = f->base[k] + lo * f->st[k];
-  row((void *)f->e, hi - lo, p, f->st);
+  for (int64_t n; lo < hi && !lu_interrupted(); lo += n) { /* see LU_STOP_ELEMS */
+    n = hi - lo < LU_STOP_ELEMS ? hi - lo : LU_STOP_ELEMS;
+    row((void *)f->e, n, p, f->st);
+    for (int k = 0; k < f->nops; k++) p[k] += n * f->st[k];
+  }
 }
 
 /* lu_is_contiguous, inline: this runs several times per op. */
@@ -368,7 +372,7 @@ static luon_status run(lu_call *c, ew *e) {
   for (int i = 0; i < out->ndim; i++) st[0][i] = out->strides[i] * e->osz;
   for (int j = 0; j < e->nin; j++) lu_byte_strides(c->in[j], out->ndim, out->shape, st[j + 1]);
   lu_foreach_row(out->ndim, out->shape, f.nops, f.base, (const int64_t(*)[LU_MAXD])st, e->grain,
-                 row, e);
+                 true, row, e);
   return LUON_OK;
 }
 

@@ -132,7 +132,8 @@ static luon_status act_run(lu_call *c, int kind) {
   lu_byte_strides(o, o->ndim, o->shape, st[0]);
   for (int k = 0; k < c->nin; k++) lu_byte_strides(c->in[k], o->ndim, o->shape, st[k + 1]);
   act a = {kind, o->dtype, c->attrs->f[0]};
-  lu_foreach_row(o->ndim, o->shape, nops, base, (const int64_t(*)[LU_MAXD])st, PAR_GRAIN, act_row, &a);
+  lu_foreach_row(o->ndim, o->shape, nops, base, (const int64_t(*)[LU_MAXD])st, PAR_GRAIN, true, act_row,
+                 &a);
   return LUON_OK;
 }
 
@@ -370,7 +371,7 @@ static luon_status smax_run(lu_call *c, int kind) {
   for (int k = 0; k <= c->nin; k++) s.ast[k] = st[k][ax];
   int64_t grain = PAR_GRAIN / (s.len > 0 ? s.len : 1);
   lu_foreach_row(o->ndim, shape, c->nin + 1, base, (const int64_t(*)[LU_MAXD])st,
-                 grain > 0 ? grain : 1, smax_row, &s);
+                 grain > 0 ? grain : 1, true, smax_row, &s);
   return LUON_OK;
 }
 
@@ -542,14 +543,15 @@ static luon_status pick_run(lu_call *c, bool grad) {
   if (grad) { /* dx = 0 first */
     char *b0 = lu_data(c->out[0]);
     lu_byte_strides(c->out[0], nd, full->shape, st[0]);
-    lu_foreach_row(nd, shape, 1, &b0, (const int64_t(*)[LU_MAXD])st, PAR_GRAIN, zero_row, &k.es);
+    lu_foreach_row(nd, shape, 1, &b0, (const int64_t(*)[LU_MAXD])st, PAR_GRAIN, true, zero_row,
+                   &k.es);
   }
   shape[ax] = 1;
   char *base[3] = {lu_data(grad ? full : r), lu_data(grad ? r : full), lu_data(idx)};
   strides_at(grad ? full : r, nd, ax, st[0]);
   strides_at(grad ? r : full, nd, ax, st[1]);
   strides_at(idx, nd, ax, st[2]);
-  lu_foreach_row(nd, shape, 3, base, (const int64_t(*)[LU_MAXD])st, PAR_GRAIN, pick_row, &k);
+  lu_foreach_row(nd, shape, 3, base, (const int64_t(*)[LU_MAXD])st, PAR_GRAIN, true, pick_row, &k);
   return LUON_OK;
 }
 

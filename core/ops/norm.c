@@ -187,7 +187,7 @@ static void chan_walk(const chan *ch, int64_t c, int nops, const int *which, lu_
     b[k] = ch->base[which[k]] + c * ch->st[which[k]][ch->axis];
     memcpy(st[k], ch->st[which[k]], sizeof(int64_t) * (size_t)ch->nd);
   }
-  lu_foreach_row(ch->nd, ch->shape, nops, b, (const int64_t(*)[LU_MAXD])st, 0, fn, a);
+  lu_foreach_row(ch->nd, ch->shape, nops, b, (const int64_t(*)[LU_MAXD])st, 0, false, fn, a);
 }
 
 /* ---- forward ------------------------------------------------------------- */

@@ -123,8 +123,8 @@ static luon_status upd_run(lu_call *c, int kind) {
     base[k] = lu_data(c->in[k]);
     lu_byte_strides(c->in[k], w->ndim, w->shape, st[k]);
   }
-  lu_foreach_row(w->ndim, w->shape, c->nin, base, (const int64_t(*)[LU_MAXD])st, PAR_GRAIN, upd_row,
-                 &u);
+  lu_foreach_row(w->ndim, w->shape, c->nin, base, (const int64_t(*)[LU_MAXD])st, PAR_GRAIN,
+                 false /* in place: never stops half-way */, upd_row, &u);
   return LUON_OK;
 }
 

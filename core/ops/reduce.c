@@ -379,13 +379,15 @@ static int64_t kept_offset(const plan *pl, int64_t o) {
 }
 
 /* Fold every element of the reduced space starting at p into a: rows along
- * the innermost reduced axis, rows walked in C order (flat index = row * n). */
+ * the innermost reduced axis, rows walked in C order (flat index = row * n).
+ * Every kernel here stops early after luon_interrupt (a partial result the
+ * dispatcher throws away). */
 static void fold_all(const plan *pl, acc *a, const char *p) {
   int last = pl->nr - 1;
   int64_t n = pl->rshape[last], nrows = pl->R / (n ? n : 1);
   int64_t idx[LU_MAXD] = {0};
   int64_t off = 0;
-  for (int64_t r = 0; r < nrows; r++) {
+  for (int64_t r = 0; r < nrows && !lu_interrupted(); r++) {
     pl->fold(a, p + off, n, pl->rstr[last], r * n);
     for (int d = last - 1; d >= 0; d--) {
       off += pl->rstr[d];
@@ -399,7 +401,7 @@ static void fold_all(const plan *pl, acc *a, const char *p) {
 /* Outputs [b, e): one output's whole reduced space at a time. */
 static void rows_range(void *ctx, int64_t b, int64_t e) {
   const plan *pl = ctx;
-  for (int64_t o = b; o < e; o++) {
+  for (int64_t o = b; o < e && !lu_interrupted(); o++) {
     acc a = acc_init(pl->rop);
     fold_all(pl, &a, pl->base + kept_offset(pl, o));
     acc_finish(pl->rop, pl->fl, &a, pl->R, pl->out + o * pl->osize, pl->odt);
@@ -409,7 +411,7 @@ static void rows_range(void *ctx, int64_t b, int64_t e) {
 /* Work item w = (output, chunk) of a long single reduced axis. */
 static void chunks_range(void *ctx, int64_t b, int64_t e) {
   const plan *pl = ctx;
-  for (int64_t w = b; w < e; w++) {
+  for (int64_t w = b; w < e && !lu_interrupted(); w++) {
     int64_t o = w / pl->nchunk, ch = w % pl->nchunk;
     int64_t j0 = ch * pl->chunk, n = pl->R - j0 < pl->chunk ? pl->R - j0 : pl->chunk;
     acc a = acc_init(pl->rop);
@@ -429,7 +431,7 @@ static void cols_range(void *ctx, int64_t b, int64_t e) {
   int64_t iv[COL_BLOCK], ix[COL_BLOCK];
   cols cs = {d, iv, ix};
   int64_t C = pl->kshape[pl->nk - 1];
-  for (int64_t w = b; w < e; w++) {
+  for (int64_t w = b; w < e && !lu_interrupted(); w++) {
     int64_t outer = w / pl->nblk, c0 = (w % pl->nblk) * pl->cb;
     int64_t n = C - c0 < pl->cb ? C - c0 : pl->cb;
     int64_t o0 = outer * C + c0;
@@ -439,6 +441,7 @@ static void cols_range(void *ctx, int64_t b, int64_t e) {
     int64_t idx[LU_MAXD] = {0};
     int64_t off = 0;
     for (int64_t k = 0; k < pl->R; k++) {
+      if ((k & 1023) == 0 && lu_interrupted()) return;
       pl->col(&cs, p + off, n, k);
       for (int dd = pl->nr - 1; dd >= 0; dd--) {
         off += pl->rstr[dd];
@@ -505,7 +508,7 @@ static luon_status reduce_cpu(lu_call *c) {
       s = lu_error(LUON_ENOMEM, "%s: out of host memory for partial results", op_names[pl.rop]);
     } else {
       lu_parallel_for(pl.nout * pl.nchunk, 1, chunks_range, &pl);
-      for (int64_t o = 0; o < pl.nout; o++) {
+      for (int64_t o = 0; o < pl.nout && !lu_interrupted(); o++) { /* else not all chunks ran */
         acc a = pl.partial[o * pl.nchunk];
         for (int64_t ch = 1; ch < pl.nchunk; ch++)
           acc_merge(pl.rop, pl.fl, &a, &pl.partial[o * pl.nchunk + ch]);

@@ -2,8 +2,9 @@
  * its flag in the core (every op refuses to start while it is raised; a long
  * matmul or conv2d stops within milliseconds and hands out no result), and
  * luon_rt_interrupt / luon_rt_set_timeout on an embedded runtime (a Lua busy
- * loop, a JIT-compiled loop calling ops, a long C op; from another thread
- * and from a signal handler), the runtime usable after each. Times are
+ * loop, interpreted and JIT-compiled, a JIT-compiled loop calling ops, a
+ * long C op; from another thread and from a signal handler), the runtime
+ * usable after each. Times are
  * printed, and asserted only against generous bounds (a loaded 2-core VM). */
 #include "luon_embed.h"
 #include "testutil.h"
@@ -195,6 +196,70 @@ static void test_long_conv(void) {
   luon_tensor_release(w);
 }
 
+/* An op that runs for T seconds whole, interrupted T/5 in, must stop long
+ * before it would have finished: within T/2 of the interrupt (the ops below
+ * take ~0.3-2 s on a 2-core VM; they stop within milliseconds). Then the
+ * same op runs whole again. in[1] may be NULL. */
+static void stop_op(const char *op, luon_tensor *a, luon_tensor *b, const luon_attrs *at, const char *what) {
+  luon_tensor *y = NULL;
+  CHECK_OK(call2(op, a, b, at, &y)); /* the first, with its output's page faults */
+  luon_tensor_release(y);
+  y = NULL;
+  double t0 = now_s();
+  CHECK_OK(call2(op, a, b, at, &y));
+  double whole = now_s() - t0;
+  luon_tensor_release(y);
+  y = NULL;
+  interrupter it;
+  start_interrupter(&it, NULL, (int)(whole * 1000 / 5));
+  luon_status s = call2(op, a, b, at, &y);
+  double t1 = now_s();
+  pthread_join(it.th, NULL);
+  CHECK(s == LUON_EINTERRUPTED && !y, "%s: status %d (whole: %.0f ms)", what, (int)s, 1e3 * whole);
+  CHECK(t1 - it.at < whole / 2, "%s stopped %.1f ms after the interrupt; it takes %.0f ms whole", what,
+        1e3 * (t1 - it.at), 1e3 * whole);
+  fprintf(stderr, "test_interrupt: %s (%.0f ms whole) stopped %.1f ms after luon_interrupt\n", what, 1e3 * whole,
+          1e3 * (t1 - it.at));
+  luon_tensor_release(y);
+  luon_interrupt_clear();
+  y = NULL;
+  CHECK_OK(call2(op, a, b, at, &y));
+  luon_tensor_release(y);
+}
+
+/* A view of t's first element as `shape`, every stride 0 (no memory). */
+static luon_tensor *broadcast(luon_tensor *t, int nd, int64_t d0, int64_t d1) {
+  int64_t shape[2] = {d0, d1}, st[2] = {0, 0};
+  luon_tensor *v = NULL;
+  CHECK_OK(luon_tensor_view(t, nd, shape, st, 0, &v));
+  return v;
+}
+
+static void test_long_kernels(void) {
+  luon_tensor *one = filled(1, 1, 1.5f), *x = NULL;
+  luon_attrs f64 = {0};
+  f64.dtype = LUON_DTYPE_F64;
+  CHECK_OK(call2("copy", one, NULL, &f64, &x));
+  /* elementwise: (4000,1) ** (1,4000) in float64, a pow per element, strided rows */
+  luon_tensor *col = broadcast(x, 2, 4000, 1), *row = broadcast(x, 2, 1, 4000);
+  stop_op("power", col, row, NULL, "power (4000,4000) float64");
+  /* elementwise, flat: 16M float64 elements */
+  luon_tensor *flat = NULL, *big = broadcast(x, 1, (int64_t)1 << 24, 0);
+  CHECK_OK(call2("copy", big, NULL, NULL, &flat));
+  stop_op("power", flat, flat, NULL, "power of 16M float64, flat");
+  /* reduction: a sum over 5e8 elements of a broadcast view */
+  luon_tensor *wide = broadcast(x, 2, 16384, 32768);
+  stop_op("sum", wide, NULL, NULL, "sum of (16384,32768)");
+  /* the converting copy (astype) of a broadcast view: 48M elements */
+  luon_tensor *src = broadcast(one, 2, 6000, 8000);
+  stop_op("copy", src, NULL, &f64, "astype of (6000,8000) to float64");
+  /* a matmul that ran whole before it was cut into blocks (blas.c) */
+  luon_tensor *m = filled(1280, 1280, 0.5f);
+  stop_op("matmul", m, m, NULL, "matmul (1280,1280)^2");
+  luon_tensor *all[] = {one, x, col, row, flat, big, wide, src, m};
+  for (size_t k = 0; k < sizeof all / sizeof *all; k++) luon_tensor_release(all[k]);
+}
+
 /* ---- an embedded runtime -------------------------------------------------------- */
 
 static luon_rt *signal_rt;
@@ -224,7 +289,8 @@ static void test_runtime(void) {
   if (!rt) return;
   CHECK_OK(luon_rt_dostring(rt, "np = require('luon').np\n"
                                 "function spin() local k = 0 while true do k = k + 1 end end\n"
-                                "jit.off(spin)\n" /* compiled, it would run no hooks (luon_embed.h) */
+                                "jit.off(spin)\n"
+                                "function spin_jit() local k = 0 while true do k = k + 1 end end\n"
                                 "function spin_ops(x) while true do x = x + 1 end end\n"
                                 "function catch() while true do pcall(spin) end end\n"
                                 "jit.off(catch)\n"
@@ -245,6 +311,12 @@ static void test_runtime(void) {
   CHECK(y[3] == 8, "the next call runs: %g", y[3]);
 
   stop_call(rt, "catch", 0, NULL, 0, NULL, "interrupted", "a loop that catches the error");
+  /* compiled code runs no hooks: LuaJIT's profiler makes it leave its trace (jitstop.c) */
+  CHECK_OK(luon_rt_dostring(rt, "assert(jit.status(), 'the JIT is on')"));
+  stop_call(rt, "spin_jit", 0, NULL, 0, NULL, "interrupted", "a JIT-compiled busy loop");
+  y[3] = 0;
+  CHECK_OK(luon_rt_call(rt, "double", 1, &in, 1, &out));
+  CHECK(y[3] == 8, "the next call runs: %g", y[3]);
   stop_call(rt, "spin_ops", 1, &in, 0, NULL, "interrupted", "a JIT-compiled loop of ops");
 
   /* a long C op: (2048,2048) @ (2048,2048); the output buffer is not written */
@@ -265,6 +337,12 @@ static void test_runtime(void) {
   CHECK(strstr(luon_rt_last_error(rt), "time limit of 100000 us") != NULL, "%s", luon_rt_last_error(rt));
   CHECK(t1 - t0 < 0.1 + STOP_BOUND_S, "a 100 ms limit stopped the call after %.3f s", t1 - t0);
   fprintf(stderr, "test_interrupt: a 100 ms time limit stopped a busy loop after %.1f ms\n", 1e3 * (t1 - t0));
+  t0 = now_s();
+  s = luon_rt_call(rt, "spin_jit", 0, NULL, 0, NULL);
+  t1 = now_s();
+  CHECK(s == LUON_EINTERRUPTED && t1 - t0 < 0.1 + STOP_BOUND_S, "a 100 ms limit on a compiled loop: %d after %.3f s",
+        (int)s, t1 - t0);
+  fprintf(stderr, "test_interrupt: a 100 ms time limit stopped a JIT-compiled loop after %.1f ms\n", 1e3 * (t1 - t0));
   for (int k = 0; k < 20; k++) {
     y[3] = 0;
     CHECK_OK(luon_rt_call(rt, "double", 1, &in, 1, &out));
@@ -302,6 +380,43 @@ static void test_runtime(void) {
   luon_rt_free(rt);
 }
 
+/* Two runtimes on two threads: interrupting one leaves the other's call,
+ * which runs ops all along, alone (the flag is the call's, not the process's). */
+typedef struct other_call {
+  luon_rt *rt;
+  luon_status s;
+  double t0, t1;
+} other_call;
+
+static void *run_other(void *arg) {
+  other_call *o = arg;
+  o->t0 = now_s();
+  o->s = luon_rt_call(o->rt, "work", 0, NULL, 0, NULL);
+  o->t1 = now_s();
+  return NULL;
+}
+
+static void test_two_runtimes(void) {
+  luon_rt *a = NULL, *b = NULL;
+  CHECK_OK(luon_rt_new(&a));
+  CHECK_OK(luon_rt_new(&b));
+  if (!a || !b) return;
+  CHECK_OK(luon_rt_dostring(a, "function spin() local k = 0 while true do k = k + 1 end end"));
+  CHECK_OK(luon_rt_dostring(b, "np = require('luon').np\n"
+                               "function work() local x, t = np.zeros({64}), os.clock() + 0.4\n"
+                               "  while os.clock() < t do x = x + 1 end end"));
+  other_call o = {b, LUON_OK, 0, 0};
+  pthread_t th;
+  pthread_create(&th, NULL, run_other, &o);
+  sleep_ms(50);
+  stop_call(a, "spin", 0, NULL, 0, NULL, "interrupted", "one of two runtimes");
+  pthread_join(th, NULL);
+  CHECK(o.s == LUON_OK, "the other runtime's call goes on: status %d: %s", (int)o.s, luon_rt_last_error(b));
+  CHECK(o.t1 - o.t0 > 0.3, "the other call ran its whole 0.4 s: %.3f s", o.t1 - o.t0);
+  luon_rt_free(a);
+  luon_rt_free(b);
+}
+
 /* An attached state keeps its own hook across a call. */
 static int host_hook_calls;
 static void host_hook(lua_State *L, lua_Debug *ar) {
@@ -333,7 +448,9 @@ int main(void) {
   test_tiled_product();
   test_long_matmul(4096);
   test_long_conv();
+  test_long_kernels();
   test_runtime();
   test_host_hook();
+  test_two_runtimes();
   return TEST_RESULT;
 }

@@ -1,7 +1,8 @@
 -- interrupt_spec: Ctrl-C (SIGINT) on `luon script.lua`: a busy Lua loop, a
 -- loop of ops and a long matmul stop with the error and a traceback naming
 -- the script's line on stderr and exit status 130; a JIT-compiled loop that
--- runs no hooks ends with 130 and a message after luon's grace period.
+-- runs no hooks (LuaJIT's profiler makes it leave its trace: jitstop.c)
+-- stops the same way.
 -- tests/repl/sigint_drive.py sends the signal and times the stop (printed;
 -- only generous bounds are asserted: a loaded 2-core VM). The REPL's Ctrl-C
 -- is tested by repl_spec; luon_interrupt and luon_rt_interrupt by
@@ -16,12 +17,12 @@ local python = H.exists("/usr/bin/python3") and "/usr/bin/python3" or nil
 local quote = H.quote
 
 -- run `luon` on the script text, interrupt it after "ready": status, ms, stderr
-local function interrupt(script)
+local function interrupt(script, env)
   local path = os.tmpname()
   local f = assert(io.open(path, "w"))
   f:write(script)
   f:close()
-  local p = io.popen("env -u LD_PRELOAD " .. quote(python) .. " " .. quote(driver) .. " " .. quote(luon) ..
+  local p = io.popen("env -u LD_PRELOAD " .. (env or "") .. " " .. quote(python) .. " " .. quote(driver) .. " " .. quote(luon) ..
                      " " .. quote(path) .. " 2>&1")
   local out = p:read("*a")
   p:close()
@@ -85,16 +86,31 @@ print("finished")
     assert.is_true(ms < 2000, out)
   end)
 
-  it("ends a loop that runs no hooks after the grace period, saying why", function()
+  it("stops a JIT-compiled loop without ops, with a traceback", function()
     if not python then return end
     local rc, ms, out = interrupt([[
 -- a JIT-compiled loop, no ops
+assert(jit.status())
 print("ready") io.stdout:flush()
 local k = 0
 while true do k = k + 1 end
 ]])
     assert.equal(130, rc, out)
-    assert.matches("JIT-compiled Lua code, which runs no hooks", out, 1, true)
+    assert.matches("interrupted\nstack traceback:", out, 1, true)
+    assert.matches(":5: in main chunk", out, 1, true)
+    assert.is_true(ms < 2000, out)
+  end)
+
+  it("without LuaJIT's profiler (LUON_JIT_STOP=0), ends such a loop after the grace period, saying why", function()
+    if not python then return end
+    local rc, ms, out = interrupt([[
+-- a JIT-compiled loop, no ops, no profiler
+print("ready") io.stdout:flush()
+local k = 0
+while true do k = k + 1 end
+]], "LUON_JIT_STOP=0")
+    assert.equal(130, rc, out)
+    assert.matches("JIT-compiled Lua code with LuaJIT's profiler off", out, 1, true)
     assert.is_true(ms < 5000, out)
   end)
 

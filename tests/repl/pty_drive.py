@@ -319,6 +319,12 @@ def s_history(ctx):
     path = os.path.join(ctx["home"], ".luon_history")
     if not os.path.exists(path) or "40+2" not in open(path, errors="replace").read():
         raise Failure("no history in %s" % path)
+    if os.stat(path).st_mode & 0o777 != 0o600:
+        raise Failure("a new history file is private: mode %o" % (os.stat(path).st_mode & 0o777))
+    # a symbolic link at the path stays; its target is replaced
+    kept = os.path.join(ctx["home"], "kept_history")
+    os.rename(path, kept)
+    os.symlink(kept, path)
     r2 = start(ctx)
     r2.send("\x1b[A")  # up: the last line of the last session
     r2.expect(r"40\+2")
@@ -327,6 +333,11 @@ def s_history(ctx):
     r2.wait_exit()
     if "os.exit(0)" not in open(path, errors="replace").read():
         raise Failure("os.exit() did not save the history")
+    if not os.path.islink(path) or "os.exit(0)" not in open(kept, errors="replace").read():
+        raise Failure("the link at the history path was not kept")
+    left = [n for n in os.listdir(ctx["home"]) if ".tmp." in n]
+    if left:
+        raise Failure("temporary files left: %s" % left)
 
 
 def s_script(ctx):
