@@ -14,6 +14,7 @@
 
 #define MAX_HEADER (100u * 1024u * 1024u) /* a larger header is not a safetensors file */
 #define MAX_DEPTH 64                       /* nesting of __metadata__ values */
+#define MAX_VALUES (4u << 20)              /* keys and values: cJSON's tree is ~64 bytes each */
 
 /* ORDER luon_dtype: safetensors' names of luon's dtypes. */
 static const char *const st_dtype[LUON_DTYPE_COUNT] = {NULL, "F32", "F64", "F16", "BF16",
@@ -246,7 +247,9 @@ static void free_entries(st_entry *e, int32_t n) {
  *    known escapes, four hex digits after \u (cJSON reads bad ones as 0),
  *    whole surrogate pairs and no \u0000 (which would cut a name short);
  *    numbers of JSON's form (cJSON takes "1." or "-.5" through strtod);
- *    nesting no deeper than the metadata's MAX_DEPTH levels;
+ *    nesting no deeper than the metadata's MAX_DEPTH levels; at most
+ *    MAX_VALUES keys and values (a model's header has tens of thousands;
+ *    "[0,0,0,...]" filling MAX_HEADER would cost cJSON gigabytes);
  *  - numbers, read by scan() from the text itself: cJSON keeps a double,
  *    which is not exact past 2^53 and has no "leading zero" or "fraction".
  *    cJSON parses a copy of the text with "0" and spaces in each number's
@@ -399,8 +402,13 @@ static bool read_number(const char *t, size_t b, size_t e, st_num *x) {
  * Numbers go to H->num; json, a copy of t, gets "0" and spaces in their place. */
 static bool scan(st_reader *H, const char *t, char *json, size_t n) {
   int depth = 0;
+  size_t values = 0;
   for (size_t i = 0; i < n;) {
     unsigned char c = (unsigned char)t[i];
+    /* a key or value starts: a string, object, list, number, true, false, null */
+    bool starts = c == '"' || c == '{' || c == '[' || c == '-' || is_digit((char)c) || c == 't' ||
+                  c == 'f' || c == 'n';
+    if (starts && ++values > MAX_VALUES) return syntax(H, i, "more than %u keys and values", MAX_VALUES);
     if (is_ws((char)c)) {
       i++;
     } else if (c == '"') {

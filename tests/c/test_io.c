@@ -574,6 +574,17 @@ static void test_corrupt(void) {
     luon_safetensors_close(h);
   }
 
+  /* a header of more values than any model has, which cJSON would take
+   * gigabytes to hold at the largest header allowed: refused before */
+  size_t nv = (4u << 20) + 1, blen = 2 * nv + 64;
+  char *big = malloc(blen);
+  size_t k = (size_t)snprintf(big, blen, "{\"__metadata__\":{\"a\":[");
+  for (size_t v = 0; v < nv; v++) big[k++] = '0', big[k++] = ',';
+  snprintf(big + k - 1, blen - k + 1, "]}}");
+  write_st(p, big, 0);
+  free(big);
+  expect_format_error("too many values", p, "more than 4194304 keys and values");
+
   /* lengths: short file, absurd header, header past the end */
   write_bytes(p, "\x05\0\0\0", 4);
   expect_format_error("short file", p, "fewer than the 8");
