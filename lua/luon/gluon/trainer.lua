@@ -25,7 +25,7 @@ local function reduce_replicas(grads, op)
   if n < 2 then return end
   if n > 64 then core.error(("Trainer: %d replicas, at most 64"):format(n)) end
   for k = 1, n do replica_ptrs[k - 1] = grads[k].t end
-  core.check(C.luon_allreduce(n, replica_ptrs, op == "mean" and 1 or 0), 3)
+  core.check(C.luon_allreduce(n, replica_ptrs, op == "mean" and 1 or 0))
 end
 trainer.reduce_replicas = reduce_replicas
 
@@ -99,7 +99,7 @@ end
 ---------------------------------------------------------------------------
 -- Trainer
 
-local Trainer = optimizer.class("Trainer")
+local Trainer = core.class("Trainer")
 trainer.Trainer = Trainer
 
 -- Trainer(params, optimizer, optimizer_params, {kvstore = "device",
@@ -348,7 +348,7 @@ function Trainer:_update(ignore_stale_grad)
     local w1 = per_dev[1].weights
     for d = 2, ndev do
       local wd = per_dev[d].weights
-      for k = 1, #w1 do core.check(C.luon_tensor_copy(wd[k].t, w1[k].t), 2) end
+      for k = 1, #w1 do core.check(C.luon_tensor_copy(wd[k].t, w1[k].t)) end
     end
   end
   self:_sync_states()

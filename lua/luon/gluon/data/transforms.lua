@@ -14,17 +14,19 @@ local ffi, C = core.ffi, core.C
 
 local T = {}
 
--- ORDER luon_transform_kind
-local K = {CAST = 1, TO_TENSOR = 2, NORMALIZE = 3, RESIZE = 4, CENTER_CROP = 5, RANDOM_CROP = 6,
-           RANDOM_RESIZED_CROP = 7, FLIP_LR = 8, FLIP_TB = 9, BRIGHTNESS = 10, CONTRAST = 11,
-           SATURATION = 12, HUE = 13, COLOR_JITTER = 14, LIGHTING = 15}
+-- The step kinds (luon_transform_kind, read from the cdef: K.RESIZE is
+-- LUON_TF_RESIZE).
+local K = {}
+for _, name in ipairs({"CAST", "TO_TENSOR", "NORMALIZE", "RESIZE", "CENTER_CROP", "RANDOM_CROP",
+                       "RANDOM_RESIZED_CROP", "FLIP_LR", "FLIP_TB", "BRIGHTNESS", "CONTRAST",
+                       "SATURATION", "HUE", "COLOR_JITTER", "LIGHTING"}) do
+  K[name] = C["LUON_TF_" .. name]
+end
 T.kinds = K
 
 local step_t = ffi.typeof("luon_transform_step[?]")
 local outp = ffi.new("luon_tensor*[1]")
 local seedp = ffi.new("uint64_t[1]")
-
-local function err(msg) core.error(msg, 3) end
 
 ---------------------------------------------------------------------------
 -- The base of every transform: callable, forward(x, ...) -> x', ...
@@ -71,11 +73,11 @@ end
 -- Run a C pipeline on x (an ndarray): a new ndarray on x's device.
 local function run(arr, n, random, x, name, seed, index, reference)
   if not core.is_array(x) then
-    core.error(("%s: expects an ndarray image, got %s"):format(name, type(x)), 4)
+    core.error(("%s: expects an ndarray image, got %s"):format(name, type(x)))
   end
   local info = core.info_of(x)
   local dev
-  if info.dev_type ~= 1 then
+  if info.dev_type ~= C.LUON_CPU then
     dev = core.device_from_ids(info.dev_type, info.dev_id)
     x = x:copyto(core.device("cpu", 0))
   end
@@ -89,7 +91,7 @@ local function run(arr, n, random, x, name, seed, index, reference)
   end
   local f = reference and C.luon_transform_apply_reference or C.luon_transform_apply
   local st = f(arr, n, x.t, seed, index or 0, outp)
-  if st ~= 0 then core.raise(4) end
+  if st ~= 0 then core.raise() end
   local y = core.wrap(outp[0])
   core.gc_pressure()
   if dev then y = y:copyto(dev) end
@@ -113,14 +115,14 @@ end
 -- (seed, index), same augmentation); reference=true skips the fusion.
 function Transform:_apply(x, seed, index, reference)
   local arr, n = self:c_steps()
-  if not arr then err(self._name .. ": _apply needs a pipeline of built-in transforms") end
+  if not arr then core.error(self._name .. ": _apply needs a pipeline of built-in transforms") end
   return run(arr, n, self._random, x, self._name, seed, index, reference)
 end
 
 -- A copy whose random draws are fixed (see luon_transform_step.use_fixed):
 -- t:_fixed(1.5) is RandomBrightness with alpha 1.5.
 function Transform:_fixed(...)
-  if not self._steps or #self._steps ~= 1 then err(self._name .. ": _fixed needs a single step") end
+  if not self._steps or #self._steps ~= 1 then core.error(self._name .. ": _fixed needs a single step") end
   local s = {}
   for k, v in pairs(self._steps[1]) do s[k] = v end
   s.use_fixed, s.fixed = 1, {...}
@@ -140,25 +142,19 @@ local make = T._make
 ---------------------------------------------------------------------------
 -- Argument helpers
 
-local function opts(a, b)
-  if type(a) == "table" and getmetatable(a) == nil and a[1] == nil and next(a) ~= nil then return a, true end
-  if type(b) == "table" and getmetatable(b) == nil then return b, false end
-  return {}, false
-end
-
 local function number_arg(name, what, v, default, min)
   if v == nil then v = default end
   if type(v) ~= "number" or v ~= v then
-    err(("%s: %s must be a number, got %s"):format(name, what, tostring(v)))
+    core.error(("%s: %s must be a number, got %s"):format(name, what, tostring(v)))
   end
-  if min and v < min then err(("%s: %s must be >= %s, got %s"):format(name, what, min, v)) end
+  if min and v < min then core.error(("%s: %s must be >= %s, got %s"):format(name, what, min, v)) end
   return v
 end
 
 local function interp_arg(name, v)
   v = number_arg(name, "interpolation", v, 1)
   if v % 1 ~= 0 or v < 0 or v > 3 then
-    err(("%s: interpolation %s is not supported (0 nearest, 1 bilinear, 2 bicubic, 3 area)"):format(name, tostring(v)))
+    core.error(("%s: interpolation %s is not supported (0 nearest, 1 bilinear, 2 bicubic, 3 area)"):format(name, tostring(v)))
   end
   return v
 end
@@ -166,17 +162,17 @@ end
 -- size: an integer or {w, h}; returns w, h, is_int.
 local function size_arg(name, size)
   if type(size) == "number" then size = {size} elseif type(size) ~= "table" then
-    err(("%s: size must be an integer or {width, height}, got %s"):format(name, tostring(size)))
+    core.error(("%s: size must be an integer or {width, height}, got %s"):format(name, tostring(size)))
   end
   if #size ~= 1 and #size ~= 2 then
-    err(("%s: input size dimension must be 1 or 2, but got %d"):format(name, #size))
+    core.error(("%s: input size dimension must be 1 or 2, but got %d"):format(name, #size))
   end
   for k = 1, #size do
     local v = size[k]
     if type(v) ~= "number" or v % 1 ~= 0 then
-      err(("%s: size entries must be integers, got %s"):format(name, tostring(v)))
+      core.error(("%s: size entries must be integers, got %s"):format(name, tostring(v)))
     end
-    if v <= 0 then err(("%s: size should be greater than 0, but got %s"):format(name, tostring(v))) end
+    if v <= 0 then core.error(("%s: size should be greater than 0, but got %s"):format(name, tostring(v))) end
   end
   return size[1], size[2] or size[1], #size == 1
 end
@@ -186,11 +182,11 @@ local function list_arg(name, what, v, default)
   if type(v) == "number" then return {v} end
   if core.is_array(v) then v = v:totable() end
   if type(v) ~= "table" or #v == 0 or #v > 4 then
-    err(("%s: %s must be a number or a list of 1 to 4 numbers, got %s"):format(name, what,
+    core.error(("%s: %s must be a number or a list of 1 to 4 numbers, got %s"):format(name, what,
         type(v) == "table" and ("a list of " .. #v) or core.show_value(v)))
   end
   for k = 1, #v do
-    if type(v[k]) ~= "number" then err(("%s: %s[%d] is not a number"):format(name, what, k)) end
+    if type(v[k]) ~= "number" then core.error(("%s: %s[%d] is not a number"):format(name, what, k)) end
   end
   return v
 end
@@ -206,7 +202,7 @@ end
 
 function T.Cast(dtype)
   if type(dtype) == "table" then dtype = dtype.dtype end
-  local id = core.dtype_id(dtype or "float32", "Cast", 2)
+  local id = core.dtype_id(dtype or "float32", "Cast")
   return make("Cast", {kind = K.CAST, dtype = id}, ("Cast(%s)"):format(core.dtype_names[id]))
 end
 
@@ -221,7 +217,7 @@ function T.Normalize(mean, std)
   local m = list_arg("Normalize", "mean", mean, 0)
   local s = list_arg("Normalize", "std", std, 1)
   for k = 1, #s do
-    if s[k] == 0 then err(("Normalize: std[%d] is 0"):format(k)) end
+    if s[k] == 0 then core.error(("Normalize: std[%d] is 0"):format(k)) end
   end
   return make("Normalize", {kind = K.NORMALIZE, mean = m, std = s, nmean = #m, nstd = #s},
               ("Normalize(mean=%s, std=%s)"):format(fmt_list(m), fmt_list(s)))
@@ -268,7 +264,7 @@ function T.RandomCrop(size, o)
   local s, kw, repr = random_crop_args(size, o)
   local pad = kw.pad or 0
   if type(pad) ~= "number" or pad % 1 ~= 0 or pad < 0 then
-    err(("RandomCrop: pad must be an integer >= 0, got %s"):format(tostring(pad)))
+    core.error(("RandomCrop: pad must be an integer >= 0, got %s"):format(tostring(pad)))
   end
   s.pad = pad
   return make("RandomCrop", s, repr)
@@ -283,13 +279,13 @@ function T.RandomResizedCrop(size, o)
   if type(scale) ~= "table" or #scale ~= 2 or type(ratio) ~= "table" or #ratio ~= 2 or
      type(scale[1]) ~= "number" or type(scale[2]) ~= "number" or
      type(ratio[1]) ~= "number" or type(ratio[2]) ~= "number" then
-    err("RandomResizedCrop: scale and ratio must be pairs of numbers {min, max}")
+    core.error("RandomResizedCrop: scale and ratio must be pairs of numbers {min, max}")
   end
   if not (scale[1] > 0 and scale[1] <= scale[2]) then
-    err(("RandomResizedCrop: scale must satisfy 0 < min <= max, got %s"):format(fmt_list(scale)))
+    core.error(("RandomResizedCrop: scale must satisfy 0 < min <= max, got %s"):format(fmt_list(scale)))
   end
   if not (ratio[1] > 0 and ratio[1] <= ratio[2]) then
-    err(("RandomResizedCrop: ratio must satisfy 0 < min <= max, got %s"):format(fmt_list(ratio)))
+    core.error(("RandomResizedCrop: ratio must satisfy 0 < min <= max, got %s"):format(fmt_list(ratio)))
   end
   s.scale, s.ratio = {scale[1], scale[2]}, {ratio[1], ratio[2]}
   return make("RandomResizedCrop", s, repr)
@@ -348,12 +344,12 @@ end
 -- Compose{t1, t2, ...}: applies the items in order. Runs of built-in
 -- transforms become one C pipeline each; other callables run between them.
 function T.Compose(list)
-  if type(list) ~= "table" then err("Compose: expects a list of transforms") end
+  if type(list) ~= "table" then core.error("Compose: expects a list of transforms") end
   local items, groups, cur = {}, {}, nil
   for k = 1, #list do
     local t = list[k]
     if not is_callable(t) then
-      err(("Compose: item %d is not a transform or function (%s)"):format(k, type(t)))
+      core.error(("Compose: item %d is not a transform or function (%s)"):format(k, type(t)))
     end
     items[k] = t
     if is_transform(t) and t._steps then
@@ -413,8 +409,8 @@ function Transform:out_shape(shape, dtype)
   local arr, n = self:c_steps()
   if not arr then return nil end
   local ins, outs, dt = ffi.new("int64_t[3]", shape), ffi.new("int64_t[3]"), ffi.new("int32_t[1]")
-  core.check(C.luon_transform_out_shape(arr, n, 3, ins, core.dtype_id(dtype or "uint8", "out_shape", 2),
-                                        outs, dt), 2)
+  core.check(C.luon_transform_out_shape(arr, n, 3, ins, core.dtype_id(dtype or "uint8", "out_shape"),
+                                        outs, dt))
   return {tonumber(outs[0]), tonumber(outs[1]), tonumber(outs[2])}, core.dtype_names[dt[0]]
 end
 

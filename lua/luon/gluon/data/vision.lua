@@ -81,7 +81,7 @@ end
 function MNISTDataset:len() return #self._label end
 
 function MNISTDataset:get(i)
-  i = data._check_index(i, #self._label)
+  i = object.check_index(i, #self._label)
   local x, y = self._data:at(i), self._label_arr:at(i)
   if self._transform then
     local a, b = self._transform(x, y)
@@ -117,7 +117,7 @@ local listbuf, listlen = ffi.new("char*[1]"), ffi.new("int64_t[1]")
 -- The entries of a directory: a sorted list of {name =, kind = 'd'|'f'|'o'}.
 local function list_dir(path, cls)
   local st = C.luon_dir_list(path, listbuf, listlen)
-  if st ~= 0 then core.error(("%s: %s"):format(cls, ffi.string(C.luon_last_error())), 4) end
+  if st ~= 0 then core.error(("%s: %s"):format(cls, ffi.string(C.luon_last_error()))) end
   local s = ffi.string(listbuf[0], listlen[0])
   C.luon_free(listbuf[0])
   local out = {}
@@ -148,7 +148,7 @@ function vision.ImageFolderDataset(root, opts)
   if type(opts) == "number" then opts = {flag = opts} end
   opts = opts or {}
   if type(opts) ~= "table" then core.error(("%s: expected a table of options, got %s"):format(cls, type(opts))) end
-  core.check_keys(opts, cls, 2, {"flag", "transform"})
+  core.check_keys(opts, cls, {"flag", "transform"})
   if opts.transform ~= nil then
     core.error(cls .. ": Directly apply transform to dataset is deprecated. Please use " ..
                "dataset:transform() or dataset:transform_first() instead")
@@ -196,7 +196,7 @@ function ImageFolderDataset:len() return #self._paths end
 local imgout = ffi.new("luon_tensor*[1]")
 
 function ImageFolderDataset:get(i)
-  i = data._check_index(i, #self._paths)
+  i = object.check_index(i, #self._paths)
   local path = self._paths[i + 1]
   core.check(C.luon_image_read(path, self._flag, 0, 0, imgout))
   core.gc_pressure()
@@ -207,7 +207,7 @@ end
 -- (seeded by (seed, i)); errors name the file.
 function ImageFolderDataset:_load(i, arr, n, seed)
   local st = C.luon_loader_load_image(self._paths[i + 1], self._flag, arr, n, seed, i, imgout)
-  if st ~= 0 then core.raise(3) end
+  if st ~= 0 then core.raise() end
   core.gc_pressure()
   return core.wrap(imgout[0])
 end
