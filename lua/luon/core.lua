@@ -113,7 +113,13 @@ function M.device(kind, id)
   return d
 end
 
+-- The Device of C's (type, id) pair, as an array's info gives it: from the
+-- cache at once when it is there (an array's device is read on hot paths:
+-- x.device, each layer's forward).
 function M.device_from_ids(type_id, id)
+  local cache = device_cache[type_names[type_id]]
+  local d = cache and cache[id]
+  if d then return d end
   return M.device(type_names[type_id], id)
 end
 
@@ -436,6 +442,16 @@ function M.int_arg(v, fname, what, lo, hi)
     error(("%s: %s must be an integer%s, got %s"):format(fname, what, range, M.show_value(v)))
   end
   return v
+end
+
+-- An array argument: x when it is an ndarray, else an error naming fname
+-- and what (a noun, or a number n for "argument n").
+function M.array_arg(x, fname, what)
+  if not M.is_array(x) then
+    if type(what) == "number" then what = "argument " .. what end
+    error(("%s: %s must be an ndarray, got %s"):format(fname, what, type(x)))
+  end
+  return x
 end
 
 -- A number argument, or an error naming fname and what.

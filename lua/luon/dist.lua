@@ -66,14 +66,8 @@ end
 
 local ops = {sum = C.LUON_DIST_SUM, mean = C.LUON_DIST_MEAN, max = C.LUON_DIST_MAX, min = C.LUON_DIST_MIN}
 
-local function check_array(x, fname)
-  if not core.is_array(x) then
-    core.error(("dist.%s: the first argument must be an ndarray, got %s"):format(fname, type(x)))
-  end
-end
-
 function dist.allreduce(x, op)
-  check_array(x, "allreduce")
+  core.array_arg(x, "dist.allreduce", "the first argument")
   local id = ops[op or "sum"]
   if not id then
     core.error(("dist.allreduce: op must be 'sum', 'mean', 'max' or 'min', got %s"):format(tostring(op)))
@@ -84,7 +78,7 @@ function dist.allreduce(x, op)
 end
 
 function dist.broadcast(x, root)
-  check_array(x, "broadcast")
+  core.array_arg(x, "dist.broadcast", "the first argument")
   root = root or 0
   if type(root) ~= "number" or root % 1 ~= 0 then
     core.error(("dist.broadcast: root must be a rank number, got %s"):format(tostring(root)))

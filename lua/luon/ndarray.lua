@@ -115,7 +115,7 @@ function methods.item(x)
   local n = tonumber(info_of(x).size)
   if n ~= 1 then
     core.error(("item: only size-1 arrays can be converted to a Lua number (this one has shape %s)")
-          :format("(" .. table.concat(x.shape, ",") .. (x.ndim == 1 and ",)" or ")")))
+               :format(core.shape_text(x.shape)))
   end
   local buf, _, is_bool = host_values(x)
   if is_bool then return buf[0] ~= 0 end

@@ -16,12 +16,7 @@ for _, name in ipairs({"float32", "float64", "float16", "bfloat16", "int32", "in
 end
 np.bool_ = "bool"
 
-local function check_array(x, fname, pos)
-  if not is_array(x) then
-    core.error(("%s: argument %d must be an ndarray, got %s"):format(fname, pos, type(x)))
-  end
-  return x
-end
+local check_array = core.array_arg
 
 -- The options of the creation functions: dtype, device, ctx and those of
 -- the list `extra` (a misspelt {devcie = gpu} must not quietly mean the

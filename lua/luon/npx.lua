@@ -166,12 +166,7 @@ local fc_keys, dropout_keys = {"num_hidden", "no_bias", "flatten"}, {"p", "mode"
 local activation_keys, leaky_keys = {"act_type"}, {"act_type", "slope"}
 local softmax_keys, pick_keys = {"axis", "temperature", "use_length"}, {"axis", "mode", "keepdims"}
 
-local function need_array(x, fname, what)
-  if not is_array(x) then
-    core.error(("%s: %s must be an ndarray, got %s"):format(fname, what, type(x)))
-  end
-  return x
-end
+local need_array = core.array_arg
 
 local pair = core.pair
 

@@ -34,7 +34,7 @@ local function opts(layer, names, ...)
 end
 
 local function positive_int(v, layer, what)
-  if type(v) ~= "number" or v % 1 ~= 0 or v < 1 then
+  if not core.is_int(v) or v < 1 then
     core.error(("%s: %s must be a positive integer, got %s"):format(layer, what, tostring(v)))
   end
   return v
@@ -54,18 +54,11 @@ local function pyrepr(v)
   return tostring(v)
 end
 
--- The device of array x (a cached Device per (type, id)).
+-- The device of array x (core's cached Device of its (type, id)).
 local info_of = core.info_of
-local devices = {}
 local function device_of(x)
   local info = info_of(x)
-  local key = info.dev_type * 65536 + info.dev_id
-  local d = devices[key]
-  if not d then
-    d = core.device_from_ids(info.dev_type, info.dev_id)
-    devices[key] = d
-  end
-  return d
+  return core.device_from_ids(info.dev_type, info.dev_id)
 end
 
 local function layout_of(layout, layer)

@@ -22,12 +22,7 @@ local M = {}
 
 local rng = object.rng
 
-local function int_arg(v, what, min)
-  if type(v) ~= "number" or v % 1 ~= 0 or v < min then
-    core.error(("SplitSampler: %s must be an integer >= %d, got %s"):format(what, min, tostring(v)))
-  end
-  return v
-end
+local function int_arg(v, what, min) return core.int_arg(v, "SplitSampler", what, min) end
 
 local SplitSampler = object.class(data.Sampler, "SplitSampler")
 
