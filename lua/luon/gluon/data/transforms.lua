@@ -200,8 +200,11 @@ end
 ---------------------------------------------------------------------------
 -- The transforms
 
+-- A transform's keywords (Gluon's keyword arguments): a table of these keys.
+local function keys(kw, name, known) return core.check_keys(kw, name, known, nil, "argument") end
+
 function T.Cast(dtype)
-  if type(dtype) == "table" then dtype = dtype.dtype end
+  if type(dtype) == "table" then dtype = keys(dtype, "Cast", {"dtype"}).dtype end
   local id = core.dtype_id(dtype or "float32", "Cast")
   return make("Cast", {kind = K.CAST, dtype = id}, ("Cast(%s)"):format(core.dtype_names[id]))
 end
@@ -212,7 +215,7 @@ end
 
 function T.Normalize(mean, std)
   if type(mean) == "table" and getmetatable(mean) == nil and (mean.mean ~= nil or mean.std ~= nil) then
-    mean, std = mean.mean, mean.std
+    mean, std = keys(mean, "Normalize", {"mean", "std"}).mean, mean.std
   end
   local m = list_arg("Normalize", "mean", mean, 0)
   local s = list_arg("Normalize", "std", std, 1)
@@ -228,8 +231,10 @@ end
 function T.Resize(size, a, b)
   local keep, interp
   if type(size) == "table" and getmetatable(size) == nil and size.size ~= nil then
+    keys(size, "Resize", {"size", "keep_ratio", "interpolation"})
     keep, interp, size = size.keep_ratio, size.interpolation, size.size
   elseif type(a) == "table" then
+    keys(a, "Resize", {"keep_ratio", "interpolation"})
     keep, interp = a.keep_ratio, a.interpolation
   else
     keep, interp = a, b
@@ -241,25 +246,26 @@ function T.Resize(size, a, b)
               ("Resize(size=(%d, %d), keep_ratio=%s, interpolation=%d)"):format(w, h, keep == 1, interp))
 end
 
-local function crop_ctor(name, kind)
+local function crop_ctor(name, kind, known)
   return function(size, o)
     local kw = type(size) == "table" and getmetatable(size) == nil and size.size ~= nil and size or nil
     if kw then size, o = kw.size, kw end
     if type(o) == "number" then o = {interpolation = o} end
     o = o or {}
+    if type(o) == "table" then keys(o, name, known) end
     local w, h = size_arg(name, size)
     local s = {kind = kind, width = w, height = h, interp = interp_arg(name, o.interpolation)}
     return s, o, ("%s(size=(%d, %d))"):format(name, w, h)
   end
 end
 
-local center_args = crop_ctor("CenterCrop", K.CENTER_CROP)
+local center_args = crop_ctor("CenterCrop", K.CENTER_CROP, {"size", "interpolation"})
 function T.CenterCrop(size, interpolation)
   local s, _, repr = center_args(size, interpolation)
   return make("CenterCrop", s, repr)
 end
 
-local random_crop_args = crop_ctor("RandomCrop", K.RANDOM_CROP)
+local random_crop_args = crop_ctor("RandomCrop", K.RANDOM_CROP, {"size", "pad", "interpolation"})
 function T.RandomCrop(size, o)
   local s, kw, repr = random_crop_args(size, o)
   local pad = kw.pad or 0
@@ -270,7 +276,7 @@ function T.RandomCrop(size, o)
   return make("RandomCrop", s, repr)
 end
 
-local rrc_args = crop_ctor("RandomResizedCrop", K.RANDOM_RESIZED_CROP)
+local rrc_args = crop_ctor("RandomResizedCrop", K.RANDOM_RESIZED_CROP, {"size", "scale", "ratio", "interpolation"})
 function T.RandomResizedCrop(size, o)
   local s, kw, repr = rrc_args(size, o)
   local scale = kw.scale or {0.08, 1.0}
@@ -293,7 +299,7 @@ end
 
 local function flip_ctor(name, kind)
   return function(p)
-    if type(p) == "table" then p = p.p end
+    if type(p) == "table" then p = keys(p, name, {"p"}).p end
     p = number_arg(name, "p", p, 0.5)
     return make(name, {kind = kind, p = p}, ("%s(p=%g)"):format(name, p))
   end
@@ -302,8 +308,9 @@ T.RandomFlipLeftRight = flip_ctor("RandomFlipLeftRight", K.FLIP_LR)
 T.RandomFlipTopBottom = flip_ctor("RandomFlipTopBottom", K.FLIP_TB)
 
 local function color_ctor(name, kind, field)
+  local known = {field}
   return function(v)
-    if type(v) == "table" then v = v[field] end
+    if type(v) == "table" then v = keys(v, name, known)[field] end
     v = number_arg(name, field, v, nil, 0)
     return make(name, {kind = kind, [field] = v}, ("%s(%s=%g)"):format(name, field, v))
   end
@@ -315,7 +322,10 @@ T.RandomHue = color_ctor("RandomHue", K.HUE, "hue")
 T.RandomLighting = color_ctor("RandomLighting", K.LIGHTING, "alpha")
 
 function T.RandomColorJitter(b, c, s, h)
-  if type(b) == "table" then b, c, s, h = b.brightness, b.contrast, b.saturation, b.hue end
+  if type(b) == "table" then
+    keys(b, "RandomColorJitter", {"brightness", "contrast", "saturation", "hue"})
+    b, c, s, h = b.brightness, b.contrast, b.saturation, b.hue
+  end
   local n = "RandomColorJitter"
   b, c = number_arg(n, "brightness", b, 0, 0), number_arg(n, "contrast", c, 0, 0)
   s, h = number_arg(n, "saturation", s, 0, 0), number_arg(n, "hue", h, 0, 0)
