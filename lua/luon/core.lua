@@ -1,6 +1,8 @@
--- luon.core: the machinery under np and npx: dtypes, devices, wrapping C
--- tensors for the garbage collector, calling registry ops by name, and the
--- argument conventions (positional, then one trailing table of keywords).
+-- luon.core: the machinery under np and npx: the one error path (raised at
+-- the user's line), dtypes, devices, wrapping C tensors for the garbage
+-- collector, the argument kit every module reads its arguments with
+-- (positional, then one trailing table of checked keywords), unknown-name
+-- errors, gluon's class helper, and calling registry ops by name.
 local binding = require("luon.ffi")
 local ffi, C = binding.ffi, binding.C
 
@@ -380,29 +382,55 @@ function M.host_values(x)
 end
 
 ---------------------------------------------------------------------------
--- Calling ops
+-- The argument kit: how every luon function reads its arguments. NumPy or
+-- MXNet order, then one trailing table of keywords (kw, args, options);
+-- every keyword table is checked against the keys the function reads
+-- (check_keys: an unknown key is an error naming it, the known ones and
+-- the close ones), and every error names the function (fname) and the
+-- value, at the user's line (error).
 
-local op_ids = {}
-for i = 0, C.luon_op_count() - 1 do op_ids[ffi.string(C.luon_op_name(i))] = i end
-M.op_ids = op_ids
-
-local ins = ffi.new("luon_tensor*[8]")
-local outs = ffi.new("luon_tensor*[8]")
-local nout = ffi.new("int32_t[1]")
-local attrs = ffi.new("luon_attrs")
-local ENOMEM = C.LUON_ENOMEM
-
--- A zeroed attribute struct, shared: fill it and pass it to call at once.
-function M.attrs()
-  if in_finalizer > 0 then return ffi.new("luon_attrs") end
-  ffi.fill(attrs, ffi.sizeof(attrs))
-  return attrs
+-- Split trailing keyword table from positional args: returns kw (maybe {}).
+function M.kw(...)
+  local n = select("#", ...)
+  if n == 0 then return {}, 0 end
+  local last = select(n, ...)
+  if type(last) == "table" and getmetatable(last) == nil and last[1] == nil then
+    return last, n - 1
+  end
+  return {}, n
 end
 
--- Put a Lua list of integers into attrs.i starting at index `from`, after
--- checking that they are integers and fit (LUON_MAX_ATTR_INTS); errors name
--- fname.
-local MAX_INTS = C.LUON_MAX_ATTR_INTS
+-- A shape argument: a Lua list of integers, or one integer.
+function M.shape_arg(s, fname)
+  if type(s) == "number" then s = {s} end
+  if type(s) ~= "table" then
+    error(("%s: shape must be a list of integers such as {3, 4}, got %s"):format(fname, tostring(s)))
+  end
+  for k = 1, #s do
+    local v = s[k]
+    if type(v) ~= "number" or v % 1 ~= 0 then
+      error(("%s: shape entries must be integers, got %s at position %d"):format(fname, tostring(v), k))
+    end
+    if v < 0 then
+      error(("%s: negative dimensions are not allowed (shape {%s})"):format(fname, table.concat(s, ", ")))
+    end
+  end
+  if #s > 8 then
+    error(("%s: %d dimensions, at most 8 are supported"):format(fname, #s))
+  end
+  return s
+end
+
+-- "(2,3)", "(4,)", "()": a Lua shape list as NumPy prints it.
+function M.shape_text(shape)
+  return "(" .. table.concat(shape, ",") .. (#shape == 1 and ",)" or ")")
+end
+
+function M.same_shape(a, b)
+  if #a ~= #b then return false end
+  for k = 1, #a do if a[k] ~= b[k] then return false end end
+  return true
+end
 
 -- Whether v is an integer that an int64 attribute holds (|v| < 2^62, so
 -- that arithmetic on it stays exact): the test of every integer argument.
@@ -410,29 +438,6 @@ local function is_int(v)
   return type(v) == "number" and v % 1 == 0 and v < 2^62 and v > -2^62
 end
 M.is_int = is_int
-
-function M.set_ints(a, list, from, fname)
-  from = from or 0
-  if type(list) ~= "table" then
-    error(("%s: expected a list of integers, got %s"):format(fname, M.show_value(list)))
-  end
-  local n = #list
-  if from + n > MAX_INTS then
-    error(("%s: %d integers given, at most %d are supported"):format(fname, n, MAX_INTS - from))
-  end
-  for k = 1, n do
-    local v = list[k]
-    if not is_int(v) then
-      if type(v) == "number" and v % 1 == 0 then
-        error(("%s: %.17g at position %d is too large (integers here stay below 2^62 in size)")
-              :format(fname, v, k))
-      end
-      error(("%s: expected integers, got %s at position %d"):format(fname, M.show_value(v), k))
-    end
-    a.i[from + k - 1] = v
-  end
-  a.ni = from + n
-end
 
 -- An integer argument (an axis, a count), at least lo and at most hi when
 -- they are given, or an error naming fname and what.
@@ -578,47 +583,6 @@ function M.pair(v, default, fname, what)
   return h, w
 end
 
--- The public names (not "_...") of obj, of its class chain and its props.
-local function class_names(obj, c)
-  local ts = {obj}
-  while c do
-    ts[#ts + 1], ts[#ts + 2] = c, rawget(c, "_props")
-    local mt = getmetatable(c)
-    c = mt and mt.__index
-  end
-  return M.public_names(unpack(ts))
-end
-
--- A class whose instances read `props` (computed fields) before methods;
--- metamethods (__call, __tostring) are inherited by copying. In a class
--- with _strict set, reading a public name nobody defines is an error
--- naming the close ones (Optimizer's own code probes optional fields).
-local function class(name, parent)
-  local c = {__name = name, _props = setmetatable({}, {__index = parent and parent._props})}
-  c.__index = function(self, k)
-    local p = c._props[k]
-    if p then return p(self) end
-    local v = c[k]
-    if v == nil and c._strict and type(k) == "string" and k:byte(1) ~= 95 then
-      M.no_field(name, k, class_names(self, c))
-    end
-    return v
-  end
-  if parent then
-    for _, mm in ipairs({"__call", "__tostring", "__newindex"}) do c[mm] = rawget(parent, mm) end
-  end
-  return setmetatable(c, {
-    __index = parent,
-    __call = function(cls, ...)
-      local obj = setmetatable({}, cls)
-      cls.__init(obj, ...)
-      return obj
-    end,
-    __tostring = function() return name end,
-  })
-end
-M.class = class
-
 -- A warning on stderr ("Warning: ..."), as MXNet's Python warnings print.
 function M.warn(msg)
   io.stderr:write("Warning: ", tostring(msg), "\n")
@@ -633,6 +597,13 @@ function M.show_value(v)
     return (tostring(ffi.typeof(v)):gsub("^ctype", "cdata"))
   end
   return tostring(v)
+end
+
+-- The entries of a list, each as show_value shows it.
+function M.map_show(list)
+  local t = {}
+  for k = 1, #list do t[k] = M.show_value(list[k]) end
+  return t
 end
 
 ---------------------------------------------------------------------------
@@ -729,11 +700,96 @@ function M.strict_module(t, what, lazy)
   end})
 end
 
--- The entries of a list, each as show_value shows it.
-function M.map_show(list)
-  local t = {}
-  for k = 1, #list do t[k] = M.show_value(list[k]) end
-  return t
+---------------------------------------------------------------------------
+-- Classes (gluon's optimizers, schedulers, losses, metrics, Trainer)
+
+-- The public names (not "_...") of obj, of its class chain and its props.
+local function class_names(obj, c)
+  local ts = {obj}
+  while c do
+    ts[#ts + 1], ts[#ts + 2] = c, rawget(c, "_props")
+    local mt = getmetatable(c)
+    c = mt and mt.__index
+  end
+  return M.public_names(unpack(ts))
+end
+
+-- A class whose instances read `props` (computed fields) before methods;
+-- metamethods (__call, __tostring) are inherited by copying. In a class
+-- with _strict set, reading a public name nobody defines is an error
+-- naming the close ones (Optimizer's own code probes optional fields).
+local function class(name, parent)
+  local c = {__name = name, _props = setmetatable({}, {__index = parent and parent._props})}
+  c.__index = function(self, k)
+    local p = c._props[k]
+    if p then return p(self) end
+    local v = c[k]
+    if v == nil and c._strict and type(k) == "string" and k:byte(1) ~= 95 then
+      M.no_field(name, k, class_names(self, c))
+    end
+    return v
+  end
+  if parent then
+    for _, mm in ipairs({"__call", "__tostring", "__newindex"}) do c[mm] = rawget(parent, mm) end
+  end
+  return setmetatable(c, {
+    __index = parent,
+    __call = function(cls, ...)
+      local obj = setmetatable({}, cls)
+      cls.__init(obj, ...)
+      return obj
+    end,
+    __tostring = function() return name end,
+  })
+end
+M.class = class
+
+---------------------------------------------------------------------------
+-- Calling ops
+
+local op_ids = {}
+for i = 0, C.luon_op_count() - 1 do op_ids[ffi.string(C.luon_op_name(i))] = i end
+M.op_ids = op_ids
+
+local ins = ffi.new("luon_tensor*[8]")
+local outs = ffi.new("luon_tensor*[8]")
+local nout = ffi.new("int32_t[1]")
+local attrs = ffi.new("luon_attrs")
+local ENOMEM = C.LUON_ENOMEM
+
+-- A zeroed attribute struct, shared: fill it and pass it to call at once.
+function M.attrs()
+  if in_finalizer > 0 then return ffi.new("luon_attrs") end
+  ffi.fill(attrs, ffi.sizeof(attrs))
+  return attrs
+end
+
+-- Put a Lua list of integers into attrs.i starting at index `from`, after
+-- checking that they are integers and fit (LUON_MAX_ATTR_INTS); errors name
+-- fname.
+local MAX_INTS = C.LUON_MAX_ATTR_INTS
+
+function M.set_ints(a, list, from, fname)
+  from = from or 0
+  if type(list) ~= "table" then
+    error(("%s: expected a list of integers, got %s"):format(fname, M.show_value(list)))
+  end
+  local n = #list
+  if from + n > MAX_INTS then
+    error(("%s: %d integers given, at most %d are supported"):format(fname, n, MAX_INTS - from))
+  end
+  for k = 1, n do
+    local v = list[k]
+    if not is_int(v) then
+      if type(v) == "number" and v % 1 == 0 then
+        error(("%s: %.17g at position %d is too large (integers here stay below 2^62 in size)")
+              :format(fname, v, k))
+      end
+      error(("%s: expected integers, got %s at position %d"):format(fname, M.show_value(v), k))
+    end
+    a.i[from + k - 1] = v
+  end
+  a.ni = from + n
 end
 
 -- Fill the inputs (the list `inputs`, or x and y) and outputs (`out`, else
@@ -834,52 +890,6 @@ function M.call2(op, x, y)
   local p = O[0]
   if counters.bytes_since_gc > M.gc_threshold then gc_pressure() end
   return wrap(p)
-end
-
----------------------------------------------------------------------------
--- Argument conventions
-
--- Split trailing keyword table from positional args: returns kw (maybe {}).
-function M.kw(...)
-  local n = select("#", ...)
-  if n == 0 then return {}, 0 end
-  local last = select(n, ...)
-  if type(last) == "table" and getmetatable(last) == nil and last[1] == nil then
-    return last, n - 1
-  end
-  return {}, n
-end
-
--- A shape argument: a Lua list of integers, or one integer.
-function M.shape_arg(s, fname)
-  if type(s) == "number" then s = {s} end
-  if type(s) ~= "table" then
-    error(("%s: shape must be a list of integers such as {3, 4}, got %s"):format(fname, tostring(s)))
-  end
-  for k = 1, #s do
-    local v = s[k]
-    if type(v) ~= "number" or v % 1 ~= 0 then
-      error(("%s: shape entries must be integers, got %s at position %d"):format(fname, tostring(v), k))
-    end
-    if v < 0 then
-      error(("%s: negative dimensions are not allowed (shape {%s})"):format(fname, table.concat(s, ", ")))
-    end
-  end
-  if #s > 8 then
-    error(("%s: %d dimensions, at most 8 are supported"):format(fname, #s))
-  end
-  return s
-end
-
--- "(2,3)", "(4,)", "()": a Lua shape list as NumPy prints it.
-function M.shape_text(shape)
-  return "(" .. table.concat(shape, ",") .. (#shape == 1 and ",)" or ")")
-end
-
-function M.same_shape(a, b)
-  if #a ~= #b then return false end
-  for k = 1, #a do if a[k] ~= b[k] then return false end end
-  return true
 end
 
 M.Array = Array

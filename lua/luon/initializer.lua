@@ -8,21 +8,20 @@ local np = require("luon.np")
 
 local init = {}
 
-local Initializer = {}
-Initializer.__index = Initializer
+local Initializer = core.class("Initializer")
 init.Initializer = Initializer
+-- the base (MXNet's Initializer()): made, it fills nothing
+function Initializer.__init() end
+function Initializer:_init_weight()
+  core.error(("%s: the base class fills no array; use init.Zero, One, Constant, Uniform, Normal, Xavier " ..
+              "or MSRAPrelu, or give a class of your own an _init_weight(name, arr)"):format(tostring(self)))
+end
 
+-- init.<name>(...) makes one (core.class: ctor is its __init).
 local function class(name, ctor)
-  local cls = setmetatable({}, {__index = Initializer})
-  cls.__index = cls
-  cls.__name = name
-  cls.__tostring = Initializer.__tostring
-  cls.__call = Initializer.__call
-  init[name] = function(...)
-    local self = setmetatable({}, cls)
-    ctor(self, ...)
-    return self
-  end
+  local cls = core.class(name, Initializer)
+  cls.__init = ctor
+  init[name] = cls
   return cls
 end
 

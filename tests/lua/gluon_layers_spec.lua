@@ -451,6 +451,8 @@ describe("layer argument errors", function()
     H.assert_error(function() return luon.init.MSRAPrelu("in", {slop = 0.1}) end, {"MSRAPrelu: unknown argument 'slop'"})
     assert.are.equal(0.2, luon.init.Normal{sigma = 0.2}.sigma)
     assert.are.equal(2, luon.init.Xavier("gaussian", {magnitude = 2}).magnitude)
+    H.assert_error(function() return luon.init.Initializer()(np.zeros({2})) end,
+                   {"Initializer(): the base class fills no array"})
     H.assert_error(function() return nn.Conv2D{channels = 4, kernel_size = 2, layout = "NHWC"} end,
                    {"layout must be 'NCHW'"})
     H.assert_error(function() return nn.Activation("swish") end, {"Activation: activation must be", "swish"})

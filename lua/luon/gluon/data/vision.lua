@@ -54,12 +54,12 @@ local function load(cls, default_root, ...)
   local lpath = find(root, prefix .. "-labels-idx1-ubyte", cls)
   local images, labels = read_idx(ipath), read_idx(lpath)
   if images.ndim ~= 3 or images.dtype ~= "uint8" then
-    core.error(("%s: %s holds a %s array of shape (%s), expected uint8 images (N,rows,cols)")
-               :format(cls, ipath, images.dtype, table.concat(images.shape, ",")))
+    core.error(("%s: %s holds a %s array of shape %s, expected uint8 images (N,rows,cols)")
+               :format(cls, ipath, images.dtype, core.shape_text(images.shape)))
   end
   if labels.ndim ~= 1 or labels.dtype ~= "uint8" then
-    core.error(("%s: %s holds a %s array of shape (%s), expected uint8 labels (N,)")
-               :format(cls, lpath, labels.dtype, table.concat(labels.shape, ",")))
+    core.error(("%s: %s holds a %s array of shape %s, expected uint8 labels (N,)")
+               :format(cls, lpath, labels.dtype, core.shape_text(labels.shape)))
   end
   local n, h, w = images.shape[1], images.shape[2], images.shape[3]
   if labels.shape[1] ~= n then
