@@ -220,7 +220,6 @@ newproxy = function(arg)
   if arg == true then setmetatable(getmetatable(u), guard) end
   return u
 end
-M.run_finalizer = run_finalizer
 
 -- Handing tensors to the GC. ffi.gc costs about 400 ns per object in
 -- LuaJIT (its finalizer table), more than an op. Instead every tensor
@@ -355,7 +354,6 @@ end
 M._closer = closer
 
 local info = ffi.new("luon_tensor_info")
-M.info = info
 -- Fill the shared info struct for t and return it.
 function M.info_of(t)
   if not M.is_array(t) then M.error(("expected an ndarray, got %s"):format(M.show_value(t))) end
@@ -892,7 +890,6 @@ function M.call2(op, x, y)
   return wrap(p)
 end
 
-M.Array = Array
 -- ffi.istype(Array, x) is also true of a pointer to the struct (NULL too):
 -- such a pointer is no array, and gets the error any other wrong value gets.
 local ArrayPtr = ffi.typeof("luon_array *")

@@ -64,7 +64,7 @@ function methods.astype(x, dtype, kw)
 end
 
 function methods.copy(x)
-  return core.call(core.op_ids.copy, {x}, nil)
+  return core.call(core.op_ids.copy, {x})
 end
 
 -- copyto(device): a new array there. copyto(array): copy into it, return it.

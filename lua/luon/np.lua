@@ -260,7 +260,7 @@ end
 -- Shuffle the rows (axis 0) of x in place.
 function np.random.shuffle(x)
   check_array(x, "random.shuffle", 1)
-  local y = call(op.random_permute, {x}, nil)
+  local y = call(op.random_permute, {x})
   core.check(C.luon_tensor_copy(x.t, y.t))
 end
 
@@ -368,7 +368,7 @@ function np.where(cond, x, y)
   check_array(cond, "where", 1)
   if not is_array(x) then x = scalar_for(x, is_array(y) and y or cond, "where") end
   if not is_array(y) then y = scalar_for(y, x, "where") end
-  return call(op.where, {cond, x, y}, nil)
+  return call(op.where, {cond, x, y})
 end
 
 ---------------------------------------------------------------------------
@@ -584,7 +584,7 @@ np.concat = np.concatenate
 function np.matmul(a, b)
   check_array(a, "matmul", 1)
   check_array(b, "matmul", 2)
-  return call(op.matmul, {a, b}, nil)
+  return call(op.matmul, {a, b})
 end
 
 -- dot: NumPy's dot for 0-d (multiply), 1-d and 2-d operands (matmul), and
@@ -594,13 +594,13 @@ function np.dot(a, b)
   check_array(b, "dot", 2)
   local na, nb = a.ndim, b.ndim
   if na == 0 or nb == 0 then return np.multiply(a, b) end
-  if nb <= 2 then return call(op.matmul, {a, b}, nil) end
+  if nb <= 2 then return call(op.matmul, {a, b}) end
   -- b N-d: move b's second-to-last axis to the front and flatten the rest
   local bs = b.shape
   local perm = {nb - 2}
   for k = 0, nb - 1 do if k ~= nb - 2 then perm[#perm + 1] = k end end
   local b2 = np.reshape(np.transpose(b, perm), {bs[nb - 1], -1})
-  local r = call(op.matmul, {a, b2}, nil)
+  local r = call(op.matmul, {a, b2})
   local shape = {}
   local as = a.shape
   for k = 1, na - 1 do shape[#shape + 1] = as[k] end
