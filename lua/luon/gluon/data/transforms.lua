@@ -119,6 +119,13 @@ function Transform:_apply(x, seed, index, reference)
   return run(arr, n, self._random, x, self._name, seed, index, reference)
 end
 
+-- A transform of one C step; repr is how it prints.
+local function make(name, step, repr)
+  local t = setmetatable({_name = name, _steps = {step}, _repr = repr}, Transform)
+  t._random = is_random(t._steps)
+  return t
+end
+
 -- A copy whose random draws are fixed (see luon_transform_step.use_fixed):
 -- t:_fixed(1.5) is RandomBrightness with alpha 1.5.
 function Transform:_fixed(...)
@@ -126,18 +133,12 @@ function Transform:_fixed(...)
   local s = {}
   for k, v in pairs(self._steps[1]) do s[k] = v end
   s.use_fixed, s.fixed = 1, {...}
-  return T._make(self._name, s, self._repr)
+  return make(self._name, s, self._repr)
 end
 
 function Transform.__call(self, x, ...) return self:forward(x, ...) end
 function Transform.__tostring(self) return self._repr or self._name end
 
-function T._make(name, step, repr)
-  local t = setmetatable({_name = name, _steps = {step}, _repr = repr}, Transform)
-  t._random = is_random(t._steps)
-  return t
-end
-local make = T._make
 
 ---------------------------------------------------------------------------
 -- Argument helpers

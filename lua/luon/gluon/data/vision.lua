@@ -130,7 +130,6 @@ end
 local image_ext = {[".jpg"] = true, [".jpeg"] = true, [".png"] = true}
 
 local ImageFolderDataset = data.Dataset:extend("ImageFolderDataset")
-vision._ImageFolderDataset = ImageFolderDataset
 
 -- ImageFolderDataset(root, {flag = 1}) (or (root, flag)): every folder of
 -- root, sorted by name (byte order: 'B' < 'a'), is a class whose label is
