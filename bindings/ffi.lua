@@ -27,16 +27,4 @@ local C = find_library()
 
 local M = {C = C, ffi = ffi}
 
--- Raise the last C error at the caller's caller (level 3: user code calling
--- a luon function that called check).
-function M.check(status, level)
-  if status ~= 0 then
-    error(ffi.string(C.luon_last_error()), (level or 2) + 1)
-  end
-end
-
-function M.last_error()
-  return ffi.string(C.luon_last_error())
-end
-
 return M

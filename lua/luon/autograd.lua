@@ -9,7 +9,7 @@ local ffi, C = core.ffi, core.C
 local autograd = {}
 
 local function scoped(recording, training, fn, ...)
-  if type(fn) ~= "function" then error("autograd: expected a function to run", 3) end
+  if type(fn) ~= "function" then core.error("autograd: expected a function to run") end
   local old_r = recording == nil and C.luon_autograd_is_recording() or C.luon_autograd_set_recording(recording and 1 or 0)
   local old_t = training == nil and C.luon_autograd_is_training() or C.luon_autograd_set_training(training and 1 or 0)
   local function finish(ok, ...)
@@ -57,7 +57,7 @@ function autograd.set_training(on)
   return C.luon_autograd_set_training(on and 1 or 0) ~= 0
 end
 
-local grad_reqs = {null = 0, write = 1, add = 2}
+local grad_reqs = {null = C.LUON_GRAD_NULL, write = C.LUON_GRAD_WRITE, add = C.LUON_GRAD_ADD}
 autograd.grad_reqs = grad_reqs
 
 local heads = ffi.new("luon_tensor*[64]")
@@ -89,10 +89,10 @@ function autograd.backward(hs, ...)
     core.error(("backward: head_grads must be an array or a list of arrays, got %s"):format(core.show_value(hgs)))
   end
   if type(hs) ~= "table" or #hs == 0 or #hs > 64 then
-    error("backward: expected an array or a list of 1 to 64 arrays", 2)
+    core.error("backward: expected an array or a list of 1 to 64 arrays")
   end
   for k = 1, #hs do
-    if not core.is_array(hs[k]) then error(("backward: head %d is not an ndarray"):format(k), 2) end
+    if not core.is_array(hs[k]) then core.error(("backward: head %d is not an ndarray"):format(k)) end
     heads[k - 1] = hs[k].t
     if hgs and type(hgs[k]) ~= "nil" and not core.is_array(hgs[k]) then
       core.error(("backward: head gradient %d must be an array, got %s"):format(k, core.show_value(hgs[k])))
@@ -103,7 +103,7 @@ function autograd.backward(hs, ...)
     end
     head_grads[k - 1] = hgs and hgs[k] and hgs[k].t or nil
   end
-  core.check(C.luon_autograd_backward(#hs, heads, hgs and head_grads or nil, retain_graph and 1 or 0), 2)
+  core.check(C.luon_autograd_backward(#hs, heads, hgs and head_grads or nil, retain_graph and 1 or 0))
 end
 
 local methods, props = arr.methods, arr.props
@@ -117,10 +117,10 @@ function methods.attach_grad(x, ...)
   local grad_req = a.grad_req
   local req = grad_reqs[grad_req or "write"]
   if not req then
-    error(("attach_grad: grad_req must be 'write', 'add' or 'null', got %s"):format(tostring(grad_req)), 2)
+    core.error(("attach_grad: grad_req must be 'write', 'add' or 'null', got %s"):format(tostring(grad_req)))
   end
   core.info_of(x) -- x is an array
-  core.check(C.luon_tensor_attach_grad(x.t, req), 2)
+  core.check(C.luon_tensor_attach_grad(x.t, req))
 end
 
 -- y:backward(head_grad, retain_graph) or y:backward(head_grad,
@@ -138,13 +138,13 @@ end
 function methods.detach(x)
   core.info_of(x) -- x is an array
   local out = ffi.new("luon_tensor*[1]")
-  core.check(C.luon_tensor_detach(x.t, out), 2)
+  core.check(C.luon_tensor_detach(x.t, out))
   return core.wrap(out[0])
 end
 
 local grad_out = ffi.new("luon_tensor*[1]")
 function props.grad(x)
-  core.check(C.luon_tensor_grad(x.t, grad_out), 2)
+  core.check(C.luon_tensor_grad(x.t, grad_out))
   if grad_out[0] == nil then return nil end
   return core.wrap(grad_out[0])
 end

@@ -1,6 +1,8 @@
--- luon.core: the machinery under np and npx: dtypes, devices, wrapping C
--- tensors for the garbage collector, calling registry ops by name, and the
--- argument conventions (positional, then one trailing table of keywords).
+-- luon.core: the machinery under np and npx: the one error path (raised at
+-- the user's line), dtypes, devices, wrapping C tensors for the garbage
+-- collector, the argument kit every module reads its arguments with
+-- (positional, then one trailing table of checked keywords), unknown-name
+-- errors, gluon's class helper, and calling registry ops by name.
 local binding = require("luon.ffi")
 local ffi, C = binding.ffi, binding.C
 
@@ -17,16 +19,16 @@ local M = {ffi = ffi, C = C}
 ---------------------------------------------------------------------------
 -- Errors
 
--- error(msg, level) for luon's modules: the message is reported at the
--- user's line, the first stack frame outside luon's own directory, whatever
--- tail calls did to the fixed levels callers pass. Past a C frame (as in
+-- error(msg) for luon's modules: the message is reported at the user's
+-- line, the first stack frame outside luon's own directory, however deep in
+-- luon the error was found (no caller passes a level). Past a C frame (as in
 -- pcall(np.add, a, b)) it gives no position, as Lua does.
 local own_prefix = debug.getinfo(1, "S").source:match("^(@.*[/\\])")
 -- for the interrupt hooks of bindings/ (paths.c, lu_in_luon_lua): they
 -- raise "interrupted" only outside these files
 debug.getregistry().luon_lua_dir = own_prefix
 local lua_error = error
-local function error(msg, level)
+local function error(msg)
   if own_prefix then
     for k = 2, 200 do
       local info = debug.getinfo(k, "S")
@@ -34,48 +36,54 @@ local function error(msg, level)
       if info.source:sub(1, #own_prefix) ~= own_prefix then lua_error(msg, k) end
     end
   end
-  if level == 0 then lua_error(msg, 0) end
-  lua_error(msg, (level or 1) + 1)
+  lua_error(msg, 3) -- luon loaded from no file: the caller of the function that raised
 end
 M.error = error
 
--- Raise the last C error at `level` (default: the caller of our caller).
-local function raise(level)
-  error(ffi.string(C.luon_last_error()), (level or 2) + 1)
+-- Raise the last C error.
+local function raise()
+  error(ffi.string(C.luon_last_error()))
 end
 M.raise = raise
 
-function M.check(status, level)
-  if status ~= 0 then raise((level or 2) + 1) end
+-- Raise the last C error if status is not LUON_OK.
+function M.check(status)
+  if status ~= 0 then raise() end
 end
 
 ---------------------------------------------------------------------------
--- Dtypes: names <-> enum values (ORDER luon_dtype)
+-- Dtypes: names <-> enum values (luon_dtype, read from the cdef)
 
-local dtype_ids = {float32 = 1, float64 = 2, float16 = 3, bfloat16 = 4,
-                   int32 = 5, int64 = 6, uint8 = 7, bool = 8}
+local dtype_ids = {float32 = C.LUON_DTYPE_F32, float64 = C.LUON_DTYPE_F64, float16 = C.LUON_DTYPE_F16,
+                   bfloat16 = C.LUON_DTYPE_BF16, int32 = C.LUON_DTYPE_I32, int64 = C.LUON_DTYPE_I64,
+                   uint8 = C.LUON_DTYPE_U8, bool = C.LUON_DTYPE_BOOL}
 local dtype_names = {}
 for name, id in pairs(dtype_ids) do dtype_names[id] = name end
 -- aliases NumPy users type
-dtype_ids.float, dtype_ids.double, dtype_ids.half = 1, 2, 3
-dtype_ids.int, dtype_ids.long = 6, 6
-dtype_ids.bool_ = 8
-local ctypes = {"float", "double", "uint16_t", "uint16_t", "int32_t", "int64_t", "uint8_t", "uint8_t"}
+dtype_ids.float, dtype_ids.double, dtype_ids.half = dtype_ids.float32, dtype_ids.float64, dtype_ids.float16
+dtype_ids.int, dtype_ids.long = dtype_ids.int64, dtype_ids.int64
+dtype_ids.bool_ = dtype_ids.bool
+-- the C element type of each dtype (16-bit floats are raw bits)
+local ctypes = {[dtype_ids.float32] = "float", [dtype_ids.float64] = "double", [dtype_ids.float16] = "uint16_t",
+                [dtype_ids.bfloat16] = "uint16_t", [dtype_ids.int32] = "int32_t", [dtype_ids.int64] = "int64_t",
+                [dtype_ids.uint8] = "uint8_t", [dtype_ids.bool] = "uint8_t"}
 M.dtype_ids, M.dtype_names, M.ctypes = dtype_ids, dtype_names, ctypes
-M.FLOAT32, M.FLOAT64, M.INT32, M.INT64, M.UINT8, M.BOOL = 1, 2, 5, 6, 7, 8
+M.FLOAT32, M.FLOAT64, M.FLOAT16, M.BFLOAT16 = dtype_ids.float32, dtype_ids.float64, dtype_ids.float16, dtype_ids.bfloat16
+M.INT32, M.INT64, M.UINT8, M.BOOL = dtype_ids.int32, dtype_ids.int64, dtype_ids.uint8, dtype_ids.bool
 
 -- The enum value of a dtype given by name (or enum); nil stays nil.
-function M.dtype_id(dt, fname, level)
+function M.dtype_id(dt, fname)
   if dt == nil then return nil end
   local id = dtype_ids[dt] or (dtype_names[dt] and dt)
   if not id then
     error(("%s: unknown dtype %s (expected one of float32, float64, float16, bfloat16, " ..
-           "int32, int64, uint8, bool)"):format(fname or "dtype", tostring(dt)), (level or 2) + 1)
+           "int32, int64, uint8, bool)"):format(fname or "dtype", tostring(dt)))
   end
   return id
 end
 
-function M.is_float(id) return id == 1 or id == 2 or id == 3 or id == 4 end
+local F32, F64, F16, BF16 = M.FLOAT32, M.FLOAT64, M.FLOAT16, M.BFLOAT16
+function M.is_float(id) return id == F32 or id == F64 or id == F16 or id == BF16 end
 
 ---------------------------------------------------------------------------
 -- Devices: one cached table per (type, id), so == and table keys both work.
@@ -84,20 +92,20 @@ local Device = {}
 Device.__index = Device
 M.Device = Device
 local device_cache = {cpu = {}, gpu = {}}
-local type_ids = {cpu = 1, gpu = 2}
-local type_names = {[1] = "cpu", [2] = "gpu"}
+local type_ids = {cpu = C.LUON_CPU, gpu = C.LUON_GPU}
+local type_names = {[C.LUON_CPU] = "cpu", [C.LUON_GPU] = "gpu"}
 
 function Device.__tostring(d) return ("%s(%d)"):format(d.device_type, d.device_id) end
 function Device.__eq(a, b) return a.type_id == b.type_id and a.device_id == b.device_id end
 
-function M.device(kind, id, level)
+function M.device(kind, id)
   id = id or 0
   local cache = device_cache[kind]
   if not cache then
-    error(("unknown device type %s (expected 'cpu' or 'gpu')"):format(tostring(kind)), (level or 2) + 1)
+    error(("unknown device type %s (expected 'cpu' or 'gpu')"):format(tostring(kind)))
   end
   if type(id) ~= "number" or id < 0 or id % 1 ~= 0 or id >= 2^31 then
-    error(("%s(%s): a device id is an integer from 0 to 2^31-1"):format(kind, tostring(id)), (level or 2) + 1)
+    error(("%s(%s): a device id is an integer from 0 to 2^31-1"):format(kind, tostring(id)))
   end
   local d = cache[id]
   if not d then
@@ -107,7 +115,13 @@ function M.device(kind, id, level)
   return d
 end
 
+-- The Device of C's (type, id) pair, as an array's info gives it: from the
+-- cache at once when it is there (an array's device is read on hot paths:
+-- x.device, each layer's forward).
 function M.device_from_ids(type_id, id)
+  local cache = device_cache[type_names[type_id]]
+  local d = cache and cache[id]
+  if d then return d end
   return M.device(type_names[type_id], id)
 end
 
@@ -117,23 +131,23 @@ function M.is_device(d) return getmetatable(d) == Device end
 M.default_device = M.device("cpu", 0)
 
 -- Resolve a device argument: a Device, nil (the default), or "gpu(1)"/"cpu".
-function M.resolve_device(d, fname, level)
+function M.resolve_device(d, fname)
   if d == nil then return M.default_device end
   if getmetatable(d) == Device then
     local st = C.luon_device_check(d.type_id, d.device_id)
     if st ~= 0 then
-      error(fname .. ": " .. ffi.string(C.luon_last_error()), (level or 2) + 1)
+      error(fname .. ": " .. ffi.string(C.luon_last_error()))
     end
     return d
   end
   if type(d) == "string" then
     local kind, id = d:match("^(%a+)%(?(%d*)%)?$")
     if kind and type_ids[kind] then
-      return M.resolve_device(M.device(kind, tonumber(id) or 0), fname, (level or 2) + 1)
+      return M.resolve_device(M.device(kind, tonumber(id) or 0), fname)
     end
   end
   error(("%s: device must be a Device such as npx.cpu(0) or npx.gpu(0), got %s")
-        :format(fname, tostring(d)), (level or 2) + 1)
+        :format(fname, tostring(d)))
 end
 
 ---------------------------------------------------------------------------
@@ -206,7 +220,6 @@ newproxy = function(arg)
   if arg == true then setmetatable(getmetatable(u), guard) end
   return u
 end
-M.run_finalizer = run_finalizer
 
 -- Handing tensors to the GC. ffi.gc costs about 400 ns per object in
 -- LuaJIT (its finalizer table), more than an op. Instead every tensor
@@ -272,7 +285,7 @@ function M.set_gc_mode(mode)
     M.gc_threshold = M.gc_min
     collectgarbage("restart")
   else
-    error(("set_gc_mode: mode must be 'auto' or 'manual', got %s"):format(tostring(mode)), 2)
+    error(("set_gc_mode: mode must be 'auto' or 'manual', got %s"):format(tostring(mode)))
   end
   M.gc_mode = mode
 end
@@ -341,7 +354,6 @@ end
 M._closer = closer
 
 local info = ffi.new("luon_tensor_info")
-M.info = info
 -- Fill the shared info struct for t and return it.
 function M.info_of(t)
   if not M.is_array(t) then M.error(("expected an ndarray, got %s"):format(M.show_value(t))) end
@@ -363,34 +375,60 @@ function M.host_values(x)
   else
     buf, dt = ffi.new("double[?]", n > 0 and n or 1), M.FLOAT64
   end
-  M.check(C.luon_tensor_to_host(x.t, buf, dt, ffi.sizeof(buf)), 3)
+  M.check(C.luon_tensor_to_host(x.t, buf, dt, ffi.sizeof(buf)))
   return buf, n, is_bool, is_int
 end
 
 ---------------------------------------------------------------------------
--- Calling ops
+-- The argument kit: how every luon function reads its arguments. NumPy or
+-- MXNet order, then one trailing table of keywords (kw, args, options);
+-- every keyword table is checked against the keys the function reads
+-- (check_keys: an unknown key is an error naming it, the known ones and
+-- the close ones), and every error names the function (fname) and the
+-- value, at the user's line (error).
 
-local op_ids = {}
-for i = 0, C.luon_op_count() - 1 do op_ids[ffi.string(C.luon_op_name(i))] = i end
-M.op_ids = op_ids
-
-local ins = ffi.new("luon_tensor*[8]")
-local outs = ffi.new("luon_tensor*[8]")
-local nout = ffi.new("int32_t[1]")
-local attrs = ffi.new("luon_attrs")
-local ENOMEM = 5
-
--- A zeroed attribute struct, shared: fill it and pass it to call at once.
-function M.attrs()
-  if in_finalizer > 0 then return ffi.new("luon_attrs") end
-  ffi.fill(attrs, ffi.sizeof(attrs))
-  return attrs
+-- Split trailing keyword table from positional args: returns kw (maybe {}).
+function M.kw(...)
+  local n = select("#", ...)
+  if n == 0 then return {}, 0 end
+  local last = select(n, ...)
+  if type(last) == "table" and getmetatable(last) == nil and last[1] == nil then
+    return last, n - 1
+  end
+  return {}, n
 end
 
--- Put a Lua list of integers into attrs.i starting at index `from`, after
--- checking that they are integers and fit (LUON_MAX_ATTR_INTS); errors name
--- fname and are raised at `level` as seen by the caller.
-local MAX_INTS = 32
+-- A shape argument: a Lua list of integers, or one integer.
+function M.shape_arg(s, fname)
+  if type(s) == "number" then s = {s} end
+  if type(s) ~= "table" then
+    error(("%s: shape must be a list of integers such as {3, 4}, got %s"):format(fname, tostring(s)))
+  end
+  for k = 1, #s do
+    local v = s[k]
+    if type(v) ~= "number" or v % 1 ~= 0 then
+      error(("%s: shape entries must be integers, got %s at position %d"):format(fname, tostring(v), k))
+    end
+    if v < 0 then
+      error(("%s: negative dimensions are not allowed (shape {%s})"):format(fname, table.concat(s, ", ")))
+    end
+  end
+  if #s > 8 then
+    error(("%s: %d dimensions, at most 8 are supported"):format(fname, #s))
+  end
+  return s
+end
+
+-- "(2,3)", "(4,)", "()": a Lua shape list as NumPy prints it.
+function M.shape_text(shape)
+  return "(" .. table.concat(shape, ",") .. (#shape == 1 and ",)" or ")")
+end
+
+function M.same_shape(a, b)
+  if #a ~= #b then return false end
+  for k = 1, #a do if a[k] ~= b[k] then return false end end
+  return true
+end
 
 -- Whether v is an integer that an int64 attribute holds (|v| < 2^62, so
 -- that arithmetic on it stays exact): the test of every integer argument.
@@ -399,57 +437,43 @@ local function is_int(v)
 end
 M.is_int = is_int
 
-function M.set_ints(a, list, from, fname, level)
-  from = from or 0
-  level = (level or 2) + 1
-  if type(list) ~= "table" then
-    error(("%s: expected a list of integers, got %s"):format(fname, M.show_value(list)), level)
-  end
-  local n = #list
-  if from + n > MAX_INTS then
-    error(("%s: %d integers given, at most %d are supported"):format(fname, n, MAX_INTS - from), level)
-  end
-  for k = 1, n do
-    local v = list[k]
-    if not is_int(v) then
-      if type(v) == "number" and v % 1 == 0 then
-        error(("%s: %.17g at position %d is too large (integers here stay below 2^62 in size)")
-              :format(fname, v, k), level)
-      end
-      error(("%s: expected integers, got %s at position %d"):format(fname, M.show_value(v), k), level)
-    end
-    a.i[from + k - 1] = v
-  end
-  a.ni = from + n
-end
-
 -- An integer argument (an axis, a count), at least lo and at most hi when
 -- they are given, or an error naming fname and what.
-function M.int_arg(v, fname, what, level, lo, hi)
+function M.int_arg(v, fname, what, lo, hi)
   if not is_int(v) or (lo and v < lo) or (hi and v > hi) then
     local range = lo and hi and (" from %d to %d"):format(lo, hi) or lo and (" >= %d"):format(lo) or ""
-    error(("%s: %s must be an integer%s, got %s"):format(fname, what, range, M.show_value(v)), (level or 2) + 1)
+    error(("%s: %s must be an integer%s, got %s"):format(fname, what, range, M.show_value(v)))
   end
   return v
 end
 
+-- An array argument: x when it is an ndarray, else an error naming fname
+-- and what (a noun, or a number n for "argument n").
+function M.array_arg(x, fname, what)
+  if not M.is_array(x) then
+    if type(what) == "number" then what = "argument " .. what end
+    error(("%s: %s must be an ndarray, got %s"):format(fname, what, type(x)))
+  end
+  return x
+end
+
 -- A number argument, or an error naming fname and what.
-function M.num_arg(v, fname, what, level)
+function M.num_arg(v, fname, what)
   if type(v) ~= "number" then
-    error(("%s: %s must be a number, got %s"):format(fname, what, M.show_value(v)), (level or 2) + 1)
+    error(("%s: %s must be a number, got %s"):format(fname, what, M.show_value(v)))
   end
   return v
 end
 
 -- A file or directory name: a non-empty string without a NUL byte (C would
 -- stop at it: "a.png\0junk" would quietly mean "a.png").
-function M.path_arg(path, fname, what, level)
+function M.path_arg(path, fname, what)
   what = what or "the file name"
   if type(path) ~= "string" or path == "" then
-    error(("%s: %s must be a non-empty string, got %s"):format(fname, what, M.show_value(path)), (level or 2) + 1)
+    error(("%s: %s must be a non-empty string, got %s"):format(fname, what, M.show_value(path)))
   end
   if path:find("\0", 1, true) then
-    error(("%s: %s contains a NUL byte: %q"):format(fname, what, path), (level or 2) + 1)
+    error(("%s: %s contains a NUL byte: %q"):format(fname, what, path))
   end
   return path
 end
@@ -475,13 +499,16 @@ local function names_of(list)
   table.sort(t)
   return t
 end
-function M.check_keys(t, fname, level, known, more, what)
+function M.check_keys(t, fname, known, more, what)
   for k in pairs(t) do
     if not listed(known, k) and not listed(more, k) then
       local names = names_of(known)
       local extra = names_of(more)
-      names = table.concat(names, ", ") .. (#extra > 0 and ", " .. table.concat(extra, ", ") or "")
-      error(("%s: unknown %s %s (known: %s)"):format(fname, what or "option", M.show_value(k), names), (level or 2) + 1)
+      local all = {}
+      for i = 1, #names do all[i] = names[i] end
+      for i = 1, #extra do all[#all + 1] = extra[i] end
+      error(("%s: unknown %s %s (known: %s)%s"):format(fname, what or "option", M.show_value(k),
+            table.concat(all, ", "), M.did_you_mean(k, all)))
     end
   end
   return t
@@ -489,14 +516,14 @@ end
 
 -- An options table: nil gives {}; anything but a plain table (an array
 -- included) is an error naming fname and what ("options" unless given);
--- its keys must be in known (check_keys, whose noun is noun).
-function M.options(kw, fname, known, level, what, noun)
+-- its keys must be in known or more (check_keys, whose noun is noun).
+function M.options(kw, fname, known, more, what, noun)
   if kw == nil then return {} end
   if type(kw) ~= "table" or M.is_array(kw) then
     error(("%s: %s must be a table of named options such as {%s = ...}, got %s")
-          :format(fname, what or "options", known[1], M.show_value(kw)), (level or 2) + 1)
+          :format(fname, what or "options", known[1], M.show_value(kw)))
   end
-  return M.check_keys(kw, fname, (level or 2) + 1, known, nil, noun)
+  return M.check_keys(kw, fname, known, more, noun)
 end
 
 -- Positional arguments (by name, in the order of `names`) then one trailing
@@ -505,21 +532,21 @@ end
 -- positionally and as a keyword is an error, as Python's TypeError.
 function M.args(fname, names, known, ...)
   local kw, n = M.kw(...)
-  M.check_keys(kw, fname, 3, known, nil, "argument")
+  M.check_keys(kw, fname, known, nil, "argument")
   local out = {}
   for k, v in pairs(kw) do out[k] = v end
   for i = 1, math.min(n, #names) do
     local v = select(i, ...)
     if v ~= nil then
       if out[names[i]] ~= nil then
-        error(("%s: got multiple values for argument '%s' (positional and keyword)"):format(fname, names[i]), 3)
+        error(("%s: got multiple values for argument '%s' (positional and keyword)"):format(fname, names[i]))
       end
       out[names[i]] = v
     end
   end
   if n > #names and select(#names + 1, ...) ~= nil then
     error(("%s: takes at most %d positional arguments before the options table, got %d")
-          :format(fname, #names, n), 3)
+          :format(fname, #names, n))
   end
   return out
 end
@@ -527,14 +554,31 @@ end
 -- The device an options table names: its `device`, or `ctx` (MXNet 1.x's
 -- name for it; every device keyword reads it through here). Both, naming
 -- different devices, is an error.
-function M.device_of(kw, fname, level)
+function M.device_of(kw, fname)
   local d, c = kw.device, kw.ctx
   if c == nil then return d end
   if d ~= nil and d ~= c then
     error(("%s: device (%s) and ctx (%s) both given; ctx is MXNet 1.x's name for device, give one")
-          :format(fname, tostring(d), tostring(c)), (level or 2) + 1)
+          :format(fname, tostring(d), tostring(c)))
   end
   return c
+end
+
+-- (h, w) of a size given as n or {n} or {h, w}: integers, at least 0 for
+-- padding and at least 1 for kernels, strides and dilations (npx's
+-- convolution and pooling, gluon.nn's layers).
+function M.pair(v, default, fname, what)
+  if v == nil then v = default end
+  local h, w
+  if type(v) == "number" then h, w = v, v
+  elseif type(v) == "table" and #v == 1 then h, w = v[1], v[1]
+  elseif type(v) == "table" and #v == 2 then h, w = v[1], v[2] end
+  local min = (what == "pad" or what == "padding") and 0 or 1
+  if not (is_int(h) and is_int(w) and h >= min and w >= min and h < 2^31 and w < 2^31) then
+    error(("%s: %s must be an integer >= %d or a list of two {h, w}, got %s"):format(fname, what, min,
+          type(v) == "table" and "{" .. table.concat(M.map_show(v), ", ") .. "}" or M.show_value(v)))
+  end
+  return h, w
 end
 
 -- A warning on stderr ("Warning: ..."), as MXNet's Python warnings print.
@@ -551,6 +595,13 @@ function M.show_value(v)
     return (tostring(ffi.typeof(v)):gsub("^ctype", "cdata"))
   end
   return tostring(v)
+end
+
+-- The entries of a list, each as show_value shows it.
+function M.map_show(list)
+  local t = {}
+  for k = 1, #list do t[k] = M.show_value(list[k]) end
+  return t
 end
 
 ---------------------------------------------------------------------------
@@ -612,17 +663,20 @@ function M.public_names(...)
   return names
 end
 
+-- "; did you mean 'x'?" naming the closest of the list names to k (a
+-- string; suggest), or "" when none is close.
+function M.did_you_mean(k, names)
+  local close = type(k) == "string" and M.suggest(k, names) or {}
+  if #close == 0 then return "" end
+  local shown = M.map_show(close)
+  local last = table.remove(shown)
+  return "; did you mean " .. (#shown > 0 and table.concat(shown, ", ") .. " or " or "") .. last .. "?"
+end
+
 -- Raise "<what> has no field 'k'; did you mean ...?" with the closest of
 -- the list names, at the user's line.
 function M.no_field(what, k, names)
-  local msg = ("%s has no field %s"):format(what, M.show_value(k))
-  local close = type(k) == "string" and M.suggest(k, names) or {}
-  if #close > 0 then
-    local shown = M.map_show(close)
-    local last = table.remove(shown)
-    msg = msg .. "; did you mean " .. (#shown > 0 and table.concat(shown, ", ") .. " or " or "") .. last .. "?"
-  end
-  error(msg, 2)
+  error(("%s has no field %s"):format(what, M.show_value(k)) .. M.did_you_mean(k, names))
 end
 
 -- Give module table t (named what, as "gluon.nn") a metatable whose
@@ -644,11 +698,96 @@ function M.strict_module(t, what, lazy)
   end})
 end
 
--- The entries of a list, each as show_value shows it.
-function M.map_show(list)
-  local t = {}
-  for k = 1, #list do t[k] = M.show_value(list[k]) end
-  return t
+---------------------------------------------------------------------------
+-- Classes (gluon's optimizers, schedulers, losses, metrics, Trainer)
+
+-- The public names (not "_...") of obj, of its class chain and its props.
+local function class_names(obj, c)
+  local ts = {obj}
+  while c do
+    ts[#ts + 1], ts[#ts + 2] = c, rawget(c, "_props")
+    local mt = getmetatable(c)
+    c = mt and mt.__index
+  end
+  return M.public_names(unpack(ts))
+end
+
+-- A class whose instances read `props` (computed fields) before methods;
+-- metamethods (__call, __tostring) are inherited by copying. In a class
+-- with _strict set, reading a public name nobody defines is an error
+-- naming the close ones (Optimizer's own code probes optional fields).
+local function class(name, parent)
+  local c = {__name = name, _props = setmetatable({}, {__index = parent and parent._props})}
+  c.__index = function(self, k)
+    local p = c._props[k]
+    if p then return p(self) end
+    local v = c[k]
+    if v == nil and c._strict and type(k) == "string" and k:byte(1) ~= 95 then
+      M.no_field(name, k, class_names(self, c))
+    end
+    return v
+  end
+  if parent then
+    for _, mm in ipairs({"__call", "__tostring", "__newindex"}) do c[mm] = rawget(parent, mm) end
+  end
+  return setmetatable(c, {
+    __index = parent,
+    __call = function(cls, ...)
+      local obj = setmetatable({}, cls)
+      cls.__init(obj, ...)
+      return obj
+    end,
+    __tostring = function() return name end,
+  })
+end
+M.class = class
+
+---------------------------------------------------------------------------
+-- Calling ops
+
+local op_ids = {}
+for i = 0, C.luon_op_count() - 1 do op_ids[ffi.string(C.luon_op_name(i))] = i end
+M.op_ids = op_ids
+
+local ins = ffi.new("luon_tensor*[8]")
+local outs = ffi.new("luon_tensor*[8]")
+local nout = ffi.new("int32_t[1]")
+local attrs = ffi.new("luon_attrs")
+local ENOMEM = C.LUON_ENOMEM
+
+-- A zeroed attribute struct, shared: fill it and pass it to call at once.
+function M.attrs()
+  if in_finalizer > 0 then return ffi.new("luon_attrs") end
+  ffi.fill(attrs, ffi.sizeof(attrs))
+  return attrs
+end
+
+-- Put a Lua list of integers into attrs.i starting at index `from`, after
+-- checking that they are integers and fit (LUON_MAX_ATTR_INTS); errors name
+-- fname.
+local MAX_INTS = C.LUON_MAX_ATTR_INTS
+
+function M.set_ints(a, list, from, fname)
+  from = from or 0
+  if type(list) ~= "table" then
+    error(("%s: expected a list of integers, got %s"):format(fname, M.show_value(list)))
+  end
+  local n = #list
+  if from + n > MAX_INTS then
+    error(("%s: %d integers given, at most %d are supported"):format(fname, n, MAX_INTS - from))
+  end
+  for k = 1, n do
+    local v = list[k]
+    if not is_int(v) then
+      if type(v) == "number" and v % 1 == 0 then
+        error(("%s: %.17g at position %d is too large (integers here stay below 2^62 in size)")
+              :format(fname, v, k))
+      end
+      error(("%s: expected integers, got %s at position %d"):format(fname, M.show_value(v), k))
+    end
+    a.i[from + k - 1] = v
+  end
+  a.ni = from + n
 end
 
 -- Fill the inputs (the list `inputs`, or x and y) and outputs (`out`, else
@@ -684,21 +823,21 @@ end
 
 -- Run op id with inputs given as a Lua list; one output unless `cap`.
 -- Returns the new array (or, with cap, a list of them). `out` is an
--- optional list of arrays to write into. Errors are raised at `level`.
-function M.call(op, inputs, a, level, out, cap)
+-- optional list of arrays to write into.
+function M.call(op, inputs, a, out, cap)
   local n = #inputs
   if n > 8 or (cap or 1) > 8 then -- the sizes of ins and outs (LUON_MAX_OP_INPUTS)
     error(("%s: %d inputs and %d outputs, at most 8 of each"):format(
-          ffi.string(C.luon_op_name(op)), n, cap or 1), (level or 2) + 1)
+          ffi.string(C.luon_op_name(op)), n, cap or 1))
   end
   for k = 1, n do
     if not M.is_array(inputs[k]) then
       error(("%s: input %d must be an ndarray, got %s"):format(ffi.string(C.luon_op_name(op)), k,
-            M.show_value(inputs[k])), (level or 2) + 1)
+            M.show_value(inputs[k])))
     end
   end
   local st, O, N = run(op, n, a, inputs, nil, nil, out, cap)
-  if st ~= 0 then raise((level or 2) + 1) end
+  if st ~= 0 then raise() end
   if not cap then
     local p = O[0]
     gc_pressure()
@@ -727,10 +866,10 @@ end
 -- The hot paths: one or two inputs, no attributes, one new output.
 function M.call1(op, x, a)
   if not M.is_array(x) then
-    error(("%s: expected an ndarray, got %s"):format(ffi.string(C.luon_op_name(op)), M.show_value(x)), 3)
+    error(("%s: expected an ndarray, got %s"):format(ffi.string(C.luon_op_name(op)), M.show_value(x)))
   end
   local st, O = run(op, 1, a, nil, x)
-  if st ~= 0 then raise(3) end
+  if st ~= 0 then raise() end
   local p = O[0]
   gc_pressure()
   return wrap(p)
@@ -745,62 +884,12 @@ function M.call2(op, x, y)
     st, O = C.luon_op_call(op, 2, ins, nil, nout, outs), outs
   end
   if st == nil or st == ENOMEM then st, O = run(op, 2, nil, nil, x, y, nil, nil, st == ENOMEM) end
-  if st ~= 0 then raise(3) end
+  if st ~= 0 then raise() end
   local p = O[0]
   if counters.bytes_since_gc > M.gc_threshold then gc_pressure() end
   return wrap(p)
 end
 
----------------------------------------------------------------------------
--- Argument conventions
-
--- Split trailing keyword table from positional args: returns kw (maybe {}).
-function M.kw(...)
-  local n = select("#", ...)
-  if n == 0 then return {}, 0 end
-  local last = select(n, ...)
-  if type(last) == "table" and getmetatable(last) == nil and last[1] == nil then
-    return last, n - 1
-  end
-  return {}, n
-end
-
--- A shape argument: a Lua list of integers, or one integer.
-function M.shape_arg(s, fname, level)
-  if type(s) == "number" then s = {s} end
-  if type(s) ~= "table" then
-    error(("%s: shape must be a list of integers such as {3, 4}, got %s"):format(fname, tostring(s)),
-          (level or 2) + 1)
-  end
-  for k = 1, #s do
-    local v = s[k]
-    if type(v) ~= "number" or v % 1 ~= 0 then
-      error(("%s: shape entries must be integers, got %s at position %d"):format(fname, tostring(v), k),
-            (level or 2) + 1)
-    end
-    if v < 0 then
-      error(("%s: negative dimensions are not allowed (shape {%s})"):format(fname, table.concat(s, ", ")),
-            (level or 2) + 1)
-    end
-  end
-  if #s > 8 then
-    error(("%s: %d dimensions, at most 8 are supported"):format(fname, #s), (level or 2) + 1)
-  end
-  return s
-end
-
--- "(2,3)", "(4,)", "()": a Lua shape list as NumPy prints it.
-function M.shape_text(shape)
-  return "(" .. table.concat(shape, ",") .. (#shape == 1 and ",)" or ")")
-end
-
-function M.same_shape(a, b)
-  if #a ~= #b then return false end
-  for k = 1, #a do if a[k] ~= b[k] then return false end end
-  return true
-end
-
-M.Array = Array
 -- ffi.istype(Array, x) is also true of a pointer to the struct (NULL too):
 -- such a pointer is no array, and gets the error any other wrong value gets.
 local ArrayPtr = ffi.typeof("luon_array *")

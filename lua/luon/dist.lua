@@ -35,7 +35,7 @@ local state = nil -- {rank, size, local_rank} after init
 
 function dist.init()
   if not state then
-    core.check(C.luon_dist_init(r3, r3 + 1, r3 + 2), 2)
+    core.check(C.luon_dist_init(r3, r3 + 1, r3 + 2))
     state = {rank = r3[0], size = r3[1], local_rank = r3[2]}
   end
   return state.rank, state.size
@@ -61,36 +61,30 @@ end
 
 function dist.barrier()
   st()
-  core.check(C.luon_dist_barrier(), 2)
+  core.check(C.luon_dist_barrier())
 end
 
-local ops = {sum = 0, mean = 1, max = 2, min = 3}
-
-local function check_array(x, fname)
-  if not core.is_array(x) then
-    core.error(("dist.%s: the first argument must be an ndarray, got %s"):format(fname, type(x)), 3)
-  end
-end
+local ops = {sum = C.LUON_DIST_SUM, mean = C.LUON_DIST_MEAN, max = C.LUON_DIST_MAX, min = C.LUON_DIST_MIN}
 
 function dist.allreduce(x, op)
-  check_array(x, "allreduce")
+  core.array_arg(x, "dist.allreduce", "the first argument")
   local id = ops[op or "sum"]
   if not id then
-    core.error(("dist.allreduce: op must be 'sum', 'mean', 'max' or 'min', got %s"):format(tostring(op)), 2)
+    core.error(("dist.allreduce: op must be 'sum', 'mean', 'max' or 'min', got %s"):format(tostring(op)))
   end
   st()
-  core.check(C.luon_dist_allreduce(x.t, id), 2)
+  core.check(C.luon_dist_allreduce(x.t, id))
   return x
 end
 
 function dist.broadcast(x, root)
-  check_array(x, "broadcast")
+  core.array_arg(x, "dist.broadcast", "the first argument")
   root = root or 0
   if type(root) ~= "number" or root % 1 ~= 0 then
-    core.error(("dist.broadcast: root must be a rank number, got %s"):format(tostring(root)), 2)
+    core.error(("dist.broadcast: root must be a rank number, got %s"):format(tostring(root)))
   end
   st()
-  core.check(C.luon_dist_broadcast(x.t, root), 2)
+  core.check(C.luon_dist_broadcast(x.t, root))
   return x
 end
 
@@ -103,7 +97,7 @@ function dist.device()
   local lr = st().local_rank
   if lr >= n then
     core.error(("dist.device: local rank %d but this node has %d GPUs; start at most %d processes per node")
-               :format(lr, n, n), 2)
+               :format(lr, n, n))
   end
   return npx.gpu(lr)
 end
@@ -160,7 +154,7 @@ local function make_plan(arrays)
       direct[#direct + 1] = k
     else
       local dt = core.dtype_names[info.dtype]
-      local gpu = info.dev_type == 2 and info.dev_id or nil
+      local gpu = info.dev_type == C.LUON_GPU and info.dev_id or nil
       local key = dt .. (gpu and ("@gpu" .. gpu) or "")
       local g = groups[key]
       if not g then
@@ -181,7 +175,7 @@ local function make_plan(arrays)
         view_strides[d] = stride
         stride = stride * info.shape[d]
       end
-      core.check(C.luon_tensor_view(g.buf.t, info.ndim, info.shape, view_strides, m.offset, view_out), 3)
+      core.check(C.luon_tensor_view(g.buf.t, info.ndim, info.shape, view_strides, m.offset, view_out))
       m.view = core.wrap(view_out[0])
     end
   end
@@ -191,100 +185,25 @@ end
 -- allreduce of a list of arrays, in place, as dist.allreduce on each.
 function dist.allreduce_many(arrays, op, cache)
   local id = ops[op or "sum"]
-  if not id then core.error(("dist.allreduce_many: unknown op %s"):format(tostring(op)), 2) end
+  if not id then core.error(("dist.allreduce_many: unknown op %s"):format(tostring(op))) end
   st()
   if #arrays == 0 then return arrays end
   cache = cache or {}
   local sig = signature(arrays)
   if cache.sig ~= sig then cache.sig, cache.plan = sig, make_plan(arrays) end
   local plan = cache.plan
-  for _, k in ipairs(plan.direct) do core.check(C.luon_dist_allreduce(arrays[k].t, id), 2) end
+  for _, k in ipairs(plan.direct) do core.check(C.luon_dist_allreduce(arrays[k].t, id)) end
   for _, g in ipairs(plan.groups) do
-    for _, m in ipairs(g.members) do core.check(C.luon_tensor_copy(m.view.t, arrays[m.index].t), 2) end
-    core.check(C.luon_dist_allreduce(g.buf.t, id), 2)
-    for _, m in ipairs(g.members) do core.check(C.luon_tensor_copy(arrays[m.index].t, m.view.t), 2) end
+    for _, m in ipairs(g.members) do core.check(C.luon_tensor_copy(m.view.t, arrays[m.index].t)) end
+    core.check(C.luon_dist_allreduce(g.buf.t, id))
+    for _, m in ipairs(g.members) do core.check(C.luon_tensor_copy(arrays[m.index].t, m.view.t)) end
   end
   return arrays
 end
 
----------------------------------------------------------------------------
--- The Trainer's side (gluon.Trainer with kvstore = 'dist'; trainer.lua
--- calls these). Parameters start as rank 0's: those initialized now are
--- broadcast now, the others (deferred initialization) when they are
--- materialised (every process runs the same first forward).
-
-local managed = setmetatable({}, {__mode = "k"})
-local hooked = false
-
-local function copy_to_replicas(list)
-  for k = 2, #list do core.check(C.luon_tensor_copy(list[k].t, list[1].t), 3) end
-end
-
-function dist._trainer_init(tr)
-  dist.init()
-  if not hooked then
-    hooked = true
-    require("luon.gluon.parameter").on_materialize = function(p, value)
-      if managed[p] then dist.broadcast(value, 0) end
-    end
-  end
-  for _, p in ipairs(tr._params) do
-    managed[p] = true
-    if p._data then
-      local data = p:list_data()
-      dist.broadcast(data[1], 0)
-      copy_to_replicas(data)
-    end
-  end
-  rawset(tr, "_dist_cache", {grads = {}, states = {}})
-end
-
--- After the replicas of this process are summed: the sum across processes
--- (replica 1's gradient, then copied to the others), and the global batch
--- size for step (the sum of every process's). GPU gradients are summed on
--- their GPU by NCCL; the batch size, a host number the optimizer reads,
--- stays on the CPU and goes through MPI (no wait for the GPU).
-function dist._trainer_allreduce(tr)
-  if st().size == 1 then return end
-  local np = require("luon.np")
-  local arrays, lists = {}, {}
-  for _, p in ipairs(tr._params) do
-    if p.grad_req ~= "null" then
-      local g = p:list_grad()
-      arrays[#arrays + 1] = g[1]
-      lists[#lists + 1] = g
-    end
-  end
-  local cache = tr._dist_cache
-  local batch = tr._local_batch and np.array({tr._local_batch})
-  if batch then arrays[#arrays + 1] = batch end
-  dist.allreduce_many(arrays, "sum", cache.grads)
-  for _, g in ipairs(lists) do copy_to_replicas(g) end
-  if batch then
-    tr._optimizer.rescale_grad = tr._scale / batch:item()
-  end
-end
-
--- After the update: parameters the optimizer does not touch (grad_req
--- 'null', e.g. BatchNorm's running statistics) take the mean over processes.
-function dist._trainer_sync_states(tr)
-  if st().size == 1 then return end
-  local arrays, lists = {}, {}
-  for _, p in ipairs(tr._params) do
-    if p.grad_req == "null" and p._data then
-      local d = p:list_data()
-      arrays[#arrays + 1] = d[1]
-      lists[#lists + 1] = d
-    end
-  end
-  if #arrays == 0 then return end
-  dist.allreduce_many(arrays, "mean", tr._dist_cache.states)
-  for _, d in ipairs(lists) do copy_to_replicas(d) end
-end
-
 function dist.finalize()
   if not state then return end
-  core.check(C.luon_dist_finalize(), 2)
+  core.check(C.luon_dist_finalize())
 end
 
 return dist

@@ -21,18 +21,18 @@ local function decode_opts(fname, opt, extra)
   if type(opt) == "number" then opt = {flag = opt} end
   if type(opt) ~= "table" then
     core.error(("%s: options must be a flag (1 or 0) or a table such as {flag = 0}, got %s")
-               :format(fname, tostring(opt)), 3)
+               :format(fname, tostring(opt)))
   end
-  core.check_keys(opt, fname, 3, decode_keys, {extra})
+  core.check_keys(opt, fname, decode_keys, {extra})
   if opt.to_rgb == false then
-    core.error(fname .. ": to_rgb = false (BGR order) is not supported; images are RGB", 3)
+    core.error(fname .. ": to_rgb = false (BGR order) is not supported; images are RGB")
   end
   local flag = opt.flag == nil and 1 or opt.flag
   if flag ~= 0 and flag ~= 1 then
-    core.error(("%s: flag must be 1 (RGB) or 0 (gray), got %s"):format(fname, tostring(flag)), 3)
+    core.error(("%s: flag must be 1 (RGB) or 0 (gray), got %s"):format(fname, tostring(flag)))
   end
-  return flag, core.int_arg(opt.min_w or 0, fname, "min_w", 3, 0, 2^31 - 1),
-         core.int_arg(opt.min_h or 0, fname, "min_h", 3, 0, 2^31 - 1)
+  return flag, core.int_arg(opt.min_w or 0, fname, "min_w", 0, 2^31 - 1),
+         core.int_arg(opt.min_h or 0, fname, "min_h", 0, 2^31 - 1)
 end
 
 -- Run a decoding call fn(out) once more after a full collection when
@@ -61,7 +61,7 @@ end
 -- string holding a JPEG or PNG file's bytes.
 function image.imdecode(bytes, opt)
   if type(bytes) ~= "string" then
-    core.error(("imdecode: expected the file's bytes as a string, got %s"):format(type(bytes)), 2)
+    core.error(("imdecode: expected the file's bytes as a string, got %s"):format(type(bytes)))
   end
   local flag, min_w, min_h = decode_opts("imdecode", opt, "name")
   local name = type(opt) == "table" and opt.name and tostring(opt.name) or nil
@@ -72,7 +72,7 @@ end
 
 local function check_image(fname, img)
   if not core.is_array(img) then
-    core.error(("%s: expected an (H,W,C) uint8 array, got %s"):format(fname, type(img)), 3)
+    core.error(("%s: expected an (H,W,C) uint8 array, got %s"):format(fname, type(img)))
   end
 end
 
@@ -84,10 +84,10 @@ function image.imwrite(filename, img, opt)
   core.path_arg(filename, "imwrite", "filename")
   check_image("imwrite", img)
   if opt ~= nil and type(opt) ~= "table" then
-    core.error(("imwrite: options must be a table such as {quality = 90}, got %s"):format(core.show_value(opt)), 2)
+    core.error(("imwrite: options must be a table such as {quality = 90}, got %s"):format(core.show_value(opt)))
   end
-  if opt then core.check_keys(opt, "imwrite", 2, {"quality"}) end
-  local quality = core.int_arg(opt and opt.quality or 0, "imwrite", "quality", 2, 0, 100) -- 0: the default
+  if opt then core.check_keys(opt, "imwrite", {"quality"}) end
+  local quality = core.int_arg(opt and opt.quality or 0, "imwrite", "quality", 0, 100) -- 0: the default
   core.check(C.luon_image_write(filename, img.t, quality))
   return true
 end
@@ -102,7 +102,7 @@ function image.imencode(img, ext, opt)
   elseif ext == ".png" then
     st = C.luon_image_encode_png(img.t, buf, len)
   else
-    core.error(("imencode: format must be '.jpg', '.jpeg' or '.png', got %s"):format(tostring(ext)), 2)
+    core.error(("imencode: format must be '.jpg', '.jpeg' or '.png', got %s"):format(tostring(ext)))
   end
   core.check(st)
   local s = ffi.string(buf[0], len[0])
@@ -118,12 +118,12 @@ function image.imresize(src, w, h, opt)
     has_resize = pcall(function() return C.luon_image_resize end)
   end
   if not has_resize then
-    core.error("imresize: this build has no luon_image_resize (core/transform.c)", 2)
+    core.error("imresize: this build has no luon_image_resize (core/transform.c)")
   end
   check_image("imresize", src)
   if type(w) ~= "number" or type(h) ~= "number" or w % 1 ~= 0 or h % 1 ~= 0 or w < 1 or h < 1 then
     core.error(("imresize: w and h must be positive integers, got %s and %s")
-               :format(tostring(w), tostring(h)), 2)
+               :format(tostring(w), tostring(h)))
   end
   local interp = type(opt) == "number" and opt or (type(opt) == "table" and opt.interp) or 1
   return new_image(function(o) return C.luon_image_resize(src.t, w, h, interp, o) end)

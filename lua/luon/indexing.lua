@@ -187,11 +187,11 @@ local function basic(x, list, fname)
     if e.kind ~= "int" then at[e] = kept; kept = kept + naxes end
   end
   a.ni = k
-  local r = core.call(core.op_ids.slice, {x}, a, 3)
+  local r = core.call(core.op_ids.slice, {x}, a)
   if #drop > 0 then
     local a2 = core.attrs()
-    core.set_ints(a2, drop, 0, fname, 3)
-    r = core.call(core.op_ids.squeeze, {r}, a2, 3)
+    core.set_ints(a2, drop, 0, fname)
+    r = core.call(core.op_ids.squeeze, {r}, a2)
   end
   return r, at
 end
@@ -202,7 +202,7 @@ end
 local function nonzero_flat(mask)
   local n = mask.size
   local buf = ffi.new("uint8_t[?]", n > 0 and n or 1)
-  core.check(C.luon_tensor_to_host(mask.t, buf, core.BOOL, n), 3)
+  core.check(C.luon_tensor_to_host(mask.t, buf, core.BOOL, n))
   local pos = ffi.new("int64_t[?]", n > 0 and n or 1)
   local m = 0
   for j = 0, n - 1 do
@@ -211,7 +211,7 @@ local function nonzero_flat(mask)
   local sh = ffi.new("int64_t[1]", m)
   local dev = mask.device
   local out = ffi.new("luon_tensor*[1]")
-  core.check(C.luon_tensor_from_host(pos, core.INT64, 1, sh, dev.type_id, dev.device_id, out), 3)
+  core.check(C.luon_tensor_from_host(pos, core.INT64, 1, sh, dev.type_id, dev.device_id, out))
   return core.wrap(out[0])
 end
 
@@ -222,12 +222,12 @@ local function gather(y, idx, axis, x_axis, fname)
   if half then y = y:astype("float32") end -- take has no 16-bit float kernels; exact
   local a = core.attrs()
   a.i[0], a.i[1], a.ni = axis, 2, 2
-  local ok, r = pcall(core.call, core.op_ids.take, {y, idx}, a, 1)
+  local ok, r = pcall(core.call, core.op_ids.take, {y, idx}, a)
   if ok and half then r = r:astype(half) end
   if ok and r.size == 0 and idx.size > 0 then -- take checks no index when nothing is copied
     local n, k = y.shape[axis + 1], idx.size
     local buf = ffi.new("int64_t[?]", k)
-    core.check(C.luon_tensor_to_host(idx.t, buf, core.INT64, 8 * k), 3)
+    core.check(C.luon_tensor_to_host(idx.t, buf, core.INT64, 8 * k))
     for j = 0, k - 1 do
       local i = tonumber(buf[j])
       if i < -n or i >= n then
@@ -274,8 +274,8 @@ function M.get(x, key, fname)
       s[p + 1] = idx.size
       for j = p + k + 1, #ys do s[#s + 1] = ys[j] end
       local a = core.attrs()
-      core.set_ints(a, s, 0, fname, 2)
-      y = core.call(core.op_ids.reshape, {y}, a, 2)
+      core.set_ints(a, s, 0, fname)
+      y = core.call(core.op_ids.reshape, {y}, a)
     end
     idx = nonzero_flat(idx)
   end
@@ -299,8 +299,8 @@ function M.get(x, key, fname)
     for j = p, p + k - 1 do perm[#perm + 1] = j end
     for j = 0, nd - 1 do if j < p or j >= p + k then perm[#perm + 1] = j end end
     local a = core.attrs()
-    core.set_ints(a, perm, 0, fname, 2)
-    r = core.call(core.op_ids.transpose, {r}, a, 2)
+    core.set_ints(a, perm, 0, fname)
+    r = core.call(core.op_ids.transpose, {r}, a)
   end
   return r
 end
@@ -349,7 +349,7 @@ end
 local function unique_last(sel)
   local k = sel.size
   local buf = ffi.new("int64_t[?]", k > 0 and k or 1)
-  core.check(C.luon_tensor_to_host(sel.t, buf, core.INT64, 8 * k), 3)
+  core.check(C.luon_tensor_to_host(sel.t, buf, core.INT64, 8 * k))
   local last, order, m = {}, {}, 0
   for j = 0, k - 1 do
     local p = tonumber(buf[j])
@@ -368,7 +368,7 @@ end
 local function host_array(buf, dt, n, dev)
   local sh = ffi.new("int64_t[1]", n)
   local out = ffi.new("luon_tensor*[1]")
-  core.check(C.luon_tensor_from_host(buf, dt, 1, sh, dev.type_id, dev.device_id, out), 4)
+  core.check(C.luon_tensor_from_host(buf, dt, 1, sh, dev.type_id, dev.device_id, out))
   return core.wrap(out[0])
 end
 
@@ -390,7 +390,7 @@ local function scattered(x, key, v, fname)
   local S = host_array(src, core.FLOAT64, m, dev)
   local a = core.attrs()
   a.i[0], a.i[1], a.i[2], a.i[3], a.ni = 0, 2, 1, size, 4
-  local from = core.call(core.op_ids.take_grad, {S, P}, a, 2) -- j + 1 where written, 0 elsewhere
+  local from = core.call(core.op_ids.take_grad, {S, P}, a) -- j + 1 where written, 0 elsewhere
   local hit = np.greater(from, 0)
   local j = np.subtract(from, 1):astype("int64")
   local vals = np.take(flat, j, 0, {mode = "clip"})
@@ -432,11 +432,11 @@ function M.set(x, key, v, fname)
     if not core.same_shape(vb.shape, view.shape) then
       vb = run_paused(np.broadcast_to, vb, view.shape)
     end
-    core.check(C.luon_tensor_copy(view.t, vb.t), 2)
+    core.check(C.luon_tensor_copy(view.t, vb.t))
     return
   end
   local new = run_paused(scattered, x, key, v, fname)
-  if new then core.check(C.luon_tensor_copy(x.t, new.t), 2) end
+  if new then core.check(C.luon_tensor_copy(x.t, new.t)) end
 end
 
 -- x:set(v): fill x (an array or a view) with v, broadcast.

@@ -8,30 +8,27 @@ local np = require("luon.np")
 
 local init = {}
 
-local Initializer = {}
-Initializer.__index = Initializer
+local Initializer = core.class("Initializer")
 init.Initializer = Initializer
+-- the base (MXNet's Initializer()): made, it fills nothing
+function Initializer.__init() end
+function Initializer:_init_weight()
+  core.error(("%s: the base class fills no array; use init.Zero, One, Constant, Uniform, Normal, Xavier " ..
+              "or MSRAPrelu, or give a class of your own an _init_weight(name, arr)"):format(tostring(self)))
+end
 
+-- init.<name>(...) makes one (core.class: ctor is its __init).
 local function class(name, ctor)
-  local cls = setmetatable({}, {__index = Initializer})
-  cls.__index = cls
-  cls.__name = name
-  cls.__tostring = Initializer.__tostring
-  cls.__call = Initializer.__call
-  init[name] = function(...)
-    local self = setmetatable({}, cls)
-    ctor(self, ...)
-    return self
-  end
+  local cls = core.class(name, Initializer)
+  cls.__init = ctor
+  init[name] = cls
   return cls
 end
 
--- Keyword-or-positional: Uniform(0.1) and Uniform{scale = 0.1} both work.
-local function arg(v, key, default)
-  if type(v) == "table" and getmetatable(v) == nil then v = v[key] end
-  if v == nil then return default end
-  return v
-end
+-- Keyword-or-positional (core.args): Uniform(0.1) and Uniform{scale = 0.1}
+-- both work, and an unknown keyword is an error naming the known ones.
+local uniform_names, normal_names, constant_names = {"scale"}, {"sigma"}, {"value"}
+local xavier_names, msra_names = {"rnd_type", "factor_type", "magnitude"}, {"factor_type", "slope"}
 
 -- A spread (scale, sigma, magnitude): a finite number >= 0.
 local function spread(v, cls, key)
@@ -73,8 +70,8 @@ function Zero:_init_weight(_, arr) fill(arr, 0) end
 local One = class("One", function() end)
 function One:_init_weight(_, arr) fill(arr, 1) end
 
-local Constant = class("Constant", function(self, value)
-  value = arg(value, "value")
+local Constant = class("Constant", function(self, ...)
+  local value = core.args("Constant", constant_names, constant_names, ...).value
   if type(value) ~= "number" then
     core.error(("Constant: value must be a number, got %s"):format(tostring(value)))
   end
@@ -83,14 +80,16 @@ end)
 function Constant:_init_weight(_, arr) fill(arr, self.value) end
 
 -- U[-scale, scale]
-local Uniform = class("Uniform", function(self, scale)
-  self.scale, self._repr = spread(arg(scale, "scale", 0.07), "Uniform", "scale"), {"scale"}
+local Uniform = class("Uniform", function(self, ...)
+  local scale = core.args("Uniform", uniform_names, uniform_names, ...).scale
+  self.scale, self._repr = spread(scale == nil and 0.07 or scale, "Uniform", "scale"), {"scale"}
 end)
 function Uniform:_init_weight(_, arr) draw(arr, np.random.uniform, -self.scale, self.scale) end
 
 -- N(0, sigma)
-local Normal = class("Normal", function(self, sigma)
-  self.sigma, self._repr = spread(arg(sigma, "sigma", 0.01), "Normal", "sigma"), {"sigma"}
+local Normal = class("Normal", function(self, ...)
+  local sigma = core.args("Normal", normal_names, normal_names, ...).sigma
+  self.sigma, self._repr = spread(sigma == nil and 0.01 or sigma, "Normal", "sigma"), {"sigma"}
 end)
 function Normal:_init_weight(_, arr) draw(arr, np.random.normal, 0, self.sigma) end
 
@@ -118,12 +117,11 @@ local function factor_type(ft, who)
 end
 
 -- scale = sqrt(magnitude / factor); uniform U[-scale, scale] or gaussian N(0, scale)
-local Xavier = class("Xavier", function(self, rnd_type, ftype, magnitude)
-  local kw = type(rnd_type) == "table" and rnd_type or {}
-  if type(rnd_type) == "table" then rnd_type = nil end
-  self.rnd_type = rnd_type or kw.rnd_type or "uniform"
-  self.factor_type = factor_type(ftype or kw.factor_type or "avg", "Xavier")
-  self.magnitude = spread(magnitude or kw.magnitude or 3, "Xavier", "magnitude")
+local Xavier = class("Xavier", function(self, ...)
+  local a = core.args("Xavier", xavier_names, xavier_names, ...)
+  self.rnd_type = a.rnd_type or "uniform"
+  self.factor_type = factor_type(a.factor_type or "avg", "Xavier")
+  self.magnitude = spread(a.magnitude or 3, "Xavier", "magnitude")
   if self.rnd_type ~= "uniform" and self.rnd_type ~= "gaussian" then
     core.error(("Xavier: rnd_type must be 'uniform' or 'gaussian', got %s"):format(tostring(self.rnd_type)))
   end
@@ -139,11 +137,10 @@ function Xavier:_init_weight(name, arr)
 end
 
 -- Xavier(gaussian, factor_type, 2 / (1 + slope^2))
-local MSRAPrelu = class("MSRAPrelu", function(self, ftype, slope)
-  local kw = type(ftype) == "table" and ftype or {}
-  if type(ftype) == "table" then ftype = nil end
-  self.factor_type = factor_type(ftype or kw.factor_type or "avg", "MSRAPrelu")
-  self.slope = core.num_arg(slope or kw.slope or 0.25, "MSRAPrelu", "slope")
+local MSRAPrelu = class("MSRAPrelu", function(self, ...)
+  local a = core.args("MSRAPrelu", msra_names, msra_names, ...)
+  self.factor_type = factor_type(a.factor_type or "avg", "MSRAPrelu")
+  self.slope = core.num_arg(a.slope or 0.25, "MSRAPrelu", "slope")
   self.rnd_type, self.magnitude = "gaussian", 2 / (1 + self.slope ^ 2)
   self._repr = {"factor_type", "slope"}
 end)

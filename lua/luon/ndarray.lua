@@ -55,16 +55,16 @@ end
 methods.flatten = np.ravel
 
 function methods.astype(x, dtype, kw)
-  local dt = core.dtype_id(dtype, "astype", 2)
-  if dt == nil then error("astype: a dtype is required", 2) end
+  local dt = core.dtype_id(dtype, "astype")
+  if dt == nil then core.error("astype: a dtype is required") end
   if kw and kw.copy == false and info_of(x).dtype == dt then return x end
   local a = core.attrs()
   a.dtype = dt
-  return core.call(core.op_ids.copy, {x}, a, 2)
+  return core.call(core.op_ids.copy, {x}, a)
 end
 
 function methods.copy(x)
-  return core.call(core.op_ids.copy, {x}, nil, 2)
+  return core.call(core.op_ids.copy, {x})
 end
 
 -- copyto(device): a new array there. copyto(array): copy into it, return it.
@@ -72,26 +72,26 @@ function methods.copyto(x, other)
   info_of(x) -- x is an array
   if is_array(other) then
     if other.t == x.t then return other end
-    core.check(C.luon_tensor_copy(other.t, x.t), 2)
+    core.check(C.luon_tensor_copy(other.t, x.t))
     return other
   end
   if core.is_device(other) then
-    local dev = core.resolve_device(other, "copyto", 2)
+    local dev = core.resolve_device(other, "copyto")
     local info = info_of(x)
     local sh = ffi.new("int64_t[8]")
     for k = 0, info.ndim - 1 do sh[k] = info.shape[k] end
     local out = ffi.new("luon_tensor*[1]")
-    core.check(C.luon_tensor_empty(info.dtype, info.ndim, sh, dev.type_id, dev.device_id, out), 2)
+    core.check(C.luon_tensor_empty(info.dtype, info.ndim, sh, dev.type_id, dev.device_id, out))
     local r = core.wrap(out[0])
-    core.check(C.luon_tensor_copy(r.t, x.t), 2)
+    core.check(C.luon_tensor_copy(r.t, x.t))
     return r
   end
-  error(("copyto: expected a Device or an ndarray, got %s"):format(type(other)), 2)
+  core.error(("copyto: expected a Device or an ndarray, got %s"):format(type(other)))
 end
 
 function methods.to_device(x, dev)
   if dev == nil then core.error("as_in_context: expected a device such as npx.gpu(0), got nil") end
-  dev = core.resolve_device(dev, "to_device", 2)
+  dev = core.resolve_device(dev, "to_device")
   if x.device == dev then return x end
   return methods.copyto(x, dev)
 end
@@ -105,7 +105,7 @@ end
 
 function methods.wait_to_read(x)
   info_of(x) -- x is an array
-  core.check(C.luon_tensor_wait(x.t), 2)
+  core.check(C.luon_tensor_wait(x.t))
   return x
 end
 
@@ -114,8 +114,8 @@ local host_values = core.host_values
 function methods.item(x)
   local n = tonumber(info_of(x).size)
   if n ~= 1 then
-    error(("item: only size-1 arrays can be converted to a Lua number (this one has shape %s)")
-          :format("(" .. table.concat(x.shape, ",") .. (x.ndim == 1 and ",)" or ")")), 2)
+    core.error(("item: only size-1 arrays can be converted to a Lua number (this one has shape %s)")
+               :format(core.shape_text(x.shape)))
   end
   local buf, _, is_bool = host_values(x)
   if is_bool then return buf[0] ~= 0 end
@@ -172,7 +172,7 @@ function methods.slice(x, ...)
   local nspec = select("#", ...)
   local shape = x.shape
   if nspec > #shape then
-    error(("slice: %d indices for an array of dimension %d"):format(nspec, #shape), 2)
+    core.error(("slice: %d indices for an array of dimension %d"):format(nspec, #shape))
   end
   local a = core.attrs()
   local drop = {}
@@ -180,12 +180,12 @@ function methods.slice(x, ...)
     local s = specs[k]
     local b, e, st
     if type(s) == "number" then
-      if s % 1 ~= 0 then error(("slice: index %s is not an integer"):format(s), 2) end
+      if s % 1 ~= 0 then core.error(("slice: index %s is not an integer"):format(s)) end
       local n = shape[k]
       local i = s < 0 and s + n or s
       if i < 0 or i >= n then
-        error(("slice: index %s is out of bounds for axis %d with size %d")
-              :format(core.is_int(s) and ("%d"):format(s) or ("%.17g"):format(s), k - 1, n), 2)
+        core.error(("slice: index %s is out of bounds for axis %d with size %d")
+              :format(core.is_int(s) and ("%d"):format(s) or ("%.17g"):format(s), k - 1, n))
       end
       b, e, st = i, i + 1, 1
       drop[#drop + 1] = k - 1
@@ -196,17 +196,17 @@ function methods.slice(x, ...)
       e = s[2] == nil and OMIT or slice_bound(s[2], k, "the stop")
       st = s[3] == nil and 1 or slice_bound(s[3], k, "the step")
     else
-      error(("slice: index %d must be a number, a {start, stop, step} list or true, got %s")
-            :format(k, type(s)), 2)
+      core.error(("slice: index %d must be a number, a {start, stop, step} list or true, got %s")
+            :format(k, type(s)))
     end
     a.i[3 * (k - 1)], a.i[3 * (k - 1) + 1], a.i[3 * (k - 1) + 2] = b, e, st
   end
   a.ni = 3 * nspec
-  local r = core.call(core.op_ids.slice, {x}, a, 2)
+  local r = core.call(core.op_ids.slice, {x}, a)
   if #drop > 0 then
     local a2 = core.attrs()
-    core.set_ints(a2, drop, 0, "slice", 2)
-    r = core.call(core.op_ids.squeeze, {r}, a2, 2)
+    core.set_ints(a2, drop, 0, "slice")
+    r = core.call(core.op_ids.squeeze, {r}, a2)
   end
   return r
 end
@@ -270,7 +270,7 @@ local mt = {
   __unm = function(x) return call1(neg_id, not_pointer(x)) end,
   __len = function(x)
     local info = info_of(not_pointer(x))
-    if info.ndim == 0 then error("len() of a 0-d array", 2) end
+    if info.ndim == 0 then core.error("len() of a 0-d array") end
     return tonumber(info.shape[0])
   end,
   __tostring = function(x) return show.tostring(not_pointer(x)) end,
@@ -279,13 +279,13 @@ local mt = {
   -- Lua turns what < and <= return into one boolean, so they cannot be
   -- NumPy's elementwise comparisons; %, and assignment to x[i] or x.name,
   -- have no ndarray meaning here: each says what to use instead
-  __lt = function() error("ndarray: Lua's < and > give one boolean, not an array: use np.less(x, y) or np.greater(x, y) (and :item() for one value)", 2) end,
-  __le = function() error("ndarray: Lua's <= and >= give one boolean, not an array: use np.less_equal(x, y) or np.greater_equal(x, y) (and :item() for one value)", 2) end,
-  __mod = function() error("ndarray: % is not defined for arrays (luon has no elementwise remainder)", 2) end,
+  __lt = function() core.error("ndarray: Lua's < and > give one boolean, not an array: use np.less(x, y) or np.greater(x, y) (and :item() for one value)") end,
+  __le = function() core.error("ndarray: Lua's <= and >= give one boolean, not an array: use np.less_equal(x, y) or np.greater_equal(x, y) (and :item() for one value)") end,
+  __mod = function() core.error("ndarray: % is not defined for arrays (luon has no elementwise remainder)") end,
   __newindex = function(x, k, v)
     if type(k) ~= "string" then return indexing.set(x, k, v) end -- x[i], x[{...}], x[idx], x[mask] = v
-    error(("ndarray: cannot set field %s: arrays are FFI objects with fixed fields (keep extra data in a table)")
-          :format(core.show_value(k)), 2)
+    core.error(("ndarray: cannot set field %s: arrays are FFI objects with fixed fields (keep extra data in a table)")
+          :format(core.show_value(k)))
   end,
 }
 ffi.metatype("struct luon_array", mt)

@@ -14,10 +14,10 @@ local opt_names = {"precision", "threshold", "edgeitems", "suppress", "linewidth
 -- np.set_printoptions{precision=, threshold=, edgeitems=, suppress=, linewidth=}:
 -- the given options change, the others stay (as in NumPy).
 function M.set_printoptions(kw)
-  kw = core.options(kw, "set_printoptions", opt_names, 2)
+  kw = core.options(kw, "set_printoptions", opt_names)
   local new = {}
   for _, k in ipairs({"precision", "threshold", "edgeitems", "linewidth"}) do
-    if kw[k] ~= nil then new[k] = core.int_arg(kw[k], "set_printoptions", k, 2, 0) end
+    if kw[k] ~= nil then new[k] = core.int_arg(kw[k], "set_printoptions", k, 0) end
   end
   if kw.suppress ~= nil then
     if type(kw.suppress) ~= "boolean" then
@@ -263,7 +263,7 @@ end
 function M.tostring(x)
   local info = core.info_of(x)
   local dtype, ndim, size = info.dtype, info.ndim, tonumber(info.size)
-  local on_cpu0 = info.dev_type == 1 and info.dev_id == 0
+  local on_cpu0 = info.dev_type == C.LUON_CPU and info.dev_id == 0
   local dev = core.device_from_ids(info.dev_type, info.dev_id)
   local shape = x.shape
   if size == 0 then return "[]" .. (on_cpu0 and "" or " @" .. tostring(dev)) end

@@ -16,37 +16,24 @@ for _, name in ipairs({"float32", "float64", "float16", "bfloat16", "int32", "in
 end
 np.bool_ = "bool"
 
-local function check_array(x, fname, pos, level)
-  if not is_array(x) then
-    error(("%s: argument %d must be an ndarray, got %s"):format(fname, pos, type(x)), (level or 2) + 1)
-  end
-  return x
-end
+local check_array = core.array_arg
 
--- kw must be a table of known options: dtype, device, ctx and those of
--- the list `extra` (a misspelt {devcie = gpu} must not quietly mean the default).
-local base_kw = {"dtype", "device", "ctx"}
-local function check_kw(kw, fname, extra, level)
-  if type(kw) ~= "table" then
-    error(("%s: options must be a table such as {dtype = 'float32', device = npx.cpu()}, got %s")
-          :format(fname, core.show_value(kw)), (level or 2) + 1)
-  end
-  return core.check_keys(kw, fname, (level or 2) + 1, base_kw, extra)
-end
-
--- kw (nil: none) must be a table of the options `known`, exactly those the
--- function reads: np.sum(x, {axes = 0}) must not quietly sum everything.
+-- The options of the creation functions: dtype, device, ctx and those of
+-- the list `extra` (a misspelt {devcie = gpu} must not quietly mean the
+-- default); of the others, exactly those the function reads: np.sum(x,
+-- {axes = 0}) must not quietly sum everything. core.options checks them.
 local options = core.options
+local base_kw = {"dtype", "device", "ctx"}
 -- (the lists are made once: a table literal per call would allocate on
 -- every reduction of a training step)
 local reduce_keys, arg_reduce_keys = {"axis", "keepdims", "dtype"}, {"axis", "keepdims"}
 local axis_keys, take_keys = {"axis"}, {"axis", "mode"}
 
-local function device_attrs(a, kw, fname, level, extra)
-  check_kw(kw, fname, extra, (level or 2) + 1)
-  local dev = core.resolve_device(core.device_of(kw, fname, (level or 2) + 1), fname, (level or 2) + 1)
+local function device_attrs(a, kw, fname, extra)
+  kw = options(kw, fname, base_kw, extra)
+  local dev = core.resolve_device(core.device_of(kw, fname), fname)
   a.dev_type, a.dev_id = dev.type_id, dev.device_id
-  a.dtype = core.dtype_id(kw.dtype, fname, (level or 2) + 1) or 0
+  a.dtype = core.dtype_id(kw.dtype, fname) or 0
   return a
 end
 
@@ -110,17 +97,17 @@ local function flatten(obj, fname)
 end
 
 function np.array(obj, kw)
-  kw = check_kw(kw or {}, "array", nil, 2)
+  kw = options(kw, "array", base_kw)
   if is_array(obj) then
-    local dt = core.dtype_id(kw.dtype, "array", 2)
-    local r = obj:copyto(core.resolve_device(core.device_of(kw, "array", 2) or obj.device, "array", 2))
+    local dt = core.dtype_id(kw.dtype, "array")
+    local r = obj:copyto(core.resolve_device(core.device_of(kw, "array") or obj.device, "array"))
     if dt and dt ~= core.dtype_id(r.dtype) then r = r:astype(kw.dtype) end
     return r
   end
   local shape, flat, n, kind = flatten(obj, "array")
-  local dt = core.dtype_id(kw.dtype, "array", 2) or (kind == "boolean" and core.BOOL or core.FLOAT32)
-  local dev = core.resolve_device(core.device_of(kw, "array", 2), "array", 2)
-  if dt == 3 or dt == 4 then -- storage types: through float32
+  local dt = core.dtype_id(kw.dtype, "array") or (kind == "boolean" and core.BOOL or core.FLOAT32)
+  local dev = core.resolve_device(core.device_of(kw, "array"), "array")
+  if dt == core.FLOAT16 or dt == core.BFLOAT16 then -- storage types: through float32
     return np.array(obj, {dtype = "float32", device = dev}):astype(kw.dtype)
   end
   local buf = ffi.new(core.ctypes[dt] .. "[?]", n > 0 and n or 1)
@@ -132,17 +119,17 @@ function np.array(obj, kw)
   local sh = ffi.new("int64_t[8]")
   for k = 1, #shape do sh[k - 1] = shape[k] end
   local out = ffi.new("luon_tensor*[1]")
-  core.check(C.luon_tensor_from_host(buf, dt, #shape, sh, dev.type_id, dev.device_id, out), 2)
+  core.check(C.luon_tensor_from_host(buf, dt, #shape, sh, dev.type_id, dev.device_id, out))
   return core.wrap(out[0])
 end
 np.asarray = np.array
 
 local function full(shape, value, kw, fname)
-  shape = core.shape_arg(shape, fname, 3)
-  local a = device_attrs(attrs(), kw, fname, 3)
-  core.set_ints(a, shape, 0, fname, 3)
-  a.f[0] = core.num_arg(value, fname, "the fill value", 3)
-  return call(op.full, {}, a, 3)
+  shape = core.shape_arg(shape, fname)
+  local a = device_attrs(attrs(), kw, fname)
+  core.set_ints(a, shape, 0, fname)
+  a.f[0] = core.num_arg(value, fname, "the fill value")
+  return call(op.full, {}, a)
 end
 
 function np.zeros(shape, kw) return full(shape, 0, kw or {}, "zeros") end
@@ -150,36 +137,36 @@ function np.ones(shape, kw) return full(shape, 1, kw or {}, "ones") end
 function np.full(shape, value, kw)
   if type(value) == "boolean" then value = value and 1 or 0 end
   if type(value) ~= "number" then
-    error(("full: fill value must be a number, got %s"):format(type(value)), 2)
+    core.error(("full: fill value must be a number, got %s"):format(type(value)))
   end
   return full(shape, value, kw or {}, "full")
 end
 function np.empty(shape, kw)
-  kw = check_kw(kw or {}, "empty", nil, 2)
-  shape = core.shape_arg(shape, "empty", 2)
-  local dev = core.resolve_device(core.device_of(kw, "empty", 2), "empty", 2)
-  local dt = core.dtype_id(kw.dtype, "empty", 2) or core.FLOAT32
+  kw = options(kw, "empty", base_kw)
+  shape = core.shape_arg(shape, "empty")
+  local dev = core.resolve_device(core.device_of(kw, "empty"), "empty")
+  local dt = core.dtype_id(kw.dtype, "empty") or core.FLOAT32
   local sh = ffi.new("int64_t[8]")
   for k = 1, #shape do sh[k - 1] = shape[k] end
   local out = ffi.new("luon_tensor*[1]")
-  core.check(C.luon_tensor_empty(dt, #shape, sh, dev.type_id, dev.device_id, out), 2)
+  core.check(C.luon_tensor_empty(dt, #shape, sh, dev.type_id, dev.device_id, out))
   return core.wrap(out[0])
 end
 
 local function like(fname, maker)
   return function(x, kw)
-    check_array(x, fname, 1, 2)
-    kw = check_kw(kw or {}, fname, nil, 2)
-    return maker(x.shape, {dtype = kw.dtype or x.dtype, device = core.device_of(kw, fname, 2) or x.device})
+    check_array(x, fname, 1)
+    kw = options(kw, fname, base_kw)
+    return maker(x.shape, {dtype = kw.dtype or x.dtype, device = core.device_of(kw, fname) or x.device})
   end
 end
 np.zeros_like = like("zeros_like", np.zeros)
 np.ones_like = like("ones_like", np.ones)
 np.empty_like = like("empty_like", np.empty)
 function np.full_like(x, value, kw)
-  check_array(x, "full_like", 1, 2)
-  kw = check_kw(kw or {}, "full_like", nil, 2)
-  return np.full(x.shape, value, {dtype = kw.dtype or x.dtype, device = core.device_of(kw, "full_like", 2) or x.device})
+  check_array(x, "full_like", 1)
+  kw = options(kw, "full_like", base_kw)
+  return np.full(x.shape, value, {dtype = kw.dtype or x.dtype, device = core.device_of(kw, "full_like") or x.device})
 end
 
 -- arange(stop) | arange(start, stop) | arange(start, stop, step), then kw.
@@ -191,34 +178,34 @@ function np.arange(...)
   else start, stop, step = a1, a2, (n >= 3 and a3) or 1 end
   start, stop, step = kw.start or start, kw.stop or stop, kw.step or step
   if type(start) ~= "number" or type(stop) ~= "number" or type(step) ~= "number" then
-    error("arange: start, stop and step must be numbers", 2)
+    core.error("arange: start, stop and step must be numbers")
   end
-  local a = device_attrs(attrs(), kw, "arange", 2, {"start", "stop", "step"})
+  local a = device_attrs(attrs(), kw, "arange", {"start", "stop", "step"})
   a.f[0], a.f[1], a.f[2] = start, stop, step
-  return call(op.arange, {}, a, 2)
+  return call(op.arange, {}, a)
 end
 
 function np.linspace(start, stop, num, kw)
   if type(num) == "table" then kw, num = num, nil end
   kw = kw or {}
   num = num or kw.num or 50
-  local a = device_attrs(attrs(), kw, "linspace", 2, {"num", "endpoint"})
-  a.f[0], a.f[1] = core.num_arg(start, "linspace", "start", 2), core.num_arg(stop, "linspace", "stop", 2)
-  a.i[0], a.i[1], a.ni = core.int_arg(num, "linspace", "num", 2), kw.endpoint == false and 0 or 1, 2
-  return call(op.linspace, {}, a, 2)
+  local a = device_attrs(attrs(), kw, "linspace", {"num", "endpoint"})
+  a.f[0], a.f[1] = core.num_arg(start, "linspace", "start"), core.num_arg(stop, "linspace", "stop")
+  a.i[0], a.i[1], a.ni = core.int_arg(num, "linspace", "num"), kw.endpoint == false and 0 or 1, 2
+  return call(op.linspace, {}, a)
 end
 
 function np.eye(N, M, k, kw)
   if type(M) == "table" then kw, M = M, nil end
   if type(k) == "table" then kw, k = k, nil end
   kw = kw or {}
-  local a = device_attrs(attrs(), kw, "eye", 2, {"M", "k"})
-  a.i[0], a.i[1], a.i[2], a.ni = core.int_arg(N, "eye", "N", 2), core.int_arg(M or kw.M or 0, "eye", "M", 2),
-                                  core.int_arg(k or kw.k or 0, "eye", "k", 2), 3
-  return call(op.eye, {}, a, 2)
+  local a = device_attrs(attrs(), kw, "eye", {"M", "k"})
+  a.i[0], a.i[1], a.i[2], a.ni = core.int_arg(N, "eye", "N"), core.int_arg(M or kw.M or 0, "eye", "M"),
+                                  core.int_arg(k or kw.k or 0, "eye", "k"), 3
+  return call(op.eye, {}, a)
 end
 function np.identity(n, kw)
-  check_kw(kw or {}, "identity", nil, 2) -- not eye's M and k
+  options(kw, "identity", base_kw) -- not eye's M and k
   return np.eye(n, nil, 0, kw)
 end
 
@@ -227,7 +214,7 @@ end
 
 function np.random.seed(s)
   if type(s) ~= "number" or s % 1 ~= 0 or s >= 2^63 or s < -2^63 then
-    error(("random.seed: the seed must be an integer, got %s"):format(core.show_value(s)), 2)
+    core.error(("random.seed: the seed must be an integer, got %s"):format(core.show_value(s)))
   end
   C.luon_random_seed(s)
 end
@@ -241,14 +228,14 @@ local function random_op(opid, fname, p1, p2)
     local hi = (n >= 2 and a2) or kw[p2[1]] or p2[2]
     local size = (n >= 3 and a3) or kw.size or {}
     if type(size) == "number" then size = {size} end
-    size = core.shape_arg(size, fname, 2)
+    size = core.shape_arg(size, fname)
     if hi == nil then
-      error(("%s: %s is required"):format(fname, p2[1]), 2)
+      core.error(("%s: %s is required"):format(fname, p2[1]))
     end
-    local a = device_attrs(attrs(), kw, fname, 2, {p1[1], p2[1], "size"})
-    core.set_ints(a, size, 0, fname, 2)
-    a.f[0], a.f[1] = core.num_arg(lo, fname, p1[1], 2), core.num_arg(hi, fname, p2[1], 2)
-    return call(opid, {}, a, 2)
+    local a = device_attrs(attrs(), kw, fname, {p1[1], p2[1], "size"})
+    core.set_ints(a, size, 0, fname)
+    a.f[0], a.f[1] = core.num_arg(lo, fname, p1[1]), core.num_arg(hi, fname, p2[1])
+    return call(opid, {}, a)
   end
 end
 np.random.uniform = random_op(op.random_uniform, "random.uniform", {"low", 0}, {"high", 1})
@@ -262,19 +249,19 @@ function np.random.randint(...)
   if n < 3 then size = kw.size end
   if high == nil then low, high = 0, low end
   if type(low) ~= "number" or type(high) ~= "number" then
-    error("random.randint: low and high must be numbers", 2)
+    core.error("random.randint: low and high must be numbers")
   end
-  size = core.shape_arg(size or {}, "random.randint", 2)
-  local a = device_attrs(attrs(), kw, "random.randint", 2, {"low", "high", "size"})
-  core.set_ints(a, size, 0, "random.randint", 2)
+  size = core.shape_arg(size or {}, "random.randint")
+  local a = device_attrs(attrs(), kw, "random.randint", {"low", "high", "size"})
+  core.set_ints(a, size, 0, "random.randint")
   a.f[0], a.f[1] = low, high
-  return call(op.random_randint, {}, a, 2)
+  return call(op.random_randint, {}, a)
 end
 -- Shuffle the rows (axis 0) of x in place.
 function np.random.shuffle(x)
-  check_array(x, "random.shuffle", 1, 2)
-  local y = call(op.random_permute, {x}, nil, 2)
-  core.check(C.luon_tensor_copy(x.t, y.t), 2)
+  check_array(x, "random.shuffle", 1)
+  local y = call(op.random_permute, {x})
+  core.check(C.luon_tensor_copy(x.t, y.t))
 end
 
 ---------------------------------------------------------------------------
@@ -313,7 +300,7 @@ local function scalar_for(v, x, fname)
   local a = attrs()
   a.dtype, a.dev_type, a.dev_id = dt, info.dev_type, info.dev_id
   a.f[0] = v
-  return call(op.full, {}, a, 4)
+  return call(op.full, {}, a)
 end
 
 -- A non-array operand of fname as an array (numbers, booleans, nested
@@ -361,10 +348,10 @@ end
 np.absolute = np.abs
 
 function np.clip(x, a_min, a_max)
-  check_array(x, "clip", 1, 2)
-  if a_min == nil and a_max == nil then error("clip: a_min and a_max cannot both be nil", 2) end
-  local lo = a_min == nil and 0 / 0 or core.num_arg(a_min, "clip", "a_min", 2)
-  local hi = a_max == nil and 0 / 0 or core.num_arg(a_max, "clip", "a_max", 2)
+  check_array(x, "clip", 1)
+  if a_min == nil and a_max == nil then core.error("clip: a_min and a_max cannot both be nil") end
+  local lo = a_min == nil and 0 / 0 or core.num_arg(a_min, "clip", "a_min")
+  local hi = a_max == nil and 0 / 0 or core.num_arg(a_max, "clip", "a_max")
   local dt = core.info_of(x).dtype
   if dt == core.BOOL then
     -- as x + bound would (with_scalar): a bool clipped to 0.5 is float32
@@ -378,10 +365,10 @@ function np.clip(x, a_min, a_max)
 end
 
 function np.where(cond, x, y)
-  check_array(cond, "where", 1, 2)
+  check_array(cond, "where", 1)
   if not is_array(x) then x = scalar_for(x, is_array(y) and y or cond, "where") end
   if not is_array(y) then y = scalar_for(y, x, "where") end
-  return call(op.where, {cond, x, y}, nil, 2)
+  return call(op.where, {cond, x, y})
 end
 
 ---------------------------------------------------------------------------
@@ -405,14 +392,14 @@ end
 local function reduction(name)
   local id = op[name]
   np[name] = function(x, axis, kw)
-    check_array(x, name, 1, 2)
+    check_array(x, name, 1)
     if type(axis) == "table" and axis[1] == nil and next(axis) ~= nil then kw, axis = axis, nil end
-    kw = options(kw, name, reduce_keys, 2)
+    kw = options(kw, name, reduce_keys)
     local a = attrs()
     a.i[0] = kw.keepdims and 1 or 0
-    core.set_ints(a, axes_arg(axis, kw, name), 1, name, 2)
-    if kw.dtype then a.dtype = core.dtype_id(kw.dtype, name, 2) end
-    return call(id, {x}, a, 2)
+    core.set_ints(a, axes_arg(axis, kw, name), 1, name)
+    if kw.dtype then a.dtype = core.dtype_id(kw.dtype, name) end
+    return call(id, {x}, a)
   end
 end
 for _, name in ipairs({"sum", "mean", "max", "min", "prod"}) do reduction(name) end
@@ -421,15 +408,15 @@ np.amax, np.amin = np.max, np.min
 local function arg_reduction(name)
   local id = op[name]
   np[name] = function(x, axis, kw)
-    check_array(x, name, 1, 2)
+    check_array(x, name, 1)
     if type(axis) == "table" then kw, axis = axis, nil end
-    kw = options(kw, name, arg_reduce_keys, 2)
+    kw = options(kw, name, arg_reduce_keys)
     axis = axis == nil and kw.axis or axis
     local a = attrs()
     a.i[0] = kw.keepdims and 1 or 0
     a.ni = 1
-    if axis ~= nil then a.i[1], a.ni = core.int_arg(axis, name, "axis", 2), 2 end
-    return call(id, {x}, a, 2)
+    if axis ~= nil then a.i[1], a.ni = core.int_arg(axis, name, "axis"), 2 end
+    return call(id, {x}, a)
   end
 end
 arg_reduction("argmax")
@@ -440,30 +427,30 @@ arg_reduction("argmin")
 
 -- reshape(x, {2, -1}) or reshape(x, 2, -1)
 function np.reshape(x, shape, ...)
-  check_array(x, "reshape", 1, 2)
+  check_array(x, "reshape", 1)
   if type(shape) == "number" then shape = {shape, ...} end
-  if type(shape) ~= "table" then error("reshape: the new shape must be a list of integers", 2) end
+  if type(shape) ~= "table" then core.error("reshape: the new shape must be a list of integers") end
   local a = attrs()
-  core.set_ints(a, shape, 0, "reshape", 2)
-  return call(op.reshape, {x}, a, 2)
+  core.set_ints(a, shape, 0, "reshape")
+  return call(op.reshape, {x}, a)
 end
 
 function np.transpose(x, axes, ...)
-  check_array(x, "transpose", 1, 2)
+  check_array(x, "transpose", 1)
   if type(axes) == "number" then axes = {axes, ...} end
   local a = attrs()
-  core.set_ints(a, axes or {}, 0, "transpose", 2)
-  return call(op.transpose, {x}, a, 2)
+  core.set_ints(a, axes or {}, 0, "transpose")
+  return call(op.transpose, {x}, a)
 end
 
 function np.swapaxes(x, a1, a2)
-  check_array(x, "swapaxes", 1, 2)
+  check_array(x, "swapaxes", 1)
   local nd = x.ndim
   local perm = {}
   for k = 1, nd do perm[k] = k - 1 end
   local function norm(ax)
     if type(ax) ~= "number" or ax < -nd or ax >= nd then
-      error(("swapaxes: axis %s is out of bounds for an array of dimension %d"):format(tostring(ax), nd), 3)
+      core.error(("swapaxes: axis %s is out of bounds for an array of dimension %d"):format(tostring(ax), nd))
     end
     return ax < 0 and ax + nd or ax
   end
@@ -473,64 +460,64 @@ function np.swapaxes(x, a1, a2)
 end
 
 function np.expand_dims(x, axis)
-  check_array(x, "expand_dims", 1, 2)
+  check_array(x, "expand_dims", 1)
   local a = attrs()
-  a.i[0], a.ni = core.int_arg(axis, "expand_dims", "axis", 2), 1
-  return call(op.expand_dims, {x}, a, 2)
+  a.i[0], a.ni = core.int_arg(axis, "expand_dims", "axis"), 1
+  return call(op.expand_dims, {x}, a)
 end
 
 function np.squeeze(x, axis, kw)
-  check_array(x, "squeeze", 1, 2)
+  check_array(x, "squeeze", 1)
   if type(axis) == "table" and axis[1] == nil then kw, axis = axis, nil end
-  kw = options(kw, "squeeze", axis_keys, 2)
+  kw = options(kw, "squeeze", axis_keys)
   local a = attrs()
-  core.set_ints(a, axes_arg(axis, kw, "squeeze"), 0, "squeeze", 2)
-  return call(op.squeeze, {x}, a, 2)
+  core.set_ints(a, axes_arg(axis, kw, "squeeze"), 0, "squeeze")
+  return call(op.squeeze, {x}, a)
 end
 
 function np.broadcast_to(x, shape)
-  check_array(x, "broadcast_to", 1, 2)
+  check_array(x, "broadcast_to", 1)
   local a = attrs()
-  core.set_ints(a, core.shape_arg(shape, "broadcast_to", 2), 0, "broadcast_to", 2)
-  return call(op.broadcast_to, {x}, a, 2)
+  core.set_ints(a, core.shape_arg(shape, "broadcast_to"), 0, "broadcast_to")
+  return call(op.broadcast_to, {x}, a)
 end
 
 function np.ravel(x) return np.reshape(x, {-1}) end
 
 -- split(x, sections | {indices}, axis | {axis=}) -> Lua list of views
 function np.split(x, sections, axis, kw)
-  check_array(x, "split", 1, 2)
+  check_array(x, "split", 1)
   if type(axis) == "table" then kw, axis = axis, nil end
-  kw = options(kw, "split", axis_keys, 2)
-  axis = core.int_arg(axis or kw.axis or 0, "split", "axis", 2)
+  kw = options(kw, "split", axis_keys)
+  axis = core.int_arg(axis or kw.axis or 0, "split", "axis")
   local nd = x.ndim
   local ax = axis < 0 and axis + nd or axis
   if ax < 0 or ax >= nd then
-    error(("split: axis %d is out of bounds for an array of dimension %d"):format(axis, nd), 2)
+    core.error(("split: axis %d is out of bounds for an array of dimension %d"):format(axis, nd))
   end
   local len = x.shape[ax + 1]
   local bounds = {}
   if type(sections) == "number" then
-    core.int_arg(sections, "split", "the number of sections", 2)
+    core.int_arg(sections, "split", "the number of sections")
     if sections <= 0 or len % sections ~= 0 then
-      error(("split: array split does not result in an equal division (axis %d of length %d into %d sections)")
-            :format(axis, len, sections), 2)
+      core.error(("split: array split does not result in an equal division (axis %d of length %d into %d sections)")
+            :format(axis, len, sections))
     end
     for k = 1, sections - 1 do bounds[k] = k * (len / sections) end
   elseif type(sections) == "table" then
     bounds = sections
   else
-    error("split: sections must be a number or a list of indices", 2)
+    core.error("split: sections must be a number or a list of indices")
   end
   local a = attrs()
   a.i[0] = axis
   if #bounds + 1 <= 8 then
-    core.set_ints(a, bounds, 1, "split", 2)
-    return call(op.split, {x}, a, 2, nil, #bounds + 1)
+    core.set_ints(a, bounds, 1, "split")
+    return call(op.split, {x}, a, nil, #bounds + 1)
   end
   -- the dispatcher returns at most 8 outputs: piece k between bounds k-1
   -- and k, cut out on its own (the middle of a three-way split)
-  core.set_ints(a, bounds, 1, "split", 2) -- checks every bound
+  core.set_ints(a, bounds, 1, "split") -- checks every bound
   local parts = {}
   for k = 1, #bounds + 1 do
     local cut, pick = {}, 1
@@ -538,35 +525,35 @@ function np.split(x, sections, axis, kw)
     if k <= #bounds then cut[#cut + 1] = bounds[k] end
     a = attrs()
     a.i[0] = axis
-    core.set_ints(a, cut, 1, "split", 2)
-    parts[k] = call(op.split, {x}, a, 2, nil, #cut + 1)[pick]
+    core.set_ints(a, cut, 1, "split")
+    parts[k] = call(op.split, {x}, a, nil, #cut + 1)[pick]
   end
   return parts
 end
 np.array_split = np.split
 
 function np.take(x, indices, axis, kw)
-  check_array(x, "take", 1, 2)
+  check_array(x, "take", 1)
   if type(axis) == "table" then kw, axis = axis, nil end
-  kw = options(kw, "take", take_keys, 2)
+  kw = options(kw, "take", take_keys)
   axis = axis == nil and kw.axis or axis
   if not is_array(indices) then indices = np.array(indices, {dtype = "int64", device = x.device}) end
   local modes = {clip = 0, wrap = 1, raise = 2}
   local mode = modes[kw.mode or "clip"]
-  if not mode then error(("take: mode must be 'clip', 'wrap' or 'raise', got %s"):format(tostring(kw.mode)), 2) end
+  if not mode then core.error(("take: mode must be 'clip', 'wrap' or 'raise', got %s"):format(tostring(kw.mode))) end
   local a = attrs()
-  a.i[0], a.i[1], a.ni = axis == nil and -999 or core.int_arg(axis, "take", "axis", 2), mode, 2
-  return call(op.take, {x, indices}, a, 2)
+  a.i[0], a.i[1], a.ni = axis == nil and -999 or core.int_arg(axis, "take", "axis"), mode, 2
+  return call(op.take, {x, indices}, a)
 end
 
 local function join(name)
   local id = op[name]
   np[name] = function(arrays, axis, kw)
     if type(axis) == "table" then kw, axis = axis, nil end
-    kw = options(kw, name, axis_keys, 2)
+    kw = options(kw, name, axis_keys)
     axis = axis or kw.axis or 0
     if type(arrays) ~= "table" or #arrays == 0 then
-      error(("%s: expected a non-empty list of arrays"):format(name), 2)
+      core.error(("%s: expected a non-empty list of arrays"):format(name))
     end
     if #arrays > 8 then -- the dispatcher takes 8 inputs: join in groups
       local groups = {}
@@ -584,10 +571,10 @@ local function join(name)
       for k = 1, #groups do parts[k] = np.concatenate(groups[k], axis) end
       return np.concatenate(parts, axis)
     end
-    for k = 1, #arrays do check_array(arrays[k], name, k, 2) end
+    for k = 1, #arrays do check_array(arrays[k], name, k) end
     local a = attrs()
-    a.i[0], a.ni = core.int_arg(axis, name, "axis", 2), 1
-    return call(id, arrays, a, 2)
+    a.i[0], a.ni = core.int_arg(axis, name, "axis"), 1
+    return call(id, arrays, a)
   end
 end
 join("concatenate")
@@ -595,25 +582,25 @@ join("stack")
 np.concat = np.concatenate
 
 function np.matmul(a, b)
-  check_array(a, "matmul", 1, 2)
-  check_array(b, "matmul", 2, 2)
-  return call(op.matmul, {a, b}, nil, 2)
+  check_array(a, "matmul", 1)
+  check_array(b, "matmul", 2)
+  return call(op.matmul, {a, b})
 end
 
 -- dot: NumPy's dot for 0-d (multiply), 1-d and 2-d operands (matmul), and
 -- N-d with 1-d or 2-d (sum over the last axis of a and the second-to-last of b).
 function np.dot(a, b)
-  check_array(a, "dot", 1, 2)
-  check_array(b, "dot", 2, 2)
+  check_array(a, "dot", 1)
+  check_array(b, "dot", 2)
   local na, nb = a.ndim, b.ndim
   if na == 0 or nb == 0 then return np.multiply(a, b) end
-  if nb <= 2 then return call(op.matmul, {a, b}, nil, 2) end
+  if nb <= 2 then return call(op.matmul, {a, b}) end
   -- b N-d: move b's second-to-last axis to the front and flatten the rest
   local bs = b.shape
   local perm = {nb - 2}
   for k = 0, nb - 1 do if k ~= nb - 2 then perm[#perm + 1] = k end end
   local b2 = np.reshape(np.transpose(b, perm), {bs[nb - 1], -1})
-  local r = call(op.matmul, {a, b2}, nil, 2)
+  local r = call(op.matmul, {a, b2})
   local shape = {}
   local as = a.shape
   for k = 1, na - 1 do shape[#shape + 1] = as[k] end

@@ -7,10 +7,10 @@ local ffi, C = core.ffi, core.C
 local npx = {}
 npx.Device = core.Device
 
-function npx.cpu(id) return core.device("cpu", id or 0, 2) end
+function npx.cpu(id) return core.device("cpu", id or 0) end
 -- gpu(i) names a device; using it when it does not exist is an error
 -- that says how many GPUs there are.
-function npx.gpu(id) return core.device("gpu", id or 0, 2) end
+function npx.gpu(id) return core.device("gpu", id or 0) end
 
 function npx.num_gpus() return C.luon_gpu_count() end
 
@@ -30,7 +30,7 @@ function npx.gpu_memory_info(id)
     return 0, 0
   end
   local fr, total = ffi.new("int64_t[1]"), ffi.new("int64_t[1]")
-  core.check(C.luon_gpu_memory_info(id, fr, total), 2)
+  core.check(C.luon_gpu_memory_info(id, fr, total))
   return tonumber(fr[0]), tonumber(total[0])
 end
 
@@ -39,7 +39,7 @@ function npx.current_device() return core.default_device end
 -- MXNet's switch to NumPy semantics. luon has no other mode: set_np() is
 -- accepted as it is, and asking for another mode is an error.
 function npx.set_np(kw)
-  kw = core.options(kw, "set_np", {"shape", "array", "dtype"}, 2, nil, "argument")
+  kw = core.options(kw, "set_np", {"shape", "array", "dtype"}, nil, nil, "argument")
   if kw.shape == false or kw.array == false then
     core.error("set_np: luon always has NumPy shapes and arrays; shape=false or array=false is not available")
   end
@@ -57,8 +57,8 @@ function npx.is_np_shape() return true end
 -- Run fn with dev as the default device, restoring the previous one after
 -- (also on error); returns what fn returns.
 function npx.with_device(dev, fn, ...)
-  dev = core.resolve_device(dev, "with_device", 2)
-  if type(fn) ~= "function" then error("with_device: the second argument must be a function", 2) end
+  dev = core.resolve_device(dev, "with_device")
+  if type(fn) ~= "function" then core.error("with_device: the second argument must be a function") end
   local saved = core.default_device
   core.default_device = dev
   local function finish(ok, ...)
@@ -71,14 +71,14 @@ end
 
 local function stats_of(type_id, id)
   local s = ffi.new("luon_memory_stats")
-  core.check(C.luon_memory_stats_get(type_id, id, s), 3)
+  core.check(C.luon_memory_stats_get(type_id, id, s))
   return {in_use = tonumber(s.in_use), cached = tonumber(s.cached), peak = tonumber(s.peak),
           allocs = tonumber(s.allocs), cache_hits = tonumber(s.cache_hits)}
 end
 
 -- Allocator statistics of a device: in_use, cached, peak, allocs, cache_hits.
 function npx.memory_stats(dev)
-  dev = core.resolve_device(dev, "memory_stats", 2)
+  dev = core.resolve_device(dev, "memory_stats")
   local s = stats_of(dev.type_id, dev.device_id) -- not a tail call: errors name our caller
   return s
 end
@@ -86,22 +86,22 @@ end
 -- Start the device's peak over from what is in use now (PyTorch's
 -- torch.cuda.reset_peak_memory_stats): the peak of one phase of a program.
 function npx.reset_peak_memory_stats(dev)
-  dev = core.resolve_device(dev, "reset_peak_memory_stats", 2)
-  core.check(C.luon_memory_reset_peak(dev.type_id, dev.device_id), 2)
+  dev = core.resolve_device(dev, "reset_peak_memory_stats")
+  core.check(C.luon_memory_reset_peak(dev.type_id, dev.device_id))
 end
 
 function npx.empty_cache(dev)
-  dev = core.resolve_device(dev, "empty_cache", 2)
+  dev = core.resolve_device(dev, "empty_cache")
   collectgarbage("collect")
-  core.check(C.luon_memory_empty_cache(dev.type_id, dev.device_id), 2)
+  core.check(C.luon_memory_empty_cache(dev.type_id, dev.device_id))
 end
 
 -- The same for pinned host pool id (0..15; MXNet's cpu_pinned(id)), where
 -- the DataLoader makes its batches when a GPU is present: all zeros
 -- without a GPU. Emptying it waits for the copies still reading its blocks.
-local PINNED = 3 -- LUON_CPU_PINNED
+local PINNED = C.LUON_CPU_PINNED
 local function pinned_id(id, fname)
-  return core.int_arg(id or 0, fname, "the pinned pool id", 3, 0, 2^31 - 1)
+  return core.int_arg(id or 0, fname, "the pinned pool id", 0, 2^31 - 1)
 end
 
 function npx.pinned_memory_stats(id)
@@ -112,7 +112,7 @@ end
 function npx.empty_pinned_cache(id)
   id = pinned_id(id, "empty_pinned_cache")
   collectgarbage("collect")
-  core.check(C.luon_memory_empty_cache(PINNED, id), 2)
+  core.check(C.luon_memory_empty_cache(PINNED, id))
 end
 
 -- A cap on the bytes a device's allocator holds (in use plus cached), nil
@@ -121,30 +121,30 @@ end
 -- the process instead. $LUON_MEMORY_LIMIT (bytes; K, M, G, T suffixes)
 -- gives every device its first limit.
 function npx.set_memory_limit(dev, bytes)
-  dev = core.resolve_device(dev, "set_memory_limit", 2)
-  bytes = core.int_arg(bytes or 0, "set_memory_limit", "bytes", 2, 0)
-  core.check(C.luon_memory_limit_set(dev.type_id, dev.device_id, bytes), 2)
+  dev = core.resolve_device(dev, "set_memory_limit")
+  bytes = core.int_arg(bytes or 0, "set_memory_limit", "bytes", 0)
+  core.check(C.luon_memory_limit_set(dev.type_id, dev.device_id, bytes))
 end
 
 -- The device's limit in bytes, or nil for none.
 function npx.memory_limit(dev)
-  dev = core.resolve_device(dev, "memory_limit", 2)
+  dev = core.resolve_device(dev, "memory_limit")
   local v = ffi.new("int64_t[1]")
-  core.check(C.luon_memory_limit_get(dev.type_id, dev.device_id, v), 2)
+  core.check(C.luon_memory_limit_get(dev.type_id, dev.device_id, v))
   return v[0] ~= 0 and tonumber(v[0]) or nil
 end
 
 function npx.waitall()
-  for i = 0, C.luon_gpu_count() - 1 do core.check(C.luon_device_sync(2, i), 2) end
+  for i = 0, C.luon_gpu_count() - 1 do core.check(C.luon_device_sync(C.LUON_GPU, i)) end
 end
 
-function npx.set_num_threads(n) C.luon_set_num_threads(core.int_arg(n, "set_num_threads", "n", 2, 1)) end
+function npx.set_num_threads(n) C.luon_set_num_threads(core.int_arg(n, "set_num_threads", "n", 1)) end
 function npx.num_threads() return C.luon_get_num_threads() end
 
 local function unary(name)
   local id = core.op_ids[name]
   npx[name] = function(x)
-    if not core.is_array(x) then error(("%s: expected an ndarray, got %s"):format(name, type(x)), 2) end
+    if not core.is_array(x) then core.error(("%s: expected an ndarray, got %s"):format(name, type(x))) end
     return core.call1(id, x)
   end
 end
@@ -158,40 +158,17 @@ unary("sigmoid")
 local op = core.op_ids
 local is_array = core.is_array
 
--- An op's options: exactly those the op reads (pooling{pool_typ = 'avg'}
--- must not quietly mean max); what: the table, noun: one key.
-local function opts_of(kw, fname, known, what, noun)
-  return core.options(kw, fname, known, 3, what, noun)
-end
--- the options of each op, made once (not a table per call on the hot path)
+-- An op's options (core.options) are exactly those the op reads
+-- (pooling{pool_typ = 'avg'} must not quietly mean max); the lists of each
+-- op are made once (not a table per call on the hot path).
 local bn_keys = {"eps", "momentum", "fix_gamma", "use_global_stats", "axis", "output_mean_var"}
 local fc_keys, dropout_keys = {"num_hidden", "no_bias", "flatten"}, {"p", "mode", "axes"}
 local activation_keys, leaky_keys = {"act_type"}, {"act_type", "slope"}
 local softmax_keys, pick_keys = {"axis", "temperature", "use_length"}, {"axis", "mode", "keepdims"}
 
-local function need_array(x, fname, what)
-  if not is_array(x) then
-    core.error(("%s: %s must be an ndarray, got %s"):format(fname, what, type(x)))
-  end
-  return x
-end
+local need_array = core.array_arg
 
--- (h, w) of a size given as n or {n} or {h, w}: integers, at least 0 for
--- padding and at least 1 for kernels, strides and dilations.
-local function pair(v, default, fname, what)
-  if v == nil then v = default end
-  local h, w
-  if type(v) == "number" then h, w = v, v
-  elseif type(v) == "table" and #v == 1 then h, w = v[1], v[1]
-  elseif type(v) == "table" and #v == 2 then h, w = v[1], v[2] end
-  local min = (what == "pad" or what == "padding") and 0 or 1
-  if not (core.is_int(h) and core.is_int(w) and h >= min and w >= min and h < 2^31 and w < 2^31) then
-    core.error(("%s: %s must be an integer >= %d or a list of two {h, w}, got %s"):format(fname, what, min,
-               type(v) == "table" and "{" .. table.concat(core.map_show(v), ", ") .. "}" or core.show_value(v)))
-  end
-  return h, w
-end
-npx._pair = pair
+local pair = core.pair
 
 local function layout_check(layout, fname)
   if layout ~= nil and layout ~= "NCHW" then
@@ -243,8 +220,8 @@ end
 
 function npx.convolution(data, weight, bias, kw)
   if type(bias) == "table" and not is_array(bias) then kw, bias = bias, nil end
-  local inputs, a = conv_args(data, weight, bias, opts_of(kw, "convolution", conv_keys))
-  return core.call(op.conv2d, inputs, a, 2)
+  local inputs, a = conv_args(data, weight, bias, core.options(kw, "convolution", conv_keys))
+  return core.call(op.conv2d, inputs, a)
 end
 
 -- pooling's options (below), which convolution_maxpool's pool_kw shares
@@ -255,8 +232,8 @@ local pool_keys = {"kernel", "pool_type", "global_pool", "stride", "pad", "pooli
 -- then max pooling(pool_kw) as one op whose convolution output is never
 -- stored; the same values as the two calls. pool_kw as pooling's, max only.
 function npx.convolution_maxpool(data, weight, bias, kw, pool_kw)
-  local inputs, a = conv_args(data, weight, bias, opts_of(kw, "convolution_maxpool", conv_keys))
-  pool_kw = opts_of(pool_kw, "convolution_maxpool", pool_keys, "the pooling options", "pooling option")
+  local inputs, a = conv_args(data, weight, bias, core.options(kw, "convolution_maxpool", conv_keys))
+  pool_kw = core.options(pool_kw, "convolution_maxpool", pool_keys, nil, "the pooling options", "pooling option")
   layout_check(pool_kw.layout, "convolution_maxpool")
   if (pool_kw.pool_type or "max") ~= "max" or pool_kw.global_pool then
     core.error("convolution_maxpool: the pool must be max pooling over windows (not global)")
@@ -270,14 +247,14 @@ function npx.convolution_maxpool(data, weight, bias, kw, pool_kw)
   end
   a.i[8], a.i[9], a.i[10], a.i[11], a.i[12], a.i[13] = kh, kww, sh, sw, ph, pw
   a.i[14], a.ni = conv == "full" and 1 or 0, 15
-  return core.call(op.conv2d_maxpool, inputs, a, 2, nil, 2)[1] -- the indices live on in the tape
+  return core.call(op.conv2d_maxpool, inputs, a, nil, 2)[1] -- the indices live on in the tape
 end
 
 -- pooling(data, {kernel=, pool_type='max'|'avg', global_pool=false,
 -- stride=kernel, pad=0, pooling_convention='valid'|'full',
 -- count_include_pad=true, layout='NCHW'}): 2-d, NCHW.
 function npx.pooling(data, kw)
-  kw = opts_of(kw, "pooling", pool_keys)
+  kw = core.options(kw, "pooling", pool_keys)
   need_array(data, "pooling", "data")
   layout_check(kw.layout, "pooling")
   local ptype = kw.pool_type or "max"
@@ -297,7 +274,7 @@ function npx.pooling(data, kw)
   a.i[0], a.i[1], a.i[2], a.i[3], a.i[4], a.i[5] = kh, kww, sh, sw, ph, pw
   a.i[6], a.i[7], a.i[8] = conv == "full" and 1 or 0, global, kw.count_include_pad == false and 0 or 1
   a.ni = 9
-  return core.call(id, {data}, a, 2)
+  return core.call(id, {data}, a)
 end
 
 -- batch_norm(x, gamma, beta, running_mean, running_var, {eps=1e-3,
@@ -307,7 +284,7 @@ end
 -- pass, with the biased variance; otherwise it uses the running statistics.
 -- fix_gamma: gamma is taken as 1 (MXNet's default for this op).
 function npx.batch_norm(x, gamma, beta, running_mean, running_var, kw)
-  kw = opts_of(kw, "batch_norm", bn_keys)
+  kw = core.options(kw, "batch_norm", bn_keys)
   need_array(x, "batch_norm", "x")
   need_array(gamma, "batch_norm", "gamma")
   need_array(beta, "batch_norm", "beta")
@@ -317,11 +294,11 @@ function npx.batch_norm(x, gamma, beta, running_mean, running_var, kw)
     gamma = np.ones(gamma.shape, {dtype = gamma.dtype, device = gamma.device})
   end
   local a = core.attrs()
-  a.i[0], a.i[1], a.i[2], a.ni = core.int_arg(kw.axis or 1, "batch_norm", "axis", 2),
+  a.i[0], a.i[1], a.i[2], a.ni = core.int_arg(kw.axis or 1, "batch_norm", "axis"),
                                   C.luon_autograd_is_training(), kw.use_global_stats and 1 or 0, 3
-  a.f[0] = core.num_arg(kw.eps or 1e-3, "batch_norm", "eps", 2)
-  a.f[1] = core.num_arg(kw.momentum or 0.9, "batch_norm", "momentum", 2)
-  local outs = core.call(op.batch_norm, {x, gamma, beta, running_mean, running_var}, a, 2, nil, 3)
+  a.f[0] = core.num_arg(kw.eps or 1e-3, "batch_norm", "eps")
+  a.f[1] = core.num_arg(kw.momentum or 0.9, "batch_norm", "momentum")
+  local outs = core.call(op.batch_norm, {x, gamma, beta, running_mean, running_var}, a, nil, 3)
   if kw.output_mean_var then return outs[1], outs[2], outs[3] end
   return outs[1]
 end
@@ -331,7 +308,7 @@ end
 -- flatten: x (N, ...) is taken as (N, prod(...)); else the last axis.
 function npx.fully_connected(x, weight, bias, kw)
   if type(bias) == "table" and not is_array(bias) then kw, bias = bias, nil end
-  kw = opts_of(kw, "fully_connected", fc_keys)
+  kw = core.options(kw, "fully_connected", fc_keys)
   need_array(x, "fully_connected", "x")
   need_array(weight, "fully_connected", "weight")
   if weight.ndim ~= 2 then
@@ -362,7 +339,7 @@ end
 -- with probability 1-p, scaled by 1/(1-p); 'training' acts only while
 -- autograd.is_training(), otherwise returns x itself.
 function npx.dropout(x, kw)
-  kw = opts_of(kw, "dropout", dropout_keys)
+  kw = core.options(kw, "dropout", dropout_keys)
   need_array(x, "dropout", "x")
   local p = kw.p == nil and 0.5 or kw.p
   local mode = kw.mode or "training"
@@ -374,14 +351,14 @@ function npx.dropout(x, kw)
   end
   if mode == "training" and C.luon_autograd_is_training() == 0 then return x end
   local a = core.attrs()
-  a.f[0] = core.num_arg(p, "dropout", "p", 2)
-  return core.call(op.dropout, {x}, a, 2, nil, 2)[1]
+  a.f[0] = core.num_arg(p, "dropout", "p")
+  return core.call(op.dropout, {x}, a, nil, 2)[1]
 end
 
 -- activation(x, {act_type='relu'|'sigmoid'|'tanh'|'softrelu'|'softsign'})
 local act_ops = {relu = op.relu, sigmoid = op.sigmoid, tanh = op.tanh, softrelu = op.softrelu}
 function npx.activation(x, kw)
-  local act = type(kw) == "string" and kw or opts_of(kw, "activation", activation_keys).act_type or "relu"
+  local act = type(kw) == "string" and kw or core.options(kw, "activation", activation_keys).act_type or "relu"
   need_array(x, "activation", "x")
   local id = act_ops[act]
   if id then return core.call1(id, x) end
@@ -392,14 +369,14 @@ end
 
 -- leaky_relu(x, {act_type='leaky', slope=0.25})
 function npx.leaky_relu(x, kw)
-  kw = opts_of(kw, "leaky_relu", leaky_keys)
+  kw = core.options(kw, "leaky_relu", leaky_keys)
   need_array(x, "leaky_relu", "x")
   if kw.act_type ~= nil and kw.act_type ~= "leaky" then
     core.error(("leaky_relu: only act_type 'leaky' is supported, got %s"):format(tostring(kw.act_type)))
   end
   local a = core.attrs()
-  a.f[0] = kw.slope == nil and 0.25 or core.num_arg(kw.slope, "leaky_relu", "slope", 2)
-  return core.call(op.leaky_relu, {x}, a, 2)
+  a.f[0] = kw.slope == nil and 0.25 or core.num_arg(kw.slope, "leaky_relu", "slope")
+  return core.call(op.leaky_relu, {x}, a)
 end
 
 local function softmax_like(name)
@@ -409,12 +386,12 @@ local function softmax_like(name)
     if type(kw) == "table" and kw.use_length then -- MXNet's mask by lengths: an error, not unmasked values
       core.error(("%s: use_length = true (with length) is not supported"):format(name))
     end
-    kw = opts_of(kw, name, softmax_keys)
+    kw = core.options(kw, name, softmax_keys)
     need_array(x, name, "x")
     if kw.temperature ~= nil and kw.temperature ~= 1 then x = x / kw.temperature end
     local a = core.attrs()
-    a.i[0], a.ni = core.int_arg(kw.axis or -1, name, "axis", 2), 1
-    return core.call(id, {x}, a, 2)
+    a.i[0], a.ni = core.int_arg(kw.axis or -1, name, "axis"), 1
+    return core.call(id, {x}, a)
   end
 end
 -- softmax(x, {axis=-1, temperature=1, use_length=false}), log_softmax(x, the same)
@@ -423,7 +400,7 @@ softmax_like("log_softmax")
 
 -- pick(x, index, {axis=-1, mode='clip'|'wrap', keepdims=false})
 function npx.pick(x, index, kw)
-  kw = opts_of(kw, "pick", pick_keys)
+  kw = core.options(kw, "pick", pick_keys)
   need_array(x, "pick", "x")
   if not is_array(index) then index = np.array(index, {device = x.device}) end
   local mode = kw.mode or "clip"
@@ -431,9 +408,9 @@ function npx.pick(x, index, kw)
     core.error(("pick: mode must be 'clip' or 'wrap', got %s"):format(tostring(mode)))
   end
   local a = core.attrs()
-  a.i[0], a.i[1], a.i[2], a.ni = core.int_arg(kw.axis or -1, "pick", "axis", 2), kw.keepdims and 1 or 0,
+  a.i[0], a.i[1], a.i[2], a.ni = core.int_arg(kw.axis or -1, "pick", "axis"), kw.keepdims and 1 or 0,
                                   mode == "wrap" and 1 or 0, 3
-  return core.call(op.pick, {x, index}, a, 2)
+  return core.call(op.pick, {x, index}, a)
 end
 
 npx.seed = np.random.seed

@@ -27,10 +27,7 @@ Ctrl-C interrupts a running chunk. History: ~/.luon_history ($LUON_HISTORY).]]
 ---------------------------------------------------------------------------
 -- Showing values
 
-local function shape_str(shape)
-  if #shape == 1 then return ("(%d,)"):format(shape[1]) end
-  return "(" .. table.concat(shape, ",") .. ")"
-end
+local shape_str = core.shape_text
 
 -- "<ndarray (3,4) float32 @cpu(0)>"
 function M.describe(x)

@@ -74,7 +74,7 @@ function serialize.load(path, opts)
   local res = {}
   for i = 0, C.luon_safetensors_count(h) - 1 do
     local st = C.luon_safetensors_get(h, i, dev.type_id, dev.device_id, out)
-    if st == 5 then -- out of memory: let the GC free what it can, once
+    if st == C.LUON_ENOMEM then -- let the GC free what it can, once
       collectgarbage("collect"); collectgarbage("collect")
       core.sweep()
       st = C.luon_safetensors_get(h, i, dev.type_id, dev.device_id, out)

@@ -267,7 +267,7 @@ gpu_only("dropout on the device: y = x * mask, mask in {0, 1/(1-p)}, keep rate 1
   local x = data(gpu, {101, 103}, "float64")
   local a = core.attrs()
   a.f[0] = 0.3
-  local r = core.call(core.op_ids.dropout, {x}, a, 2, nil, 2)
+  local r = core.call(core.op_ids.dropout, {x}, a, nil, 2)
   local y, mask = r[1], r[2]
   local e = differ(y, x * mask, "y vs x * mask")
   if e then error(e, 0) end
@@ -387,7 +387,7 @@ local function bn_call(x, g, b, rm, rv, axis, training, global)
   local a = core.attrs()
   core.set_ints(a, {axis, training, global})
   a.f[0], a.f[1] = 1e-5, 0.9
-  return core.call(core.op_ids.batch_norm, {x, g, b, rm, rv}, a, 2, nil, 3)
+  return core.call(core.op_ids.batch_norm, {x, g, b, rm, rv}, a, nil, 3)
 end
 for _, c in ipairs({{"float32 (4,3,5) axis 1", {4, 3, 5}, "float32", 1, false},
                     {"float64 transposed (5,6,3) axis -1", {3, 6, 5}, "float64", -1, true}}) do

@@ -72,7 +72,10 @@ for _, dev in ipairs(H.devices()) do
         H.assert_error(function() np.exp("x") end, {"exp: argument 1 must be an ndarray", "'x'"})
       end)
       it("rejects unknown options (a misspelt device must not mean the default one)", function()
-        H.assert_error(function() np.zeros({2}, {devcie = npx.cpu(1)}) end, {"zeros: unknown option 'devcie'"})
+        H.assert_error(function() np.zeros({2}, {devcie = npx.cpu(1)}) end, {"zeros: unknown option 'devcie'",
+                                                                                      "did you mean 'device'?"})
+        H.assert_error(function() np.zeros({2}, "float32") end,
+                       {"zeros: options must be a table of named options such as {dtype = ...}, got 'float32'"})
         H.assert_error(function() np.array({1}, {dtyp = "int32"}) end, {"array: unknown option 'dtyp'"})
         H.assert_error(function() np.random.uniform{low = 0, hgh = 1} end, {"random.uniform: unknown option 'hgh'"})
         H.assert_error(function() np.zeros({2}, "float32") end, {"zeros: options must be a table"})

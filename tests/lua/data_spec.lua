@@ -197,7 +197,7 @@ describe("DataLoader", function()
     local s = data.batchify.stack({np.ones({2, 2}), np.zeros({2, 2})})
     H.check(s, {{{1, 1}, {1, 1}}, {{0, 0}, {0, 0}}}, {shape = {2, 2, 2}})
     H.assert_error(function() data.batchify.stack({np.ones({2}), np.ones({3})}) end,
-                   {"sample 2 has shape (3)", "sample 1 has (2)"})
+                   {"sample 2 has shape (3,) but sample 1 has (2,)"})
     H.assert_error(function() data.batchify.stack({1, "x"}) end, "sample 2 is a string")
   end)
 

@@ -223,6 +223,16 @@ describe("errors", function()
           {"FashionMNIST: unknown argument 'rooot'"})
   end)
 
+  it("an error found deep inside luon is reported at the caller's line", function()
+    -- np.full raises it, called by full_like; Parameter's check by the layer's constructor
+    fails(function() local r = np.full_like(a, "x"); return r end, {"full: fill value must be a number"})
+    fails(function() local r = H.luon.gluon.nn.Dense(3, {activaton = "relu"}); return r end,
+          {"Dense: unknown argument 'activaton'", "did you mean 'activation'?"})
+    fails(function() local r = H.luon.init.Uniform{scal = 1}; return r end, {"Uniform: unknown argument 'scal'"})
+    fails(function() local r = H.luon.gluon.data.vision.transforms.Resize(4, {keep_ration = true}); return r end,
+          {"Resize: unknown argument 'keep_ration'", "did you mean 'keep_ratio'?"})
+  end)
+
   it("as_in_context needs a device", function()
     fails(function() local r = a:as_in_context(nil); return r end, {"as_in_context: expected a device", "nil"})
   end)

@@ -506,7 +506,7 @@ describe("ParameterDict", function()
 
   it("Parameter and collect_params check their keywords", function()
     H.assert_error(function() Parameter("w", {shape = {2}, grad_reqq = "add"}) end,
-                   {"Parameter: unknown argument 'grad_reqq'", "grad_req"})
+                   {"Parameter: unknown argument 'grad_reqq'", "did you mean 'grad_req'?"})
     H.assert_error(function() Parameter("w", {shape = {2}, stype = "row_sparse"}) end,
                    {"Parameter: stype 'row_sparse' is not supported"})
     local p = Parameter{name = "v", shape = {2}, lr_mult = 0.5}
@@ -588,7 +588,8 @@ describe("save_parameters / load_parameters", function()
     b:load_parameters(path, npx.cpu(1), false, true)  -- ctx, allow_missing, ignore_extra
     assert.same({npx.cpu(1)}, b:collect_params()["0.weight"]:list_device())
     H.assert_error(function() small_net():load_parameters(path, {cast_dtyp = true}) end,
-                   {"load_parameters: unknown argument 'cast_dtyp'", "cast_dtype", "ctx"})
+                   {"load_parameters: unknown argument 'cast_dtyp'", "cast_dtype", "ctx",
+                    "did you mean 'cast_dtype'?"})
     H.assert_error(function() net:save_parameters(path, {dedup = true}) end,
                    {"save_parameters: unknown argument 'dedup'", "deduplicate"})
   end)

@@ -444,6 +444,15 @@ describe("layer argument errors", function()
     H.assert_error(function() return luon.init.Xavier{magnitude = -3} end,
                    {"Xavier: magnitude must be a finite number >= 0, got -3"})
     H.assert_error(function() return luon.init.Uniform("x") end, {"Uniform: scale", "'x'"})
+    -- keywords are checked as every other function's (core.args)
+    H.assert_error(function() return luon.init.Uniform{scal = 0.1} end,
+                   {"Uniform: unknown argument 'scal' (known: scale); did you mean 'scale'?"})
+    H.assert_error(function() return luon.init.Xavier{magnitud = 2} end, {"Xavier: unknown argument 'magnitud'"})
+    H.assert_error(function() return luon.init.MSRAPrelu("in", {slop = 0.1}) end, {"MSRAPrelu: unknown argument 'slop'"})
+    assert.are.equal(0.2, luon.init.Normal{sigma = 0.2}.sigma)
+    assert.are.equal(2, luon.init.Xavier("gaussian", {magnitude = 2}).magnitude)
+    H.assert_error(function() return luon.init.Initializer()(np.zeros({2})) end,
+                   {"Initializer(): the base class fills no array"})
     H.assert_error(function() return nn.Conv2D{channels = 4, kernel_size = 2, layout = "NHWC"} end,
                    {"layout must be 'NCHW'"})
     H.assert_error(function() return nn.Activation("swish") end, {"Activation: activation must be", "swish"})

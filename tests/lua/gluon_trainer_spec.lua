@@ -471,7 +471,7 @@ describe("Trainer", function()
     tr = Trainer({p}, "sgd", {learning_rate = 0.5}, "local")         -- MXNet's positional kvstore
     assert.equal("local", tr._kvstore)
     H.assert_error(function() Trainer({p}, {optimizer = "sgd", optimzer_params = {}}) end,
-                   {"Trainer: unknown option 'optimzer_params'", "optimizer_params"})
+                   {"Trainer: unknown option 'optimzer_params'", "did you mean 'optimizer_params'?"})
     H.assert_error(function() Trainer({p}, "sgd", nil, {kvstor = "device"}) end,
                    {"Trainer: unknown option 'kvstor'", "kvstore, compression_params, update_on_kvstore"})
     H.assert_error(function() Trainer({p}, {optimizer = "sgd"}, {learning_rate = 1}) end, {"give everything in it"})

@@ -51,7 +51,7 @@ local function raw(name, inputs, ints, floats, nout)
   local a = core.attrs()
   if ints then core.set_ints(a, ints) end
   for k, v in ipairs(floats or {}) do a.f[k - 1] = v end
-  return core.call(core.op_ids[name], inputs, a, 2, nil, nout)
+  return core.call(core.op_ids[name], inputs, a, nil, nout)
 end
 
 ---------------------------------------------------------------------------

@@ -18,7 +18,10 @@ local function x23() return np.arange(6):reshape({2, 3}) end -- {{0, 1, 2}, {3, 
 describe("np reductions", function()
   it("reject a misspelt option, naming the function and the key", function()
     local x = x23()
-    fails(function() local _ = np.sum(x, {axes = 0}) end, {"sum: unknown option 'axes'", "axis, keepdims, dtype"})
+    fails(function() local _ = np.sum(x, {axes = 0}) end,
+          {"sum: unknown option 'axes' (known: axis, keepdims, dtype); did you mean 'axis'?"})
+    local msg = H.assert_error(function() local _ = np.sum(x, {zzz = 0}) end, {"sum: unknown option 'zzz'"})
+    assert.is_nil(msg:find("did you mean", 1, true), "a suggestion for a name close to none: " .. msg)
     fails(function() local _ = np.mean(x, {axis = 1, keepdim = true}) end, {"mean", "'keepdim'"})
     fails(function() local _ = np.max(x, 0, {keepdim = true}) end, {"max", "'keepdim'"})
     fails(function() local _ = np.min(x, {out = x}) end, {"min", "'out'"})

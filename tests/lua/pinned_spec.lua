@@ -98,7 +98,7 @@ describe("DataLoader pin_memory", function()
   it("copies a Lua path's batch into the pinned pool field by field", function()
     local x = np.arange(0, 24, 1):reshape({2, 3, 4})
     local g = npx.num_gpus() > 0 and np.ones({2}, {device = npx.gpu(0)}) or nil
-    local b = data._pin_batch({x:slice({0, 2}, {1, 3}), {np.array({7, 8}, {dtype = "int64"}), 5}, g}, 0)
+    local b = require("luon.gluon.data.dataloader")._pin_batch({x:slice({0, 2}, {1, 3}), {np.array({7, 8}, {dtype = "int64"}), 5}, g}, 0)
     assert.are.same(x:slice({0, 2}, {1, 3}):totable(), b[1]:totable())
     assert.are.same({2, 2, 4}, b[1].shape)
     assert.are.equal("int64", b[2][1].dtype)
@@ -106,7 +106,7 @@ describe("DataLoader pin_memory", function()
     assert.are.equal(5, b[2][2])
     assert.is_true(rawequal(g, b[3])) -- arrays on a GPU stay as they are
     assert.are.equal(npx.num_gpus() > 0, pinned(b[1]) and pinned(b[2][1]))
-    if npx.num_gpus() > 0 then assert.is_true(rawequal(b[1], data._pin_batch(b, 0)[1])) end -- not copied again
+    if npx.num_gpus() > 0 then assert.is_true(rawequal(b[1], require("luon.gluon.data.dataloader")._pin_batch(b, 0)[1])) end -- not copied again
   end)
 
   it("checks its options", function()

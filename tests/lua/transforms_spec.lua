@@ -42,6 +42,18 @@ describe("transforms", function()
       local y = T.Resize(150, true)(img)
       assert.equal("uint8", y.dtype)
     end)
+    it("rejects unknown keywords, naming the known ones (all transforms)", function()
+      H.assert_error(function() return T.Resize{size = 4, interp = 1} end,
+                     {"Resize: unknown argument 'interp' (known: size, keep_ratio, interpolation)"})
+      H.assert_error(function() return T.RandomCrop(4, {padding = 1}) end, {"RandomCrop: unknown argument 'padding'"})
+      H.assert_error(function() return T.RandomResizedCrop{size = 4, scales = {0.5, 1}} end,
+                     {"RandomResizedCrop: unknown argument 'scales'", "did you mean 'scale'?"})
+      H.assert_error(function() return T.RandomFlipLeftRight{prob = 0.5} end, {"RandomFlipLeftRight: unknown argument 'prob'"})
+      H.assert_error(function() return T.RandomBrightness{brightnes = 0.1} end, {"RandomBrightness: unknown argument 'brightnes'"})
+      H.assert_error(function() return T.RandomColorJitter{hues = 0.1} end, {"RandomColorJitter: unknown argument 'hues'"})
+      H.assert_error(function() return T.Normalize{mean = 0, sd = 1} end, {"Normalize: unknown argument 'sd'"})
+      H.assert_error(function() return T.Cast{dtyp = "float32"} end, {"Cast: unknown argument 'dtyp'"})
+    end)
     it("resamples as OpenCV's bilinear (2x2 -> 4x4, 11-bit fixed point)", function()
       local img = u8({{{0}, {100}}, {{200}, {255}}})
       assert.same({0, 25, 75, 100, 50, 72, 117, 139, 150, 167, 200, 216, 200, 214, 241, 255},

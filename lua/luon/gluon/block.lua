@@ -488,7 +488,7 @@ function Block:share_parameters(shared)
     for _, n in ipairs(b._child_order) do walk(b._children[n], prefix .. n .. ".") end
   end
   walk(self, "")
-  if bad then core.error(bad, 2) end
+  if bad then core.error(bad) end
   for _, t in ipairs(swaps) do
     t[1]._params[t[2]] = t[3]
     t[1]._ready = false

@@ -6,11 +6,10 @@
 local core = require("luon.core")
 local np = require("luon.np")
 local npx = require("luon.npx")
-local optimizer = require("luon.gluon.optimizer")
 
 local op = core.op_ids
 local is_array = core.is_array
-local class, parse_args = optimizer.class, optimizer._parse_args
+local class, parse_args = core.class, core.args
 
 local loss = {}
 
@@ -19,14 +18,12 @@ local loss = {}
 
 local function log_softmax(x, axis) return npx.log_softmax(x, {axis = axis}) end
 local function softmax(x, axis) return npx.softmax(x, {axis = axis}) end
-loss._softmax = softmax
 
 -- x[..., index, ...] along axis; out-of-range indices are clipped (MXNet's
 -- pick mode 'clip'); keepdims keeps the axis as size 1.
 local function pick(x, index, axis, keepdims)
   return npx.pick(x, index, {axis = axis, keepdims = keepdims})
 end
-loss._pick = pick
 
 local function relu(x) return core.call1(op.relu, x) end
 local function softrelu(x) return core.call1(op.softrelu, x) end

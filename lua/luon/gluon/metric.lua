@@ -4,11 +4,10 @@
 -- (name, value), NaN before any update, as MXNet.
 local core = require("luon.core")
 local np = require("luon.np")
-local optimizer = require("luon.gluon.optimizer")
-local loss = require("luon.gluon.loss")
+local npx = require("luon.npx")
 
 local is_array = core.is_array
-local class, parse_args = optimizer.class, optimizer._parse_args
+local class, parse_args = core.class, core.args
 
 local metric = {}
 
@@ -197,7 +196,7 @@ function TopKAccuracy:update(...)
     if nd == 1 then
       correct = np.sum(np.equal(as_int(pred), label))
     else
-      local score = loss._pick(pred, label, 1, true)               -- (N,1)
+      local score = npx.pick(pred, label, {axis = 1, keepdims = true}) -- (N,1)
       local above = np.sum(np.greater(pred, score), 1)             -- (N,)
       -- a label outside [0, classes) is never among the top k (pick clips
       -- it to a class, which could be)
@@ -280,12 +279,12 @@ function CrossEntropy:update(...)
                  :format(shape_text(label.shape), shape_text(pshape), self.axis))
     end
     pred = pred:to_device(label.device)
-    if self.from_logits then pred = loss._softmax(pred, ax) end
+    if self.from_logits then pred = npx.softmax(pred, {axis = ax}) end
     -- the label's shape is pred's without the axis
     local lshape = {}
     for d = 1, nd do if d ~= ax + 1 then lshape[#lshape + 1] = pshape[d] end end
     label = np.reshape(as_int(label), lshape)
-    local p = loss._pick(pred, label, ax, false)
+    local p = npx.pick(pred, label, {axis = ax, keepdims = false})
     local classes = pshape[ax + 1]
     local bad = np.sum(np.less(label, 0), {dtype = "float64"}) +
                 np.sum(np.greater_equal(label, classes), {dtype = "float64"})

@@ -34,7 +34,7 @@ local function opts(layer, names, ...)
 end
 
 local function positive_int(v, layer, what)
-  if type(v) ~= "number" or v % 1 ~= 0 or v < 1 then
+  if not core.is_int(v) or v < 1 then
     core.error(("%s: %s must be a positive integer, got %s"):format(layer, what, tostring(v)))
   end
   return v
@@ -43,7 +43,7 @@ end
 -- An optional size known in advance (in_units, in_channels): 0 when not
 -- given (inferred at the first call), else an integer >= 0.
 local function known_size(v, layer, what)
-  return v == nil and 0 or core.int_arg(v, layer, what, 3, 0)
+  return v == nil and 0 or core.int_arg(v, layer, what, 0)
 end
 
 -- Python's repr of a number or boolean.
@@ -54,18 +54,11 @@ local function pyrepr(v)
   return tostring(v)
 end
 
--- The device of array x (a cached Device per (type, id)).
+-- The device of array x (core's cached Device of its (type, id)).
 local info_of = core.info_of
-local devices = {}
 local function device_of(x)
   local info = info_of(x)
-  local key = info.dev_type * 65536 + info.dev_id
-  local d = devices[key]
-  if not d then
-    d = core.device_from_ids(info.dev_type, info.dev_id)
-    devices[key] = d
-  end
-  return d
+  return core.device_from_ids(info.dev_type, info.dev_id)
 end
 
 local function layout_of(layout, layer)
@@ -179,10 +172,10 @@ function Conv2D:__init(...)
                             "dtype"}, ...)
   local channels = positive_int(o.channels, "Conv2D", "channels")
   if o.kernel_size == nil then core.error("Conv2D: kernel_size is required") end
-  local kh, kw = npx._pair(o.kernel_size, nil, "Conv2D", "kernel_size")
-  local sh, sw = npx._pair(o.strides, 1, "Conv2D", "strides")
-  local ph, pw = npx._pair(o.padding, 0, "Conv2D", "padding")
-  local dh, dw = npx._pair(o.dilation, 1, "Conv2D", "dilation")
+  local kh, kw = core.pair(o.kernel_size, nil, "Conv2D", "kernel_size")
+  local sh, sw = core.pair(o.strides, 1, "Conv2D", "strides")
+  local ph, pw = core.pair(o.padding, 0, "Conv2D", "padding")
+  local dh, dw = core.pair(o.dilation, 1, "Conv2D", "dilation")
   local groups = positive_int(o.groups or 1, "Conv2D", "groups")
   if channels % groups ~= 0 then
     core.error(("Conv2D: channels (%d) must be a multiple of groups (%d)"):format(channels, groups))
@@ -283,9 +276,9 @@ local function pooling(name, pool_type, global)
     if pool_type == "max" and o.count_include_pad ~= nil then
       core.error(name .. ": unknown argument 'count_include_pad' (only average pooling has it)")
     end
-    local kh, kw = npx._pair(global and 1 or o.pool_size, 2, name, "pool_size")
-    local sh, sw = npx._pair(o.strides, {kh, kw}, name, "strides")
-    local ph, pw = npx._pair(o.padding, 0, name, "padding")
+    local kh, kw = core.pair(global and 1 or o.pool_size, 2, name, "pool_size")
+    local sh, sw = core.pair(o.strides, {kh, kw}, name, "strides")
+    local ph, pw = core.pair(o.padding, 0, name, "padding")
     self._kernel, self._stride, self._pad = {kh, kw}, {sh, sw}, {ph, pw}
     self._ceil_mode = global or o.ceil_mode == true
     self._count_include_pad = o.count_include_pad ~= false
@@ -393,5 +386,4 @@ nn.Flatten = Flatten
 function Flatten:forward(x) return npx.batch_flatten(x) end
 function Flatten:__tostring() return "Flatten" end
 
-nn._opts = opts
 return core.strict_module(nn, "gluon.nn")

@@ -8,52 +8,7 @@ local np = require("luon.np")
 local op = core.op_ids
 local optimizer = {}
 
--- The public names (not "_...") of obj, of its class chain and its props.
-local function public_names(obj, c)
-  local ts = {obj}
-  while c do
-    ts[#ts + 1], ts[#ts + 2] = c, rawget(c, "_props")
-    local mt = getmetatable(c)
-    c = mt and mt.__index
-  end
-  return core.public_names(unpack(ts))
-end
-
--- A class whose instances read `props` (computed fields) before methods;
--- metamethods (__call, __tostring) are inherited by copying. In a class
--- with _strict set, reading a public name nobody defines is an error
--- naming the close ones (Optimizer's own code probes optional fields).
-local function class(name, parent)
-  local c = {__name = name, _props = setmetatable({}, {__index = parent and parent._props})}
-  c.__index = function(self, k)
-    local p = c._props[k]
-    if p then return p(self) end
-    local v = c[k]
-    if v == nil and c._strict and type(k) == "string" and k:byte(1) ~= 95 then
-      core.no_field(name, k, public_names(self, c))
-    end
-    return v
-  end
-  if parent then
-    for _, mm in ipairs({"__call", "__tostring", "__newindex"}) do c[mm] = rawget(parent, mm) end
-  end
-  return setmetatable(c, {
-    __index = parent,
-    __call = function(cls, ...)
-      local obj = setmetatable({}, cls)
-      cls.__init(obj, ...)
-      return obj
-    end,
-    __tostring = function() return name end,
-  })
-end
-optimizer.class = class
-
--- Keyword arguments: positional ones (by name, in order) then one table
--- (core.args). Unknown keywords are an error naming the known ones, as
--- MXNet's TypeError.
-local parse_args = core.args
-optimizer._parse_args = parse_args
+local class, parse_args = core.class, core.args
 
 local function set_of(...)
   local s = {}
@@ -226,7 +181,6 @@ optimizer.Optimizer = Optimizer
 local base_args = {"rescale_grad", "param_idx2name", "wd", "clip_gradient", "learning_rate",
                    "lr_scheduler", "begin_num_update", "multi_precision", "param_dict",
                    "aggregate_num", "use_fused_step", "lazy_update", "sym"}
-optimizer._base_args = base_args
 
 -- a.key, when given, must be a number; in [lo, hi) when they are given.
 local function check_num(name, a, key, lo, hi)
@@ -238,7 +192,6 @@ local function check_num(name, a, key, lo, hi)
                core.show_value(v)))
   end
 end
-optimizer._check_num = check_num
 
 function Optimizer:__init(a)
   a = a or {}

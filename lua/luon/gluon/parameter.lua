@@ -65,13 +65,13 @@ end
 -- A device argument: nil (current), a Device, or a list -> list of Devices.
 local function devices_of(dev, who)
   if dev == nil then return {core.default_device} end
-  if core.is_device(dev) or type(dev) == "string" then return {core.resolve_device(dev, who, 3)} end
+  if core.is_device(dev) or type(dev) == "string" then return {core.resolve_device(dev, who)} end
   if type(dev) ~= "table" or #dev == 0 then
     core.error(("%s: device must be a Device or a non-empty list of Devices, got %s"):format(who, tostring(dev)))
   end
   local out, seen = {}, {}
   for k = 1, #dev do
-    local d = core.resolve_device(dev[k], who, 3)
+    local d = core.resolve_device(dev[k], who)
     if seen[d] then core.error(("%s: device %s appears twice in the device list"):format(who, tostring(d))) end
     seen[d] = true
     out[k] = d
@@ -101,7 +101,7 @@ function M.new(...)
   local p = {
     name = name,
     _shape = shape_of(kw.shape, "Parameter '" .. name .. "'"),
-    _dtype = kw.dtype and core.dtype_names[core.dtype_id(kw.dtype, "Parameter", 3)] or "float32",
+    _dtype = kw.dtype and core.dtype_names[core.dtype_id(kw.dtype, "Parameter")] or "float32",
     init = initializer.create(kw.init, "Parameter '" .. name .. "'"),
     allow_deferred_init = kw.allow_deferred_init or false,
     _differentiable = kw.differentiable ~= false,
@@ -301,7 +301,7 @@ local function replica(p, dev)
   end
   local r = p._by_dev[dev]
   if r then return r end
-  if not core.is_device(dev) then dev = core.resolve_device(dev, "Parameter '" .. p.name .. "'", 4) end
+  if not core.is_device(dev) then dev = core.resolve_device(dev, "Parameter '" .. p.name .. "'") end
   r = p._by_dev[dev]
   if r then return r end
   core.error(("Parameter '%s' was not initialized on device %s. It was only initialized on %s.")
@@ -415,7 +415,7 @@ end
 methods.reset_ctx = methods.reset_device
 
 function methods.cast(p, dtype)
-  local name = core.dtype_names[core.dtype_id(dtype, "Parameter '" .. p.name .. "': cast", 3)]
+  local name = core.dtype_names[core.dtype_id(dtype, "Parameter '" .. p.name .. "': cast")]
   p._dtype = name
   if p._deferred and p._deferred.data then p._deferred.data = p._deferred.data:astype(name) end
   if not p._data then return end

@@ -25,7 +25,7 @@ local function reduce_replicas(grads, op)
   if n < 2 then return end
   if n > 64 then core.error(("Trainer: %d replicas, at most 64"):format(n)) end
   for k = 1, n do replica_ptrs[k - 1] = grads[k].t end
-  core.check(C.luon_allreduce(n, replica_ptrs, op == "mean" and 1 or 0), 3)
+  core.check(C.luon_allreduce(n, replica_ptrs, op == "mean" and 1 or 0))
 end
 trainer.reduce_replicas = reduce_replicas
 
@@ -99,7 +99,7 @@ end
 ---------------------------------------------------------------------------
 -- Trainer
 
-local Trainer = optimizer.class("Trainer")
+local Trainer = core.class("Trainer")
 trainer.Trainer = Trainer
 
 -- Trainer(params, optimizer, optimizer_params, {kvstore = "device",
@@ -156,7 +156,7 @@ function Trainer:__init(params, ...)
   rawset(self, "_kvstore", kv)
   -- kvstore 'dist': across processes too (luon.dist); step(batch_size)
   -- then takes this process's batch size and the optimizer sees the sum
-  rawset(self, "_dist", dist_kv[kv] and require("luon.dist") or false)
+  rawset(self, "_dist", dist_kv[kv] and require("luon.gluon.trainer_dist") or false)
   -- Gradients are always summed into every replica and each replica updated
   -- with the same sum (MXNet's update_on_kvstore=false); the weights equal
   -- those of update_on_kvstore=true, so that flag is accepted and ignored.
@@ -189,7 +189,7 @@ function Trainer:__init(params, ...)
   local updaters = {}
   for k, d in ipairs(self._devices) do updaters[k] = optimizer.get_updater(opt, tostring(d)) end
   rawset(self, "_updaters", updaters)
-  if self._dist then self._dist._trainer_init(self) end
+  if self._dist then self._dist.init(self) end
 end
 
 Trainer._strict = true -- trainer.lerning_rate: an error naming learning_rate
@@ -281,7 +281,7 @@ function Trainer:_sync_states()
       if p.grad_req == "null" then reduce_replicas(p:list_data(), "mean") end
     end
   end
-  if self._dist then self._dist._trainer_sync_states(self) end
+  if self._dist then self._dist.sync_states(self) end
 end
 
 -- Sum each parameter's gradients over its replicas, into every replica.
@@ -292,7 +292,7 @@ function Trainer:allreduce_grads()
       if p.grad_req ~= "null" then reduce_replicas(p:list_grad()) end
     end
   end
-  if self._dist then self._dist._trainer_allreduce(self) end
+  if self._dist then self._dist.allreduce(self) end
 end
 
 -- update(batch_size, ignore_stale_grad): the second half of step, after
@@ -348,7 +348,7 @@ function Trainer:_update(ignore_stale_grad)
     local w1 = per_dev[1].weights
     for d = 2, ndev do
       local wd = per_dev[d].weights
-      for k = 1, #w1 do core.check(C.luon_tensor_copy(wd[k].t, w1[k].t), 2) end
+      for k = 1, #w1 do core.check(C.luon_tensor_copy(wd[k].t, w1[k].t)) end
     end
   end
   self:_sync_states()

@@ -48,7 +48,7 @@ local function stack_arrays(samples)
     for d = 0, ndim - 1 do same = same and xi.shape[d] == shape[d + 1] end
     if not same then
       argerror("batchify: sample %d has shape %s but sample 1 has %s (Stack needs one shape; pad first)",
-               k, "(" .. table.concat(x.shape, ",") .. ")", "(" .. table.concat(first.shape, ",") .. ")")
+               k, core.shape_text(x.shape), core.shape_text(first.shape))
     end
     core.check(C.luon_tensor_view(batch.t, ndim, shape + 1, strides, (k - 1) * row, view_out))
     local v = view_out[0]

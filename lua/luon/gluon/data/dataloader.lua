@@ -55,7 +55,7 @@ local pin_out = ffi.new("luon_tensor*[1]")
 local function pin_batch(b, pin)
   if is_array(b) then
     local info = core.info_of(b)
-    if info.dev_type ~= 1 or C.luon_tensor_is_pinned(b.t) ~= 0 then return b end
+    if info.dev_type ~= C.LUON_CPU or C.luon_tensor_is_pinned(b.t) ~= 0 then return b end
     core.check(C.luon_tensor_empty_pinned(info.dtype, info.ndim, info.shape, pin, pin_out))
     local p = core.wrap(pin_out[0])
     core.check(C.luon_tensor_copy(p.t, b.t))
@@ -91,8 +91,8 @@ function Lo.DataLoader(dataset, opts)
     argerror("DataLoader: expected a Dataset (with :len() and :get(i)), got %s", core.show_value(dataset))
   end
   if type(opts) ~= "table" then argerror("DataLoader: expected a table of options, got %s", type(opts)) end
-  core.check_keys(opts, "DataLoader", 2, loader_keys)
-  local n = core.int_arg(dataset:len(), "DataLoader", "the dataset's len()", 2, 0)
+  core.check_keys(opts, "DataLoader", loader_keys)
+  local n = core.int_arg(dataset:len(), "DataLoader", "the dataset's len()", 0)
   local bsampler = opts.batch_sampler
   if bsampler == nil then
     if opts.batch_size == nil then
@@ -304,18 +304,18 @@ function DataLoader:_c_batches()
   self._epoch = epoch + 1
   local h = self._c
   local before, done = self:skipped(), false -- before the workers start
-  core.check(C.luon_loader_start(h, order, bounds, #batches, epoch), 3)
+  core.check(C.luon_loader_start(h, order, bounds, #batches, epoch))
   local token = {}
   self._token = token
   return function()
     if done then return nil end
     if self._token ~= token then
-      core.error("DataLoader: this iteration was abandoned when a newer one of the same loader started", 2)
+      core.error("DataLoader: this iteration was abandoned when a newer one of the same loader started")
     end
     local st = C.luon_loader_next(h, data_out, label_out)
     if st ~= 0 then
       done = true
-      core.raise(1)
+      core.raise()
     end
     if data_out[0] == nil then
       done = true

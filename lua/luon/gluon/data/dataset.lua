@@ -79,6 +79,17 @@ function Dataset:transform_first(fn, lazy)
   return t
 end
 
+-- A dataset of chosen items of another (filter, take, shard).
+local Indexed = class(Dataset, "_IndexedDataset")
+local function IndexedDataset(base, idx)
+  return new(Indexed, {_base = base, _idx = idx})
+end
+function Indexed:len() return #self._idx end
+function Indexed:get(i)
+  local idx = self._idx
+  return self._base:get(idx[check_index(i, #idx) + 1])
+end
+
 -- The items for which fn(item) is true.
 function Dataset:filter(fn)
   if type(fn) ~= "function" then argerror("filter: expected a function, got %s", core.show_value(fn)) end
@@ -86,17 +97,17 @@ function Dataset:filter(fn)
   for i = 0, self:len() - 1 do
     if fn(self:get(i)) then keep[#keep + 1] = i end
   end
-  return D._IndexedDataset(self, keep)
+  return IndexedDataset(self, keep)
 end
 
 -- The first `count` items (all when nil or larger than the dataset).
 function Dataset:take(count)
-  if count ~= nil then core.int_arg(count, "take", "count", 2, 0) end
+  if count ~= nil then core.int_arg(count, "take", "count", 0) end
   local n = self:len()
   if count == nil or count > n then count = n end
   local idx = {}
   for i = 1, count do idx[i] = i - 1 end
-  return D._IndexedDataset(self, idx)
+  return IndexedDataset(self, idx)
 end
 
 -- Shard i of n contiguous shards; the first len % n shards are one longer.
@@ -110,7 +121,7 @@ function Dataset:shard(num_shards, index)
   local stop = start + size + (index < extra and 1 or 0)
   local idx = {}
   for i = start, stop - 1 do idx[#idx + 1] = i end
-  return D._IndexedDataset(self, idx)
+  return IndexedDataset(self, idx)
 end
 
 -- Lazily transformed dataset.
@@ -121,17 +132,6 @@ function LazyTransformDataset:get(i)
   local item = self._base:get(i)
   if is_tuple(item) then return pack(self._fn(unpack(item))) end
   return self._fn(item)
-end
-
--- A dataset of chosen items of another (filter, take, shard).
-local IndexedDataset = class(Dataset, "_IndexedDataset")
-function D._IndexedDataset(base, idx)
-  return new(IndexedDataset, {_base = base, _idx = idx})
-end
-function IndexedDataset:len() return #self._idx end
-function IndexedDataset:get(i)
-  local idx = self._idx
-  return self._base:get(idx[check_index(i, #idx) + 1])
 end
 
 ---------------------------------------------------------------------------
@@ -218,7 +218,7 @@ function ArrayDataset:_gather(indices)
       end
       local a = core.attrs()
       a.i[0], a.i[1], a.ni = 0, 0, 2 -- axis 0, mode clip (indices are in range)
-      out[k] = core.call(take_id, {x, idx}, a, 2)
+      out[k] = core.call(take_id, {x, idx}, a)
     else
       local col = {}
       for j = 1, #indices do col[j] = x[indices[j] + 1] end

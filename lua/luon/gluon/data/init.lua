@@ -23,15 +23,18 @@
 -- Python ints stack to int64); booleans become bool; lists are batched
 -- field by field into a list.
 local core = require("luon.core")
-local object = require("luon.gluon.data.object")
 local batchify = require("luon.gluon.data.batchify")
 local dataset = require("luon.gluon.data.dataset")
 local sampler = require("luon.gluon.data.sampler")
 local dataloader = require("luon.gluon.data.dataloader")
 
-local data = {batchify = batchify, _check_index = object.check_index}
+-- the public names of the file modules (their "_..." fields link them to
+-- each other and to the specs)
+local data = {batchify = batchify}
 for _, m in ipairs({dataset, sampler, dataloader}) do
-  for k, v in pairs(m) do data[k] = v end
+  for k, v in pairs(m) do
+    if k:byte(1) ~= 95 then data[k] = v end
+  end
 end
 local Dataset, Sampler = data.Dataset, data.Sampler
 

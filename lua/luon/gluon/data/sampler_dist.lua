@@ -22,12 +22,7 @@ local M = {}
 
 local rng = object.rng
 
-local function int_arg(v, what, min)
-  if type(v) ~= "number" or v % 1 ~= 0 or v < min then
-    core.error(("SplitSampler: %s must be an integer >= %d, got %s"):format(what, min, tostring(v)), 3)
-  end
-  return v
-end
+local function int_arg(v, what, min) return core.int_arg(v, "SplitSampler", what, min) end
 
 local SplitSampler = object.class(data.Sampler, "SplitSampler")
 
@@ -37,7 +32,7 @@ function M.SplitSampler(length, num_parts, part_index, opts)
   num_parts = int_arg(num_parts or 1, "num_parts", 1)
   part_index = int_arg(part_index or 0, "part_index", 0)
   if part_index >= num_parts then
-    core.error(("SplitSampler: part_index %d is not below num_parts %d"):format(part_index, num_parts), 2)
+    core.error(("SplitSampler: part_index %d is not below num_parts %d"):format(part_index, num_parts))
   end
   local part_len = math.floor(length / num_parts)
   return object.new(SplitSampler, {_start = part_len * part_index, _len = part_len,

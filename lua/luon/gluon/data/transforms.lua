@@ -14,17 +14,19 @@ local ffi, C = core.ffi, core.C
 
 local T = {}
 
--- ORDER luon_transform_kind
-local K = {CAST = 1, TO_TENSOR = 2, NORMALIZE = 3, RESIZE = 4, CENTER_CROP = 5, RANDOM_CROP = 6,
-           RANDOM_RESIZED_CROP = 7, FLIP_LR = 8, FLIP_TB = 9, BRIGHTNESS = 10, CONTRAST = 11,
-           SATURATION = 12, HUE = 13, COLOR_JITTER = 14, LIGHTING = 15}
+-- The step kinds (luon_transform_kind, read from the cdef: K.RESIZE is
+-- LUON_TF_RESIZE).
+local K = {}
+for _, name in ipairs({"CAST", "TO_TENSOR", "NORMALIZE", "RESIZE", "CENTER_CROP", "RANDOM_CROP",
+                       "RANDOM_RESIZED_CROP", "FLIP_LR", "FLIP_TB", "BRIGHTNESS", "CONTRAST",
+                       "SATURATION", "HUE", "COLOR_JITTER", "LIGHTING"}) do
+  K[name] = C["LUON_TF_" .. name]
+end
 T.kinds = K
 
 local step_t = ffi.typeof("luon_transform_step[?]")
 local outp = ffi.new("luon_tensor*[1]")
 local seedp = ffi.new("uint64_t[1]")
-
-local function err(msg) core.error(msg, 3) end
 
 ---------------------------------------------------------------------------
 -- The base of every transform: callable, forward(x, ...) -> x', ...
@@ -71,11 +73,11 @@ end
 -- Run a C pipeline on x (an ndarray): a new ndarray on x's device.
 local function run(arr, n, random, x, name, seed, index, reference)
   if not core.is_array(x) then
-    core.error(("%s: expects an ndarray image, got %s"):format(name, type(x)), 4)
+    core.error(("%s: expects an ndarray image, got %s"):format(name, type(x)))
   end
   local info = core.info_of(x)
   local dev
-  if info.dev_type ~= 1 then
+  if info.dev_type ~= C.LUON_CPU then
     dev = core.device_from_ids(info.dev_type, info.dev_id)
     x = x:copyto(core.device("cpu", 0))
   end
@@ -89,7 +91,7 @@ local function run(arr, n, random, x, name, seed, index, reference)
   end
   local f = reference and C.luon_transform_apply_reference or C.luon_transform_apply
   local st = f(arr, n, x.t, seed, index or 0, outp)
-  if st ~= 0 then core.raise(4) end
+  if st ~= 0 then core.raise() end
   local y = core.wrap(outp[0])
   core.gc_pressure()
   if dev then y = y:copyto(dev) end
@@ -113,52 +115,47 @@ end
 -- (seed, index), same augmentation); reference=true skips the fusion.
 function Transform:_apply(x, seed, index, reference)
   local arr, n = self:c_steps()
-  if not arr then err(self._name .. ": _apply needs a pipeline of built-in transforms") end
+  if not arr then core.error(self._name .. ": _apply needs a pipeline of built-in transforms") end
   return run(arr, n, self._random, x, self._name, seed, index, reference)
+end
+
+-- A transform of one C step; repr is how it prints.
+local function make(name, step, repr)
+  local t = setmetatable({_name = name, _steps = {step}, _repr = repr}, Transform)
+  t._random = is_random(t._steps)
+  return t
 end
 
 -- A copy whose random draws are fixed (see luon_transform_step.use_fixed):
 -- t:_fixed(1.5) is RandomBrightness with alpha 1.5.
 function Transform:_fixed(...)
-  if not self._steps or #self._steps ~= 1 then err(self._name .. ": _fixed needs a single step") end
+  if not self._steps or #self._steps ~= 1 then core.error(self._name .. ": _fixed needs a single step") end
   local s = {}
   for k, v in pairs(self._steps[1]) do s[k] = v end
   s.use_fixed, s.fixed = 1, {...}
-  return T._make(self._name, s, self._repr)
+  return make(self._name, s, self._repr)
 end
 
 function Transform.__call(self, x, ...) return self:forward(x, ...) end
 function Transform.__tostring(self) return self._repr or self._name end
 
-function T._make(name, step, repr)
-  local t = setmetatable({_name = name, _steps = {step}, _repr = repr}, Transform)
-  t._random = is_random(t._steps)
-  return t
-end
-local make = T._make
 
 ---------------------------------------------------------------------------
 -- Argument helpers
 
-local function opts(a, b)
-  if type(a) == "table" and getmetatable(a) == nil and a[1] == nil and next(a) ~= nil then return a, true end
-  if type(b) == "table" and getmetatable(b) == nil then return b, false end
-  return {}, false
-end
-
 local function number_arg(name, what, v, default, min)
   if v == nil then v = default end
   if type(v) ~= "number" or v ~= v then
-    err(("%s: %s must be a number, got %s"):format(name, what, tostring(v)))
+    core.error(("%s: %s must be a number, got %s"):format(name, what, tostring(v)))
   end
-  if min and v < min then err(("%s: %s must be >= %s, got %s"):format(name, what, min, v)) end
+  if min and v < min then core.error(("%s: %s must be >= %s, got %s"):format(name, what, min, v)) end
   return v
 end
 
 local function interp_arg(name, v)
   v = number_arg(name, "interpolation", v, 1)
   if v % 1 ~= 0 or v < 0 or v > 3 then
-    err(("%s: interpolation %s is not supported (0 nearest, 1 bilinear, 2 bicubic, 3 area)"):format(name, tostring(v)))
+    core.error(("%s: interpolation %s is not supported (0 nearest, 1 bilinear, 2 bicubic, 3 area)"):format(name, tostring(v)))
   end
   return v
 end
@@ -166,17 +163,17 @@ end
 -- size: an integer or {w, h}; returns w, h, is_int.
 local function size_arg(name, size)
   if type(size) == "number" then size = {size} elseif type(size) ~= "table" then
-    err(("%s: size must be an integer or {width, height}, got %s"):format(name, tostring(size)))
+    core.error(("%s: size must be an integer or {width, height}, got %s"):format(name, tostring(size)))
   end
   if #size ~= 1 and #size ~= 2 then
-    err(("%s: input size dimension must be 1 or 2, but got %d"):format(name, #size))
+    core.error(("%s: input size dimension must be 1 or 2, but got %d"):format(name, #size))
   end
   for k = 1, #size do
     local v = size[k]
     if type(v) ~= "number" or v % 1 ~= 0 then
-      err(("%s: size entries must be integers, got %s"):format(name, tostring(v)))
+      core.error(("%s: size entries must be integers, got %s"):format(name, tostring(v)))
     end
-    if v <= 0 then err(("%s: size should be greater than 0, but got %s"):format(name, tostring(v))) end
+    if v <= 0 then core.error(("%s: size should be greater than 0, but got %s"):format(name, tostring(v))) end
   end
   return size[1], size[2] or size[1], #size == 1
 end
@@ -186,11 +183,11 @@ local function list_arg(name, what, v, default)
   if type(v) == "number" then return {v} end
   if core.is_array(v) then v = v:totable() end
   if type(v) ~= "table" or #v == 0 or #v > 4 then
-    err(("%s: %s must be a number or a list of 1 to 4 numbers, got %s"):format(name, what,
+    core.error(("%s: %s must be a number or a list of 1 to 4 numbers, got %s"):format(name, what,
         type(v) == "table" and ("a list of " .. #v) or core.show_value(v)))
   end
   for k = 1, #v do
-    if type(v[k]) ~= "number" then err(("%s: %s[%d] is not a number"):format(name, what, k)) end
+    if type(v[k]) ~= "number" then core.error(("%s: %s[%d] is not a number"):format(name, what, k)) end
   end
   return v
 end
@@ -204,9 +201,12 @@ end
 ---------------------------------------------------------------------------
 -- The transforms
 
+-- A transform's keywords (Gluon's keyword arguments): a table of these keys.
+local function keys(kw, name, known) return core.check_keys(kw, name, known, nil, "argument") end
+
 function T.Cast(dtype)
-  if type(dtype) == "table" then dtype = dtype.dtype end
-  local id = core.dtype_id(dtype or "float32", "Cast", 2)
+  if type(dtype) == "table" then dtype = keys(dtype, "Cast", {"dtype"}).dtype end
+  local id = core.dtype_id(dtype or "float32", "Cast")
   return make("Cast", {kind = K.CAST, dtype = id}, ("Cast(%s)"):format(core.dtype_names[id]))
 end
 
@@ -216,12 +216,12 @@ end
 
 function T.Normalize(mean, std)
   if type(mean) == "table" and getmetatable(mean) == nil and (mean.mean ~= nil or mean.std ~= nil) then
-    mean, std = mean.mean, mean.std
+    mean, std = keys(mean, "Normalize", {"mean", "std"}).mean, mean.std
   end
   local m = list_arg("Normalize", "mean", mean, 0)
   local s = list_arg("Normalize", "std", std, 1)
   for k = 1, #s do
-    if s[k] == 0 then err(("Normalize: std[%d] is 0"):format(k)) end
+    if s[k] == 0 then core.error(("Normalize: std[%d] is 0"):format(k)) end
   end
   return make("Normalize", {kind = K.NORMALIZE, mean = m, std = s, nmean = #m, nstd = #s},
               ("Normalize(mean=%s, std=%s)"):format(fmt_list(m), fmt_list(s)))
@@ -232,8 +232,10 @@ end
 function T.Resize(size, a, b)
   local keep, interp
   if type(size) == "table" and getmetatable(size) == nil and size.size ~= nil then
+    keys(size, "Resize", {"size", "keep_ratio", "interpolation"})
     keep, interp, size = size.keep_ratio, size.interpolation, size.size
   elseif type(a) == "table" then
+    keys(a, "Resize", {"keep_ratio", "interpolation"})
     keep, interp = a.keep_ratio, a.interpolation
   else
     keep, interp = a, b
@@ -245,36 +247,37 @@ function T.Resize(size, a, b)
               ("Resize(size=(%d, %d), keep_ratio=%s, interpolation=%d)"):format(w, h, keep == 1, interp))
 end
 
-local function crop_ctor(name, kind)
+local function crop_ctor(name, kind, known)
   return function(size, o)
     local kw = type(size) == "table" and getmetatable(size) == nil and size.size ~= nil and size or nil
     if kw then size, o = kw.size, kw end
     if type(o) == "number" then o = {interpolation = o} end
     o = o or {}
+    if type(o) == "table" then keys(o, name, known) end
     local w, h = size_arg(name, size)
     local s = {kind = kind, width = w, height = h, interp = interp_arg(name, o.interpolation)}
     return s, o, ("%s(size=(%d, %d))"):format(name, w, h)
   end
 end
 
-local center_args = crop_ctor("CenterCrop", K.CENTER_CROP)
+local center_args = crop_ctor("CenterCrop", K.CENTER_CROP, {"size", "interpolation"})
 function T.CenterCrop(size, interpolation)
   local s, _, repr = center_args(size, interpolation)
   return make("CenterCrop", s, repr)
 end
 
-local random_crop_args = crop_ctor("RandomCrop", K.RANDOM_CROP)
+local random_crop_args = crop_ctor("RandomCrop", K.RANDOM_CROP, {"size", "pad", "interpolation"})
 function T.RandomCrop(size, o)
   local s, kw, repr = random_crop_args(size, o)
   local pad = kw.pad or 0
   if type(pad) ~= "number" or pad % 1 ~= 0 or pad < 0 then
-    err(("RandomCrop: pad must be an integer >= 0, got %s"):format(tostring(pad)))
+    core.error(("RandomCrop: pad must be an integer >= 0, got %s"):format(tostring(pad)))
   end
   s.pad = pad
   return make("RandomCrop", s, repr)
 end
 
-local rrc_args = crop_ctor("RandomResizedCrop", K.RANDOM_RESIZED_CROP)
+local rrc_args = crop_ctor("RandomResizedCrop", K.RANDOM_RESIZED_CROP, {"size", "scale", "ratio", "interpolation"})
 function T.RandomResizedCrop(size, o)
   local s, kw, repr = rrc_args(size, o)
   local scale = kw.scale or {0.08, 1.0}
@@ -283,13 +286,13 @@ function T.RandomResizedCrop(size, o)
   if type(scale) ~= "table" or #scale ~= 2 or type(ratio) ~= "table" or #ratio ~= 2 or
      type(scale[1]) ~= "number" or type(scale[2]) ~= "number" or
      type(ratio[1]) ~= "number" or type(ratio[2]) ~= "number" then
-    err("RandomResizedCrop: scale and ratio must be pairs of numbers {min, max}")
+    core.error("RandomResizedCrop: scale and ratio must be pairs of numbers {min, max}")
   end
   if not (scale[1] > 0 and scale[1] <= scale[2]) then
-    err(("RandomResizedCrop: scale must satisfy 0 < min <= max, got %s"):format(fmt_list(scale)))
+    core.error(("RandomResizedCrop: scale must satisfy 0 < min <= max, got %s"):format(fmt_list(scale)))
   end
   if not (ratio[1] > 0 and ratio[1] <= ratio[2]) then
-    err(("RandomResizedCrop: ratio must satisfy 0 < min <= max, got %s"):format(fmt_list(ratio)))
+    core.error(("RandomResizedCrop: ratio must satisfy 0 < min <= max, got %s"):format(fmt_list(ratio)))
   end
   s.scale, s.ratio = {scale[1], scale[2]}, {ratio[1], ratio[2]}
   return make("RandomResizedCrop", s, repr)
@@ -297,7 +300,7 @@ end
 
 local function flip_ctor(name, kind)
   return function(p)
-    if type(p) == "table" then p = p.p end
+    if type(p) == "table" then p = keys(p, name, {"p"}).p end
     p = number_arg(name, "p", p, 0.5)
     return make(name, {kind = kind, p = p}, ("%s(p=%g)"):format(name, p))
   end
@@ -306,8 +309,9 @@ T.RandomFlipLeftRight = flip_ctor("RandomFlipLeftRight", K.FLIP_LR)
 T.RandomFlipTopBottom = flip_ctor("RandomFlipTopBottom", K.FLIP_TB)
 
 local function color_ctor(name, kind, field)
+  local known = {field}
   return function(v)
-    if type(v) == "table" then v = v[field] end
+    if type(v) == "table" then v = keys(v, name, known)[field] end
     v = number_arg(name, field, v, nil, 0)
     return make(name, {kind = kind, [field] = v}, ("%s(%s=%g)"):format(name, field, v))
   end
@@ -319,7 +323,10 @@ T.RandomHue = color_ctor("RandomHue", K.HUE, "hue")
 T.RandomLighting = color_ctor("RandomLighting", K.LIGHTING, "alpha")
 
 function T.RandomColorJitter(b, c, s, h)
-  if type(b) == "table" then b, c, s, h = b.brightness, b.contrast, b.saturation, b.hue end
+  if type(b) == "table" then
+    keys(b, "RandomColorJitter", {"brightness", "contrast", "saturation", "hue"})
+    b, c, s, h = b.brightness, b.contrast, b.saturation, b.hue
+  end
   local n = "RandomColorJitter"
   b, c = number_arg(n, "brightness", b, 0, 0), number_arg(n, "contrast", c, 0, 0)
   s, h = number_arg(n, "saturation", s, 0, 0), number_arg(n, "hue", h, 0, 0)
@@ -348,12 +355,12 @@ end
 -- Compose{t1, t2, ...}: applies the items in order. Runs of built-in
 -- transforms become one C pipeline each; other callables run between them.
 function T.Compose(list)
-  if type(list) ~= "table" then err("Compose: expects a list of transforms") end
+  if type(list) ~= "table" then core.error("Compose: expects a list of transforms") end
   local items, groups, cur = {}, {}, nil
   for k = 1, #list do
     local t = list[k]
     if not is_callable(t) then
-      err(("Compose: item %d is not a transform or function (%s)"):format(k, type(t)))
+      core.error(("Compose: item %d is not a transform or function (%s)"):format(k, type(t)))
     end
     items[k] = t
     if is_transform(t) and t._steps then
@@ -413,8 +420,8 @@ function Transform:out_shape(shape, dtype)
   local arr, n = self:c_steps()
   if not arr then return nil end
   local ins, outs, dt = ffi.new("int64_t[3]", shape), ffi.new("int64_t[3]"), ffi.new("int32_t[1]")
-  core.check(C.luon_transform_out_shape(arr, n, 3, ins, core.dtype_id(dtype or "uint8", "out_shape", 2),
-                                        outs, dt), 2)
+  core.check(C.luon_transform_out_shape(arr, n, 3, ins, core.dtype_id(dtype or "uint8", "out_shape"),
+                                        outs, dt))
   return {tonumber(outs[0]), tonumber(outs[1]), tonumber(outs[2])}, core.dtype_names[dt[0]]
 end
 

@@ -54,12 +54,12 @@ local function load(cls, default_root, ...)
   local lpath = find(root, prefix .. "-labels-idx1-ubyte", cls)
   local images, labels = read_idx(ipath), read_idx(lpath)
   if images.ndim ~= 3 or images.dtype ~= "uint8" then
-    core.error(("%s: %s holds a %s array of shape (%s), expected uint8 images (N,rows,cols)")
-               :format(cls, ipath, images.dtype, table.concat(images.shape, ",")))
+    core.error(("%s: %s holds a %s array of shape %s, expected uint8 images (N,rows,cols)")
+               :format(cls, ipath, images.dtype, core.shape_text(images.shape)))
   end
   if labels.ndim ~= 1 or labels.dtype ~= "uint8" then
-    core.error(("%s: %s holds a %s array of shape (%s), expected uint8 labels (N,)")
-               :format(cls, lpath, labels.dtype, table.concat(labels.shape, ",")))
+    core.error(("%s: %s holds a %s array of shape %s, expected uint8 labels (N,)")
+               :format(cls, lpath, labels.dtype, core.shape_text(labels.shape)))
   end
   local n, h, w = images.shape[1], images.shape[2], images.shape[3]
   if labels.shape[1] ~= n then
@@ -81,7 +81,7 @@ end
 function MNISTDataset:len() return #self._label end
 
 function MNISTDataset:get(i)
-  i = data._check_index(i, #self._label)
+  i = object.check_index(i, #self._label)
   local x, y = self._data:at(i), self._label_arr:at(i)
   if self._transform then
     local a, b = self._transform(x, y)
@@ -117,7 +117,7 @@ local listbuf, listlen = ffi.new("char*[1]"), ffi.new("int64_t[1]")
 -- The entries of a directory: a sorted list of {name =, kind = 'd'|'f'|'o'}.
 local function list_dir(path, cls)
   local st = C.luon_dir_list(path, listbuf, listlen)
-  if st ~= 0 then core.error(("%s: %s"):format(cls, ffi.string(C.luon_last_error())), 4) end
+  if st ~= 0 then core.error(("%s: %s"):format(cls, ffi.string(C.luon_last_error()))) end
   local s = ffi.string(listbuf[0], listlen[0])
   C.luon_free(listbuf[0])
   local out = {}
@@ -130,7 +130,6 @@ end
 local image_ext = {[".jpg"] = true, [".jpeg"] = true, [".png"] = true}
 
 local ImageFolderDataset = data.Dataset:extend("ImageFolderDataset")
-vision._ImageFolderDataset = ImageFolderDataset
 
 -- ImageFolderDataset(root, {flag = 1}) (or (root, flag)): every folder of
 -- root, sorted by name (byte order: 'B' < 'a'), is a class whose label is
@@ -148,7 +147,7 @@ function vision.ImageFolderDataset(root, opts)
   if type(opts) == "number" then opts = {flag = opts} end
   opts = opts or {}
   if type(opts) ~= "table" then core.error(("%s: expected a table of options, got %s"):format(cls, type(opts))) end
-  core.check_keys(opts, cls, 2, {"flag", "transform"})
+  core.check_keys(opts, cls, {"flag", "transform"})
   if opts.transform ~= nil then
     core.error(cls .. ": Directly apply transform to dataset is deprecated. Please use " ..
                "dataset:transform() or dataset:transform_first() instead")
@@ -196,7 +195,7 @@ function ImageFolderDataset:len() return #self._paths end
 local imgout = ffi.new("luon_tensor*[1]")
 
 function ImageFolderDataset:get(i)
-  i = data._check_index(i, #self._paths)
+  i = object.check_index(i, #self._paths)
   local path = self._paths[i + 1]
   core.check(C.luon_image_read(path, self._flag, 0, 0, imgout))
   core.gc_pressure()
@@ -207,7 +206,7 @@ end
 -- (seeded by (seed, i)); errors name the file.
 function ImageFolderDataset:_load(i, arr, n, seed)
   local st = C.luon_loader_load_image(self._paths[i + 1], self._flag, arr, n, seed, i, imgout)
-  if st ~= 0 then core.raise(3) end
+  if st ~= 0 then core.raise() end
   core.gc_pressure()
   return core.wrap(imgout[0])
 end
