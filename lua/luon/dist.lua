@@ -1,4 +1,4 @@
--- luon.dist: training across processes, over Open MPI (core/dist.c loads
+-- luon.dist: training across processes, over Open MPI (core/dist/dist.c loads
 -- libmpi.so.40 with dlopen). Launch with
 --   mpirun -np 2 build/luon train.lua
 -- A script run without mpirun is rank 0 of 1 and every collective is a

@@ -1,8 +1,8 @@
 -- luon.image: MXNet's mx.image reading, decoding, writing and resizing
 -- (require("luon").image). Images are (H,W,C) uint8 arrays on cpu(0): RGB
 -- with C = 3 (flag = 1, the default) or gray with C = 1 (flag = 0).
--- Decoding is core/image.c (JPEG via TurboJPEG, PNG via libpng); resizing
--- is core/transform.c.
+-- Decoding is core/data/image.c (JPEG via TurboJPEG, PNG via libpng); resizing
+-- is core/data/resample.c.
 local core = require("luon.core")
 local ffi, C = core.ffi, core.C
 
@@ -118,7 +118,7 @@ function image.imresize(src, w, h, opt)
     has_resize = pcall(function() return C.luon_image_resize end)
   end
   if not has_resize then
-    core.error("imresize: this build has no luon_image_resize (core/transform.c)")
+    core.error("imresize: this build has no luon_image_resize (core/data/transform.c)")
   end
   check_image("imresize", src)
   if type(w) ~= "number" or type(h) ~= "number" or w % 1 ~= 0 or h % 1 ~= 0 or w < 1 or h < 1 then

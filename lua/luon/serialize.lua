@@ -1,4 +1,4 @@
--- luon.serialize: named arrays to and from safetensors files (core/io.c),
+-- luon.serialize: named arrays to and from safetensors files (core/safetensors.c),
 -- the format of save_parameters/load_parameters, readable by PyTorch and
 -- numpy. Writes are atomic (temp file + rename); loads validate the whole
 -- header first. Errors name the file: "<caller>: <path>: <what is wrong>".

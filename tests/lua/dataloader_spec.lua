@@ -1,5 +1,5 @@
 -- dataloader_spec: the DataLoader over ImageFolderDataset and FashionMNIST
--- through the C worker threads (core/pipeline.c) and through the Lua path:
+-- through the C worker threads (core/data/pipeline.c) and through the Lua path:
 -- the same batches for 0, 1 and 4 workers and for try_nopython = false with
 -- a seed, labels as int64 (int32 for FashionMNIST, as MXNet's), `for data,
 -- label in loader` on the C path, batch indices checked as get(i) checks

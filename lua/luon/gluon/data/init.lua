@@ -6,7 +6,7 @@
 -- The DataLoader has two paths. When the dataset is an ImageFolderDataset
 -- (or FashionMNIST/MNIST), bare or through transform_first of a built-in
 -- transform or Compose, decoding, the transforms and batching run in C
--- worker threads (core/pipeline.c); the sampler runs here and hands each
+-- worker threads (core/data/pipeline.c); the sampler runs here and hands each
 -- epoch's order to C. Anything else (Lua transforms, a batchify_fn, other
 -- datasets) builds batches here on the caller's thread. With a seed both
 -- paths give the same batches for any num_workers.

@@ -1,6 +1,6 @@
 -- luon.gluon.data.transforms: Gluon's vision transforms (gluon.data.vision.
 -- transforms). Each transform is a callable object holding one C step
--- (core/transform.c); Compose of built-in transforms hands the whole list to
+-- (core/data/transform*.c); Compose of built-in transforms hands the whole list to
 -- C as one pipeline (fused there), and falls back to calling its items in
 -- order when the list holds Lua functions or other callables.
 --

@@ -1,11 +1,11 @@
 -- luon.gluon.data.vision: the MNIST and FashionMNIST datasets from their IDX
--- files (gzip or plain), read by core/io.c. The images are kept as ONE uint8
+-- files (gzip or plain), read by core/data/idx.c. The images are kept as ONE uint8
 -- array (N,28,28,1) and item i is {a view of image i (28,28,1), label}, as
 -- MXNet's (HWC uint8, label a 0-d int32 array; batches of labels int32).
 -- ImageFolderDataset: a folder per class, images decoded on access
--- (core/image.c), labels numbers (int64 in batches, as MXNet's Python
+-- (core/data/image.c), labels numbers (int64 in batches, as MXNet's Python
 -- ints). Both hand their samples to the threaded C loader
--- (core/pipeline.c) through :_c_source(). vision.datasets holds the three
+-- (core/data/pipeline.c) through :_c_source(). vision.datasets holds the three
 -- (MXNet's gluon.data.vision.datasets); vision.transforms (module
 -- luon.gluon.data.transforms) loads on first use.
 local core = require("luon.core")
