@@ -8,36 +8,23 @@
 #include <string.h>
 
 const lu_op_desc lu_ops[LU_OP_COUNT] = {
-#define LUON_OP(name, nin, nout, kind) {#name, nin, nout, LU_##kind, lu_shape_##name, lu_cpu_##name, lu_grad_##name},
+#define LUON_OP(name, nin, nout, kind, grad, backends, flags)                                       \
+  {#name, nin, nout, LU_##kind, LU_BACKENDS_##backends, flags, lu_shape_##name, lu_cpu_##name,       \
+   LU_GRAD_FN_##grad(name)},
 #include "luon_ops.def"
 #undef LUON_OP
 };
 
-/* float16 and bfloat16 are stored in 16 bits and computed in float32. These
- * ops take them; the others refuse them, except copy (astype), views and
- * creation, which move or fill bytes. For these ops the shape function sees
- * each 16-bit input as the compute dtype (the inputs' promotion, float32
+/* float16 and bfloat16 are stored in 16 bits and computed in float32. The
+ * LU_HALF ops take them; the others refuse them, except copy (astype), views
+ * and creation, which move or fill bytes. For LU_HALF ops the shape function
+ * sees each 16-bit input as the compute dtype (the inputs' promotion, float32
  * when that is 16-bit), so their checks and rules are float32's; an output
  * in the compute dtype is stored in the 16-bit type when the promotion is
  * one and attrs.dtype asks for nothing else. The CPU kernels then run on
  * float32 copies (run_cpu_half); the CUDA kernels of these ops read and
  * write the 16-bit types themselves, accumulating in float32. */
-static const bool half_ops[LU_OP_COUNT] = {
-    [LU_OP_add] = true, [LU_OP_subtract] = true, [LU_OP_multiply] = true,
-    [LU_OP_divide] = true, [LU_OP_power] = true, [LU_OP_maximum] = true,
-    [LU_OP_minimum] = true, [LU_OP_equal] = true, [LU_OP_not_equal] = true,
-    [LU_OP_greater] = true, [LU_OP_greater_equal] = true, [LU_OP_less] = true,
-    [LU_OP_less_equal] = true, [LU_OP_negative] = true, [LU_OP_abs] = true,
-    [LU_OP_sign] = true, [LU_OP_exp] = true, [LU_OP_log] = true, [LU_OP_sqrt] = true,
-    [LU_OP_square] = true, [LU_OP_tanh] = true, [LU_OP_sigmoid] = true,
-    [LU_OP_relu] = true, [LU_OP_clip] = true, [LU_OP_where] = true,
-    [LU_OP_sum] = true, [LU_OP_mean] = true, [LU_OP_max] = true, [LU_OP_min] = true,
-    [LU_OP_prod] = true, [LU_OP_argmax] = true, [LU_OP_argmin] = true,
-    [LU_OP_matmul] = true, [LU_OP_conv2d] = true, [LU_OP_conv2d_grad_input] = true,
-    [LU_OP_conv2d_grad_weight] = true, [LU_OP_softrelu] = true, [LU_OP_leaky_relu] = true,
-    [LU_OP_relu_grad] = true, [LU_OP_sigmoid_grad] = true, [LU_OP_tanh_grad] = true,
-    [LU_OP_softrelu_grad] = true, [LU_OP_leaky_relu_grad] = true,
-};
+static inline bool takes_half(int32_t op) { return lu_ops[op].flags & LU_HALF; }
 
 luon_status lu_run(int32_t op, const luon_attrs *attrs, luon_tensor **out, int nin, ...) {
   luon_tensor *in[LUON_MAX_OP_INPUTS];
@@ -72,6 +59,35 @@ const char *luon_op_name(int32_t op) { return op >= 0 && op < LU_OP_COUNT ? lu_o
 int32_t luon_op_num_inputs(int32_t op) { return op >= 0 && op < LU_OP_COUNT ? lu_ops[op].nin : 0; }
 int32_t luon_op_num_outputs(int32_t op) { return op >= 0 && op < LU_OP_COUNT ? lu_ops[op].nout : 0; }
 int32_t luon_op_has_grad(int32_t op) { return op >= 0 && op < LU_OP_COUNT && lu_ops[op].grad; }
+
+luon_status luon_op_info_get(int32_t op, luon_op_info *out) {
+  if (op < 0 || op >= LU_OP_COUNT) return lu_error(LUON_EINVAL, "op_info: op id %d does not exist", op);
+  if (!out) return lu_error(LUON_EINVAL, "op_info: out is NULL (op %s)", lu_ops[op].name);
+  const lu_op_desc *d = &lu_ops[op];
+  int32_t f = d->flags;
+  *out = (luon_op_info){d->name, d->nin, d->nout, d->kind, d->grad != NULL, d->backends,
+                        !!(f & LU_HALF), !!(f & LU_FUSED), !!(f & LU_RANDOM), !!(f & LU_NP_MAP),
+                        !!(f & LU_NP_REDUCE), !!(f & LU_METHOD)};
+  return LUON_OK;
+}
+
+/* Every LUON_SLOTS line's slots, in the registry's order. */
+static const struct { const char *name; int32_t is_float, index; } slots[] = {
+#define I(n) {#n, 0, LU_##n},
+#define F(n) {#n, 1, LU_##n},
+#define LUON_SLOTS(op, base, ints, floats) ints floats
+#include "luon_ops.def"
+#undef LUON_SLOTS
+#undef I
+#undef F
+};
+
+const char *luon_attr_slot(int32_t k, int32_t *is_float, int32_t *index) {
+  if (k < 0 || k >= (int32_t)(sizeof slots / sizeof slots[0])) return NULL;
+  if (is_float) *is_float = slots[k].is_float;
+  if (index) *index = slots[k].index;
+  return slots[k].name;
+}
 
 luon_status lu_axis(const char *op, int64_t axis, int ndim, int *out) {
   if (axis < -ndim || axis >= ndim)
@@ -114,12 +130,14 @@ static luon_status run_kernel(const lu_op_desc *d, lu_call *c) {
   if (c->dev.type == LUON_CPU) return lu_run_cpu(c);
   lu_kernel_fn k = lu_cuda.kernels[c->op];
   if (!k)
-    return lu_error(LUON_EUNSUPPORTED, "%s: no CUDA kernel for this op yet (arrays on %s); "
-                    "copy the inputs to the CPU with copyto(npx.cpu())", d->name, lu_device_str(c->dev));
+    return lu_error(LUON_EUNSUPPORTED, "%s: no CUDA kernel for this op%s (arrays on %s); "
+                    "copy the inputs to the CPU with copyto(npx.cpu())", d->name,
+                    d->flags & LU_FUSED ? " (a CPU fusion: its parts run on GPUs)" : " yet",
+                    lu_device_str(c->dev));
   return lu_cuda_check(k(c));
 }
 
-/* A half_ops op on the CPU: its kernel gets the 16-bit inputs as copies in
+/* An LU_HALF op on the CPU: its kernel gets the 16-bit inputs as copies in
  * the compute dtype ct and writes float32 in place of 16-bit outputs, which
  * are then converted into them. */
 static luon_status run_cpu_half(const lu_op_desc *d, lu_call *c, int32_t ct) {
@@ -155,7 +173,7 @@ static luon_status run_cpu_half(const lu_op_desc *d, lu_call *c, int32_t ct) {
   return s;
 }
 
-/* c's CPU kernel: directly, or for a half_ops op with 16-bit data through
+/* c's CPU kernel: directly, or for an LU_HALF op with 16-bit data through
  * run_cpu_half in the compute dtype (the inputs' promotion, float32 when
  * that is 16-bit; float32 too when only attrs.dtype asks for a 16-bit
  * result). The one way CPU kernels run: luon_op_call's, and the stand-in
@@ -163,7 +181,7 @@ static luon_status run_cpu_half(const lu_op_desc *d, lu_call *c, int32_t ct) {
 luon_status lu_run_cpu(lu_call *c) {
   const lu_op_desc *d = &lu_ops[c->op];
   int32_t ct = 0;
-  if (half_ops[c->op]) {
+  if (takes_half(c->op)) {
     bool half = false;
     int32_t p = c->nin > 0 ? c->in[0]->dtype : LUON_DTYPE_F32;
     for (int i = 0; i < c->nin; i++) {
@@ -198,11 +216,11 @@ luon_status luon_op_call(int32_t op, int32_t nin, luon_tensor *const *in, const 
   if (c.attrs->ni < 0 || c.attrs->ni > LUON_MAX_ATTR_INTS)
     return lu_error(LUON_EINVAL, "%s: %d integer attributes (at most %d)", d->name, c.attrs->ni,
                     LUON_MAX_ATTR_INTS);
-  bool half = false; /* a 16-bit input to an op of half_ops */
+  bool half = false; /* a 16-bit input to an LU_HALF op */
   for (int i = 0; i < nin; i++) {
     if (!in[i]) return lu_error(LUON_EINVAL, "%s: input %d is NULL", d->name, i + 1);
     if (!lu_dtype_is_storage_only(in[i]->dtype) || op == LU_OP_copy || d->kind == LU_VIEW) continue;
-    if (!half_ops[op])
+    if (!takes_half(op))
       return lu_error(LUON_EDTYPE, "%s: does not take %s (input %d); convert with astype('float32') "
                       "first", d->name, luon_dtype_name(in[i]->dtype), i + 1);
     half = true;
