@@ -342,11 +342,6 @@ local function binary(name)
   np[name] = f
   return f
 end
-for _, name in ipairs({"add", "subtract", "multiply", "divide", "power", "maximum", "minimum",
-                       "equal", "not_equal", "greater", "greater_equal", "less", "less_equal"}) do
-  binary(name)
-end
-np.true_divide = np.divide
 
 local function unary(name)
   local id = op[name]
@@ -355,9 +350,11 @@ local function unary(name)
     return call1(id, x)
   end
 end
-for _, name in ipairs({"negative", "abs", "sign", "exp", "log", "sqrt", "square", "tanh"}) do
-  unary(name)
+-- the registry's elementwise np functions (LU_NP_MAP): two inputs binary, one unary
+for _, name in ipairs(core.ops_with("np_map")) do
+  if core.op_info[name].nin == 2 then binary(name) else unary(name) end
 end
+np.true_divide = np.divide
 np.absolute = np.abs
 
 function np.clip(x, a_min, a_max)
@@ -415,7 +412,7 @@ local function reduction(name)
     return call(id, {x}, a, 2)
   end
 end
-for _, name in ipairs({"sum", "mean", "max", "min", "prod"}) do reduction(name) end
+for _, name in ipairs(core.ops_with("np_reduce")) do reduction(name) end
 np.amax, np.amin = np.max, np.min
 
 local function arg_reduction(name)
