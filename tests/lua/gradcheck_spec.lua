@@ -324,6 +324,7 @@ local function run_case(name, case)
   end
   local outs = autograd.record(function() return as_list(case.f(unpack(xs))) end)
   if case.want then check_values(name, case, outs[1]) end
+  if #check == 0 then return end -- a case of values only
   local Rs = {}
   for k, o in ipairs(outs) do Rs[k] = randn(o.shape) end
   autograd.backward(outs, Rs)
