@@ -93,6 +93,10 @@ unary_cases("abs", np.abs)
 unary_cases("sign", np.sign)
 unary_cases("exp", np.exp)
 unary_cases("log", np.log, 0.5, 3)
+unary_cases("log2", np.log2, 0.5, 3)
+table.insert(cases.log2, {"NumPy's values: log2(0) = -inf, of a negative NaN", check = {},
+  inputs = function() return {A({8, 0.5, 1, 0, -0.0, -1, 1 / 0, -1 / 0, 0 / 0})} end, f = np.log2,
+  want = {3, -1, 0, -1 / 0, -1 / 0, 0 / 0, 1 / 0, 0 / 0, 0 / 0}})
 unary_cases("sqrt", np.sqrt, 0.5, 3)
 unary_cases("square", np.square)
 unary_cases("tanh", np.tanh)
