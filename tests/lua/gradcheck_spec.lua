@@ -35,12 +35,43 @@ end
 local function A(t) return np.array(t, {dtype = "float64"}) end
 local function I(t) return np.array(t, {dtype = "int64"}) end
 
--- A registry op called by name: raw("conv2d", {x, w}, {1, 1, 0, 0}, {slope}, nout).
+-- A registry op called by name: raw("max_pool2d", {x}, pool({2, 2}), nil, nout),
+-- raw("leaky_relu", {x}, nil, {slope}). ints and floats are lists (from
+-- slot 0) or tables of named slots (core/luon_ops.def: ni then covers the
+-- highest one given; the others are 0).
+local S = core.slot
 local function raw(name, inputs, ints, floats, nout)
   local a = core.attrs()
-  if ints then core.set_ints(a, ints) end
-  for k, v in ipairs(floats or {}) do a.f[k - 1] = v end
+  if ints and ints[1] ~= nil then core.set_ints(a, ints)
+  elseif ints then
+    for slot, v in pairs(ints) do
+      a.i[S[slot]] = v
+      a.ni = math.max(a.ni, S[slot] + 1)
+    end
+  end
+  if floats and floats[1] ~= nil then
+    for k, v in ipairs(floats) do a.f[k - 1] = v end
+  elseif floats then
+    for slot, v in pairs(floats) do a.f[S[slot]] = v end
+  end
   return core.call(core.op_ids[name], inputs, a, 2, nil, nout)
+end
+-- conv2d's slots: stride, pad, dilation {h, w}, groups, relu (nil: left out)
+local function conv(s, p, d, groups, relu)
+  return {CONV2D_STRIDE_H = s[1], CONV2D_STRIDE_W = s[2], CONV2D_PAD_H = p[1], CONV2D_PAD_W = p[2],
+          CONV2D_DILATE_H = d[1], CONV2D_DILATE_W = d[2], CONV2D_GROUPS = groups, CONV2D_RELU = relu}
+end
+-- pooling's slots: kernel, stride, pad {h, w}, ceil_mode, global, count_include_pad (nil: left out)
+local function pool(k, s, p, ceil, global, count_pad)
+  return {POOL_KERNEL_H = k[1], POOL_KERNEL_W = k[2], POOL_STRIDE_H = s and s[1], POOL_STRIDE_W = s and s[2],
+          POOL_PAD_H = p and p[1], POOL_PAD_W = p and p[2], POOL_CEIL = ceil, POOL_GLOBAL = global,
+          POOL_COUNT_PAD = count_pad}
+end
+-- conv2d_maxpool's: conv2d's, then the pool's kernel, stride, pad {h, w}, ceil_mode
+local function conv_pool(c, k, s, p, ceil)
+  c.CMP_KERNEL_H, c.CMP_KERNEL_W, c.CMP_STRIDE_H, c.CMP_STRIDE_W = k[1], k[2], s[1], s[2]
+  c.CMP_PAD_H, c.CMP_PAD_W, c.CMP_CEIL = p[1], p[2], ceil
+  return c
 end
 
 ---------------------------------------------------------------------------
@@ -209,45 +240,47 @@ cases.stack = {
 -- Neural-network ops through the registry (attrs as in core/luon_ops.def).
 cases.conv2d = {
   {"stride 1 pad 1 with bias", inputs = function() return {randn({2, 3, 5, 5}), randn({4, 3, 3, 3}), randn({4})} end,
-   f = function(x, w, b) return raw("conv2d", {x, w, b}, {1, 1, 1, 1, 1, 1, 1}) end},
+   f = function(x, w, b) return raw("conv2d", {x, w, b}, conv({1, 1}, {1, 1}, {1, 1}, 1)) end},
   {"stride 2, dilation 2, groups 2, no bias", inputs = function() return {randn({1, 4, 7, 6}), randn({2, 2, 2, 2})} end,
-   f = function(x, w) return raw("conv2d", {x, w}, {2, 1, 0, 1, 2, 2, 2}) end},
+   f = function(x, w) return raw("conv2d", {x, w}, conv({2, 1}, {0, 1}, {2, 2}, 2)) end},
 }
 cases.conv2d_maxpool = {
   {"relu, bias, pool 2x2 stride 2", inputs = function() return {randn({2, 3, 6, 7}), randn({4, 3, 2, 2}), randn({4})} end,
    f = function(x, w, b)
-     return raw("conv2d_maxpool", {x, w, b}, {1, 1, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 0, 0, 0}, nil, 2)[1]
+     return raw("conv2d_maxpool", {x, w, b}, conv_pool(conv({1, 1}, {0, 0}, {1, 1}, 1, 1), {2, 2}, {2, 2}, {0, 0}, 0), nil, 2)[1]
    end},
   {"8 channels a group (the sparse backward), stride 2 dilation 2; pool 2x2 stride 1",
    inputs = function() return {randn({2, 16, 7, 7}), randn({4, 8, 2, 2}), randn({4})} end,
    f = function(x, w, b)
-     return raw("conv2d_maxpool", {x, w, b}, {2, 2, 1, 1, 2, 2, 2, 1, 2, 2, 1, 1, 0, 0, 0}, nil, 2)[1]
+     return raw("conv2d_maxpool", {x, w, b}, conv_pool(conv({2, 2}, {1, 1}, {2, 2}, 2, 1), {2, 2}, {1, 1}, {0, 0}, 0), nil, 2)[1]
    end},
   {"pad 1, groups 2, no relu; pool 3x3 stride 1 pad 1, ceil mode",
    inputs = function() return {randn({1, 4, 5, 4}), randn({2, 2, 3, 3})} end,
    f = function(x, w)
-     return raw("conv2d_maxpool", {x, w}, {1, 1, 1, 1, 1, 1, 2, 0, 3, 3, 2, 2, 1, 1, 1}, nil, 2)[1]
+     return raw("conv2d_maxpool", {x, w}, conv_pool(conv({1, 1}, {1, 1}, {1, 1}, 2, 0), {3, 3}, {2, 2}, {1, 1}, 1), nil, 2)[1]
    end},
 }
 cases.max_pool2d = {
   {"2x2 stride 2", inputs = function() return {randn({2, 2, 4, 4})} end,
-   f = function(x) return raw("max_pool2d", {x}, {2, 2, 2, 2}) end},
+   f = function(x) return raw("max_pool2d", {x}, pool({2, 2}, {2, 2})) end},
   {"3x3 stride 1 pad 1, ceil mode", inputs = function() return {randn({1, 2, 5, 4})} end,
-   f = function(x) return raw("max_pool2d", {x}, {3, 3, 2, 2, 1, 1, 1}) end},
+   f = function(x) return raw("max_pool2d", {x}, pool({3, 3}, {2, 2}, {1, 1}, 1)) end},
 }
 cases.avg_pool2d = {
   {"2x2 stride 2", inputs = function() return {randn({2, 2, 4, 4})} end,
-   f = function(x) return raw("avg_pool2d", {x}, {2, 2, 2, 2}) end},
+   f = function(x) return raw("avg_pool2d", {x}, pool({2, 2}, {2, 2})) end},
   {"3x3 stride 2 pad 1, padding not counted", inputs = function() return {randn({1, 2, 5, 5})} end,
-   f = function(x) return raw("avg_pool2d", {x}, {3, 3, 2, 2, 1, 1, 0, 0, 0}) end},
+   f = function(x) return raw("avg_pool2d", {x}, pool({3, 3}, {2, 2}, {1, 1}, 0, 0, 0)) end},
   {"global", inputs = function() return {randn({2, 3, 3, 4})} end,
-   f = function(x) return raw("avg_pool2d", {x}, {1, 1, 1, 1, 0, 0, 0, 1}) end},
+   f = function(x) return raw("avg_pool2d", {x}, pool({1, 1}, {1, 1}, {0, 0}, 0, 1)) end},
 }
 -- batch_norm: x, gamma, beta, running mean and var -> y (mean and invstd unchecked)
 local function bn(training, global)
   return function(x, gamma, beta)
     local rm, rv = np.zeros({3}, {dtype = "float64"}), np.ones({3}, {dtype = "float64"})
-    return raw("batch_norm", {x, gamma, beta, rm, rv}, {1, training, global}, {1e-5, 0.9}, 3)[1]
+    return raw("batch_norm", {x, gamma, beta, rm, rv},
+               {BN_AXIS = 1, BN_TRAINING = training, BN_GLOBAL_STATS = global},
+               {BN_EPS = 1e-5, BN_MOMENTUM = 0.9}, 3)[1]
   end
 end
 cases.batch_norm = {
@@ -275,9 +308,9 @@ cases.log_softmax = {
 }
 cases.pick = {
   {"last axis", inputs = function() return {randn({3, 4})} end,
-   f = function(x) return raw("pick", {x, I({3, 0, 3})}, {-1, 0, 0}) end},
+   f = function(x) return raw("pick", {x, I({3, 0, 3})}, {PICK_AXIS = -1, PICK_KEEPDIMS = 0, PICK_MODE = 0}) end},
   {"axis 0, keepdims, wrap", inputs = function() return {randn({3, 4})} end,
-   f = function(x) return raw("pick", {x, I({0, 5, -1, 2})}, {0, 1, 1}) end},
+   f = function(x) return raw("pick", {x, I({0, 5, -1, 2})}, {PICK_AXIS = 0, PICK_KEEPDIMS = 1, PICK_MODE = 1}) end},
 }
 
 ---------------------------------------------------------------------------
