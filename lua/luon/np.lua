@@ -552,7 +552,8 @@ function np.take(x, indices, axis, kw)
   local mode = modes[kw.mode or "clip"]
   if not mode then error(("take: mode must be 'clip', 'wrap' or 'raise', got %s"):format(tostring(kw.mode)), 2) end
   local a = attrs()
-  a.i[0], a.i[1], a.ni = axis == nil and -999 or core.int_arg(axis, "take", "axis", 2), mode, 2
+  a.i[core.slot.TAKE_AXIS] = axis == nil and -999 or core.int_arg(axis, "take", "axis", 2)
+  a.i[core.slot.TAKE_MODE], a.ni = mode, core.slot.TAKE_MODE + 1
   return call(op.take, {x, indices}, a, 2)
 end
 
