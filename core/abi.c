@@ -12,6 +12,7 @@ int64_t luon_abi_sizeof(const char *name) {
   SIZE(luon_memory_stats)
   SIZE(luon_counters)
   SIZE(luon_attrs)
+  SIZE(luon_op_info)
   SIZE(luon_transform_step)
 #undef SIZE
   lu_error(LUON_EINVAL, "abi_sizeof: no struct named '%s' in luon.h", name);

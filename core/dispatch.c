@@ -8,36 +8,23 @@
 #include <string.h>
 
 const lu_op_desc lu_ops[LU_OP_COUNT] = {
-#define LUON_OP(name, nin, nout, kind) {#name, nin, nout, LU_##kind, lu_shape_##name, lu_cpu_##name, lu_grad_##name},
+#define LUON_OP(name, nin, nout, kind, grad, backends, flags)                                       \
+  {#name, nin, nout, LU_##kind, LU_BACKENDS_##backends, flags, lu_shape_##name, lu_cpu_##name,       \
+   LU_GRAD_FN_##grad(name)},
 #include "luon_ops.def"
 #undef LUON_OP
 };
 
-/* float16 and bfloat16 are stored in 16 bits and computed in float32. These
- * ops take them; the others refuse them, except copy (astype), views and
- * creation, which move or fill bytes. For these ops the shape function sees
- * each 16-bit input as the compute dtype (the inputs' promotion, float32
+/* float16 and bfloat16 are stored in 16 bits and computed in float32. The
+ * LU_HALF ops take them; the others refuse them, except copy (astype), views
+ * and creation, which move or fill bytes. For LU_HALF ops the shape function
+ * sees each 16-bit input as the compute dtype (the inputs' promotion, float32
  * when that is 16-bit), so their checks and rules are float32's; an output
  * in the compute dtype is stored in the 16-bit type when the promotion is
  * one and attrs.dtype asks for nothing else. The CPU kernels then run on
  * float32 copies (run_cpu_half); the CUDA kernels of these ops read and
  * write the 16-bit types themselves, accumulating in float32. */
-static const bool half_ops[LU_OP_COUNT] = {
-    [LU_OP_add] = true, [LU_OP_subtract] = true, [LU_OP_multiply] = true,
-    [LU_OP_divide] = true, [LU_OP_power] = true, [LU_OP_maximum] = true,
-    [LU_OP_minimum] = true, [LU_OP_equal] = true, [LU_OP_not_equal] = true,
-    [LU_OP_greater] = true, [LU_OP_greater_equal] = true, [LU_OP_less] = true,
-    [LU_OP_less_equal] = true, [LU_OP_negative] = true, [LU_OP_abs] = true,
-    [LU_OP_sign] = true, [LU_OP_exp] = true, [LU_OP_log] = true, [LU_OP_sqrt] = true,
-    [LU_OP_square] = true, [LU_OP_tanh] = true, [LU_OP_sigmoid] = true,
-    [LU_OP_relu] = true, [LU_OP_clip] = true, [LU_OP_where] = true,
-    [LU_OP_sum] = true, [LU_OP_mean] = true, [LU_OP_max] = true, [LU_OP_min] = true,
-    [LU_OP_prod] = true, [LU_OP_argmax] = true, [LU_OP_argmin] = true,
-    [LU_OP_matmul] = true, [LU_OP_conv2d] = true, [LU_OP_conv2d_grad_input] = true,
-    [LU_OP_conv2d_grad_weight] = true, [LU_OP_softrelu] = true, [LU_OP_leaky_relu] = true,
-    [LU_OP_relu_grad] = true, [LU_OP_sigmoid_grad] = true, [LU_OP_tanh_grad] = true,
-    [LU_OP_softrelu_grad] = true, [LU_OP_leaky_relu_grad] = true,
-};
+static inline bool takes_half(int32_t op) { return lu_ops[op].flags & LU_HALF; }
 
 luon_status lu_run(int32_t op, const luon_attrs *attrs, luon_tensor **out, int nin, ...) {
   luon_tensor *in[LUON_MAX_OP_INPUTS];
@@ -73,35 +60,33 @@ int32_t luon_op_num_inputs(int32_t op) { return op >= 0 && op < LU_OP_COUNT ? lu
 int32_t luon_op_num_outputs(int32_t op) { return op >= 0 && op < LU_OP_COUNT ? lu_ops[op].nout : 0; }
 int32_t luon_op_has_grad(int32_t op) { return op >= 0 && op < LU_OP_COUNT && lu_ops[op].grad; }
 
-luon_status lu_axis(const char *op, int64_t axis, int ndim, int *out) {
-  if (axis < -ndim || axis >= ndim)
-    return lu_error(LUON_ESHAPE, "%s: axis %lld is out of bounds for an array of dimension %d", op,
-                    (long long)axis, ndim);
-  *out = (int)(axis < 0 ? axis + ndim : axis);
+luon_status luon_op_info_get(int32_t op, luon_op_info *out) {
+  if (op < 0 || op >= LU_OP_COUNT) return lu_error(LUON_EINVAL, "op_info: op id %d does not exist", op);
+  if (!out) return lu_error(LUON_EINVAL, "op_info: out is NULL (op %s)", lu_ops[op].name);
+  const lu_op_desc *d = &lu_ops[op];
+  int32_t f = d->flags;
+  *out = (luon_op_info){d->name, d->nin, d->nout, d->kind, d->grad != NULL, d->backends,
+                        !!(f & LU_HALF), !!(f & LU_FUSED), !!(f & LU_RANDOM), !!(f & LU_NP_MAP),
+                        !!(f & LU_NP_REDUCE), !!(f & LU_METHOD)};
   return LUON_OK;
 }
 
-luon_status lu_broadcast_shapes(const char *op, int na, const int64_t *sa, int nb,
-                                const int64_t *sb, int *ond, int64_t *oshape) {
-  int n = na > nb ? na : nb;
-  for (int i = 0; i < n; i++) {
-    int64_t a = i < n - na ? 1 : sa[i - (n - na)];
-    int64_t b = i < n - nb ? 1 : sb[i - (n - nb)];
-    if (a != b && a != 1 && b != 1)
-      return lu_error(LUON_ESHAPE, "%s: shapes %s and %s cannot be broadcast together", op,
-                      lu_shape_str(na, sa), lu_shape_str(nb, sb));
-    oshape[i] = a == 1 ? b : a;
-  }
-  *ond = n;
-  return LUON_OK;
-}
+/* Every LUON_SLOTS line's slots, in the registry's order. */
+static const struct { const char *name; int32_t is_float, index; } slots[] = {
+#define I(n) {#n, 0, LU_##n},
+#define F(n) {#n, 1, LU_##n},
+#define LUON_SLOTS(op, base, ints, floats) ints floats
+#include "luon_ops.def"
+#undef LUON_SLOTS
+#undef I
+#undef F
+};
 
-void lu_broadcast_strides(const luon_tensor *t, int ndim, const int64_t *shape, int64_t *strides) {
-  int lead = ndim - t->ndim;
-  for (int i = 0; i < ndim; i++) {
-    int j = i - lead;
-    strides[i] = (j < 0 || (t->shape[j] == 1 && shape[i] != 1)) ? 0 : t->strides[j];
-  }
+const char *luon_attr_slot(int32_t k, int32_t *is_float, int32_t *index) {
+  if (k < 0 || k >= (int32_t)(sizeof slots / sizeof slots[0])) return NULL;
+  if (is_float) *is_float = slots[k].is_float;
+  if (index) *index = slots[k].index;
+  return slots[k].name;
 }
 
 static bool shares_storage(const luon_tensor *a, int nin, luon_tensor *const *in) {
@@ -114,12 +99,14 @@ static luon_status run_kernel(const lu_op_desc *d, lu_call *c) {
   if (c->dev.type == LUON_CPU) return lu_run_cpu(c);
   lu_kernel_fn k = lu_cuda.kernels[c->op];
   if (!k)
-    return lu_error(LUON_EUNSUPPORTED, "%s: no CUDA kernel for this op yet (arrays on %s); "
-                    "copy the inputs to the CPU with copyto(npx.cpu())", d->name, lu_device_str(c->dev));
+    return lu_error(LUON_EUNSUPPORTED, "%s: no CUDA kernel for this op%s (arrays on %s); "
+                    "copy the inputs to the CPU with copyto(npx.cpu())", d->name,
+                    d->flags & LU_FUSED ? " (a CPU fusion: its parts run on GPUs)" : " yet",
+                    lu_device_str(c->dev));
   return lu_cuda_check(k(c));
 }
 
-/* A half_ops op on the CPU: its kernel gets the 16-bit inputs as copies in
+/* An LU_HALF op on the CPU: its kernel gets the 16-bit inputs as copies in
  * the compute dtype ct and writes float32 in place of 16-bit outputs, which
  * are then converted into them. */
 static luon_status run_cpu_half(const lu_op_desc *d, lu_call *c, int32_t ct) {
@@ -155,7 +142,7 @@ static luon_status run_cpu_half(const lu_op_desc *d, lu_call *c, int32_t ct) {
   return s;
 }
 
-/* c's CPU kernel: directly, or for a half_ops op with 16-bit data through
+/* c's CPU kernel: directly, or for an LU_HALF op with 16-bit data through
  * run_cpu_half in the compute dtype (the inputs' promotion, float32 when
  * that is 16-bit; float32 too when only attrs.dtype asks for a 16-bit
  * result). The one way CPU kernels run: luon_op_call's, and the stand-in
@@ -163,7 +150,7 @@ static luon_status run_cpu_half(const lu_op_desc *d, lu_call *c, int32_t ct) {
 luon_status lu_run_cpu(lu_call *c) {
   const lu_op_desc *d = &lu_ops[c->op];
   int32_t ct = 0;
-  if (half_ops[c->op]) {
+  if (takes_half(c->op)) {
     bool half = false;
     int32_t p = c->nin > 0 ? c->in[0]->dtype : LUON_DTYPE_F32;
     for (int i = 0; i < c->nin; i++) {
@@ -177,56 +164,58 @@ luon_status lu_run_cpu(lu_call *c) {
   return ct ? run_cpu_half(d, c, ct) : d->cpu(c);
 }
 
-luon_status luon_op_call(int32_t op, int32_t nin, luon_tensor *const *in, const luon_attrs *attrs,
-                         int32_t *nout_p, luon_tensor **out) {
-  if (op < 0 || op >= LU_OP_COUNT) return lu_error(LUON_EINVAL, "op id %d does not exist", op);
-  const lu_op_desc *d = &lu_ops[op];
+/* ---- luon_op_call, in its phases ---------------------------------------- */
+
+/* 1. The arguments: counts and NULLs, the attributes, 16-bit inputs (*half:
+ * one goes to an LU_HALF op; other ops refuse them), one device for all
+ * inputs (c->dev), the result dtype, and that the op has its functions. */
+static luon_status check_args(const lu_op_desc *d, lu_call *c, const int32_t *nout_p, luon_tensor **out,
+                              bool *half) {
+  int32_t nin = c->nin;
+  luon_tensor *const *in = c->in;
   if ((d->nin >= 0 && nin != d->nin) || nin < 0 || nin > LUON_MAX_OP_INPUTS || (d->nin < 0 && nin < 1))
     return lu_error(LUON_EINVAL, "%s: takes %s%d input%s, got %d", d->name, d->nin < 0 ? "1 to " : "",
                     d->nin < 0 ? LUON_MAX_OP_INPUTS : d->nin, d->nin == 1 ? "" : "s", nin);
   if (nin > 0 && !in) return lu_error(LUON_EINVAL, "op_call: in is NULL but nin is %d (op %s)", nin, d->name);
   if (!nout_p) return lu_error(LUON_EINVAL, "op_call: nout is NULL (op %s)", d->name);
   if (!out) return lu_error(LUON_EINVAL, "op_call: out is NULL (op %s)", d->name);
-  static const luon_attrs no_attrs;
-  lu_call c;
-  c.op = op;
-  c.nin = nin;
-  c.in = in;
-  c.attrs = attrs ? attrs : &no_attrs;
-  c.nout = d->nout;
-  c.scratch = NULL;
-  if (c.attrs->ni < 0 || c.attrs->ni > LUON_MAX_ATTR_INTS)
-    return lu_error(LUON_EINVAL, "%s: %d integer attributes (at most %d)", d->name, c.attrs->ni,
+  if (c->attrs->ni < 0 || c->attrs->ni > LUON_MAX_ATTR_INTS)
+    return lu_error(LUON_EINVAL, "%s: %d integer attributes (at most %d)", d->name, c->attrs->ni,
                     LUON_MAX_ATTR_INTS);
-  bool half = false; /* a 16-bit input to an op of half_ops */
   for (int i = 0; i < nin; i++) {
     if (!in[i]) return lu_error(LUON_EINVAL, "%s: input %d is NULL", d->name, i + 1);
-    if (!lu_dtype_is_storage_only(in[i]->dtype) || op == LU_OP_copy || d->kind == LU_VIEW) continue;
-    if (!half_ops[op])
+    if (!lu_dtype_is_storage_only(in[i]->dtype) || c->op == LU_OP_copy || d->kind == LU_VIEW) continue;
+    if (!takes_half(c->op))
       return lu_error(LUON_EDTYPE, "%s: does not take %s (input %d); convert with astype('float32') "
                       "first", d->name, luon_dtype_name(in[i]->dtype), i + 1);
-    half = true;
+    *half = true;
   }
   if (nin > 0) {
-    c.dev = in[0]->dev;
+    c->dev = in[0]->dev;
     for (int i = 1; i < nin; i++)
-      if (!lu_device_eq(in[i]->dev, c.dev))
+      if (!lu_device_eq(in[i]->dev, c->dev))
         return lu_error(LUON_EDEVICE,
                         "%s: input 1 is on %s but input %d is on %s; ops run where their inputs "
                         "live, so copy one with copyto() or as_in_context() first",
-                        d->name, lu_device_str(c.dev), i + 1, lu_device_str(in[i]->dev));
+                        d->name, lu_device_str(c->dev), i + 1, lu_device_str(in[i]->dev));
   } else {
-    c.dev = (lu_device){c.attrs->dev_type ? c.attrs->dev_type : LUON_CPU, c.attrs->dev_id};
-    LU_TRY(lu_device_check(c.dev));
+    c->dev = (lu_device){c->attrs->dev_type ? c->attrs->dev_type : LUON_CPU, c->attrs->dev_id};
+    LU_TRY(lu_device_check(c->dev));
   }
-  if (c.attrs->dtype && !lu_dtype_valid(c.attrs->dtype))
-    return lu_error(LUON_EDTYPE, "%s: unknown dtype %d", d->name, c.attrs->dtype);
-
+  if (c->attrs->dtype && !lu_dtype_valid(c->attrs->dtype))
+    return lu_error(LUON_EDTYPE, "%s: unknown dtype %d", d->name, c->attrs->dtype);
   if (!d->shape || !d->cpu)
     return lu_error(LUON_EINTERNAL, "%s: this build has no kernel for the op", d->name);
-  if (lu_interrupted()) return lu_error(LUON_EINTERRUPTED, "%s: interrupted", d->name);
-  int cap = *nout_p;
-  if (half) { /* the shape function sees the inputs in the compute dtype (lu_run_cpu's) */
+  return LUON_OK;
+}
+
+/* 2. The outputs' shapes and dtypes from lu_shape_<op>. With 16-bit inputs
+ * (half) it sees them in the compute dtype (lu_run_cpu's), and a result in
+ * that dtype is stored in the 16-bit one; at most cap outputs. */
+static luon_status infer_shapes(const lu_op_desc *d, lu_call *c, bool half, int cap) {
+  if (half) {
+    luon_tensor *const *in = c->in;
+    int32_t nin = c->nin;
     int32_t p = in[0]->dtype;
     for (int i = 1; i < nin; i++) p = lu_dtype_promote(p, in[i]->dtype);
     int32_t half_dt = lu_dtype_is_storage_only(p) ? p : 0;   /* the 16-bit result dtype */
@@ -238,90 +227,121 @@ luon_status luon_op_call(int32_t op, int32_t nin, luon_tensor *const *in, const 
       if (lu_dtype_is_storage_only(seen[i].dtype)) seen[i].dtype = half_ct;
       seen_p[i] = &seen[i];
     }
-    c.in = seen_p;
-    luon_status s = d->shape(&c);
-    c.in = in;
+    c->in = seen_p;
+    luon_status s = d->shape(c);
+    c->in = in;
     LU_TRY(s);
-    for (int k = 0; k < c.nout && k < LUON_MAX_OP_INPUTS && half_dt && !c.attrs->dtype; k++)
-      if (c.out_dtype[k] == half_ct) c.out_dtype[k] = half_dt;
+    for (int k = 0; k < c->nout && k < LUON_MAX_OP_INPUTS && half_dt && !c->attrs->dtype; k++)
+      if (c->out_dtype[k] == half_ct) c->out_dtype[k] = half_dt;
   } else {
-    LU_TRY(d->shape(&c));
+    LU_TRY(d->shape(c));
   }
-  if (c.nout < 0 || c.nout > cap || c.nout > LUON_MAX_OP_INPUTS)
-    return lu_error(LUON_EINVAL, "%s: makes %d outputs but room was given for %d", d->name, c.nout, cap);
+  if (c->nout < 0 || c->nout > cap || c->nout > LUON_MAX_OP_INPUTS)
+    return lu_error(LUON_EINVAL, "%s: makes %d outputs but room was given for %d", d->name, c->nout, cap);
+  return LUON_OK;
+}
 
-  luon_status s = LUON_OK;
-  bool wrote_into[LUON_MAX_OP_INPUTS] = {false};
-  if (d->kind == LU_NEW) {
-    for (int k = 0; k < c.nout; k++) {
-      luon_tensor *o = out[k];
-      c.out[k] = NULL;
-      if (o) {
-        if (o->ndim != c.out_ndim[k] ||
-            memcmp(o->shape, c.out_shape[k], sizeof(int64_t) * (size_t)o->ndim) != 0) {
-          s = lu_error(LUON_ESHAPE, "%s: the result has shape %s but out= has shape %s", d->name,
-                       lu_shape_str(c.out_ndim[k], c.out_shape[k]), lu_shape_str(o->ndim, o->shape));
-          break;
-        }
-        if (!lu_device_eq(o->dev, c.dev)) {
-          s = lu_error(LUON_EDEVICE, "%s: the result is on %s but out= is on %s", d->name,
-                       lu_device_str(c.dev), lu_device_str(o->dev));
-          break;
-        }
-        if (o->dtype == c.out_dtype[k] && lu_is_contiguous(o) && !shares_storage(o, nin, in)) {
-          c.out[k] = luon_tensor_retain(o);
-          wrote_into[k] = true;
-          continue;
-        }
+/* 3a. Kind NEW's outputs: out[k] itself when it can take the result (shape
+ * and device must match; same dtype, contiguous, not sharing an input's
+ * storage: wrote_into[k]), else a new tensor. */
+static luon_status new_outputs(const lu_op_desc *d, lu_call *c, luon_tensor **out, bool *wrote_into) {
+  for (int k = 0; k < c->nout; k++) c->out[k] = NULL;
+  for (int k = 0; k < c->nout; k++) {
+    luon_tensor *o = out[k];
+    if (o) {
+      if (o->ndim != c->out_ndim[k] ||
+          memcmp(o->shape, c->out_shape[k], sizeof(int64_t) * (size_t)o->ndim) != 0)
+        return lu_error(LUON_ESHAPE, "%s: the result has shape %s but out= has shape %s", d->name,
+                        lu_shape_str(c->out_ndim[k], c->out_shape[k]), lu_shape_str(o->ndim, o->shape));
+      if (!lu_device_eq(o->dev, c->dev))
+        return lu_error(LUON_EDEVICE, "%s: the result is on %s but out= is on %s", d->name,
+                        lu_device_str(c->dev), lu_device_str(o->dev));
+      if (o->dtype == c->out_dtype[k] && lu_is_contiguous(o) && !shares_storage(o, c->nin, c->in)) {
+        c->out[k] = luon_tensor_retain(o);
+        wrote_into[k] = true;
+        continue;
       }
-      s = lu_tensor_new(c.out_dtype[k], c.out_ndim[k], c.out_shape[k], c.dev, &c.out[k]);
-      if (s == LUON_ESHAPE) { /* name the op, not the allocation */
-        char why[512];
-        const char *m = luon_last_error();
-        if (strncmp(m, "empty: ", 7) == 0) m += 7;
-        strncpy(why, m, sizeof why - 1);
-        why[sizeof why - 1] = 0;
-        s = lu_error(s, "%s: its result: %s", d->name, why);
-      }
-      if (s != LUON_OK) break;
     }
-    if (s == LUON_OK)
-      s = run_kernel(d, &c);
+    luon_status s = lu_tensor_new(c->out_dtype[k], c->out_ndim[k], c->out_shape[k], c->dev, &c->out[k]);
+    if (s == LUON_ESHAPE) { /* name the op, not the allocation */
+      char why[512];
+      const char *m = luon_last_error();
+      if (strncmp(m, "empty: ", 7) == 0) m += 7;
+      strncpy(why, m, sizeof why - 1);
+      why[sizeof why - 1] = 0;
+      s = lu_error(s, "%s: its result: %s", d->name, why);
+    }
+    LU_TRY(s);
+  }
+  return LUON_OK;
+}
+
+/* 3. The outputs and the kernel, by kind: NEW (outputs made here), INPLACE
+ * (the outputs are the inputs; out[k] may only name input k), VIEW (the CPU
+ * function makes views, on any device). */
+static luon_status run_op(const lu_op_desc *d, lu_call *c, luon_tensor **out, bool *wrote_into) {
+  luon_status s = LUON_OK;
+  if (d->kind == LU_NEW) {
+    s = new_outputs(d, c, out, wrote_into);
+    if (s == LUON_OK) s = run_kernel(d, c);
     /* a long kernel that saw the flag stopped early: its output is not whole */
     if (s == LUON_OK && lu_interrupted()) s = lu_error(LUON_EINTERRUPTED, "%s: interrupted", d->name);
   } else if (d->kind == LU_INPLACE) {
-    for (int k = 0; k < c.nout; k++) c.out[k] = NULL;
-    for (int k = 0; k < c.nout; k++) {
-      if (out[k] && out[k] != in[k]) {
-        s = lu_error(LUON_EINVAL, "%s: updates its inputs in place; out= must be input %d", d->name, k + 1);
-        break;
-      }
-      c.out[k] = luon_tensor_retain(in[k]);
+    for (int k = 0; k < c->nout; k++) c->out[k] = NULL;
+    for (int k = 0; k < c->nout; k++) {
+      if (out[k] && out[k] != c->in[k])
+        return lu_error(LUON_EINVAL, "%s: updates its inputs in place; out= must be input %d", d->name, k + 1);
+      c->out[k] = luon_tensor_retain(c->in[k]);
       wrote_into[k] = true;
     }
-    if (s == LUON_OK) s = run_kernel(d, &c);
+    s = run_kernel(d, c);
   } else {
-    for (int k = 0; k < c.nout; k++) c.out[k] = NULL;
-    s = d->cpu(&c); /* views are device independent */
+    for (int k = 0; k < c->nout; k++) c->out[k] = NULL;
+    s = d->cpu(c); /* views are device independent */
   }
-  free(c.scratch);
-  /* results that had to go through a temporary land in out= now */
-  for (int k = 0; k < c.nout && s == LUON_OK; k++) {
+  return s;
+}
+
+/* 4. Results that had to go through a temporary land in out= now; the call
+ * goes on the tape while recording; the outputs are handed out (or
+ * released on an error). */
+static luon_status finish(const lu_op_desc *d, lu_call *c, luon_tensor **out, const bool *wrote_into,
+                          luon_status s, int32_t *nout_p) {
+  for (int k = 0; k < c->nout && s == LUON_OK; k++) {
     if (out[k] && !wrote_into[k]) {
-      s = luon_tensor_copy(out[k], c.out[k]);
-      luon_tensor_release(c.out[k]);
-      c.out[k] = luon_tensor_retain(out[k]);
+      s = luon_tensor_copy(out[k], c->out[k]);
+      luon_tensor_release(c->out[k]);
+      c->out[k] = luon_tensor_retain(out[k]);
     }
   }
+  if (s == LUON_OK && lu_recording && d->kind != LU_INPLACE) s = lu_autograd_record(c, c->out);
   if (s != LUON_OK) {
-    for (int k = 0; k < c.nout; k++) luon_tensor_release(c.out[k]);
+    for (int k = 0; k < c->nout; k++) luon_tensor_release(c->out[k]);
     return s;
   }
-  if (lu_recording && d->kind != LU_INPLACE && (s = lu_autograd_record(&c, c.out)) != LUON_OK) {
-    for (int k = 0; k < c.nout; k++) luon_tensor_release(c.out[k]);
-    return s;
-  }
-  for (int k = 0; k < c.nout; k++) out[k] = c.out[k];
-  *nout_p = c.nout;
+  for (int k = 0; k < c->nout; k++) out[k] = c->out[k];
+  *nout_p = c->nout;
   return LUON_OK;
+}
+
+luon_status luon_op_call(int32_t op, int32_t nin, luon_tensor *const *in, const luon_attrs *attrs,
+                         int32_t *nout_p, luon_tensor **out) {
+  if (op < 0 || op >= LU_OP_COUNT) return lu_error(LUON_EINVAL, "op id %d does not exist", op);
+  static const luon_attrs no_attrs;
+  const lu_op_desc *d = &lu_ops[op];
+  lu_call c;
+  c.op = op;
+  c.nin = nin;
+  c.in = in;
+  c.attrs = attrs ? attrs : &no_attrs;
+  c.nout = d->nout;
+  c.scratch = NULL;
+  bool half = false; /* a 16-bit input to an LU_HALF op */
+  LU_TRY(check_args(d, &c, nout_p, out, &half));
+  if (lu_interrupted()) return lu_error(LUON_EINTERRUPTED, "%s: interrupted", d->name);
+  LU_TRY(infer_shapes(d, &c, half, *nout_p));
+  bool wrote_into[LUON_MAX_OP_INPUTS] = {false};
+  luon_status s = run_op(d, &c, out, wrote_into);
+  free(c.scratch);
+  return finish(d, &c, out, wrote_into, s, nout_p);
 }

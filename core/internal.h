@@ -169,13 +169,36 @@ uint16_t lu_float_to_bf16(float f);
 /* ---- the op registry and dispatcher ------------------------------------ */
 
 enum lu_op_id {
-#define LUON_OP(name, nin, nout, kind) LU_OP_##name,
+#define LUON_OP(name, nin, nout, kind, grad, backends, flags) LU_OP_##name,
 #include "luon_ops.def"
 #undef LUON_OP
   LU_OP_COUNT
 };
 
 enum lu_op_kind { LU_NEW = 0, LU_VIEW = 1, LU_INPLACE = 2 };
+/* The registry's flags column (luon_ops.def says what each means). */
+enum lu_op_flag {
+  LU_HALF = 1 << 0, LU_FUSED = 1 << 1, LU_RANDOM = 1 << 2,
+  LU_NP_MAP = 1 << 3, LU_NP_REDUCE = 1 << 4, LU_METHOD = 1 << 5,
+};
+/* Where an op runs: its backends column as LUON_BACKEND_* bits. */
+#define LU_BACKENDS_ALL (LUON_BACKEND_CPU | LUON_BACKEND_CUDA)
+#define LU_BACKENDS_CPU LUON_BACKEND_CPU
+#define LU_BACKENDS_ANY (LUON_BACKEND_CPU | LUON_BACKEND_CUDA)
+
+/* Named attribute slots: for each LUON_SLOTS line an enum of its int slots
+ * and one of its float slots, counting on from its base op's, with the
+ * counts LU_NI_<op> and LU_NF_<op>: attrs->i[LU_CONV2D_RELU]. */
+enum { LU_NI_none = 0, LU_NF_none = 0 };
+#define I(n) LU_##n,
+#define F(n) LU_##n,
+#define LUON_SLOTS(op, base, ints, floats)                                     \
+  enum { LU_I0_##op = LU_NI_##base - 1, ints LU_NI_##op };                     \
+  enum { LU_F0_##op = LU_NF_##base - 1, floats LU_NF_##op };
+#include "luon_ops.def"
+#undef LUON_SLOTS
+#undef I
+#undef F
 
 /* The reductions (core/ops/reduce.c, cuda/ops/reduce.cu) by one number. */
 enum lu_reduce_op { LU_R_SUM, LU_R_MEAN, LU_R_PROD, LU_R_MAX, LU_R_MIN, LU_R_ARGMAX, LU_R_ARGMIN, LU_R_COUNT };
@@ -236,9 +259,11 @@ typedef luon_status (*lu_kernel_fn)(lu_call *c);
 typedef struct lu_op_desc {
   const char *name;
   int32_t nin, nout, kind;
+  int32_t backends;            /* LUON_BACKEND_* bits: where it has a kernel */
+  int32_t flags;               /* enum lu_op_flag */
   lu_shape_fn shape;
   lu_kernel_fn cpu;
-  lu_grad_fn grad;             /* NULL: the op has no gradient */
+  lu_grad_fn grad;             /* NULL: the op has no gradient (NOGRAD) */
 } lu_op_desc;
 
 extern const lu_op_desc lu_ops[LU_OP_COUNT];
@@ -247,11 +272,16 @@ extern const lu_op_desc lu_ops[LU_OP_COUNT];
 luon_status lu_run_cpu(lu_call *c);
 
 /* Weak, so that the registry links while an op is being written; the test
- * suite fails if any registered op lacks its shape function or CPU kernel. */
-#define LUON_OP(name, nin, nout, kind)                                        \
+ * suite fails if any registered op lacks its shape function or CPU kernel.
+ * The backward rule of a GRAD op is not weak: the link fails without it. */
+#define LU_GRAD_DECL_GRAD(name) luon_status lu_grad_##name(lu_grad_call *g);
+#define LU_GRAD_DECL_NOGRAD(name)
+#define LU_GRAD_FN_GRAD(name) lu_grad_##name
+#define LU_GRAD_FN_NOGRAD(name) NULL
+#define LUON_OP(name, nin, nout, kind, grad, backends, flags)                  \
   __attribute__((weak)) luon_status lu_shape_##name(lu_call *c);              \
-  __attribute__((weak)) luon_status lu_cpu_##name(lu_call *c);              \
-  __attribute__((weak)) luon_status lu_grad_##name(lu_grad_call *g);
+  __attribute__((weak)) luon_status lu_cpu_##name(lu_call *c);                \
+  LU_GRAD_DECL_##grad(name)
 #include "luon_ops.def"
 #undef LUON_OP
 
@@ -292,7 +322,7 @@ typedef struct lu_pool_win {
 } lu_pool_win;
 /* From a[0..6] = kernel h,w, stride h,w, pad h,w, ceil_mode; checks them
  * (errors name op and the input shape). */
-luon_status lu_pool_win_make(const char *op, const int64_t a[7], int64_t N, int64_t C, int64_t H,
+luon_status lu_pool_win_make(const char *op, const int64_t a[LU_POOL_CEIL + 1], int64_t N, int64_t C, int64_t H,
                              int64_t W, lu_pool_win *w);
 /* y (OH,OW) = bias + max of each window of the plane x (H,W), relu'd when
  * `relu`; idx = where the first maximum sits, row-major in the unclipped

@@ -212,6 +212,32 @@ int32_t luon_op_num_inputs(int32_t op);
 int32_t luon_op_num_outputs(int32_t op);
 /* 1 when op has a backward rule, 0 when it has none (or is not an op). */
 int32_t luon_op_has_grad(int32_t op);
+/* The registry's facts about an op (core/luon_ops.def), which the Lua layer,
+ * the tests and the parity check read instead of keeping lists of names. */
+enum {
+  LUON_BACKEND_CPU = 2,          /* 1 << LUON_CPU */
+  LUON_BACKEND_CUDA = 4          /* 1 << LUON_GPU */
+};
+typedef struct luon_op_info {
+  const char *name;
+  int32_t num_inputs;            /* -1: variadic */
+  int32_t num_outputs;           /* -1: given by the attributes */
+  int32_t kind;                  /* 0 new outputs, 1 views of the input, 2 in place */
+  int32_t has_grad;              /* a backward rule */
+  int32_t backends;              /* LUON_BACKEND_* bits: the devices it runs on */
+  int32_t half;                  /* takes float16 and bfloat16 (computed in float32) */
+  int32_t fused;                 /* other ops in one pass (equal to them) */
+  int32_t random;                /* draws from the device's generator */
+  int32_t np_map;                /* np.<name>: the elementwise wrapper */
+  int32_t np_reduce;             /* np.<name>: the reduction wrapper */
+  int32_t method;                /* x:<name>() is np.<name>(x) */
+} luon_op_info;
+/* LUON_EINVAL when op is not an op or out is NULL. */
+luon_status luon_op_info_get(int32_t op, luon_op_info *out);
+/* The named attribute slots (LUON_SLOTS lines), k = 0.. : its name (as
+ * CONV2D_RELU), whether it is a float slot (attrs.f) or an int slot
+ * (attrs.i), and its index there. NULL past the last one. */
+const char *luon_attr_slot(int32_t k, int32_t *is_float, int32_t *index);
 
 /* Run op `op` on nin inputs. *nout is the capacity of out[] on entry and the
  * number of outputs on return. An out[k] that is non-NULL on entry is written

@@ -179,7 +179,7 @@ bool lu_cuda_sync_each_op(void) {
 const lu_cuda_host *lu_cuda_host_api;
 
 static const char *const op_names[LU_OP_COUNT] = {
-#define LUON_OP(name, nin, nout, kind) #name,
+#define LUON_OP(name, nin, nout, kind, grad, backends, flags) #name,
 #include "luon_ops.def"
 #undef LUON_OP
 };
@@ -546,7 +546,7 @@ luon_cuda_init(lu_cuda_backend *b) {
   b->event_free = event_free;
   b->allreduce = lu_cuda_allreduce;
   lu_cuda_nccl_fill(b);
-#define LUON_OP(name, nin, nout, kind) b->kernels[LU_OP_##name] = lu_cuda_##name;
+#define LUON_OP(name, nin, nout, kind, grad, backends, flags) b->kernels[LU_OP_##name] = LU_CUDA_FN_##backends(name);
 #include "luon_ops.def"
 #undef LUON_OP
   return LUON_OK;

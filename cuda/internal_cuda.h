@@ -79,9 +79,16 @@ bool lu_cuda_flag(const char *name);
 /* LUON_CUDA_SYNC=1: synchronise after every op and copy. */
 bool lu_cuda_sync_each_op(void);
 
-/* The CUDA kernels, one per op, found by name from the registry. Weak: an
- * op without one is NULL in the table and the dispatcher says so. */
-#define LUON_OP(name, nin, nout, kind) __attribute__((weak)) luon_status lu_cuda_##name(lu_call *c);
+/* The CUDA kernels, one per op whose registry line says ALL, found by name:
+ * the link (-z defs) fails without one. CPU-only ops and views (ANY) have
+ * none: NULL in the table, and the dispatcher says so or runs the view. */
+#define LU_CUDA_DECL_ALL(name) luon_status lu_cuda_##name(lu_call *c);
+#define LU_CUDA_DECL_CPU(name)
+#define LU_CUDA_DECL_ANY(name)
+#define LU_CUDA_FN_ALL(name) lu_cuda_##name
+#define LU_CUDA_FN_CPU(name) NULL
+#define LU_CUDA_FN_ANY(name) NULL
+#define LUON_OP(name, nin, nout, kind, grad, backends, flags) LU_CUDA_DECL_##backends(name)
 #include "luon_ops.def"
 #undef LUON_OP
 

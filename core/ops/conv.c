@@ -3,7 +3,7 @@
  * Not here: pooling (pool.c), transposed, 1-d or 3-d convolution.
  *   y[n,o,i,j] = b[o] + sum_{c,p,q} w[o,c,p,q] x[n, g*Cg+c, i*sh-ph+p*dh, j*sw-pw+q*dw]
  *   (g = o / Og; Cg = C/groups input and Og = O/groups output channels per group)
- * conv2d's i[7] = 1 fuses a relu: y = max(that, 0), written once; its
+ * conv2d's LU_CONV2D_RELU = 1 fuses a relu: y = max(that, 0), written once; its
  * backward masks dy by y > 0 (Conv2D(activation='relu') uses it). */
 #include "internal.h"
 #include <cblas.h>
@@ -25,11 +25,18 @@ typedef struct geom {
 
 /* ---- shapes ------------------------------------------------------------------ */
 
-/* Stride, pad, dilation and groups from i[0..6] (defaults 1, 0, 1, 1). */
+/* conv2d's slots up to its groups, in the registry's order; left out: 1, 0, 1, 1 */
+static const int64_t conv_defaults[LU_CONV2D_GROUPS + 1] = {
+  [LU_CONV2D_STRIDE_H] = 1, [LU_CONV2D_STRIDE_W] = 1, [LU_CONV2D_PAD_H] = 0, [LU_CONV2D_PAD_W] = 0,
+  [LU_CONV2D_DILATE_H] = 1, [LU_CONV2D_DILATE_W] = 1, [LU_CONV2D_GROUPS] = 1};
+
+/* Stride, pad, dilation and groups from conv2d's slots (defaults 1, 0, 1, 1). */
 static luon_status read_attrs(const char *op, const luon_attrs *a, geom *g) {
-  int64_t v[7] = {1, 1, 0, 0, 1, 1, 1};
-  for (int k = 0; k < 7 && k < a->ni; k++) v[k] = a->i[k];
-  g->sh = v[0], g->sw = v[1], g->ph = v[2], g->pw = v[3], g->dh = v[4], g->dw = v[5], g->G = v[6];
+  int64_t v[LU_CONV2D_GROUPS + 1];
+  for (int k = 0; k <= LU_CONV2D_GROUPS; k++) v[k] = k < a->ni ? a->i[k] : conv_defaults[k];
+  g->sh = v[LU_CONV2D_STRIDE_H], g->sw = v[LU_CONV2D_STRIDE_W], g->ph = v[LU_CONV2D_PAD_H];
+  g->pw = v[LU_CONV2D_PAD_W], g->dh = v[LU_CONV2D_DILATE_H], g->dw = v[LU_CONV2D_DILATE_W];
+  g->G = v[LU_CONV2D_GROUPS];
   if (g->sh < 1 || g->sw < 1)
     return lu_error(LUON_EINVAL, "%s: strides must be at least 1, got (%lld,%lld)", op,
                     (long long)g->sh, (long long)g->sw);
@@ -92,9 +99,9 @@ static luon_status conv_geom(const lu_call *c, geom *g) {
   LU_TRY(check_4d(op, w, "the weight", "(O,C/groups,KH,KW)"));
   LU_TRY(check_float(op, x, "the input", w, "the weight"));
   LU_TRY(read_attrs(op, c->attrs, g));
-  int64_t act = c->attrs->ni > 7 ? c->attrs->i[7] : 0;
+  int64_t act = c->attrs->ni > LU_CONV2D_RELU ? c->attrs->i[LU_CONV2D_RELU] : 0;
   if (act != 0 && act != 1)
-    return lu_error(LUON_EINVAL, "%s: i[7] (fused activation) must be 0 (none) or 1 (relu), got %lld", op,
+    return lu_error(LUON_EINVAL, "%s: the fused activation must be 0 (none) or 1 (relu), got %lld", op,
                     (long long)act);
   g->relu = act == 1;
   g->N = x->shape[0], g->C = x->shape[1], g->H = x->shape[2], g->W = x->shape[3];
@@ -129,13 +136,13 @@ static luon_status check_dy(const char *op, const luon_tensor *dy, const geom *g
 }
 
 static luon_status need_extra(const char *op, const luon_attrs *a, const char *what) {
-  if (a->ni < 9)
-    return lu_error(LUON_EINVAL, "%s: needs conv2d's 7 attributes plus %s in i[7..8], got %d attributes",
-                    op, what, a->ni);
+  if (a->ni < LU_NI_conv2d_grad_input)
+    return lu_error(LUON_EINVAL, "%s: needs conv2d's %d attributes plus %s, got %d attributes",
+                    op, LU_NI_conv2d, what, a->ni);
   return LUON_OK;
 }
 
-/* dy (N,O,OH,OW), w (O,C/G,KH,KW), i[7..8] = H,W -> dx (N,C,H,W) */
+/* dy (N,O,OH,OW), w (O,C/G,KH,KW), the input's H,W -> dx (N,C,H,W) */
 static luon_status gin_geom(const lu_call *c, geom *g) {
   const char *op = "conv2d_grad_input";
   const luon_tensor *dy = c->in[0], *w = c->in[1];
@@ -144,7 +151,8 @@ static luon_status gin_geom(const lu_call *c, geom *g) {
   LU_TRY(check_float(op, dy, "the output gradient", w, "the weight"));
   LU_TRY(read_attrs(op, c->attrs, g));
   LU_TRY(need_extra(op, c->attrs, "the input's H, W"));
-  g->N = dy->shape[0], g->C = w->shape[1] * g->G, g->H = c->attrs->i[7], g->W = c->attrs->i[8];
+  g->N = dy->shape[0], g->C = w->shape[1] * g->G, g->H = c->attrs->i[LU_CONV2D_GRAD_INPUT_H];
+  g->W = c->attrs->i[LU_CONV2D_GRAD_INPUT_W];
   g->O = w->shape[0], g->KH = w->shape[2], g->KW = w->shape[3];
   if (g->H < 1 || g->W < 1)
     return lu_error(LUON_EINVAL, "%s: input size (%lld,%lld) must be positive", op, (long long)g->H,
@@ -153,7 +161,7 @@ static luon_status gin_geom(const lu_call *c, geom *g) {
   return check_dy(op, dy, g);
 }
 
-/* x (N,C,H,W), dy (N,O,OH,OW), i[7..8] = KH,KW -> dw (O,C/G,KH,KW) */
+/* x (N,C,H,W), dy (N,O,OH,OW), the kernel's KH,KW -> dw (O,C/G,KH,KW) */
 static luon_status gw_geom(const lu_call *c, geom *g) {
   const char *op = "conv2d_grad_weight";
   const luon_tensor *x = c->in[0], *dy = c->in[1];
@@ -163,7 +171,8 @@ static luon_status gw_geom(const lu_call *c, geom *g) {
   LU_TRY(read_attrs(op, c->attrs, g));
   LU_TRY(need_extra(op, c->attrs, "the kernel's KH, KW"));
   g->N = x->shape[0], g->C = x->shape[1], g->H = x->shape[2], g->W = x->shape[3];
-  g->O = dy->shape[1], g->KH = c->attrs->i[7], g->KW = c->attrs->i[8];
+  g->O = dy->shape[1], g->KH = c->attrs->i[LU_CONV2D_GRAD_WEIGHT_KH];
+  g->KW = c->attrs->i[LU_CONV2D_GRAD_WEIGHT_KW];
   LU_TRY(finish_geom(op, g));
   return check_dy(op, dy, g);
 }
@@ -871,16 +880,19 @@ luon_status lu_cpu_conv2d_grad_weight(lu_call *c) {
  * the convolution's per-sample gradients on it. The relu's mask, the bias
  * gradient and max_pool2d_grad's search all fold into the scatter. */
 
-/* The convolution's geometry from x, w[, b] and the pool's from i[8..14]. */
+/* The convolution's geometry from x, w[, b] and the pool's from its slots,
+ * which are max_pool2d's first ones in the same order (lu_pool_win_make). */
+_Static_assert(LU_CMP_CEIL - LU_CMP_KERNEL_H == LU_POOL_CEIL - LU_POOL_KERNEL_H && LU_POOL_KERNEL_H == 0,
+               "conv2d_maxpool's pool slots follow max_pool2d's order");
 static luon_status cmp_geom(const lu_call *c, luon_tensor *const *xwb, int nin, geom *g, lu_pool_win *pw) {
   const char *op = lu_ops[c->op].name;
   lu_call cc = *c;
   cc.in = xwb, cc.nin = nin;
   LU_TRY(conv_geom(&cc, g));
-  if (c->attrs->ni < 15)
-    return lu_error(LUON_EINVAL, "%s: needs conv2d's 8 attributes and the pool's 7 in i[8..14], got %d", op,
-                    c->attrs->ni);
-  LU_TRY(lu_pool_win_make(op, c->attrs->i + 8, g->N, g->O, g->OH, g->OW, pw));
+  if (c->attrs->ni < LU_NI_conv2d_maxpool)
+    return lu_error(LUON_EINVAL, "%s: needs conv2d's %d attributes and the pool's %d, got %d", op,
+                    LU_NI_conv2d, LU_NI_conv2d_maxpool - LU_NI_conv2d, c->attrs->ni);
+  LU_TRY(lu_pool_win_make(op, c->attrs->i + LU_CMP_KERNEL_H, g->N, g->O, g->OH, g->OW, pw));
   if (pw->KH * pw->KW > 254)
     return lu_error(LUON_EUNSUPPORTED, "%s: pool windows of at most 254 taps, got (%lld,%lld)", op,
                     (long long)pw->KH, (long long)pw->KW);
@@ -904,9 +916,9 @@ luon_status lu_shape_conv2d_maxpool_grad(lu_call *c) {
   geom g;
   lu_pool_win pw;
   LU_TRY(cmp_geom(c, c->in + 2, 2, &g, &pw));
-  if (c->attrs->ni < 17)
-    return lu_error(LUON_EINVAL, "%s: needs conv2d_maxpool's 15 attributes plus i[15..16], got %d", op,
-                    c->attrs->ni);
+  if (c->attrs->ni < LU_NI_conv2d_maxpool_grad)
+    return lu_error(LUON_EINVAL, "%s: needs conv2d_maxpool's %d attributes plus which gradients, got %d", op,
+                    LU_NI_conv2d_maxpool, c->attrs->ni);
   const luon_tensor *dy = c->in[0], *idx = c->in[1];
   int64_t want[4] = {g.N, g.O, pw.OH, pw.OW};
   if (dy->ndim != 4 || memcmp(dy->shape, want, sizeof want) != 0 || idx->ndim != 4 ||
@@ -920,14 +932,14 @@ luon_status lu_shape_conv2d_maxpool_grad(lu_call *c) {
   int32_t dt = dy->dtype;
   c->nout = 3;
   for (int k = 0; k < 3; k++) c->out_dtype[k] = dt;
-  c->out_ndim[0] = c->attrs->i[15] ? 4 : 1;
+  c->out_ndim[0] = c->attrs->i[LU_CMP_GRAD_DX] ? 4 : 1;
   int64_t dx[4] = {g.N, g.C, g.H, g.W}, dw[4] = {g.O, g.Cg, g.KH, g.KW};
-  if (c->attrs->i[15]) memcpy(c->out_shape[0], dx, sizeof dx);
+  if (c->attrs->i[LU_CMP_GRAD_DX]) memcpy(c->out_shape[0], dx, sizeof dx);
   else c->out_shape[0][0] = 0;
   c->out_ndim[1] = 4;
   memcpy(c->out_shape[1], dw, sizeof dw);
   c->out_ndim[2] = 1;
-  c->out_shape[2][0] = c->attrs->i[16] ? g.O : 0;
+  c->out_shape[2][0] = c->attrs->i[LU_CMP_GRAD_DB] ? g.O : 0;
   return LUON_OK;
 }
 
@@ -1738,7 +1750,7 @@ luon_status lu_cpu_conv2d_maxpool_grad(lu_call *c) {
   int64_t es = luon_dtype_size(dt), nt = lu_num_threads(), nw = g.O * g.K;
   cmp_job m = {{&g, dt, es, g.N < nt ? g.N : nt, d.in[2], d.in[3], NULL, NULL, NULL, NULL,
                 pointwise(&g) ? 0 : g.K * g.P}, &pw, false, NULL, (uint8_t *)d.in[1], d.in[0],
-               c->attrs->i[15] ? lu_data(c->out[0]) : NULL, lu_data(c->out[1]), lu_data(c->out[2]),
+               c->attrs->i[LU_CMP_GRAD_DX] ? lu_data(c->out[0]) : NULL, lu_data(c->out[1]), lu_data(c->out[2]),
                NULL, 0, 0, NULL, 0, NULL, false};
   if (m.j.chunks < 1) m.j.chunks = 1;
   int64_t KK = g.KH * g.KW;
@@ -1775,7 +1787,7 @@ luon_status lu_cpu_conv2d_maxpool_grad(lu_call *c) {
           for (int64_t ch = 0; ch < m.j.chunks; ch++) v += ld(m.scratch + (ch * m.per_chunk + m.front) * es, dt, kt);
           st(m.dw, dt, k, v);
         }
-    for (int64_t o = 0; o < g.O && c->attrs->i[16]; o++) {
+    for (int64_t o = 0; o < g.O && c->attrs->i[LU_CMP_GRAD_DB]; o++) {
       double v = 0;
       for (int64_t ch = 0; ch < m.j.chunks; ch++) v += ld(m.scratch + (ch * m.per_chunk + m.front) * es, dt, nw + o);
       st(m.db, dt, o, v);
@@ -1794,7 +1806,8 @@ luon_status lu_grad_conv2d_maxpool(lu_grad_call *gc) {
   bool has_b = gc->nin == 3;
   if (!gc->dout[0] || !(gc->need[0] || gc->need[1] || (has_b && gc->need[2]))) return LUON_OK;
   luon_attrs a = *gc->attrs;
-  a.i[15] = gc->need[0], a.i[16] = has_b && gc->need[2], a.ni = 17;
+  a.i[LU_CMP_GRAD_DX] = gc->need[0], a.i[LU_CMP_GRAD_DB] = has_b && gc->need[2];
+  a.ni = LU_NI_conv2d_maxpool_grad;
   luon_tensor *in[4] = {gc->dout[0], gc->out[1], gc->in[0], gc->in[1]};
   luon_tensor *out[3] = {NULL, NULL, NULL};
   int32_t nout = 3;
@@ -1816,15 +1829,15 @@ luon_status lu_grad_conv2d_maxpool(lu_grad_call *gc) {
 static luon_status conv_grads(lu_grad_call *gc, luon_tensor *dy, luon_tensor *x, luon_tensor *w) {
   luon_attrs a;
   memset(&a, 0, sizeof a);
-  int64_t def[7] = {1, 1, 0, 0, 1, 1, 1};
-  for (int k = 0; k < 7; k++) a.i[k] = k < gc->attrs->ni ? gc->attrs->i[k] : def[k];
-  a.ni = 9;
+  for (int k = 0; k <= LU_CONV2D_GROUPS; k++) a.i[k] = k < gc->attrs->ni ? gc->attrs->i[k] : conv_defaults[k];
+  _Static_assert((int)LU_NI_conv2d_grad_input == (int)LU_NI_conv2d_grad_weight, "one attrs for both gradients");
+  a.ni = LU_NI_conv2d_grad_input;
   if (gc->need[0]) {
-    a.i[7] = x->shape[2], a.i[8] = x->shape[3];
+    a.i[LU_CONV2D_GRAD_INPUT_H] = x->shape[2], a.i[LU_CONV2D_GRAD_INPUT_W] = x->shape[3];
     LU_TRY(lu_run(LU_OP_conv2d_grad_input, &a, &gc->din[0], 2, dy, w));
   }
   if (gc->need[1]) {
-    a.i[7] = w->shape[2], a.i[8] = w->shape[3];
+    a.i[LU_CONV2D_GRAD_WEIGHT_KH] = w->shape[2], a.i[LU_CONV2D_GRAD_WEIGHT_KW] = w->shape[3];
     LU_TRY(lu_run(LU_OP_conv2d_grad_weight, &a, &gc->din[1], 2, x, dy));
   }
   if (gc->nin == 3 && gc->need[2]) {
@@ -1840,7 +1853,7 @@ static luon_status conv_grads(lu_grad_call *gc, luon_tensor *dy, luon_tensor *x,
 luon_status lu_grad_conv2d(lu_grad_call *gc) {
   luon_tensor *dy = gc->dout[0], *x = gc->in[0], *w = gc->in[1], *masked = NULL;
   if (!dy) return LUON_OK;
-  if (gc->attrs->ni > 7 && gc->attrs->i[7] == 1) { /* fused relu: dy * (y > 0) */
+  if (gc->attrs->ni > LU_CONV2D_RELU && gc->attrs->i[LU_CONV2D_RELU] == 1) { /* fused relu: dy * (y > 0) */
     LU_TRY(lu_run(LU_OP_relu_grad, NULL, &masked, 2, gc->out[0], dy));
     dy = masked;
   }

@@ -50,6 +50,7 @@ static inline int64_t ipow(int64_t x, int64_t y) {
 #define POW(x, y) _Generic((x), float: powf, double: pow, default: ipow)(x, y)
 #define EXP(x) _Generic((x), float: expf, default: exp)(x)
 #define LOG(x) _Generic((x), float: logf, default: log)(x)
+#define LOG2(x) _Generic((x), float: log2f, default: log2)(x)
 #define SQRT(x) _Generic((x), float: sqrtf, default: sqrt)(x)
 #define TANH(x) _Generic((x), float: tanhf, default: tanh)(x)
 
@@ -129,6 +130,7 @@ typedef void (*un_fn)(int64_t n, const void *a, void *o, const void *p);
 #define E_sign(s, T, U, x) ((T)((x) > 0 ? (T)1 : (x) < 0 ? (T)-1 : (x)))
 #define E_exp(s, T, U, x) EXP(x)
 #define E_log(s, T, U, x) LOG(x)
+#define E_log2(s, T, U, x) LOG2(x)
 #define E_sqrt(s, T, U, x) SQRT(x)
 #define E_square(s, T, U, x) FIX_##s((T)((U)(x) * (U)(x)))
 #define E_tanh(s, T, U, x) TANH(x)
@@ -153,6 +155,7 @@ UN_KERNELS(abs, ALL_TYPES)
 UN_KERNELS(sign, ALL_TYPES)
 UN_KERNELS(exp, FLOAT_TYPES) /* exp..sigmoid: integers compute in float32 */
 UN_KERNELS(log, FLOAT_TYPES)
+UN_KERNELS(log2, FLOAT_TYPES)
 UN_KERNELS(sqrt, FLOAT_TYPES)
 UN_KERNELS(square, ALL_TYPES)
 UN_KERNELS(tanh, FLOAT_TYPES)
@@ -536,6 +539,7 @@ UNOP(abs, U_KEEP, GRAIN_CHEAP)
 UNOP(sign, U_KEEP, GRAIN_CHEAP)
 UNOP(exp, U_FLOAT, GRAIN_MATH)
 UNOP(log, U_FLOAT, GRAIN_MATH)
+UNOP(log2, U_FLOAT, GRAIN_MATH)
 UNOP(sqrt, U_FLOAT, GRAIN_CHEAP)
 UNOP(square, U_KEEP, GRAIN_CHEAP)
 UNOP(tanh, U_FLOAT, GRAIN_MATH)
@@ -733,6 +737,13 @@ luon_status lu_grad_exp(lu_grad_call *g) {
 luon_status lu_grad_log(lu_grad_call *g) {
   BEGIN;
   if (wants(g, 0)) GIVE(0, R2(divide, dy, x));
+  END;
+}
+
+/* log2: dx = dy / (x ln 2) = (dy / x) * log2(e) */
+luon_status lu_grad_log2(lu_grad_call *g) {
+  BEGIN;
+  if (wants(g, 0)) GIVE(0, R2(multiply, R2(divide, dy, x), K(M_LOG2E)));
   END;
 }
 

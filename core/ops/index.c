@@ -31,7 +31,7 @@ static int64_t *offsets(const int64_t *shape, const int64_t *strides, int d0, in
  * axis -999: a flattened, result (m0..mk-1). scratch_i[0] = axis (-1: flattened). */
 luon_status lu_shape_take(lu_call *c) {
   const luon_tensor *x = c->in[0], *idx = c->in[1];
-  int64_t axis = c->attrs->i[0], mode = c->attrs->i[1];
+  int64_t axis = c->attrs->i[LU_TAKE_AXIS], mode = c->attrs->i[LU_TAKE_MODE];
   if (mode < 0 || mode > 2)
     return lu_error(LUON_EINVAL, "take: mode %lld is not 0 (clip), 1 (wrap) or 2 (raise)", (long long)mode);
   int ax = -1, n = 0;
@@ -130,7 +130,7 @@ luon_status lu_cpu_take(lu_call *c) {
   if (!ii || !dx || (ax >= 0 && (!so || !si || !do_ || !di)))
     s = lu_error(LUON_ENOMEM, "take: out of host memory for the offsets of %lld indices",
                  (long long)idx->size);
-  if (s == LUON_OK) s = read_indices(idx, c->attrs->i[1], len, ax, ii);
+  if (s == LUON_OK) s = read_indices(idx, c->attrs->i[LU_TAKE_MODE], len, ax, ii);
   if (s == LUON_OK) {
     for (int64_t j = 0; j < idx->size; j++) /* index -> element offset into a */
       ii[j] = ax < 0 ? unravel(x->ndim, x->shape, x->strides, ii[j]) : ii[j] * x->strides[ax];
@@ -149,17 +149,17 @@ luon_status lu_cpu_take(lu_call *c) {
 
 /* ---- take_grad -------------------------------------------------------------- */
 
-/* dy (the shape take gave), indices -> da (i[3..3+i[2]), a's shape): zeros
+/* dy (the shape take gave), indices -> da (a's shape, after take's slots and its ndim): zeros
  * with each slice of dy added at the position its index picked, mapped by
  * take's mode; repeated indices add up. dy float32 or float64. */
 luon_status lu_shape_take_grad(lu_call *c) {
   const luon_tensor *dy = c->in[0], *idx = c->in[1];
   const luon_attrs *a = c->attrs;
-  int nd = a->ni >= 3 ? (int)a->i[2] : -1;
-  if (nd < 0 || nd > LU_MAXD || a->ni != 3 + nd)
+  int nd = a->ni > LU_TAKE_GRAD_NDIM ? (int)a->i[LU_TAKE_GRAD_NDIM] : -1;
+  if (nd < 0 || nd > LU_MAXD || a->ni != LU_NI_take_grad + nd)
     return lu_error(LUON_EINVAL, "take_grad: attrs must hold axis, mode, ndim and the shape of a "
                     "(0 to %d dims), got %d ints", LU_MAXD, a->ni);
-  const int64_t *as = a->i + 3;
+  const int64_t *as = a->i + LU_NI_take_grad;
   for (int d = 0; d < nd; d++)
     if (as[d] < 0)
       return lu_error(LUON_ESHAPE, "take_grad: negative dimension in shape %s",
@@ -167,11 +167,11 @@ luon_status lu_shape_take_grad(lu_call *c) {
   if (dy->dtype != LUON_DTYPE_F32 && dy->dtype != LUON_DTYPE_F64)
     return lu_error(LUON_EDTYPE, "take_grad: dy is %s; only float32 and float64 are supported",
                     luon_dtype_name(dy->dtype));
-  if (a->i[1] < 0 || a->i[1] > 2)
+  if (a->i[LU_TAKE_MODE] < 0 || a->i[LU_TAKE_MODE] > 2)
     return lu_error(LUON_EINVAL, "take_grad: mode %lld is not 0 (clip), 1 (wrap) or 2 (raise)",
-                    (long long)a->i[1]);
+                    (long long)a->i[LU_TAKE_MODE]);
   int ax = -1, n = 0;
-  if (a->i[0] != TAKE_FLAT) LU_TRY(lu_axis("take_grad", a->i[0], nd, &ax));
+  if (a->i[LU_TAKE_AXIS] != TAKE_FLAT) LU_TRY(lu_axis("take_grad", a->i[LU_TAKE_AXIS], nd, &ax));
   if ((ax < 0 ? lu_numel(nd, as) : as[ax]) == 0 && idx->size > 0)
     return lu_error(LUON_ESHAPE, "take_grad: indices %s into an empty axis (a %s)",
                     lu_shape_str(idx->ndim, idx->shape), lu_shape_str(nd, as));
@@ -229,7 +229,7 @@ luon_status lu_cpu_take_grad(lu_call *c) {
   if (!ii || !sx || (ax >= 0 && (!so || !si || !do_ || !di)))
     s = lu_error(LUON_ENOMEM, "take_grad: out of host memory for the offsets of %lld indices",
                  (long long)idx->size);
-  if (s == LUON_OK) s = read_indices(idx, c->attrs->i[1], len, ax, ii);
+  if (s == LUON_OK) s = read_indices(idx, c->attrs->i[LU_TAKE_MODE], len, ax, ii);
   if (s == LUON_OK) {
     for (int64_t j = 0; j < idx->size; j++) /* index -> element offset into da */
       ii[j] = ax < 0 ? ii[j] : ii[j] * ast[ax];
@@ -394,11 +394,11 @@ luon_status lu_grad_take(lu_grad_call *g) {
   if (!g->need[0] || !g->dout[0] || !lu_dtype_is_float(x->dtype)) return LUON_OK;
   luon_attrs a;
   memset(&a, 0, sizeof a);
-  a.i[0] = g->attrs->ni > 0 ? g->attrs->i[0] : 0;
-  a.i[1] = g->attrs->ni > 1 ? g->attrs->i[1] : 0;
-  a.i[2] = x->ndim;
-  memcpy(a.i + 3, x->shape, sizeof(int64_t) * (size_t)x->ndim);
-  a.ni = 3 + x->ndim;
+  a.i[LU_TAKE_AXIS] = g->attrs->ni > LU_TAKE_AXIS ? g->attrs->i[LU_TAKE_AXIS] : 0;
+  a.i[LU_TAKE_MODE] = g->attrs->ni > LU_TAKE_MODE ? g->attrs->i[LU_TAKE_MODE] : 0;
+  a.i[LU_TAKE_GRAD_NDIM] = x->ndim;
+  memcpy(a.i + LU_NI_take_grad, x->shape, sizeof(int64_t) * (size_t)x->ndim);
+  a.ni = LU_NI_take_grad + x->ndim;
   luon_tensor *dy = g->dout[0], *conv = NULL;
   if (dy->dtype != x->dtype) { /* take keeps a's dtype, so dy should have it */
     luon_attrs cv;

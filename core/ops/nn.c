@@ -501,9 +501,10 @@ static luon_status pick_check(const char *op, int ndim, const int64_t *xshape,
                               const char *rn, const luon_tensor *idx, const luon_attrs *a, int *axis) {
   LU_TRY(need_float(op, f, fn));
   LU_TRY(index_dtype(op, idx));
-  LU_TRY(lu_axis(op, a->i[0], ndim, axis));
-  if (a->i[2] != PICK_CLIP && a->i[2] != PICK_WRAP)
-    return lu_error(LUON_EINVAL, "%s: mode %lld is not 0 (clip) or 1 (wrap)", op, (long long)a->i[2]);
+  LU_TRY(lu_axis(op, a->i[LU_PICK_AXIS], ndim, axis));
+  int64_t mode = a->i[LU_PICK_MODE];
+  if (mode != PICK_CLIP && mode != PICK_WRAP)
+    return lu_error(LUON_EINVAL, "%s: mode %lld is not 0 (clip) or 1 (wrap)", op, (long long)mode);
   const luon_tensor *chk[2] = {idx, r};
   const char *names[2] = {"index", rn};
   for (int k = 0; k < 2; k++)
@@ -521,7 +522,7 @@ luon_status lu_shape_pick(lu_call *c) {
   const luon_tensor *x = c->in[0], *idx = c->in[1];
   int ax;
   LU_TRY(pick_check("pick", x->ndim, x->shape, x, "x", idx, "index", idx, c->attrs, &ax));
-  bool keep = c->attrs->i[1] != 0;
+  bool keep = c->attrs->i[LU_PICK_KEEPDIMS] != 0;
   int nd = 0;
   for (int d = 0; d < x->ndim; d++) {
     if (d != ax) c->out_shape[0][nd++] = x->shape[d];
@@ -535,9 +536,10 @@ luon_status lu_shape_pick(lu_call *c) {
 static luon_status pick_run(lu_call *c, bool grad) {
   const luon_tensor *full = grad ? c->out[0] : c->in[0], *r = grad ? c->in[0] : c->out[0];
   const luon_tensor *idx = c->in[1];
-  int nd = full->ndim, ax = (int)(c->attrs->i[0] < 0 ? c->attrs->i[0] + nd : c->attrs->i[0]);
+  int64_t axis = c->attrs->i[LU_PICK_AXIS];
+  int nd = full->ndim, ax = (int)(axis < 0 ? axis + nd : axis);
   pick k = {full->shape[ax], full->strides[ax] * luon_dtype_size(full->dtype),
-            luon_dtype_size(full->dtype), idx->dtype, (int)c->attrs->i[2], grad};
+            luon_dtype_size(full->dtype), idx->dtype, (int)c->attrs->i[LU_PICK_MODE], grad};
   int64_t shape[LU_MAXD], st[LU_ITER_MAX_OPS][LU_MAXD];
   memcpy(shape, full->shape, sizeof(int64_t) * (size_t)nd);
   if (grad) { /* dx = 0 first */
@@ -557,21 +559,21 @@ static luon_status pick_run(lu_call *c, bool grad) {
 
 luon_status lu_cpu_pick(lu_call *c) { return pick_run(c, false); }
 
-/* dy, index -> dx of shape i[3..ni): zeros with dy at the picked places */
+/* dy, index -> dx of shape i[LU_NI_pick..ni): zeros with dy at the picked places */
 luon_status lu_shape_pick_grad(lu_call *c) {
   const luon_tensor *dy = c->in[0], *idx = c->in[1];
   const luon_attrs *a = c->attrs;
-  int nd = a->ni - 3, ax;
+  const int64_t *shape = a->i + LU_NI_pick;
+  int nd = a->ni - LU_NI_pick, ax;
   if (nd < 1 || nd > LU_MAXD)
     return lu_error(LUON_EINVAL, "pick_grad: attrs must hold axis, keepdims, mode and the shape "
                     "of x (1 to %d dims), got %d ints", LU_MAXD, a->ni);
   for (int d = 0; d < nd; d++)
-    if (a->i[3 + d] < 0)
-      return lu_error(LUON_ESHAPE, "pick_grad: negative dimension in shape %s",
-                      lu_shape_str(nd, a->i + 3));
-  LU_TRY(pick_check("pick_grad", nd, a->i + 3, dy, "dy", dy, "dy", idx, a, &ax));
+    if (shape[d] < 0)
+      return lu_error(LUON_ESHAPE, "pick_grad: negative dimension in shape %s", lu_shape_str(nd, shape));
+  LU_TRY(pick_check("pick_grad", nd, shape, dy, "dy", dy, "dy", idx, a, &ax));
   c->out_ndim[0] = nd;
-  memcpy(c->out_shape[0], a->i + 3, sizeof(int64_t) * (size_t)nd);
+  memcpy(c->out_shape[0], shape, sizeof(int64_t) * (size_t)nd);
   c->out_dtype[0] = dy->dtype;
   return LUON_OK;
 }
@@ -583,8 +585,8 @@ luon_status lu_grad_pick(lu_grad_call *g) {
   if (!g->need[0] || !g->dout[0]) return LUON_OK;
   const luon_tensor *x = g->in[0];
   luon_attrs a = *g->attrs;
-  if (a.ni < 3) memset(a.i + a.ni, 0, sizeof(int64_t) * (size_t)(3 - a.ni));
-  a.ni = 3 + x->ndim;
-  memcpy(a.i + 3, x->shape, sizeof(int64_t) * (size_t)x->ndim);
+  if (a.ni < LU_NI_pick) memset(a.i + a.ni, 0, sizeof(int64_t) * (size_t)(LU_NI_pick - a.ni));
+  a.ni = LU_NI_pick + x->ndim;
+  memcpy(a.i + LU_NI_pick, x->shape, sizeof(int64_t) * (size_t)x->ndim);
   return lu_run(LU_OP_pick_grad, &a, &g->din[0], 2, g->dout[0], g->in[1]);
 }

@@ -198,9 +198,9 @@ luon_status lu_shape_batch_norm(lu_call *c) {
   static const char *const names[4] = {"gamma", "beta", "running_mean", "running_var"};
   const luon_tensor *x = c->in[0];
   int ax;
-  LU_TRY(check_bn("batch_norm", x, c->attrs->i[0], c->in + 1, names, 4, &ax));
-  if (!(c->attrs->f[0] >= 0))
-    return lu_error(LUON_EINVAL, "batch_norm: eps = %g must be >= 0", c->attrs->f[0]);
+  LU_TRY(check_bn("batch_norm", x, c->attrs->i[LU_BN_AXIS], c->in + 1, names, 4, &ax));
+  if (!(c->attrs->f[LU_BN_EPS] >= 0))
+    return lu_error(LUON_EINVAL, "batch_norm: eps = %g must be >= 0", c->attrs->f[LU_BN_EPS]);
   c->out_ndim[0] = x->ndim;
   memcpy(c->out_shape[0], x->shape, sizeof(int64_t) * (size_t)x->ndim);
   for (int k = 0; k < 3; k++) c->out_dtype[k] = x->dtype;
@@ -259,13 +259,14 @@ static void bn_fwd_range(void *ctx, int64_t c0, int64_t c1) {
 
 luon_status lu_cpu_batch_norm(lu_call *c) {
   bn_fwd f;
-  int ax = (int)(c->attrs->i[0] < 0 ? c->attrs->i[0] + c->in[0]->ndim : c->attrs->i[0]);
+  int64_t axis = c->attrs->i[LU_BN_AXIS];
+  int ax = (int)(axis < 0 ? axis + c->in[0]->ndim : axis);
   luon_tensor *t[2] = {c->in[0], c->out[0]};
   f.c = c;
   chan_init(&f.ch, ax, t, 2);
-  f.batch = c->attrs->i[1] && !c->attrs->i[2];
-  f.eps = c->attrs->f[0];
-  f.mom = c->attrs->f[1];
+  f.batch = c->attrs->i[LU_BN_TRAINING] && !c->attrs->i[LU_BN_GLOBAL_STATS];
+  f.eps = c->attrs->f[LU_BN_EPS];
+  f.mom = c->attrs->f[LU_BN_MOMENTUM];
   int64_t C = c->in[0]->shape[ax], g = CH_GRAIN / (f.ch.m > 0 ? f.ch.m : 1);
   lu_parallel_for(C, g > 0 ? g : 1, bn_fwd_range, &f);
   return LUON_OK;
@@ -281,7 +282,7 @@ luon_status lu_shape_batch_norm_grad(lu_call *c) {
   static const char *const names[3] = {"gamma", "mean", "invstd"};
   const luon_tensor *x = c->in[0], *dy = c->in[1];
   int ax;
-  LU_TRY(check_bn("batch_norm_grad", x, c->attrs->i[0], c->in + 2, names, 3, &ax));
+  LU_TRY(check_bn("batch_norm_grad", x, c->attrs->i[LU_BN_GRAD_AXIS], c->in + 2, names, 3, &ax));
   if (dy->ndim != x->ndim || memcmp(dy->shape, x->shape, sizeof(int64_t) * (size_t)x->ndim) != 0)
     return lu_error(LUON_ESHAPE, "batch_norm_grad: dy has shape %s but x has shape %s",
                     lu_shape_str(dy->ndim, dy->shape), lu_shape_str(x->ndim, x->shape));
@@ -328,11 +329,12 @@ static void bn_bwd_range(void *ctx, int64_t c0, int64_t c1) {
 
 luon_status lu_cpu_batch_norm_grad(lu_call *c) {
   bn_bwd b;
-  int ax = (int)(c->attrs->i[0] < 0 ? c->attrs->i[0] + c->in[0]->ndim : c->attrs->i[0]);
+  int64_t axis = c->attrs->i[LU_BN_GRAD_AXIS];
+  int ax = (int)(axis < 0 ? axis + c->in[0]->ndim : axis);
   luon_tensor *t[3] = {c->in[0], c->in[1], c->out[0]};
   b.c = c;
   chan_init(&b.ch, ax, t, 3);
-  b.training = c->attrs->i[1] != 0;
+  b.training = c->attrs->i[LU_BN_GRAD_BATCH_STATS] != 0;
   int64_t C = c->in[0]->shape[ax], g = CH_GRAIN / (b.ch.m > 0 ? b.ch.m : 1);
   lu_parallel_for(C, g > 0 ? g : 1, bn_bwd_range, &b);
   return LUON_OK;
@@ -345,9 +347,9 @@ luon_status lu_grad_batch_norm(lu_grad_call *g) {
   if (!g->dout[0] || !(g->need[0] || g->need[1] || g->need[2])) return LUON_OK;
   luon_attrs a;
   memset(&a, 0, sizeof a);
-  a.ni = 2;
-  a.i[0] = g->attrs->i[0];
-  a.i[1] = g->attrs->i[1] && !g->attrs->i[2];
+  a.ni = LU_NI_batch_norm_grad;
+  a.i[LU_BN_GRAD_AXIS] = g->attrs->i[LU_BN_AXIS];
+  a.i[LU_BN_GRAD_BATCH_STATS] = g->attrs->i[LU_BN_TRAINING] && !g->attrs->i[LU_BN_GLOBAL_STATS];
   luon_tensor *in[5] = {g->in[0], g->dout[0], g->in[1], g->out[1], g->out[2]};
   luon_tensor *out[3] = {NULL, NULL, NULL};
   int32_t nout = 3;

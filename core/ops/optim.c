@@ -116,7 +116,12 @@ static void upd_row(void *ctx, int64_t n, char *const *p, const int64_t *st) {
 static luon_status upd_run(lu_call *c, int kind) {
   const luon_attrs *a = c->attrs;
   luon_tensor *w = c->in[0];
-  upd u = {kind, w->dtype, a->f[0], a->f[1], a->f[2], a->f[3], a->f[4], a->f[5], a->f[6]};
+  /* p4..p6: the update's own slots after sgd_update's (momentum; beta1, beta2, epsilon) */
+  _Static_assert((int)LU_SGD_MOMENTUM == (int)LU_NF_sgd_update && (int)LU_ADAM_BETA1 == (int)LU_NF_sgd_update &&
+                 (int)LU_ADAM_EPSILON == (int)LU_NF_sgd_update + 2, "the updates' own slots follow sgd_update's");
+  const double *own = a->f + LU_NF_sgd_update;
+  upd u = {kind, w->dtype, a->f[LU_OPT_LR], a->f[LU_OPT_WD], a->f[LU_OPT_RESCALE], a->f[LU_OPT_CLIP],
+           own[0], own[1], own[2]};
   char *base[LU_ITER_MAX_OPS];
   int64_t st[LU_ITER_MAX_OPS][LU_MAXD];
   for (int k = 0; k < c->nin; k++) {

@@ -31,7 +31,8 @@ static int64_t out_size(int64_t n, int64_t k, int64_t s, int64_t p, bool ceil_mo
 luon_status lu_pool_win_make(const char *op, const int64_t a[7], int64_t N, int64_t C, int64_t H,
                              int64_t W, lu_pool_win *w) {
   int64_t shape[4] = {N, C, H, W};
-  w->H = H, w->W = W, w->KH = a[0], w->KW = a[1], w->sh = a[2], w->sw = a[3], w->ph = a[4], w->pw = a[5];
+  w->H = H, w->W = W, w->KH = a[LU_POOL_KERNEL_H], w->KW = a[LU_POOL_KERNEL_W];
+  w->sh = a[LU_POOL_STRIDE_H], w->sw = a[LU_POOL_STRIDE_W], w->ph = a[LU_POOL_PAD_H], w->pw = a[LU_POOL_PAD_W];
   if (w->KH < 1 || w->KW < 1)
     return lu_error(LUON_EINVAL, "%s: kernel must be at least 1, got (%lld,%lld)", op, (long long)w->KH,
                     (long long)w->KW);
@@ -48,8 +49,8 @@ luon_status lu_pool_win_make(const char *op, const int64_t a[7], int64_t N, int6
     return lu_error(LUON_ESHAPE, "%s: kernel (%lld,%lld) is larger than the input %s padded by (%lld,%lld)",
                     op, (long long)w->KH, (long long)w->KW, lu_shape_str(4, shape), (long long)w->ph,
                     (long long)w->pw);
-  w->OH = out_size(H, w->KH, w->sh, w->ph, a[6] != 0);
-  w->OW = out_size(W, w->KW, w->sw, w->pw, a[6] != 0);
+  w->OH = out_size(H, w->KH, w->sh, w->ph, a[LU_POOL_CEIL] != 0);
+  w->OW = out_size(W, w->KW, w->sw, w->pw, a[LU_POOL_CEIL] != 0);
   return LUON_OK;
 }
 
@@ -64,8 +65,8 @@ static luon_status pool_geom(const lu_call *c, const luon_tensor *x, pgeom *g) {
     return lu_error(LUON_EDTYPE, "%s: the input is %s; pooling takes float32 or float64", op,
                     luon_dtype_name(x->dtype));
   g->N = x->shape[0], g->C = x->shape[1], g->H = x->shape[2], g->W = x->shape[3];
-  bool global = a->ni > 7 && a->i[7] != 0;
-  g->incl_pad = a->ni <= 8 || a->i[8] != 0;
+  bool global = a->ni > LU_POOL_GLOBAL && a->i[LU_POOL_GLOBAL] != 0;
+  g->incl_pad = a->ni <= LU_POOL_COUNT_PAD || a->i[LU_POOL_COUNT_PAD] != 0;
   if (global) {
     if (g->H < 1 || g->W < 1)
       return lu_error(LUON_ESHAPE, "%s: kernel (%lld,%lld) is larger than the input %s padded by (0,0)", op,
@@ -73,11 +74,17 @@ static luon_status pool_geom(const lu_call *c, const luon_tensor *x, pgeom *g) {
     g->KH = g->H, g->KW = g->W, g->sh = g->sw = 1, g->ph = g->pw = 0, g->OH = g->OW = 1;
     return LUON_OK;
   }
-  if (a->ni < 2)
+  if (a->ni <= LU_POOL_KERNEL_W)
     return lu_error(LUON_EINVAL, "%s: needs the kernel size in i[0..1] (or global pooling), got %d "
                     "attributes", op, a->ni);
-  int64_t v[7] = {a->i[0], a->i[1], a->ni > 3 ? a->i[2] : a->i[0], a->ni > 3 ? a->i[3] : a->i[1],
-                  a->ni > 5 ? a->i[4] : 0, a->ni > 5 ? a->i[5] : 0, a->ni > 6 ? a->i[6] : 0};
+  /* left out (each pair as one): stride = kernel, pad 0, no ceil_mode */
+  bool stride = a->ni > LU_POOL_STRIDE_W, pad = a->ni > LU_POOL_PAD_W;
+  int64_t v[LU_POOL_CEIL + 1];
+  v[LU_POOL_KERNEL_H] = a->i[LU_POOL_KERNEL_H], v[LU_POOL_KERNEL_W] = a->i[LU_POOL_KERNEL_W];
+  v[LU_POOL_STRIDE_H] = a->i[stride ? LU_POOL_STRIDE_H : LU_POOL_KERNEL_H];
+  v[LU_POOL_STRIDE_W] = a->i[stride ? LU_POOL_STRIDE_W : LU_POOL_KERNEL_W];
+  v[LU_POOL_PAD_H] = pad ? a->i[LU_POOL_PAD_H] : 0, v[LU_POOL_PAD_W] = pad ? a->i[LU_POOL_PAD_W] : 0;
+  v[LU_POOL_CEIL] = a->ni > LU_POOL_CEIL ? a->i[LU_POOL_CEIL] : 0;
   lu_pool_win w;
   LU_TRY(lu_pool_win_make(op, v, g->N, g->C, g->H, g->W, &w));
   g->KH = w.KH, g->KW = w.KW, g->sh = w.sh, g->sw = w.sw, g->ph = w.ph, g->pw = w.pw;

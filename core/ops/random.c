@@ -205,7 +205,8 @@ luon_status lu_cpu_random_permute(lu_call *c) {
   }
   luon_tensor *in[2] = {x, perm}, *out[1] = {c->out[0]};
   luon_attrs a = {0};
-  a.ni = 2; /* axis 0, mode clip: every index is valid */
+  a.i[LU_TAKE_AXIS] = 0, a.i[LU_TAKE_MODE] = 0; /* axis 0, mode clip: every index is valid */
+  a.ni = LU_NI_take;
   int32_t nout = 1;
   luon_status s = luon_op_call(LU_OP_take, 2, in, &a, &nout, out);
   luon_tensor_release(perm);

@@ -109,17 +109,18 @@ static void bias_relu(void *y, int32_t dt, const void *b, const luon_tensor *yt,
   } while (0)
 
 /* x (N,C,H,W), w (O,C/G,KH,KW), y (N,O,OH,OW): the three shapes, whichever
- * of them is the result; attrs i[0..6] stride, pad, dilation, groups. */
+ * of them is the result; conv2d's slots: stride, pad, dilation, groups. */
 static luon_status conv(lu_call *c, int kind) {
   const luon_tensor *xt, *wt, *yt; /* the tensors standing for x, w, y */
   if (kind == C_FWD) xt = c->in[0], wt = c->in[1], yt = c->out[0];
   else if (kind == C_DATA) yt = c->in[0], wt = c->in[1], xt = c->out[0];
   else xt = c->in[0], yt = c->in[1], wt = c->out[0];
-  int64_t v[7] = {1, 1, 0, 0, 1, 1, 1};
-  for (int i = 0; i < 7 && i < c->attrs->ni; i++) v[i] = c->attrs->i[i];
+  int64_t v[LU_CONV2D_GROUPS + 1] = {1, 1, 0, 0, 1, 1, 1}; /* conv.c's defaults */
+  static_assert(LU_CONV2D_GROUPS == 6, "conv2d's slots as the defaults above");
+  for (int i = 0; i <= LU_CONV2D_GROUPS && i < c->attrs->ni; i++) v[i] = c->attrs->i[i];
   int32_t dt = c->out[0]->dtype;
   bool half = dt == LUON_DTYPE_F16 || dt == LUON_DTYPE_BF16;
-  bool relu = kind == C_FWD && c->attrs->ni > 7 && c->attrs->i[7] == 1;
+  bool relu = kind == C_FWD && c->attrs->ni > LU_CONV2D_RELU && c->attrs->i[LU_CONV2D_RELU] == 1;
   cudnnDataType_t ddt = dt == LUON_DTYPE_F64   ? CUDNN_DATA_DOUBLE
                         : dt == LUON_DTYPE_F16 ? CUDNN_DATA_HALF
                         : dt == LUON_DTYPE_BF16 ? CUDNN_DATA_BFLOAT16
@@ -166,9 +167,11 @@ static luon_status conv(lu_call *c, int kind) {
                                  (int)yt->shape[2], (int)yt->shape[3]));
   DNN(cudnnSetFilter4dDescriptor(wd, ddt, CUDNN_TENSOR_NCHW, (int)wt->shape[0], (int)wt->shape[1],
                                  (int)wt->shape[2], (int)wt->shape[3]));
-  DNN(cudnnSetConvolution2dDescriptor(cd, (int)v[2], (int)v[3], (int)v[0], (int)v[1], (int)v[4],
-                                      (int)v[5], CUDNN_CROSS_CORRELATION, cdt));
-  DNN(cudnnSetConvolutionGroupCount(cd, (int)v[6]));
+  DNN(cudnnSetConvolution2dDescriptor(cd, (int)v[LU_CONV2D_PAD_H], (int)v[LU_CONV2D_PAD_W],
+                                      (int)v[LU_CONV2D_STRIDE_H], (int)v[LU_CONV2D_STRIDE_W],
+                                      (int)v[LU_CONV2D_DILATE_H], (int)v[LU_CONV2D_DILATE_W],
+                                      CUDNN_CROSS_CORRELATION, cdt));
+  DNN(cudnnSetConvolutionGroupCount(cd, (int)v[LU_CONV2D_GROUPS]));
   /* tensor cores change float32's precision (TF32) but not the 16-bit types' */
   DNN(cudnnSetConvolutionMathType(cd, half || lu_cuda_flag("LUON_CUDA_TF32") ? CUDNN_TENSOR_OP_MATH
                                                                              : CUDNN_FMA_MATH));

@@ -203,6 +203,14 @@ struct Log {
     else return (T)log((double)x);
   }
 };
+struct Log2 {
+  static const int arity = 1;
+  double s;
+  template <class T> __device__ __forceinline__ T operator()(T x) const {
+    if constexpr (std::is_same<T, float>::value) return log2f(x);
+    else return (T)log2((double)x);
+  }
+};
 struct Sqrt {
   static const int arity = 1;
   double s;
@@ -341,6 +349,7 @@ UNARY(abs, Abs, false)
 UNARY(sign, Sign, false)
 UNARY(exp, Exp, true)
 UNARY(log, Log, true)
+UNARY(log2, Log2, true)
 UNARY(sqrt, Sqrt, true)
 UNARY(square, Square, false)
 UNARY(tanh, Tanh, true)

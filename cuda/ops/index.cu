@@ -101,7 +101,7 @@ static void plan(lu_call *c, const luon_tensor *a, const luon_tensor *g, const l
   p->idx = lu_data(idx);
   p->idt = idx->dtype;
   p->len = p->ax < 0 ? a->size : a->shape[p->ax];
-  p->mode = (int)c->attrs->i[1];
+  p->mode = (int)c->attrs->i[LU_TAKE_MODE];
 }
 
 static luon_status take_run(lu_call *c, bool grad) {

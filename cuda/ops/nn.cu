@@ -133,7 +133,8 @@ template <class T> __global__ void k_pick(lanes l, int mode, bool grad) {
 static luon_status pick_run(lu_call *c, bool grad) {
   const luon_tensor *full = grad ? c->out[0] : c->in[0], *r = grad ? c->in[0] : c->out[0];
   const luon_tensor *idx = c->in[1];
-  int nd = full->ndim, ax = (int)(c->attrs->i[0] < 0 ? c->attrs->i[0] + nd : c->attrs->i[0]);
+  int64_t axis = c->attrs->i[LU_PICK_AXIS];
+  int nd = full->ndim, ax = (int)(axis < 0 ? axis + nd : axis);
   lanes l;
   int64_t shape[LU_MAXD], st[LU_MAXD];
   memcpy(shape, full->shape, sizeof(int64_t) * (size_t)nd);
@@ -159,7 +160,7 @@ static luon_status pick_run(lu_call *c, bool grad) {
   if (grad) s = lu_cuda_zero(lu_data(full), (size_t)full->size * luon_dtype_size(full->dtype), k.s);
   if (s == LUON_OK && l.s.n > 0 && l.len > 0)
     LU_DISPATCH_FLOAT(full->dtype, T,
-                      (k_pick<T><<<lu_blocks(l.s.n), LU_THREADS, 0, k.s>>>(l, (int)c->attrs->i[2], grad)),
+                      (k_pick<T><<<lu_blocks(l.s.n), LU_THREADS, 0, k.s>>>(l, (int)c->attrs->i[LU_PICK_MODE], grad)),
                       s = lu_cuda_seterr(LUON_EDTYPE, "%s: float32 or float64 only", k.op))
   return lu_cuda_end(&k, s);
 }

@@ -159,7 +159,8 @@ static luon_status launch(lu_call *c, bnp *p, bool fwd, int64_t C) {
 luon_status lu_cuda_batch_norm(lu_call *c) {
   bnp p;
   memset(&p, 0, sizeof p);
-  int ax = (int)(c->attrs->i[0] < 0 ? c->attrs->i[0] + c->in[0]->ndim : c->attrs->i[0]);
+  int64_t axis = c->attrs->i[LU_BN_AXIS];
+  int ax = (int)(axis < 0 ? axis + c->in[0]->ndim : axis);
   luon_tensor *t[2] = {c->in[0], c->out[0]};
   chan_init(&p, ax, t, 2);
   luon_tensor *v[6] = {c->in[1], c->in[2], c->in[3], c->in[4], c->out[1], c->out[2]};
@@ -167,16 +168,17 @@ luon_status lu_cuda_batch_norm(lu_call *c) {
     p.v[k] = lu_data(v[k]);
     p.vst[k] = v[k]->strides[0];
   }
-  p.batch = c->attrs->i[1] && !c->attrs->i[2];
-  p.eps = c->attrs->f[0];
-  p.mom = c->attrs->f[1];
+  p.batch = c->attrs->i[LU_BN_TRAINING] && !c->attrs->i[LU_BN_GLOBAL_STATS];
+  p.eps = c->attrs->f[LU_BN_EPS];
+  p.mom = c->attrs->f[LU_BN_MOMENTUM];
   return launch(c, &p, true, c->in[0]->shape[ax]);
 }
 
 luon_status lu_cuda_batch_norm_grad(lu_call *c) {
   bnp p;
   memset(&p, 0, sizeof p);
-  int ax = (int)(c->attrs->i[0] < 0 ? c->attrs->i[0] + c->in[0]->ndim : c->attrs->i[0]);
+  int64_t axis = c->attrs->i[LU_BN_GRAD_AXIS];
+  int ax = (int)(axis < 0 ? axis + c->in[0]->ndim : axis);
   luon_tensor *t[3] = {c->in[0], c->in[1], c->out[0]};
   chan_init(&p, ax, t, 3);
   luon_tensor *v[5] = {c->in[2], c->in[3], c->in[4], c->out[1], c->out[2]};
@@ -184,6 +186,6 @@ luon_status lu_cuda_batch_norm_grad(lu_call *c) {
     p.v[k] = lu_data(v[k]);
     p.vst[k] = v[k]->strides[0];
   }
-  p.batch = c->attrs->i[1] != 0;
+  p.batch = c->attrs->i[LU_BN_GRAD_BATCH_STATS] != 0;
   return launch(c, &p, false, c->in[0]->shape[ax]);
 }

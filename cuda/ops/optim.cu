@@ -46,7 +46,8 @@ template <class T> __global__ void k_update(lu_space s, upd u) {
 static luon_status run(lu_call *c, int kind) {
   const luon_attrs *a = c->attrs;
   luon_tensor *w = c->in[0];
-  upd u = {kind, a->f[0], a->f[1], a->f[2], a->f[3], a->f[4], a->f[5], a->f[6]};
+  const double *own = a->f + LU_NF_sgd_update; /* momentum; beta1, beta2, epsilon (optim.c) */
+  upd u = {kind, a->f[LU_OPT_LR], a->f[LU_OPT_WD], a->f[LU_OPT_RESCALE], a->f[LU_OPT_CLIP], own[0], own[1], own[2]};
   lu_cuda_ctx k;
   LU_TRY(lu_cuda_begin(c, &k));
   luon_status s = LUON_OK;

@@ -14,14 +14,15 @@ typedef struct pgeom {
 static void geom(const lu_call *c, const luon_tensor *x, const luon_tensor *y, pgeom *g) {
   const luon_attrs *a = c->attrs;
   g->N = x->shape[0], g->C = x->shape[1], g->H = x->shape[2], g->W = x->shape[3];
-  bool global = a->ni > 7 && a->i[7] != 0;
-  g->incl_pad = a->ni <= 8 || a->i[8] != 0;
+  bool global = a->ni > LU_POOL_GLOBAL && a->i[LU_POOL_GLOBAL] != 0;
+  g->incl_pad = a->ni <= LU_POOL_COUNT_PAD || a->i[LU_POOL_COUNT_PAD] != 0;
   if (global) {
     g->KH = g->H, g->KW = g->W, g->sh = g->sw = 1, g->ph = g->pw = 0;
   } else {
-    g->KH = a->i[0], g->KW = a->i[1];
-    g->sh = a->ni > 3 ? a->i[2] : g->KH, g->sw = a->ni > 3 ? a->i[3] : g->KW;
-    g->ph = a->ni > 5 ? a->i[4] : 0, g->pw = a->ni > 5 ? a->i[5] : 0;
+    g->KH = a->i[LU_POOL_KERNEL_H], g->KW = a->i[LU_POOL_KERNEL_W];
+    g->sh = a->ni > LU_POOL_STRIDE_W ? a->i[LU_POOL_STRIDE_H] : g->KH;
+    g->sw = a->ni > LU_POOL_STRIDE_W ? a->i[LU_POOL_STRIDE_W] : g->KW;
+    g->ph = a->ni > LU_POOL_PAD_W ? a->i[LU_POOL_PAD_H] : 0, g->pw = a->ni > LU_POOL_PAD_W ? a->i[LU_POOL_PAD_W] : 0;
   }
   g->OH = y->shape[2], g->OW = y->shape[3];
 }

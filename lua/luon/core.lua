@@ -5,6 +5,7 @@
 -- errors, gluon's class helper, and calling registry ops by name.
 local binding = require("luon.ffi")
 local ffi, C = binding.ffi, binding.C
+local bit = require("bit")
 
 -- An ndarray is a small struct holding the tensor pointer, not the pointer
 -- itself: LuaJIT treats `ptr - 1` and `ptr + 1` as pointer arithmetic (and
@@ -748,6 +749,56 @@ M.class = class
 local op_ids = {}
 for i = 0, C.luon_op_count() - 1 do op_ids[ffi.string(C.luon_op_name(i))] = i end
 M.op_ids = op_ids
+
+-- The registry's facts about each op (core/luon_ops.def), by name: id, name,
+-- nin, nout, grad, half, cpu, cuda (where it runs), fused, random, np_map,
+-- np_reduce, method. Read them here; never keep a list of op names.
+local op_info, op_names = {}, {}
+do
+  local info = ffi.new("luon_op_info")
+  for i = 0, C.luon_op_count() - 1 do
+    M.check(C.luon_op_info_get(i, info))
+    local name = ffi.string(info.name)
+    op_names[i + 1] = name
+    op_info[name] = {id = i, name = name, nin = info.num_inputs, nout = info.num_outputs,
+                     grad = info.has_grad == 1, half = info.half == 1,
+                     cpu = bit.band(info.backends, C.LUON_BACKEND_CPU) ~= 0,
+                     cuda = bit.band(info.backends, C.LUON_BACKEND_CUDA) ~= 0,
+                     fused = info.fused == 1, random = info.random == 1, np_map = info.np_map == 1,
+                     np_reduce = info.np_reduce == 1, method = info.method == 1}
+  end
+end
+M.op_info = op_info
+-- The names of the ops with a fact (a field of op_info), in registry order.
+function M.ops_with(fact)
+  local r = {}
+  for _, name in ipairs(op_names) do
+    if op_info[name][fact] then r[#r + 1] = name end
+  end
+  return r
+end
+-- Whether op (a name) has a kernel for device type dev_type (1 cpu, 2 gpu).
+function M.op_runs_on(name, dev_type)
+  local i = op_info[name]
+  return (dev_type == 1 and i.cpu) or (dev_type == 2 and i.cuda) or false
+end
+
+-- The registry's named attribute slots (LUON_SLOTS): core.slot.CONV2D_RELU
+-- is that slot's index in attrs.i (or attrs.f for a float slot), so that Lua
+-- writes a.i[slot.CONV2D_RELU], never a number. An unknown name is an error.
+local slot = {}
+do
+  local is_float, index = ffi.new("int32_t[1]"), ffi.new("int32_t[1]")
+  local k = 0
+  while true do
+    local name = C.luon_attr_slot(k, is_float, index)
+    if name == nil then break end
+    slot[ffi.string(name)] = index[0]
+    k = k + 1
+  end
+end
+M.slot = setmetatable(slot, {__index = function(_, k) error("no attribute slot named " .. tostring(k), 2) end,
+                             __newindex = function() error("core.slot is read-only", 2) end})
 
 local ins = ffi.new("luon_tensor*[8]")
 local outs = ffi.new("luon_tensor*[8]")

@@ -2,6 +2,7 @@
 -- from registry ops (slice, squeeze, take, take_grad, where) and copies into
 -- views. Not the number key x[i] (ndarray's slice) nor field names.
 local core = require("luon.core")
+local slot = core.slot -- the ops' attribute slots by name (core/luon_ops.def)
 local np = require("luon.np")
 local ffi, C = core.ffi, core.C
 local is_array, show = core.is_array, core.show_value
@@ -221,7 +222,7 @@ local function gather(y, idx, axis, x_axis, fname)
   half = (half == HALF or half == BF16) and core.dtype_names[half]
   if half then y = y:astype("float32") end -- take has no 16-bit float kernels; exact
   local a = core.attrs()
-  a.i[0], a.i[1], a.ni = axis, 2, 2
+  a.i[slot.TAKE_AXIS], a.i[slot.TAKE_MODE], a.ni = axis, 2, slot.TAKE_MODE + 1 -- mode raise
   local ok, r = pcall(core.call, core.op_ids.take, {y, idx}, a)
   if ok and half then r = r:astype(half) end
   if ok and r.size == 0 and idx.size > 0 then -- take checks no index when nothing is copied
@@ -389,7 +390,8 @@ local function scattered(x, key, v, fname)
   local P = host_array(pos, core.INT64, m, dev)
   local S = host_array(src, core.FLOAT64, m, dev)
   local a = core.attrs()
-  a.i[0], a.i[1], a.i[2], a.i[3], a.ni = 0, 2, 1, size, 4
+  a.i[slot.TAKE_AXIS], a.i[slot.TAKE_MODE], a.i[slot.TAKE_GRAD_NDIM] = 0, 2, 1 -- axis 0, mode raise, 1-d
+  a.i[slot.TAKE_GRAD_NDIM + 1], a.ni = size, slot.TAKE_GRAD_NDIM + 2 -- its shape: (size,)
   local from = core.call(core.op_ids.take_grad, {S, P}, a) -- j + 1 where written, 0 elsewhere
   local hit = np.greater(from, 0)
   local j = np.subtract(from, 1):astype("int64")

@@ -44,14 +44,10 @@ end
 ---------------------------------------------------------------------------
 -- Methods from np: x:sum(...) is np.sum(x, ...)
 
-for _, name in ipairs({"sum", "mean", "max", "min", "prod", "argmax", "argmin", "reshape",
-                       "transpose", "swapaxes", "expand_dims", "squeeze", "broadcast_to",
-                       "split", "take", "clip", "abs", "exp", "log", "sqrt", "square", "tanh",
-                       "sign", "negative", "matmul", "dot", "ravel",
-                       "equal", "not_equal", "greater", "greater_equal", "less", "less_equal",
-                       "add", "subtract", "multiply", "divide", "power", "maximum", "minimum"}) do
-  methods[name] = np[name]
+for _, name in ipairs(core.ops_with("method")) do -- the registry's LU_METHOD ops
+  methods[name] = np[name] or error("luon_ops.def: " .. name .. " is LU_METHOD but np." .. name .. " does not exist")
 end
+for _, name in ipairs({"swapaxes", "dot", "ravel"}) do methods[name] = np[name] end -- Lua-level functions
 methods.flatten = np.ravel
 
 function methods.astype(x, dtype, kw)

@@ -329,11 +329,6 @@ local function binary(name)
   np[name] = f
   return f
 end
-for _, name in ipairs({"add", "subtract", "multiply", "divide", "power", "maximum", "minimum",
-                       "equal", "not_equal", "greater", "greater_equal", "less", "less_equal"}) do
-  binary(name)
-end
-np.true_divide = np.divide
 
 local function unary(name)
   local id = op[name]
@@ -342,9 +337,11 @@ local function unary(name)
     return call1(id, x)
   end
 end
-for _, name in ipairs({"negative", "abs", "sign", "exp", "log", "sqrt", "square", "tanh"}) do
-  unary(name)
+-- the registry's elementwise np functions (LU_NP_MAP): two inputs binary, one unary
+for _, name in ipairs(core.ops_with("np_map")) do
+  if core.op_info[name].nin == 2 then binary(name) else unary(name) end
 end
+np.true_divide = np.divide
 np.absolute = np.abs
 
 function np.clip(x, a_min, a_max)
@@ -402,7 +399,7 @@ local function reduction(name)
     return call(id, {x}, a)
   end
 end
-for _, name in ipairs({"sum", "mean", "max", "min", "prod"}) do reduction(name) end
+for _, name in ipairs(core.ops_with("np_reduce")) do reduction(name) end
 np.amax, np.amin = np.max, np.min
 
 local function arg_reduction(name)
@@ -542,7 +539,8 @@ function np.take(x, indices, axis, kw)
   local mode = modes[kw.mode or "clip"]
   if not mode then core.error(("take: mode must be 'clip', 'wrap' or 'raise', got %s"):format(tostring(kw.mode))) end
   local a = attrs()
-  a.i[0], a.i[1], a.ni = axis == nil and -999 or core.int_arg(axis, "take", "axis"), mode, 2
+  a.i[core.slot.TAKE_AXIS] = axis == nil and -999 or core.int_arg(axis, "take", "axis")
+  a.i[core.slot.TAKE_MODE], a.ni = mode, core.slot.TAKE_MODE + 1
   return call(op.take, {x, indices}, a)
 end
 

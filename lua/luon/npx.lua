@@ -157,6 +157,7 @@ unary("sigmoid")
 
 local op = core.op_ids
 local is_array = core.is_array
+local S = core.slot -- the ops' attribute slots by name (core/luon_ops.def)
 
 -- An op's options (core.options) are exactly those the op reads
 -- (pooling{pool_typ = 'avg'} must not quietly mean max); the lists of each
@@ -206,14 +207,15 @@ local function conv_args(data, weight, bias, kw)
   local inputs = {data, weight}
   if bias ~= nil and not kw.no_bias then inputs[3] = need_array(bias, "convolution", "bias") end
   local a = core.attrs()
-  a.i[0], a.i[1], a.i[2], a.i[3], a.i[4], a.i[5] = sh, sw, ph, pw, dh, dw
-  a.i[6] = core.int_arg(kw.num_group or 1, "convolution", "num_group")
-  a.i[7], a.ni = 0, 8
+  a.i[S.CONV2D_STRIDE_H], a.i[S.CONV2D_STRIDE_W], a.i[S.CONV2D_PAD_H], a.i[S.CONV2D_PAD_W] = sh, sw, ph, pw
+  a.i[S.CONV2D_DILATE_H], a.i[S.CONV2D_DILATE_W] = dh, dw
+  a.i[S.CONV2D_GROUPS] = core.int_arg(kw.num_group or 1, "convolution", "num_group")
+  a.i[S.CONV2D_RELU], a.ni = 0, S.CONV2D_RELU + 1
   if kw.act_type ~= nil then -- luon's extension: a relu fused into the convolution
     if kw.act_type ~= "relu" then
       core.error(("convolution: act_type can only be 'relu' (fused), got %s"):format(tostring(kw.act_type)))
     end
-    a.i[7] = 1
+    a.i[S.CONV2D_RELU] = 1
   end
   return inputs, a
 end
@@ -245,8 +247,9 @@ function npx.convolution_maxpool(data, weight, bias, kw, pool_kw)
   if conv ~= "valid" and conv ~= "full" then
     core.error(("convolution_maxpool: pooling_convention must be 'valid' or 'full', got %s"):format(tostring(conv)))
   end
-  a.i[8], a.i[9], a.i[10], a.i[11], a.i[12], a.i[13] = kh, kww, sh, sw, ph, pw
-  a.i[14], a.ni = conv == "full" and 1 or 0, 15
+  a.i[S.CMP_KERNEL_H], a.i[S.CMP_KERNEL_W], a.i[S.CMP_STRIDE_H], a.i[S.CMP_STRIDE_W] = kh, kww, sh, sw
+  a.i[S.CMP_PAD_H], a.i[S.CMP_PAD_W] = ph, pw
+  a.i[S.CMP_CEIL], a.ni = conv == "full" and 1 or 0, S.CMP_CEIL + 1
   return core.call(op.conv2d_maxpool, inputs, a, nil, 2)[1] -- the indices live on in the tape
 end
 
@@ -271,9 +274,10 @@ function npx.pooling(data, kw)
   local sh, sw = pair(kw.stride, {kh, kww}, "pooling", "stride")
   local ph, pw = pair(kw.pad, 0, "pooling", "pad")
   local a = core.attrs()
-  a.i[0], a.i[1], a.i[2], a.i[3], a.i[4], a.i[5] = kh, kww, sh, sw, ph, pw
-  a.i[6], a.i[7], a.i[8] = conv == "full" and 1 or 0, global, kw.count_include_pad == false and 0 or 1
-  a.ni = 9
+  a.i[S.POOL_KERNEL_H], a.i[S.POOL_KERNEL_W], a.i[S.POOL_STRIDE_H], a.i[S.POOL_STRIDE_W] = kh, kww, sh, sw
+  a.i[S.POOL_PAD_H], a.i[S.POOL_PAD_W], a.i[S.POOL_CEIL] = ph, pw, conv == "full" and 1 or 0
+  a.i[S.POOL_GLOBAL], a.i[S.POOL_COUNT_PAD] = global, kw.count_include_pad == false and 0 or 1
+  a.ni = S.POOL_COUNT_PAD + 1
   return core.call(id, {data}, a)
 end
 
@@ -294,10 +298,11 @@ function npx.batch_norm(x, gamma, beta, running_mean, running_var, kw)
     gamma = np.ones(gamma.shape, {dtype = gamma.dtype, device = gamma.device})
   end
   local a = core.attrs()
-  a.i[0], a.i[1], a.i[2], a.ni = core.int_arg(kw.axis or 1, "batch_norm", "axis"),
-                                  C.luon_autograd_is_training(), kw.use_global_stats and 1 or 0, 3
-  a.f[0] = core.num_arg(kw.eps or 1e-3, "batch_norm", "eps")
-  a.f[1] = core.num_arg(kw.momentum or 0.9, "batch_norm", "momentum")
+  a.i[S.BN_AXIS] = core.int_arg(kw.axis or 1, "batch_norm", "axis")
+  a.i[S.BN_TRAINING], a.i[S.BN_GLOBAL_STATS] = C.luon_autograd_is_training(), kw.use_global_stats and 1 or 0
+  a.ni = S.BN_GLOBAL_STATS + 1
+  a.f[S.BN_EPS] = core.num_arg(kw.eps or 1e-3, "batch_norm", "eps")
+  a.f[S.BN_MOMENTUM] = core.num_arg(kw.momentum or 0.9, "batch_norm", "momentum")
   local outs = core.call(op.batch_norm, {x, gamma, beta, running_mean, running_var}, a, nil, 3)
   if kw.output_mean_var then return outs[1], outs[2], outs[3] end
   return outs[1]
@@ -408,8 +413,9 @@ function npx.pick(x, index, kw)
     core.error(("pick: mode must be 'clip' or 'wrap', got %s"):format(tostring(mode)))
   end
   local a = core.attrs()
-  a.i[0], a.i[1], a.i[2], a.ni = core.int_arg(kw.axis or -1, "pick", "axis"), kw.keepdims and 1 or 0,
-                                  mode == "wrap" and 1 or 0, 3
+  a.i[S.PICK_AXIS] = core.int_arg(kw.axis or -1, "pick", "axis")
+  a.i[S.PICK_KEEPDIMS], a.i[S.PICK_MODE] = kw.keepdims and 1 or 0, mode == "wrap" and 1 or 0
+  a.ni = S.PICK_MODE + 1
   return core.call(op.pick, {x, index}, a)
 end
 

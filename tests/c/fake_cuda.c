@@ -343,7 +343,8 @@ __attribute__((visibility("default"))) luon_status luon_cuda_init(lu_cuda_backen
   b->nccl_allreduce = allreduce;
   b->nccl_broadcast = broadcast;
   b->nccl_destroy = destroy;
-  for (int op = 0; op < LU_OP_COUNT; op++)
-    if (lu_ops[op].cpu) b->kernels[op] = kernel;
+  for (int op = 0; op < LU_OP_COUNT; op++) /* the real backend's: what the registry says runs on GPUs */
+    if (lu_ops[op].cpu && lu_ops[op].kind != LU_VIEW && (lu_ops[op].backends & LUON_BACKEND_CUDA))
+      b->kernels[op] = kernel;
   return LUON_OK;
 }

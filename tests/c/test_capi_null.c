@@ -45,6 +45,7 @@ static void null_pointers(void) {
   CHECK_NULL(luon_tensor_wrap(buf, LUON_DTYPE_F32, 2, sh, NULL, LUON_CPU, 0, NULL), LUON_EINVAL, "wrap", "out");
   CHECK_NULL(luon_memory_stats_get(LUON_CPU, 0, NULL), LUON_EINVAL, "memory_stats", "out");
   CHECK_NULL(luon_op_find(NULL), -1, "op_find", "name");
+  CHECK_NULL(luon_op_info_get(add, NULL), LUON_EINVAL, "op_info", "out");
   CHECK_NULL(luon_op_call(add, 2, NULL, NULL, &nout, &out), LUON_EINVAL, "op_call", "in");
   CHECK_NULL(luon_op_call(add, 2, two, NULL, NULL, &out), LUON_EINVAL, "op_call", "nout");
   CHECK_NULL(luon_op_call(add, 2, two, NULL, &nout, NULL), LUON_EINVAL, "op_call", "out");

@@ -117,7 +117,7 @@ static void test_conv_ref(void) {
       unsetenv("LUON_CONV_ALGO");
       CHECK(e < tol, "config %zu chunks %d: conv2d (im2col) differs from the reference by %g", k, chunks, e);
       luon_attrs ra = a; /* the fused relu, both algorithms */
-      ra.i[7] = 1, ra.ni = 8;
+      ra.i[LU_CONV2D_RELU] = 1, ra.ni = LU_NI_conv2d;
       e = fast_vs_ref(LU_OP_conv2d, &ra, c->bias ? 3 : 2, in);
       CHECK(e < tol, "config %zu chunks %d: conv2d+relu differs from the reference by %g", k, chunks, e);
       setenv("LUON_CONV_ALGO", "gemm", 1);
@@ -127,12 +127,12 @@ static void test_conv_ref(void) {
       luon_tensor *y = call(LU_OP_conv2d, &a, c->bias ? 3 : 2, in);
       luon_tensor *dy = rnd(c->dt, 4, y->shape);
       luon_attrs ga = a;
-      ga.ni = 9;
-      ga.i[7] = c->H, ga.i[8] = c->W;
+      ga.ni = LU_NI_conv2d_grad_input;
+      ga.i[LU_CONV2D_GRAD_INPUT_H] = c->H, ga.i[LU_CONV2D_GRAD_INPUT_W] = c->W;
       luon_tensor *gi[2] = {dy, in[1]};
       e = fast_vs_ref(LU_OP_conv2d_grad_input, &ga, 2, gi);
       CHECK(e < tol, "config %zu chunks %d: conv2d_grad_input differs from the reference by %g", k, chunks, e);
-      ga.i[7] = c->KH, ga.i[8] = c->KW;
+      ga.i[LU_CONV2D_GRAD_WEIGHT_KH] = c->KH, ga.i[LU_CONV2D_GRAD_WEIGHT_KW] = c->KW;
       luon_tensor *gw[2] = {in[0], dy};
       e = fast_vs_ref(LU_OP_conv2d_grad_weight, &ga, 2, gw);
       CHECK(e < tol * 10, "config %zu chunks %d: conv2d_grad_weight differs from the reference by %g", k,
@@ -200,12 +200,12 @@ static void fd_check(const char *what, int32_t op, const luon_attrs *a, int nin,
   free(gv);
 }
 
-/* relu: 1 checks conv2d with the fused relu (i[7] = 1) */
+/* relu: 1 checks conv2d with the fused relu (LU_CONV2D_RELU = 1) */
 static void conv_fd(int relu) {
   int64_t xs[4] = {2, 4, 6, 5}, ws[4] = {6, 2, 3, 2}, bs[1] = {6};
   luon_tensor *in[3] = {rnd(LUON_DTYPE_F64, 4, xs), rnd(LUON_DTYPE_F64, 4, ws), rnd(LUON_DTYPE_F64, 1, bs)};
   luon_attrs a = conv_attrs(2, 1, 1, 1, 1, 2, 2);
-  if (relu) a.i[7] = 1, a.ni = 8;
+  if (relu) a.i[LU_CONV2D_RELU] = 1, a.ni = LU_NI_conv2d;
   luon_tensor *y = call(LU_OP_conv2d, &a, 3, in);
   luon_tensor *dy = rnd(LUON_DTYPE_F64, 4, y->shape);
   double *r = vals(dy);
@@ -493,7 +493,7 @@ static void test_errors(void) {
   in[1] = w3;
   luon_tensor *dyb = rnd(LUON_DTYPE_F32, 4, xs), *gi[2] = {dyb, w3};
   luon_attrs ga = a;
-  ga.ni = 9, ga.i[7] = 128, ga.i[8] = 128;
+  ga.ni = LU_NI_conv2d_grad_input, ga.i[LU_CONV2D_GRAD_INPUT_H] = 128, ga.i[LU_CONV2D_GRAD_INPUT_W] = 128;
   expect_error(LUON_ESHAPE, "conv2d_grad_input: the output gradient has shape", LU_OP_conv2d_grad_input,
                &ga, 2, gi);
   expect_error(LUON_EINVAL, "conv2d_grad_input: needs", LU_OP_conv2d_grad_input, &a, 2, gi);

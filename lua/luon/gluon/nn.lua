@@ -227,13 +227,16 @@ function Conv2D:forward(x)
 end
 
 -- In a Sequential, Conv2D (no activation or relu) followed by MaxPool2D runs
--- as one op on the CPU (npx.convolution_maxpool): the convolution's output is
--- pooled while in cache and never stored, and the backward needs neither it
--- nor a search of the windows. Not when a hook could see the output between
--- them, before the first call (deferred shapes), on GPUs, for 16-bit
--- floats, or for batches smaller than the thread count (the fused op splits
--- over samples).
-local CPU, FLOAT32, FLOAT64 = 1, core.FLOAT32, core.FLOAT64
+-- as one op (npx.convolution_maxpool, the registry's fused conv2d_maxpool)
+-- where that op runs: the convolution's output is pooled while in cache and
+-- never stored, and the backward needs neither it nor a search of the
+-- windows. Not when a hook could see the output between them, before the
+-- first call (deferred shapes), on devices the op has no kernel for (GPUs),
+-- for dtypes it does not take, or for batches smaller than the thread count
+-- (the fused op splits over samples).
+local FLOAT32, FLOAT64 = core.FLOAT32, core.FLOAT64
+local FLOAT16, BFLOAT16 = core.dtype_ids.float16, core.dtype_ids.bfloat16
+local fused_op = core.op_info.conv2d_maxpool
 function Conv2D:_fuse_next(nxt, x, ...)
   if not nxt._maxpool_kw or select("#", ...) > 0 or not core.is_array(x) or not self._ready or not nxt._ready
      or #self._fhooks + #self._prehooks + #nxt._fhooks + #nxt._prehooks > 0 then
@@ -242,8 +245,8 @@ function Conv2D:_fuse_next(nxt, x, ...)
   local act = self.act
   if act and (act._act_type ~= "relu" or #act._fhooks + #act._prehooks > 0) then return nil end
   local info = info_of(x)
-  if info.dev_type ~= CPU or info.ndim ~= 4 or info.shape[0] < npx.num_threads() or
-     (info.dtype ~= FLOAT32 and info.dtype ~= FLOAT64) then
+  if not core.op_runs_on(fused_op.name, info.dev_type) or info.ndim ~= 4 or info.shape[0] < npx.num_threads() or
+     not (info.dtype == FLOAT32 or info.dtype == FLOAT64 or (fused_op.half and (info.dtype == FLOAT16 or info.dtype == BFLOAT16))) then
     return nil
   end
   local dev, bias = device_of(x), self.bias

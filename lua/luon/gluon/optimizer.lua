@@ -341,11 +341,13 @@ function Optimizer:__tostring()
                  tostring(self.clip_gradient))
 end
 
-local function fused(opid, inputs, lr, wd, rescale, clip, p4, p5, p6)
+-- The attributes of a fused update op: the slots every update has; the
+-- caller adds its own (core/luon_ops.def) and calls the op at once.
+local S = core.slot
+local function update_attrs(lr, wd, rescale, clip)
   local a = core.attrs()
-  a.f[0], a.f[1], a.f[2], a.f[3] = lr, wd, rescale, clip
-  a.f[4], a.f[5], a.f[6] = p4 or 0, p5 or 0, p6 or 0
-  return core.call(opid, inputs, a)
+  a.f[S.OPT_LR], a.f[S.OPT_WD], a.f[S.OPT_RESCALE], a.f[S.OPT_CLIP] = lr, wd, rescale, clip
+  return a
 end
 
 ---------------------------------------------------------------------------
@@ -370,10 +372,12 @@ end
 
 function SGD:_step_one(index, w, g, mom)
   local lr, wd = self:_get_lr(index), self:_get_wd(index)
+  local a = update_attrs(lr, wd, self.rescale_grad, self:_clip())
   if mom ~= nil then
-    fused(op.sgd_mom_update, {w, g, mom}, lr, wd, self.rescale_grad, self:_clip(), self.momentum)
+    a.f[S.SGD_MOMENTUM] = self.momentum
+    core.call(op.sgd_mom_update, {w, g, mom}, a)
   else
-    fused(op.sgd_update, {w, g}, lr, wd, self.rescale_grad, self:_clip())
+    core.call(op.sgd_update, {w, g}, a)
   end
 end
 
@@ -406,8 +410,9 @@ function Adam:_step_one(index, w, g, state)
   local lr, wd = self:_get_lr(index), self:_get_wd(index)
   local t = self._index_update_count[index]
   lr = lr * math.sqrt(1 - self.beta2 ^ t) / (1 - self.beta1 ^ t)
-  fused(op.adam_update, {w, g, state[1], state[2]}, lr, wd, self.rescale_grad, self:_clip(),
-        self.beta1, self.beta2, self.epsilon)
+  local a = update_attrs(lr, wd, self.rescale_grad, self:_clip())
+  a.f[S.ADAM_BETA1], a.f[S.ADAM_BETA2], a.f[S.ADAM_EPSILON] = self.beta1, self.beta2, self.epsilon
+  core.call(op.adam_update, {w, g, state[1], state[2]}, a)
 end
 
 ---------------------------------------------------------------------------

@@ -217,7 +217,8 @@ function ArrayDataset:_gather(indices)
         idx = idx:to_device(x.device)
       end
       local a = core.attrs()
-      a.i[0], a.i[1], a.ni = 0, 0, 2 -- axis 0, mode clip (indices are in range)
+      a.i[core.slot.TAKE_AXIS], a.i[core.slot.TAKE_MODE] = 0, 0 -- axis 0, mode clip (indices are in range)
+      a.ni = core.slot.TAKE_MODE + 1
       out[k] = core.call(take_id, {x, idx}, a)
     else
       local col = {}
