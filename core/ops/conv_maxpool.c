@@ -9,12 +9,21 @@
  * index of each maximum, and is never written to memory; the backward
  * scatters dy through those indices into the same kind of buffer and runs
  * the convolution's per-sample gradients on it. The relu's mask, the bias
- * gradient and max_pool2d_grad's search all fold into the scatter. */
+ * gradient and max_pool2d_grad's search all fold into the scatter.
+ *
+ * Beside that general path (conv.c's per-sample kernels, then pool or
+ * scatter), three shape-specific ones, each named for what it takes:
+ *   channels_last_   the forward for 16, 32 or 64k output channels and at
+ *                    most 256 taps, with no im2col and no GEMM;
+ *   sparse_          the backward for 8 or more channels per group, only
+ *                    through the conv outputs that won a window;
+ *   few_channels_    the weight gradient of a first layer (at most 4
+ *                    input channels, no dx). */
 #include "conv_internal.h"
 #include <stdlib.h>
 
 /* The convolution's geometry from x, w[, b] and the pool's from i[8..14]. */
-static luon_status cmp_geom(const lu_call *c, luon_tensor *const *xwb, int nin, geom *g, lu_pool_win *pw) {
+static luon_status convpool_geom(const lu_call *c, luon_tensor *const *xwb, int nin, geom *g, lu_pool_win *pw) {
   const char *op = lu_ops[c->op].name;
   lu_call cc = *c;
   cc.in = xwb, cc.nin = nin;
@@ -32,7 +41,7 @@ static luon_status cmp_geom(const lu_call *c, luon_tensor *const *xwb, int nin, 
 luon_status lu_shape_conv2d_maxpool(lu_call *c) {
   geom g;
   lu_pool_win pw;
-  LU_TRY(cmp_geom(c, c->in, c->nin, &g, &pw));
+  LU_TRY(convpool_geom(c, c->in, c->nin, &g, &pw));
   set_out(c, c->in[0]->dtype, g.N, g.O, pw.OH, pw.OW);
   c->nout = 2;
   c->out_dtype[1] = LUON_DTYPE_U8;
@@ -45,7 +54,7 @@ luon_status lu_shape_conv2d_maxpool_grad(lu_call *c) {
   const char *op = "conv2d_maxpool_grad";
   geom g;
   lu_pool_win pw;
-  LU_TRY(cmp_geom(c, c->in + 2, 2, &g, &pw));
+  LU_TRY(convpool_geom(c, c->in + 2, 2, &g, &pw));
   if (c->attrs->ni < 17)
     return lu_error(LUON_EINVAL, "%s: needs conv2d_maxpool's 15 attributes plus i[15..16], got %d", op,
                     c->attrs->ni);
@@ -73,7 +82,7 @@ luon_status lu_shape_conv2d_maxpool_grad(lu_call *c) {
   return LUON_OK;
 }
 
-typedef struct cmp_job {
+typedef struct convpool_job {
   job j;                        /* the convolution: a = x, b = w, bias */
   const lu_pool_win *pw;
   bool direct;                  /* forward through lu_conv_direct_row */
@@ -86,9 +95,9 @@ typedef struct cmp_job {
   int64_t front;                /* backward: elements before each chunk's dw and db sums */
   char *wt;                     /* backward, sparse: w as (O,KH,KW,Cg); NULL: dense */
   int64_t ring_at;              /* backward, sparse: elements before each chunk's sparse_ring */
-  float *wr;                    /* forward, channels-last (cl_ok): w as (K,O); NULL: not */
-  bool few;                     /* backward: few_dw_sample (few_ok) */
-} cmp_job;
+  float *wr;                    /* forward, channels-last (channels_last_ok): w as (K,O); NULL: not */
+  bool few_channels;            /* backward: few_channels_dw_sample (few_channels_ok) */
+} convpool_job;
 
 /* dst[c * ldd + r] = src[r * lds + c] for r < rows, c < cols: float32 in
  * 16 x 16 tiles transposed in registers (four butterfly stages of two-input
@@ -164,8 +173,8 @@ static void transpose_f64(const double *src, int64_t rows, int64_t cols, int64_t
  * channels-last for the whole sample and then transposed into the NCHW
  * planes. No im2col and no GEMM packing. Conv padding and groups, pool
  * padding and windows that run past the conv output take the general path.
- * Scratch per chunk: cl_scratch() floats. */
-static bool cl_ok(const geom *g, const lu_pool_win *pl, int32_t dt) {
+ * Scratch per chunk: channels_last_scratch() floats. */
+static bool channels_last_ok(const geom *g, const lu_pool_win *pl, int32_t dt) {
   return dt == LUON_DTYPE_F32 && g->G == 1 && (g->O == 16 || g->O == 32 || g->O % 64 == 0) && g->K <= 256 &&
          g->ph == 0 && g->pw == 0 && pl->ph == 0 && pl->pw == 0 && pl->KH <= 256 &&
          (pl->OH - 1) * pl->sh + pl->KH <= g->OH && (pl->OW - 1) * pl->sw + pl->KW <= g->OW;
@@ -173,29 +182,29 @@ static bool cl_ok(const geom *g, const lu_pool_win *pl, int32_t dt) {
 
 /* the ring, then the sample's pooled values and indices (int32), (PH*PW,O)
  * each */
-static int64_t cl_scratch(const geom *g, const lu_pool_win *pl) {
+static int64_t channels_last_scratch(const geom *g, const lu_pool_win *pl) {
   return pl->KH * g->OW * g->O + 2 * pl->OH * pl->OW * g->O;
 }
 
 /* X(b) for each vector b of the OB */
-#define CL_B1(X) X(0)
-#define CL_B2(X) X(0) X(1)
-#define CL_B4(X) X(0) X(1) X(2) X(3)
-#define CL_FIRST(b)                                                                                    \
+#define EACH_VEC1(X) X(0)
+#define EACH_VEC2(X) X(0) X(1)
+#define EACH_VEC4(X) X(0) X(1) X(2) X(3)
+#define POOL_FIRST(b)                                                                                  \
   v16 v##b, best##b;                                                                                   \
   vi16 arg##b = {0};                                                                                   \
   memcpy(&best##b, r + 16 * b, sizeof(v16));
-#define CL_STEP(b)                                                                                     \
+#define POOL_STEP(b)                                                                                   \
   {                                                                                                    \
     memcpy(&v##b, r + 16 * b, sizeof(v16));                                                            \
     vi16 gt = v##b > best##b;                                                                          \
     best##b = (v16)(((vi16)v##b & gt) | ((vi16)best##b & ~gt));                                        \
     arg##b = (kv & gt) | (arg##b & ~gt);                                                               \
   }
-#define CL_OUT(b)                                                                                      \
+#define POOL_OUT(b)                                                                                    \
   {                                                                                                    \
     v16 m = best##b + bv[b];                                                                           \
-    if (g->relu) { /* not above 0: 0 and no gradient (255), NaN included */                           \
+    if (g->relu) { /* not above 0: 0 and no gradient (255), NaN included */                            \
       vi16 on = m > 0;                                                                                 \
       m = (v16)((vi16)m & on);                                                                         \
       arg##b = (arg##b & on) | (((vi16){0} + 255) & ~on);                                              \
@@ -204,11 +213,11 @@ static int64_t cl_scratch(const geom *g, const lu_pool_win *pl) {
     memcpy(pidx + (i * PW + j) * O + ob + 16 * b, &arg##b, sizeof arg##b);                             \
   }
 
-#define GEN_CL(OB, P)                                                                                  \
-  /* conv-output row hh into row (OW,O), channels [ob, ob + 16 OB); wr (K,O). Out of line (a clone   \
+#define GEN_CHANNELS_LAST(OB, P)                                                                       \
+  /* conv-output row hh into row (OW,O), channels [ob, ob + 16 OB); wr (K,O). Out of line (a clone     \
    * is called, never inlined): inlined into the pooling, gcc spilled an accumulator */                \
-  static TC void cl_row_##OB(const geom *g, const float *xn, const float *wr, int64_t hh, int64_t ob,   \
-                             float *row) {                                                             \
+  static TC void channels_last_row_##OB(const geom *g, const float *xn, const float *wr, int64_t hh,   \
+                                        int64_t ob, float *row) {                                      \
     const int64_t W = g->W, K = g->K, sw = g->sw, O = g->O;                                            \
     const float *tap[256]; /* each tap's input row, shifted by its column offset */                    \
     for (int64_t c = 0, t = 0; c < g->Cg; c++)                                                         \
@@ -243,8 +252,9 @@ static int64_t cl_scratch(const geom *g, const lu_pool_win *pl) {
       }                                                                                                \
   }                                                                                                    \
                                                                                                        \
-  static TC void cl_fwd_##OB(const geom *g, const lu_pool_win *pl, const float *xn, const float *wr,   \
-                             const float *bias, float *yn, uint8_t *in, float *scratch) {              \
+  static TC void channels_last_fwd_##OB(const geom *g, const lu_pool_win *pl, const float *xn,         \
+                                        const float *wr, const float *bias, float *yn, uint8_t *in,    \
+                                        float *scratch) {                                              \
     const int64_t O = g->O, RB = pl->KH, PW = pl->OW, PP = pl->OH * PW;                                \
     float *ring = scratch, *prow = ring + RB * g->OW * O;                                              \
     int32_t *pidx = (int32_t *)(prow + PP * O);                                                        \
@@ -255,7 +265,7 @@ static int64_t cl_scratch(const geom *g, const lu_pool_win *pl) {
       if (next < h0) next = h0;                                                                        \
       for (; next < h0 + pl->KH; next++)                                                               \
         for (int64_t ob = 0; ob < O; ob += 16 * OB)                                                    \
-          cl_row_##OB(g, xn, wr, next, ob, ring + next % RB * g->OW * O);                              \
+          channels_last_row_##OB(g, xn, wr, next, ob, ring + next % RB * g->OW * O);                   \
       for (int64_t p = 0; p < pl->KH; p++) rows[p] = ring + (h0 + p) % RB * g->OW * O;                 \
       for (int64_t ob = 0; ob < O; ob += 16 * OB) {                                                    \
         v16 bv[OB];                                                                                    \
@@ -266,34 +276,34 @@ static int64_t cl_scratch(const geom *g, const lu_pool_win *pl) {
         for (int64_t j = 0; j < PW; j++) {                                                             \
           int64_t c0 = j * pl->sw * O + ob;                                                            \
           const float *r = rows[0] + c0;                                                               \
-          CL_B##OB(CL_FIRST)                                                                           \
+          EACH_VEC##OB(POOL_FIRST)                                                                     \
           for (int64_t p = 0, k = 0; p < pl->KH; p++)                                                  \
             for (int64_t q = 0; q < pl->KW; q++, k++) {                                                \
               vi16 kv = (vi16){0} + (int32_t)k;                                                        \
               r = rows[p] + c0 + q * O;                                                                \
-              CL_B##OB(CL_STEP)                                                                        \
+              EACH_VEC##OB(POOL_STEP)                                                                  \
             }                                                                                          \
-          CL_B##OB(CL_OUT)                                                                             \
+          EACH_VEC##OB(POOL_OUT)                                                                       \
         }                                                                                              \
       }                                                                                                \
     }                                                                                                  \
     transpose_f32(prow, PP, O, O, yn, PP, true);                                                       \
     transpose_i32_u8((const float *)pidx, PP, O, O, in, PP, true);                                     \
   }
-GEN_CL(1, 8)
-GEN_CL(2, 8)
-GEN_CL(4, 4)
+GEN_CHANNELS_LAST(1, 8)
+GEN_CHANNELS_LAST(2, 8)
+GEN_CHANNELS_LAST(4, 4)
 
 /* x[n] -> y[n] (O,PH,PW) and idx[n]; wr (K,O) */
-static void cl_fwd_sample(const geom *g, const lu_pool_win *pl, const float *xn, const float *wr,
-                          const float *bias, float *yn, uint8_t *in, float *scratch) {
-  if (g->O == 16) cl_fwd_1(g, pl, xn, wr, bias, yn, in, scratch);
-  else if (g->O == 32) cl_fwd_2(g, pl, xn, wr, bias, yn, in, scratch);
-  else cl_fwd_4(g, pl, xn, wr, bias, yn, in, scratch);
+static void channels_last_fwd_sample(const geom *g, const lu_pool_win *pl, const float *xn, const float *wr,
+                                     const float *bias, float *yn, uint8_t *in, float *scratch) {
+  if (g->O == 16) channels_last_fwd_1(g, pl, xn, wr, bias, yn, in, scratch);
+  else if (g->O == 32) channels_last_fwd_2(g, pl, xn, wr, bias, yn, in, scratch);
+  else channels_last_fwd_4(g, pl, xn, wr, bias, yn, in, scratch);
 }
 
-static void cmp_fwd_chunks(void *ctx, int64_t c0, int64_t c1) {
-  const cmp_job *m = ctx;
+static void convpool_fwd_chunks(void *ctx, int64_t c0, int64_t c1) {
+  const convpool_job *m = ctx;
   const job *j = &m->j;
   const geom *g = j->g;
   int64_t es = j->es, PP = m->pw->OH * m->pw->OW;
@@ -304,8 +314,9 @@ static void cmp_fwd_chunks(void *ctx, int64_t c0, int64_t c1) {
     sample_range(j, ch, &n0, &n1);
     for (int64_t n = n0; n < n1 && !lu_interrupted(); n++) {
       if (m->wr) {
-        cl_fwd_sample(g, m->pw, (const float *)j->a + n * g->C * g->H * g->W, m->wr, (const float *)j->bias,
-                      (float *)m->y + n * g->O * PP, m->idx + n * g->O * PP, (float *)buf);
+        channels_last_fwd_sample(g, m->pw, (const float *)j->a + n * g->C * g->H * g->W, m->wr,
+                                 (const float *)j->bias, (float *)m->y + n * g->O * PP, m->idx + n * g->O * PP,
+                                 (float *)buf);
         continue;
       }
       if (m->direct)
@@ -353,16 +364,16 @@ GEN_SCATTER(double, f64)
  * and are dropped. The padding and the fourth lane stay zero from one
  * sample to the next (the chunk zeroes xt once). The dense way would scatter into an (O, OH, OW) dy and
  * dot all of it, three quarters zeros after a stride-2 pool. */
-static bool few_ok(const geom *g, int32_t dt, bool dx) {
+static bool few_channels_ok(const geom *g, int32_t dt, bool dx) {
   return dt == LUON_DTYPE_F32 && !dx && g->G == 1 && g->C <= 4 && g->dw == 1 && g->KW <= 4 && g->KH <= 4;
 }
-static int64_t few_row(const geom *g) { return (g->W + 2 * g->pw + 4) * 4; }
-static int64_t few_xt(const geom *g) { return (g->H + 2 * g->ph) * few_row(g); }
-#define FEW_LINES(e) (((e) + 15) / 16 * 16) /* floats, to whole 64-byte lines */
+static int64_t few_channels_row(const geom *g) { return (g->W + 2 * g->pw + 4) * 4; }
+static int64_t few_channels_xt(const geom *g) { return (g->H + 2 * g->ph) * few_channels_row(g); }
+#define FLOAT_LINES(e) (((e) + 15) / 16 * 16) /* floats, to whole 64-byte lines */
 
-static inline __attribute__((always_inline)) void few_taps(int64_t n, const float *v, const int64_t *off,
-                                                           const float *xt, int64_t rstep, v16 *out,
-                                                           const int KH) {
+static inline __attribute__((always_inline)) void few_channels_taps(int64_t n, const float *v,
+                                                                    const int64_t *off, const float *xt,
+                                                                    int64_t rstep, v16 *out, const int KH) {
   v16 s[2][4];
   _Pragma("GCC unroll 4") for (int p = 0; p < KH; p++) s[0][p] = s[1][p] = (v16){0};
   int64_t k = 0;
@@ -426,11 +437,11 @@ static inline void next_row_prefetch(const float *dr, const uint8_t *ir, int64_t
 /* ps (O, KH, 16 lanes) takes the per-row sums; vs (pool OW + 16) and offs
  * (pool OW) a pooled row's nonzeros. Pooled row by pooled row, so that the
  * input rows under it stay in cache over the channels. */
-static TC void few_dw_sample(const geom *g, const lu_pool_win *pl, const int64_t *kr, const int64_t *kc,
-                             const float *xn, const float *dyn, const uint8_t *idx, float *restrict xt,
-                             float *restrict ps, float *restrict vs, int64_t *restrict offs, float *acc,
-                             float *db) {
-  const int64_t R = few_row(g), HW = g->H * g->W, H = g->H, W = g->W, C = g->C, O = g->O, KH = g->KH;
+static TC void few_channels_dw_sample(const geom *g, const lu_pool_win *pl, const int64_t *kr,
+                                      const int64_t *kc, const float *xn, const float *dyn, const uint8_t *idx,
+                                      float *restrict xt, float *restrict ps, float *restrict vs,
+                                      int64_t *restrict offs, float *acc, float *db) {
+  const int64_t R = few_channels_row(g), HW = g->H * g->W, H = g->H, W = g->W, C = g->C, O = g->O, KH = g->KH;
   const int64_t PH = pl->OH, PW = pl->OW, rstep = g->dh * R, PP = PH * PW;
   const int64_t rowstep = pl->sh * g->sh * R, colstep = pl->sw * g->sw * 4;
   memset(ps, 0, sizeof(float) * (size_t)(O * KH * 16));
@@ -454,10 +465,10 @@ static TC void few_dw_sample(const geom *g, const lu_pool_win *pl, const int64_t
 
       v16 s[4];
       switch (KH) {
-      case 1: few_taps(n, vs, offs, xt, rstep, s, 1); break;
-      case 2: few_taps(n, vs, offs, xt, rstep, s, 2); break;
-      case 3: few_taps(n, vs, offs, xt, rstep, s, 3); break;
-      default: few_taps(n, vs, offs, xt, rstep, s, 4); break;
+      case 1: few_channels_taps(n, vs, offs, xt, rstep, s, 1); break;
+      case 2: few_channels_taps(n, vs, offs, xt, rstep, s, 2); break;
+      case 3: few_channels_taps(n, vs, offs, xt, rstep, s, 3); break;
+      default: few_channels_taps(n, vs, offs, xt, rstep, s, 4); break;
       }
       for (int64_t p = 0; p < KH; p++) {
         v16 a;
@@ -763,8 +774,8 @@ GEN_SPARSE(double, f64, no_reg)
 
 /* per chunk: dyc (O,P) and col (colsz), or (sparse) xt and dxt (H*W*C
  * each) and four dw sums (4K); then dw (O,K) and db (O) partial sums */
-static void cmp_bwd_chunks(void *ctx, int64_t c0, int64_t c1) {
-  const cmp_job *m = ctx;
+static void convpool_bwd_chunks(void *ctx, int64_t c0, int64_t c1) {
+  const convpool_job *m = ctx;
   const job *j = &m->j;
   const geom *g = j->g;
   int64_t es = j->es, PP = m->pw->OH * m->pw->OW, off[254], kr[254], kc[254];
@@ -789,8 +800,8 @@ static void cmp_bwd_chunks(void *ctx, int64_t c0, int64_t c1) {
       memset(r.bits, 0, sizeof(uint64_t) * (size_t)(m->pw->KH * g->OW * MW));
       memset(r.dyc, 0, sizeof(float) * (size_t)(m->pw->KH * g->OW * g->O));
     }
-    /* few_dw_sample's xt, zeroed once: each sample writes the same places */
-    if (m->few) memset(front, 0, sizeof(float) * (size_t)few_xt(g));
+    /* few_channels_dw_sample's xt, zeroed once: each sample writes the same places */
+    if (m->few_channels) memset(front, 0, sizeof(float) * (size_t)few_channels_xt(g));
     int64_t n0, n1;
     sample_range(j, ch, &n0, &n1);
     for (int64_t n = n0; n < n1 && !lu_interrupted(); n++) {
@@ -799,10 +810,10 @@ static void cmp_bwd_chunks(void *ctx, int64_t c0, int64_t c1) {
       const char *xn = j->a + n * g->C * g->H * g->W * es;
       char *dxn = m->dx ? m->dx + n * g->C * g->H * g->W * es : NULL;
       char *dyc = front, *col = dyc + g->O * g->P * es;
-      if (m->few) {
-        float *xt = (float *)front, *ps = xt + FEW_LINES(few_xt(g)), *vs = ps + g->O * g->KH * 16;
-        few_dw_sample(g, m->pw, kr, kc, (const float *)xn, (const float *)dyn, in, xt, ps, vs,
-                      (int64_t *)(vs + FEW_LINES(m->pw->OW + 16)), (float *)acc, (float *)db);
+      if (m->few_channels) {
+        float *xt = (float *)front, *ps = xt + FLOAT_LINES(few_channels_xt(g)), *vs = ps + g->O * g->KH * 16;
+        few_channels_dw_sample(g, m->pw, kr, kc, (const float *)xn, (const float *)dyn, in, xt, ps, vs,
+                      (int64_t *)(vs + FLOAT_LINES(m->pw->OW + 16)), (float *)acc, (float *)db);
         continue;
       }
       if (m->wt) {
@@ -825,7 +836,7 @@ static void cmp_bwd_chunks(void *ctx, int64_t c0, int64_t c1) {
   }
 }
 
-static luon_status cmp_alloc(const char *op, cmp_job *m, int64_t per_chunk) {
+static luon_status convpool_alloc(const char *op, convpool_job *m, int64_t per_chunk) {
   m->per_chunk = per_chunk;
   m->scratch = lu_scratch_alloc((size_t)(m->j.chunks * per_chunk * m->j.es) + 1);
   if (!m->scratch)
@@ -837,7 +848,7 @@ static luon_status cmp_alloc(const char *op, cmp_job *m, int64_t per_chunk) {
 luon_status lu_cpu_conv2d_maxpool(lu_call *c) {
   geom g;
   lu_pool_win pw;
-  LU_TRY(cmp_geom(c, c->in, c->nin, &g, &pw));
+  LU_TRY(convpool_geom(c, c->in, c->nin, &g, &pw));
   if (c->out[0]->size == 0) return LUON_OK;
   LU_TRY(check_blas("conv2d_maxpool", &g));
   dense d;
@@ -845,13 +856,13 @@ luon_status lu_cpu_conv2d_maxpool(lu_call *c) {
   int32_t dt = c->in[0]->dtype;
   int64_t nt = lu_num_threads();
   const char *algo = getenv("LUON_CONV_ALGO");
-  cmp_job m = {{&g, dt, luon_dtype_size(dt), g.N < nt ? g.N : nt, d.in[0], d.in[1],
+  convpool_job m = {{&g, dt, luon_dtype_size(dt), g.N < nt ? g.N : nt, d.in[0], d.in[1],
                 c->nin == 3 ? d.in[2] : NULL, NULL, NULL, NULL, 0}, &pw,
                direct_ok(&g, dt) && !(algo && algo[0] == 'g'), lu_data(c->out[0]), lu_data(c->out[1]),
                NULL, NULL, NULL, NULL, NULL, 0, 0, NULL, 0, NULL, false};
   m.j.colsz = m.direct || pointwise(&g) ? 0 : g.K * g.P;
   int64_t pool = ((int64_t)lu_maxpool_argmax_scratch(&pw) + m.j.es - 1) / m.j.es;
-  if (cl_ok(&g, &pw, dt) && !(algo && algo[0] != 'c')) {
+  if (channels_last_ok(&g, &pw, dt) && !(algo && algo[0] != 'c')) {
     if (!(m.wr = lu_scratch_alloc(sizeof(float) * (size_t)(g.K * g.O)))) {
       lu_conv_dense_done(c, &d);
       return lu_error(LUON_ENOMEM, "conv2d_maxpool: out of host memory for the weight (%lld elements)",
@@ -860,8 +871,9 @@ luon_status lu_cpu_conv2d_maxpool(lu_call *c) {
     for (int64_t o = 0; o < g.O; o++)
       for (int64_t t = 0; t < g.K; t++) m.wr[t * g.O + o] = ((const float *)d.in[1])[o * g.K + t];
   }
-  luon_status s = cmp_alloc("conv2d_maxpool", &m, m.wr ? cl_scratch(&g, &pw) : g.O * g.P + m.j.colsz + pool);
-  if (s == LUON_OK) lu_parallel_for(m.j.chunks, 1, cmp_fwd_chunks, &m);
+  luon_status s = convpool_alloc("conv2d_maxpool", &m,
+                                 m.wr ? channels_last_scratch(&g, &pw) : g.O * g.P + m.j.colsz + pool);
+  if (s == LUON_OK) lu_parallel_for(m.j.chunks, 1, convpool_fwd_chunks, &m);
   lu_scratch_free(m.scratch);
   lu_scratch_free(m.wr);
   lu_conv_dense_done(c, &d);
@@ -871,21 +883,21 @@ luon_status lu_cpu_conv2d_maxpool(lu_call *c) {
 luon_status lu_cpu_conv2d_maxpool_grad(lu_call *c) {
   geom g;
   lu_pool_win pw;
-  LU_TRY(cmp_geom(c, c->in + 2, 2, &g, &pw));
+  LU_TRY(convpool_geom(c, c->in + 2, 2, &g, &pw));
   if (c->out[1]->size == 0) return LUON_OK;
   LU_TRY(check_blas("conv2d_maxpool_grad", &g));
   dense d;
   LU_TRY(lu_conv_dense_get("conv2d_maxpool_grad", c, &d));
   int32_t dt = c->in[0]->dtype;
   int64_t es = luon_dtype_size(dt), nt = lu_num_threads(), nw = g.O * g.K;
-  cmp_job m = {{&g, dt, es, g.N < nt ? g.N : nt, d.in[2], d.in[3], NULL, NULL, NULL, NULL,
+  convpool_job m = {{&g, dt, es, g.N < nt ? g.N : nt, d.in[2], d.in[3], NULL, NULL, NULL, NULL,
                 pointwise(&g) ? 0 : g.K * g.P}, &pw, false, NULL, (uint8_t *)d.in[1], d.in[0],
                c->attrs->i[15] ? lu_data(c->out[0]) : NULL, lu_data(c->out[1]), lu_data(c->out[2]),
                NULL, 0, 0, NULL, 0, NULL, false};
   if (m.j.chunks < 1) m.j.chunks = 1;
   int64_t KK = g.KH * g.KW;
   bool sparse = g.Cg >= SPARSE_MIN_CG;
-  m.few = !sparse && few_ok(&g, dt, m.dx != NULL);
+  m.few_channels = !sparse && few_channels_ok(&g, dt, m.dx != NULL);
   if (sparse && !(m.wt = lu_scratch_alloc((size_t)(nw * es)))) {
     lu_conv_dense_done(c, &d);
     return lu_error(LUON_ENOMEM, "conv2d_maxpool_grad: out of host memory for the weight (%lld elements)",
@@ -902,12 +914,13 @@ luon_status lu_cpu_conv2d_maxpool_grad(lu_call *c) {
 #define LINES(e) (((e) + 63 / es) / (64 / es) * (64 / es))
   m.ring_at = LINES(2 * g.H * g.W * g.C + 4 * g.K);
   m.front = sparse ? m.ring_at + LINES((ring_bytes(&g, &pw) + es - 1) / es)
-            : m.few ? FEW_LINES(few_xt(&g)) + g.O * g.KH * 16 + FEW_LINES(pw.OW + 16) + FEW_LINES(2 * pw.OW)
-                    : g.O * g.P + m.j.colsz;
-  luon_status s = cmp_alloc("conv2d_maxpool_grad", &m, LINES(m.front + nw + g.O));
+            : m.few_channels ? FLOAT_LINES(few_channels_xt(&g)) + g.O * g.KH * 16 + FLOAT_LINES(pw.OW + 16) +
+                                   FLOAT_LINES(2 * pw.OW)
+                             : g.O * g.P + m.j.colsz;
+  luon_status s = convpool_alloc("conv2d_maxpool_grad", &m, LINES(m.front + nw + g.O));
 #undef LINES
   if (s == LUON_OK) {
-    lu_parallel_for(m.j.chunks, 1, cmp_bwd_chunks, &m);
+    lu_parallel_for(m.j.chunks, 1, convpool_bwd_chunks, &m);
     /* the chunks' partial sums, in chunk order; sparse ones from (O,KH,KW,Cg) */
     for (int64_t o = 0, k = 0; o < g.O; o++)
       for (int64_t ci = 0; ci < g.Cg; ci++)
