@@ -358,6 +358,19 @@ bool lu_ref_kernels(void);
 /* Byte strides of t broadcast to (ndim, shape), for lu_foreach_row. */
 void lu_byte_strides(const luon_tensor *t, int ndim, const int64_t *shape, int64_t *out);
 
+/* ---- the strided, converting copy (core/copy.c) ----------------------------- */
+
+/* dst <- src on the CPU (logical CPU devices share memory): the same shape,
+ * any strides on both sides, src converted to dst's dtype; threaded. */
+void lu_copy_cpu(luon_tensor *dst, const luon_tensor *src);
+/* The row primitives under it and under the elementwise ops' strided
+ * operands. lu_gather: n elements of dtype sdt at src, `stride` bytes apart,
+ * into dense dst as ddt (n <= LU_ROW_CHUNK when converting a strided row).
+ * lu_scatter: n dense elements of es bytes into dst, `stride` bytes apart. */
+#define LU_ROW_CHUNK 256
+void lu_gather(void *dst, int32_t ddt, const char *src, int32_t sdt, int64_t stride, int64_t n);
+void lu_scatter(char *dst, int64_t stride, const char *src, int32_t es, int64_t n);
+
 /* ---- backward formulas (reduce.c) -------------------------------------- */
 
 /* Sum a gradient back to an input's shape (undoing broadcasting) and
@@ -480,6 +493,9 @@ typedef struct lu_cuda_backend {
   void (*free)(int32_t id, void *ptr);
   luon_status (*memcpy)(void *dst, lu_device ddev, const void *src, lu_device sdev,
                         size_t bytes);
+  /* dst <- src on dst's GPU: the same shape, any strides on both sides, src
+   * converted to dst's dtype (luon_tensor_copy; the CPU's is lu_copy_cpu) */
+  luon_status (*copy)(luon_tensor *dst, const luon_tensor *src);
   luon_status (*sync)(int32_t id);
   const char *(*last_error)(void);
   /* pinned (page-locked) host memory, for the data loader's batches */
@@ -532,7 +548,7 @@ typedef struct lu_cuda_backend {
 /* The vtable's layout: bump it with any change above. The core asks for
  * its own in b->abi before luon_cuda_init; a backend of another layout is
  * refused by name (device.c), never half used. */
-#define LU_CUDA_ABI 3
+#define LU_CUDA_ABI 4
 /* Entry point of libluon_cuda.so. */
 typedef luon_status (*lu_cuda_init_fn)(lu_cuda_backend *b);
 extern lu_cuda_backend lu_cuda;   /* zeroed when the backend is absent */

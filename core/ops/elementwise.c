@@ -1,11 +1,13 @@
 /* elementwise.c: NumPy-broadcasting elementwise ops (arithmetic, comparisons,
- * unary math, clip, where) and copy/astype, on any strides and dtypes. One
- * kernel family per op, instantiated per dtype by macros; then their
- * backward rules, written with these ops. */
+ * unary math, clip, where) and the copy/astype op, on any strides and dtypes.
+ * One kernel family per op, instantiated per dtype by macros; then their
+ * backward rules, written with these ops. The copy itself is the runtime's
+ * (core/copy.c), as are the strided row reads and writes (lu_gather,
+ * lu_scatter) under the converting driver here. */
 #include "internal.h"
 #include <math.h>
 
-#define CHUNK 256          /* elements per stack buffer on the converting path */
+#define CHUNK LU_ROW_CHUNK /* elements per stack buffer on the converting path */
 /* Threads from 2 * grain elements. Waking the pool costs ~10 us, so loops
  * bound by memory wait for 256K elements, loops calling libm for 32K. */
 #define GRAIN_CHEAP (1 << 17)
@@ -176,7 +178,7 @@ static const where_fn K_where[LUON_DTYPE_COUNT] = {ALL_TYPES(WHERE_ENTRY, _)};
 
 /* ---- the strided, converting driver ---------------------------------------- */
 
-enum ew_kind { EW_BIN, EW_UN, EW_WHERE, EW_COPY };
+enum ew_kind { EW_BIN, EW_UN, EW_WHERE };
 
 /* One elementwise call: operand 0 is the output, 1..nin the inputs. Inputs
  * are read as `want[j]` (converted on the fly when their dtype differs). */
@@ -192,34 +194,6 @@ typedef struct ew {
   int64_t grain;
 } ew;
 
-/* n elements of dtype sdt at src, `stride` bytes apart, into dst as ddt. */
-static void gather(void *dst, int32_t ddt, const char *src, int32_t sdt, int64_t stride, int64_t n) {
-  int64_t es = luon_dtype_size(sdt);
-  if (stride == es) {
-    lu_convert(dst, ddt, src, sdt, n);
-    return;
-  }
-  _Alignas(16) char tmp[CHUNK * 8];
-  char *d = ddt == sdt ? dst : tmp;
-  switch (es) {
-  case 1: for (int64_t i = 0; i < n; i++) d[i] = src[i * stride]; break;
-  case 2: for (int64_t i = 0; i < n; i++) memcpy(d + 2 * i, src + i * stride, 2); break;
-  case 4: for (int64_t i = 0; i < n; i++) memcpy(d + 4 * i, src + i * stride, 4); break;
-  default: for (int64_t i = 0; i < n; i++) memcpy(d + 8 * i, src + i * stride, 8); break;
-  }
-  if (d == tmp) lu_convert(dst, ddt, tmp, sdt, n);
-}
-
-/* n contiguous elements of es bytes into dst, `stride` bytes apart. */
-static void scatter(char *dst, int64_t stride, const char *src, int32_t es, int64_t n) {
-  switch (es) {
-  case 1: for (int64_t i = 0; i < n; i++) dst[i * stride] = src[i]; break;
-  case 2: for (int64_t i = 0; i < n; i++) memcpy(dst + i * stride, src + 2 * i, 2); break;
-  case 4: for (int64_t i = 0; i < n; i++) memcpy(dst + i * stride, src + 4 * i, 4); break;
-  default: for (int64_t i = 0; i < n; i++) memcpy(dst + i * stride, src + 8 * i, 8); break;
-  }
-}
-
 /* The general row: CHUNK elements at a time through stack buffers,
  * converting and gathering inputs, scattering the output. */
 static void row_slow(const ew *e, int64_t n, char *const *ptr, const int64_t *st) {
@@ -232,15 +206,15 @@ static void row_slow(const ew *e, int64_t n, char *const *ptr, const int64_t *st
     bool one[3] = {false, false, false};
     for (int j = 0; j < e->nin; j++) {
       const char *p = ptr[j + 1] + off * st[j + 1];
-      char *b = e->kind == EW_COPY ? o : buf[j + 1];
+      char *b = buf[j + 1];
       if (st[j + 1] == 0 && e->kind == EW_BIN && !(j == 1 && one[0])) {
         lu_convert(b, e->want[j], p, e->idt[j], 1);
         one[j] = true;
         in[j] = b;
-      } else if (e->idt[j] == e->want[j] && st[j + 1] == e->wsz[j] && e->kind != EW_COPY) {
+      } else if (e->idt[j] == e->want[j] && st[j + 1] == e->wsz[j]) {
         in[j] = p;
       } else {
-        gather(b, e->want[j], p, e->idt[j], st[j + 1], m);
+        lu_gather(b, e->want[j], p, e->idt[j], st[j + 1], m);
         in[j] = b;
       }
     }
@@ -252,9 +226,8 @@ static void row_slow(const ew *e, int64_t n, char *const *ptr, const int64_t *st
       break;
     case EW_UN: e->uf(m, in[0], o, e->param); break;
     case EW_WHERE: e->wf(m, in[0], in[1], in[2], o); break;
-    case EW_COPY: break; /* gathered straight into o */
     }
-    if (!odirect) scatter(ptr[0] + off * st[0], st[0], buf[0], e->osz, m);
+    if (!odirect) lu_scatter(ptr[0] + off * st[0], st[0], buf[0], e->osz, m);
   }
 }
 
@@ -292,12 +265,6 @@ static void row(void *ctx, int64_t n, char *const *ptr, const int64_t *st) {
     if (e->isz[0] == 1 && st[1] == 1 && e->idt[1] == e->want[1] && st[2] == e->wsz[1] &&
         e->idt[2] == e->want[2] && st[3] == e->wsz[2]) {
       e->wf(n, (const uint8_t *)ptr[1], ptr[2], ptr[3], ptr[0]);
-      return;
-    }
-    break;
-  case EW_COPY:
-    if (st[1] == e->isz[0]) {
-      lu_convert(ptr[0], e->odt, ptr[1], e->idt[0], n);
       return;
     }
     break;
@@ -584,19 +551,15 @@ luon_status lu_shape_copy(lu_call *c) {
   return LUON_OK;
 }
 
-/* Also called by luon_tensor_copy with out[0] any strided tensor of x's shape. */
+/* The runtime's strided, converting copy (core/copy.c). */
 luon_status lu_cpu_copy(lu_call *c) {
-  ew e;
-  e.kind = EW_COPY;
-  e.nin = 1;
-  e.odt = e.want[0] = c->out[0]->dtype;
-  e.grain = e.odt == c->in[0]->dtype ? GRAIN_CHEAP : GRAIN_MATH; /* converting is slower */
   if (c->out[0]->ndim != c->in[0]->ndim ||
       memcmp(c->out[0]->shape, c->in[0]->shape, sizeof(int64_t) * (size_t)c->in[0]->ndim) != 0)
     return lu_error(LUON_ESHAPE, "copy: cannot copy an array of shape %s into one of shape %s",
                     lu_shape_str(c->in[0]->ndim, c->in[0]->shape),
                     lu_shape_str(c->out[0]->ndim, c->out[0]->shape));
-  return run(c, &e);
+  lu_copy_cpu(c->out[0], c->in[0]);
+  return LUON_OK;
 }
 
 /* ---- backward rules --------------------------------------------------------- */

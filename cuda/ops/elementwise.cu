@@ -448,6 +448,20 @@ luon_status lu_cuda_copy(lu_call *c) {
   return lu_cuda_end(&k, st);
 }
 
+/* The vtable's copy (luon_tensor_copy): dst <- src on dst's GPU, any strides. */
+luon_status lu_cuda_copy_to(luon_tensor *dst, const luon_tensor *src) {
+  luon_tensor *x = (luon_tensor *)src;
+  lu_call c;
+  memset(&c, 0, sizeof c);
+  c.op = LU_OP_copy;
+  c.nin = 1;
+  c.nout = 1;
+  c.in = &x;
+  c.dev = dst->dev;
+  c.out[0] = dst;
+  return lu_cuda_copy(&c);
+}
+
 luon_status lu_cuda_dense(const luon_tensor *t, int32_t dt, cudaStream_t s, void **ptr,
                           lu_block **blk) {
   *blk = NULL;

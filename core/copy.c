@@ -1,0 +1,107 @@
+/* copy.c: the runtime's strided, converting copy on the CPU: dst (any
+ * strides) <- src (the same shape, any strides and dtype), as
+ * luon_tensor_copy and the copy/astype op use it; and its two row
+ * primitives, a strided converting read (lu_gather) and a strided write
+ * (lu_scatter), which the elementwise ops use on strided operands. The
+ * CUDA backend's copy is its vtable's `copy`; tensor.c picks the device's. */
+#include "internal.h"
+
+/* Threads from 2 * grain elements (as the elementwise ops): waking the pool
+ * costs ~10 us, so a plain copy waits for 256K elements, a converting one
+ * (slower per element) for 32K. */
+#define GRAIN_PLAIN (1 << 17)
+#define GRAIN_CONVERT (1 << 14)
+#define PAR_BLOCK 1024 /* flat parallel pieces start on multiples of this */
+
+void lu_gather(void *dst, int32_t ddt, const char *src, int32_t sdt, int64_t stride, int64_t n) {
+  int64_t es = luon_dtype_size(sdt);
+  if (stride == es) {
+    lu_convert(dst, ddt, src, sdt, n);
+    return;
+  }
+  _Alignas(16) char tmp[LU_ROW_CHUNK * 8];
+  char *d = ddt == sdt ? dst : tmp;
+  switch (es) {
+  case 1: for (int64_t i = 0; i < n; i++) d[i] = src[i * stride]; break;
+  case 2: for (int64_t i = 0; i < n; i++) memcpy(d + 2 * i, src + i * stride, 2); break;
+  case 4: for (int64_t i = 0; i < n; i++) memcpy(d + 4 * i, src + i * stride, 4); break;
+  default: for (int64_t i = 0; i < n; i++) memcpy(d + 8 * i, src + i * stride, 8); break;
+  }
+  if (d == tmp) lu_convert(dst, ddt, tmp, sdt, n);
+}
+
+void lu_scatter(char *dst, int64_t stride, const char *src, int32_t es, int64_t n) {
+  switch (es) {
+  case 1: for (int64_t i = 0; i < n; i++) dst[i * stride] = src[i]; break;
+  case 2: for (int64_t i = 0; i < n; i++) memcpy(dst + i * stride, src + 2 * i, 2); break;
+  case 4: for (int64_t i = 0; i < n; i++) memcpy(dst + i * stride, src + 4 * i, 4); break;
+  default: for (int64_t i = 0; i < n; i++) memcpy(dst + i * stride, src + 8 * i, 8); break;
+  }
+}
+
+/* One copy: operand 0 the destination, 1 the source. */
+typedef struct copy_job {
+  int32_t odt, osz, idt, isz;
+  int64_t n;
+  char *base[2];
+} copy_job;
+
+/* One row: converted whole when both sides are dense, else LU_ROW_CHUNK
+ * elements at a time, gathered straight into dst or through a buffer
+ * scattered into it. */
+static void copy_row(void *ctx, int64_t n, char *const *ptr, const int64_t *st) {
+  const copy_job *k = ctx;
+  if (st[0] == k->osz && st[1] == k->isz) {
+    lu_convert(ptr[0], k->odt, ptr[1], k->idt, n);
+    return;
+  }
+  _Alignas(64) char buf[LU_ROW_CHUNK * 8];
+  bool odirect = st[0] == k->osz;
+  for (int64_t off = 0; off < n; off += LU_ROW_CHUNK) {
+    int64_t m = n - off < LU_ROW_CHUNK ? n - off : LU_ROW_CHUNK;
+    char *o = odirect ? ptr[0] + off * st[0] : buf;
+    lu_gather(o, k->odt, ptr[1] + off * st[1], k->idt, st[1], m);
+    if (!odirect) lu_scatter(ptr[0] + off * st[0], st[0], buf, k->osz, m);
+  }
+}
+
+/* Elements [b, end) * PAR_BLOCK of a copy between dense tensors. */
+static void flat_range(void *ctx, int64_t b, int64_t end) {
+  const copy_job *k = ctx;
+  int64_t lo = b * PAR_BLOCK, hi = end * PAR_BLOCK < k->n ? end * PAR_BLOCK : k->n;
+  char *p[2] = {k->base[0] + lo * k->osz, k->base[1] + lo * k->isz};
+  int64_t st[2] = {k->osz, k->isz};
+  copy_row((void *)k, hi - lo, p, st);
+}
+
+/* lu_is_contiguous, inline: a copy asks it of both sides. */
+static inline bool dense(const luon_tensor *t) {
+  int64_t s = 1;
+  for (int i = t->ndim - 1; i >= 0; i--) {
+    if (t->shape[i] != 1 && t->strides[i] != s) return false;
+    s *= t->shape[i];
+  }
+  return true;
+}
+
+void lu_copy_cpu(luon_tensor *dst, const luon_tensor *src) {
+  int64_t n = dst->size;
+  if (n == 0) return;
+  copy_job k;
+  k.odt = dst->dtype, k.osz = luon_dtype_size(dst->dtype);
+  k.idt = src->dtype, k.isz = src->dtype == dst->dtype ? k.osz : luon_dtype_size(src->dtype);
+  k.n = n;
+  k.base[0] = (char *)dst->storage->ptr + dst->offset * k.osz;
+  k.base[1] = (char *)src->storage->ptr + src->offset * k.isz;
+  int64_t grain = k.odt == k.idt ? GRAIN_PLAIN : GRAIN_CONVERT;
+  if (dense(dst) && dense(src)) {
+    int64_t st[2] = {k.osz, k.isz};
+    if (n < 2 * grain) copy_row(&k, n, k.base, st);
+    else lu_parallel_for((n + PAR_BLOCK - 1) / PAR_BLOCK, grain / PAR_BLOCK, flat_range, &k);
+    return;
+  }
+  int64_t st[LU_ITER_MAX_OPS][LU_MAXD];
+  for (int i = 0; i < dst->ndim; i++) st[0][i] = dst->strides[i] * k.osz;
+  lu_byte_strides(src, dst->ndim, dst->shape, st[1]);
+  lu_foreach_row(dst->ndim, dst->shape, 2, k.base, (const int64_t(*)[LU_MAXD])st, grain, copy_row, &k);
+}
