@@ -371,27 +371,6 @@ void lu_copy_cpu(luon_tensor *dst, const luon_tensor *src);
 void lu_gather(void *dst, int32_t ddt, const char *src, int32_t sdt, int64_t stride, int64_t n);
 void lu_scatter(char *dst, int64_t stride, const char *src, int32_t es, int64_t n);
 
-/* ---- backward formulas (reduce.c) -------------------------------------- */
-
-/* Sum a gradient back to an input's shape (undoing broadcasting) and
- * convert it to the input's dtype (+1 in *out). */
-luon_status lu_reduce_sum_to(luon_tensor *dy, int ndim, const int64_t *shape, int32_t dtype,
-                             luon_tensor **out);
-/* A backward formula as a chain of op calls with one status check at the
- * end: each step's result is held until lu_steps_end releases them all, and
- * a failed step turns the later ones into no-ops. */
-typedef struct lu_steps {
-  luon_status s;
-  int n;
-  luon_tensor *t[24];
-} lu_steps;
-luon_tensor *lu_steps_run(lu_steps *e, int32_t op, const luon_attrs *a, luon_tensor *x,
-                          luon_tensor *y, luon_tensor *z);
-luon_tensor *lu_steps_scalar(lu_steps *e, double v, int32_t dt, const luon_tensor *t);
-/* din = r summed to x's shape and dtype (+1). */
-void lu_steps_give(lu_steps *e, luon_tensor *r, const luon_tensor *x, luon_tensor **din);
-luon_status lu_steps_end(lu_steps *e);
-
 /* ---- autograd (autograd.c) ---------------------------------------------- */
 
 /* Put a finished call on the tape when recording and an input needs a

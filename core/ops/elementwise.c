@@ -4,7 +4,7 @@
  * backward rules, written with these ops. The copy itself is the runtime's
  * (core/copy.c), as are the strided row reads and writes (lu_gather,
  * lu_scatter) under the converting driver here. */
-#include "internal.h"
+#include "steps.h"
 #include <math.h>
 
 #define CHUNK LU_ROW_CHUNK /* elements per stack buffer on the converting path */
@@ -564,13 +564,6 @@ luon_status lu_cpu_copy(lu_call *c) {
 
 /* ---- backward rules --------------------------------------------------------- */
 
-/* Short names for the formulas below: R1(op, x), R2(op, x, y), R3(op, c, x, y),
- * K(v) a 0-d constant of dy's dtype. */
-#define R1(op, x) lu_steps_run(&e, LU_OP_##op, NULL, x, NULL, NULL)
-#define R2(op, x, y) lu_steps_run(&e, LU_OP_##op, NULL, x, y, NULL)
-#define R3(op, c, x, y) lu_steps_run(&e, LU_OP_##op, NULL, c, x, y)
-#define K(v) lu_steps_scalar(&e, v, dy->dtype, dy)
-
 /* Input i wants a gradient: it asked for one and is a float array (integer
  * and bool inputs get none). */
 static bool wants(const lu_grad_call *g, int i) {
@@ -633,9 +626,9 @@ luon_status lu_grad_divide(lu_grad_call *g) {
 luon_status lu_grad_power(lu_grad_call *g) {
   BEGIN;
   if (wants(g, 0))
-    GIVE(0, R2(multiply, dy, R2(multiply, y, R2(power, x, R2(subtract, y, K(1))))));
+    GIVE(0, R2(multiply, dy, R2(multiply, y, R2(power, x, R2(subtract, y, K(1, dy))))));
   if (wants(g, 1))
-    GIVE(1, R2(multiply, dy, R3(where, R2(equal, out, K(0)), K(0), R2(multiply, out, R1(log, x)))));
+    GIVE(1, R2(multiply, dy, R3(where, R2(equal, out, K(0, dy)), K(0, dy), R2(multiply, out, R1(log, x)))));
   END;
 }
 
@@ -644,8 +637,8 @@ luon_status lu_grad_power(lu_grad_call *g) {
 static luon_status grad_select(lu_grad_call *g, int32_t cmp) {
   BEGIN;
   luon_tensor *first = lu_steps_run(&e, cmp, NULL, x, y, NULL); /* x >= y (x <= y) */
-  if (wants(g, 0)) GIVE(0, R3(where, first, dy, K(0)));
-  if (wants(g, 1)) GIVE(1, R3(where, first, K(0), dy));
+  if (wants(g, 0)) GIVE(0, R3(where, first, dy, K(0, dy)));
+  if (wants(g, 1)) GIVE(1, R3(where, first, K(0, dy), dy));
   END;
 }
 luon_status lu_grad_maximum(lu_grad_call *g) { return grad_select(g, LU_OP_greater_equal); }
@@ -698,14 +691,14 @@ luon_status lu_grad_log(lu_grad_call *g) {
 /* sqrt: dx = dy / (2 out) = (dy / out) * 0.5 */
 luon_status lu_grad_sqrt(lu_grad_call *g) {
   BEGIN;
-  if (wants(g, 0)) GIVE(0, R2(multiply, R2(divide, dy, out), K(0.5)));
+  if (wants(g, 0)) GIVE(0, R2(multiply, R2(divide, dy, out), K(0.5, dy)));
   END;
 }
 
 /* square: dx = dy * 2x */
 luon_status lu_grad_square(lu_grad_call *g) {
   BEGIN;
-  if (wants(g, 0)) GIVE(0, R2(multiply, dy, R2(multiply, x, K(2))));
+  if (wants(g, 0)) GIVE(0, R2(multiply, dy, R2(multiply, x, K(2, dy))));
   END;
 }
 
@@ -737,8 +730,8 @@ luon_status lu_grad_clip(lu_grad_call *g) {
   if (wants(g, 0)) {
     double lo = g->attrs->f[0], hi = g->attrs->f[1];
     luon_tensor *dx = dy;
-    if (!isnan(lo)) dx = R3(where, R2(greater, x, lu_steps_scalar(&e, lo, x->dtype, x)), dx, K(0));
-    if (!isnan(hi)) dx = R3(where, R2(less, x, lu_steps_scalar(&e, hi, x->dtype, x)), dx, K(0));
+    if (!isnan(lo)) dx = R3(where, R2(greater, x, K(lo, x)), dx, K(0, dy));
+    if (!isnan(hi)) dx = R3(where, R2(less, x, K(hi, x)), dx, K(0, dy));
     GIVE(0, dx);
   }
   END;
@@ -748,8 +741,8 @@ luon_status lu_grad_clip(lu_grad_call *g) {
 luon_status lu_grad_where(lu_grad_call *g) {
   BEGIN;
   luon_tensor *cond = g->in[0];
-  if (wants(g, 1)) GIVE(1, R3(where, cond, dy, K(0)));
-  if (wants(g, 2)) GIVE(2, R3(where, cond, K(0), dy));
+  if (wants(g, 1)) GIVE(1, R3(where, cond, dy, K(0, dy)));
+  if (wants(g, 2)) GIVE(2, R3(where, cond, K(0, dy), dy));
   END;
 }
 
