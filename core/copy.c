@@ -1,8 +1,10 @@
 /* copy.c: the runtime's strided, converting copy on the CPU: dst (any
  * strides) <- src (the same shape, any strides and dtype), as
- * luon_tensor_copy and the copy/astype op use it; and its two row
- * primitives, a strided converting read (lu_gather) and a strided write
- * (lu_scatter), which the elementwise ops use on strided operands. The
+ * luon_tensor_copy and the copy/astype op use it; and its primitives: a
+ * strided converting row read (lu_gather) and row write (lu_scatter),
+ * which the elementwise ops use on strided operands, and the write of a
+ * range of elements by row-major index (lu_put_range), which the ops that
+ * make values by index (create.c, random.c) use on a strided out=. The
  * CUDA backend's copy is its vtable's `copy`; tensor.c picks the device's. */
 #include "internal.h"
 
@@ -36,6 +38,19 @@ void lu_scatter(char *dst, int64_t stride, const char *src, int32_t es, int64_t 
   case 2: for (int64_t i = 0; i < n; i++) memcpy(dst + i * stride, src + 2 * i, 2); break;
   case 4: for (int64_t i = 0; i < n; i++) memcpy(dst + i * stride, src + 4 * i, 4); break;
   default: for (int64_t i = 0; i < n; i++) memcpy(dst + i * stride, src + 8 * i, 8); break;
+  }
+}
+
+void lu_put_range(luon_tensor *y, int64_t j0, int64_t n, const void *src) {
+  int64_t es = luon_dtype_size(y->dtype);
+  char *base = lu_data(y);
+  for (int64_t j = 0; j < n; j++) {
+    int64_t off = 0, r = j0 + j;
+    for (int d = y->ndim - 1; d >= 0 && r; d--) {
+      off += (r % y->shape[d]) * y->strides[d];
+      r /= y->shape[d];
+    }
+    memcpy(base + off * es, (const char *)src + j * es, (size_t)es);
   }
 }
 
@@ -74,16 +89,6 @@ static void flat_range(void *ctx, int64_t b, int64_t end) {
   copy_row((void *)k, hi - lo, p, st);
 }
 
-/* lu_is_contiguous, inline: a copy asks it of both sides. */
-static inline bool dense(const luon_tensor *t) {
-  int64_t s = 1;
-  for (int i = t->ndim - 1; i >= 0; i--) {
-    if (t->shape[i] != 1 && t->strides[i] != s) return false;
-    s *= t->shape[i];
-  }
-  return true;
-}
-
 void lu_copy_cpu(luon_tensor *dst, const luon_tensor *src) {
   int64_t n = dst->size;
   if (n == 0) return;
@@ -94,7 +99,7 @@ void lu_copy_cpu(luon_tensor *dst, const luon_tensor *src) {
   k.base[0] = (char *)dst->storage->ptr + dst->offset * k.osz;
   k.base[1] = (char *)src->storage->ptr + src->offset * k.isz;
   int64_t grain = k.odt == k.idt ? GRAIN_PLAIN : GRAIN_CONVERT;
-  if (dense(dst) && dense(src)) {
+  if (lu_is_contiguous(dst) && lu_is_contiguous(src)) {
     int64_t st[2] = {k.osz, k.isz};
     if (n < 2 * grain) copy_row(&k, n, k.base, st);
     else lu_parallel_for((n + PAR_BLOCK - 1) / PAR_BLOCK, grain / PAR_BLOCK, flat_range, &k);

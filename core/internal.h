@@ -149,6 +149,15 @@ bool lu_dtype_is_storage_only(int32_t dt);
 bool lu_dtype_has_grad(int32_t dt);
 /* Result dtype of a binary op on a and b (NumPy-like promotion). */
 int32_t lu_dtype_promote(int32_t a, int32_t b);
+/* clip's bound v (NaN: none) as an integer within [mn, mx], for the CPU
+ * kernel and the CUDA backend's host side (builtins: no math.h here). */
+static inline int64_t lu_clip_int_bound(double v, bool lower, int64_t mn, int64_t mx) {
+  if (__builtin_isnan(v)) return lower ? mn : mx;
+  v = lower ? __builtin_ceil(v) : __builtin_floor(v);
+  if (v <= (double)mn) return mn;
+  if (v >= (double)mx) return mx;
+  return (int64_t)v;
+}
 /* Convert n elements between dtypes; both contiguous host buffers. */
 void lu_convert(void *dst, int32_t dst_dt, const void *src, int32_t src_dt, int64_t n);
 float lu_half_to_float(uint16_t h);
@@ -370,6 +379,9 @@ void lu_copy_cpu(luon_tensor *dst, const luon_tensor *src);
 #define LU_ROW_CHUNK 256
 void lu_gather(void *dst, int32_t ddt, const char *src, int32_t sdt, int64_t stride, int64_t n);
 void lu_scatter(char *dst, int64_t stride, const char *src, int32_t es, int64_t n);
+/* The row-major elements [j0, j0 + n) of y (any strides) from n dense
+ * elements of y's dtype at src: for kernels that make values by index. */
+void lu_put_range(luon_tensor *y, int64_t j0, int64_t n, const void *src);
 
 /* ---- autograd (autograd.c) ---------------------------------------------- */
 

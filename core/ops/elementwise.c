@@ -439,15 +439,6 @@ static luon_status un_shape(lu_call *c, const unop *u) {
   return LUON_OK;
 }
 
-/* Clip bound v (NaN: none) as an integer within [mn, mx]. */
-static int64_t int_bound(double v, bool lower, int64_t mn, int64_t mx) {
-  if (isnan(v)) return lower ? mn : mx;
-  v = lower ? ceil(v) : floor(v);
-  if (v <= (double)mn) return mn;
-  if (v >= (double)mx) return mx;
-  return (int64_t)v;
-}
-
 /* attrs f[0], f[1] as two values of dtype dt in e->pbuf. */
 static void clip_bounds(ew *e, int32_t dt, const double *f) {
   void *p = e->pbuf;
@@ -461,16 +452,16 @@ static void clip_bounds(ew *e, int32_t dt, const double *f) {
     ((double *)p)[1] = isnan(f[1]) ? INFINITY : f[1];
     break;
   case LUON_DTYPE_I32:
-    ((int32_t *)p)[0] = (int32_t)int_bound(f[0], true, INT32_MIN, INT32_MAX);
-    ((int32_t *)p)[1] = (int32_t)int_bound(f[1], false, INT32_MIN, INT32_MAX);
+    ((int32_t *)p)[0] = (int32_t)lu_clip_int_bound(f[0], true, INT32_MIN, INT32_MAX);
+    ((int32_t *)p)[1] = (int32_t)lu_clip_int_bound(f[1], false, INT32_MIN, INT32_MAX);
     break;
   case LUON_DTYPE_I64:
-    ((int64_t *)p)[0] = int_bound(f[0], true, INT64_MIN, INT64_MAX);
-    ((int64_t *)p)[1] = int_bound(f[1], false, INT64_MIN, INT64_MAX);
+    ((int64_t *)p)[0] = lu_clip_int_bound(f[0], true, INT64_MIN, INT64_MAX);
+    ((int64_t *)p)[1] = lu_clip_int_bound(f[1], false, INT64_MIN, INT64_MAX);
     break;
   default: /* uint8, bool */
-    ((uint8_t *)p)[0] = (uint8_t)int_bound(f[0], true, 0, dt == LUON_DTYPE_BOOL ? 1 : 255);
-    ((uint8_t *)p)[1] = (uint8_t)int_bound(f[1], false, 0, dt == LUON_DTYPE_BOOL ? 1 : 255);
+    ((uint8_t *)p)[0] = (uint8_t)lu_clip_int_bound(f[0], true, 0, dt == LUON_DTYPE_BOOL ? 1 : 255);
+    ((uint8_t *)p)[1] = (uint8_t)lu_clip_int_bound(f[1], false, 0, dt == LUON_DTYPE_BOOL ? 1 : 255);
     break;
   }
   e->param = p;
