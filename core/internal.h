@@ -159,6 +159,15 @@ bool lu_dtype_is_storage_only(int32_t dt);
 bool lu_dtype_has_grad(int32_t dt);
 /* Result dtype of a binary op on a and b (NumPy-like promotion). */
 int32_t lu_dtype_promote(int32_t a, int32_t b);
+/* clip's bound v (NaN: none) as an integer within [mn, mx], for the CPU
+ * kernel and the CUDA backend's host side (builtins: no math.h here). */
+static inline int64_t lu_clip_int_bound(double v, bool lower, int64_t mn, int64_t mx) {
+  if (__builtin_isnan(v)) return lower ? mn : mx;
+  v = lower ? __builtin_ceil(v) : __builtin_floor(v);
+  if (v <= (double)mn) return mn;
+  if (v >= (double)mx) return mx;
+  return (int64_t)v;
+}
 /* Convert n elements between dtypes; both contiguous host buffers. */
 void lu_convert(void *dst, int32_t dst_dt, const void *src, int32_t src_dt, int64_t n);
 float lu_half_to_float(uint16_t h);
@@ -399,26 +408,21 @@ bool lu_ref_kernels(void);
 /* Byte strides of t broadcast to (ndim, shape), for lu_foreach_row. */
 void lu_byte_strides(const luon_tensor *t, int ndim, const int64_t *shape, int64_t *out);
 
-/* ---- backward formulas (reduce.c) -------------------------------------- */
+/* ---- the strided, converting copy (core/copy.c) ----------------------------- */
 
-/* Sum a gradient back to an input's shape (undoing broadcasting) and
- * convert it to the input's dtype (+1 in *out). */
-luon_status lu_reduce_sum_to(luon_tensor *dy, int ndim, const int64_t *shape, int32_t dtype,
-                             luon_tensor **out);
-/* A backward formula as a chain of op calls with one status check at the
- * end: each step's result is held until lu_steps_end releases them all, and
- * a failed step turns the later ones into no-ops. */
-typedef struct lu_steps {
-  luon_status s;
-  int n;
-  luon_tensor *t[24];
-} lu_steps;
-luon_tensor *lu_steps_run(lu_steps *e, int32_t op, const luon_attrs *a, luon_tensor *x,
-                          luon_tensor *y, luon_tensor *z);
-luon_tensor *lu_steps_scalar(lu_steps *e, double v, int32_t dt, const luon_tensor *t);
-/* din = r summed to x's shape and dtype (+1). */
-void lu_steps_give(lu_steps *e, luon_tensor *r, const luon_tensor *x, luon_tensor **din);
-luon_status lu_steps_end(lu_steps *e);
+/* dst <- src on the CPU (logical CPU devices share memory): the same shape,
+ * any strides on both sides, src converted to dst's dtype; threaded. */
+void lu_copy_cpu(luon_tensor *dst, const luon_tensor *src);
+/* The row primitives under it and under the elementwise ops' strided
+ * operands. lu_gather: n elements of dtype sdt at src, `stride` bytes apart,
+ * into dense dst as ddt (n <= LU_ROW_CHUNK when converting a strided row).
+ * lu_scatter: n dense elements of es bytes into dst, `stride` bytes apart. */
+#define LU_ROW_CHUNK 256
+void lu_gather(void *dst, int32_t ddt, const char *src, int32_t sdt, int64_t stride, int64_t n);
+void lu_scatter(char *dst, int64_t stride, const char *src, int32_t es, int64_t n);
+/* The row-major elements [j0, j0 + n) of y (any strides) from n dense
+ * elements of y's dtype at src: for kernels that make values by index. */
+void lu_put_range(luon_tensor *y, int64_t j0, int64_t n, const void *src);
 
 /* ---- autograd (autograd.c) ---------------------------------------------- */
 
@@ -521,6 +525,9 @@ typedef struct lu_cuda_backend {
   void (*free)(int32_t id, void *ptr);
   luon_status (*memcpy)(void *dst, lu_device ddev, const void *src, lu_device sdev,
                         size_t bytes);
+  /* dst <- src on dst's GPU: the same shape, any strides on both sides, src
+   * converted to dst's dtype (luon_tensor_copy; the CPU's is lu_copy_cpu) */
+  luon_status (*copy)(luon_tensor *dst, const luon_tensor *src);
   luon_status (*sync)(int32_t id);
   const char *(*last_error)(void);
   /* pinned (page-locked) host memory, for the data loader's batches */
@@ -573,7 +580,7 @@ typedef struct lu_cuda_backend {
 /* The vtable's layout: bump it with any change above. The core asks for
  * its own in b->abi before luon_cuda_init; a backend of another layout is
  * refused by name (device.c), never half used. */
-#define LU_CUDA_ABI 3
+#define LU_CUDA_ABI 4
 /* Entry point of libluon_cuda.so. */
 typedef luon_status (*lu_cuda_init_fn)(lu_cuda_backend *b);
 extern lu_cuda_backend lu_cuda;   /* zeroed when the backend is absent */

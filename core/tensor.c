@@ -457,33 +457,15 @@ luon_status luon_tensor_copy(luon_tensor *dst, const luon_tensor *srcc) {
   }
   if (dst->dev.type == LUON_CPU && src->dev.type == LUON_CPU) {
     /* logical CPU devices share memory: one strided, converting pass */
-    lu_call c;
-    memset(&c, 0, sizeof c);
-    c.op = LU_OP_copy;
-    c.nin = 1;
-    c.nout = 1;
-    c.in = &src;
-    c.dev = dst->dev;
-    c.out[0] = dst;
-    LU_TRY(lu_cpu_copy(&c));
-    /* the copy kernel stops early after luon_interrupt */
+    lu_copy_cpu(dst, src); /* stops early after luon_interrupt */
     if (lu_interrupted())
       return lu_error(LUON_EINTERRUPTED, "copyto: interrupted (the destination is partly written)");
     return LUON_OK;
   }
-  if (lu_device_eq(dst->dev, src->dev) && dst->dev.type == LUON_GPU && lu_cuda.kernels[LU_OP_copy]) {
-    /* the strided kernel writes any dst directly (through luon_op_call a
-     * non-contiguous dst would come back here through a temporary) */
-    lu_call c;
-    memset(&c, 0, sizeof c);
-    c.op = LU_OP_copy;
-    c.nin = 1;
-    c.nout = 1;
-    c.in = &src;
-    c.dev = dst->dev;
-    c.out[0] = dst;
-    return lu_cuda_check(lu_cuda.kernels[LU_OP_copy](&c));
-  }
+  /* the device's strided copy writes any dst directly (through luon_op_call
+   * a non-contiguous dst would come back here through a temporary) */
+  if (lu_device_eq(dst->dev, src->dev) && dst->dev.type == LUON_GPU && lu_cuda.copy)
+    return lu_cuda_check(lu_cuda.copy(dst, src));
   if (lu_device_eq(dst->dev, src->dev)) return luon_op_call(LU_OP_copy, 1, &src, NULL, &nout, out);
   /* across devices: contiguous on the source, transfer, convert on the target */
   luon_tensor *c, *tmp = NULL;

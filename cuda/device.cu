@@ -536,6 +536,7 @@ luon_cuda_init(lu_cuda_backend *b) {
   b->malloc = dev_malloc;
   b->free = dev_free;
   b->memcpy = dev_memcpy;
+  b->copy = lu_cuda_copy_to;
   b->sync = dev_sync;
   b->last_error = lu_cuda_geterr;
   b->host_alloc = host_alloc;

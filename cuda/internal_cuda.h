@@ -92,6 +92,8 @@ bool lu_cuda_sync_each_op(void);
 #include "luon_ops.def"
 #undef LUON_OP
 
+/* The strided, converting tensor copy (ops/elementwise.cu) for the vtable. */
+luon_status lu_cuda_copy_to(luon_tensor *dst, const luon_tensor *src);
 /* NCCL all-reduce (comm.cu) for the vtable. */
 luon_status lu_cuda_allreduce(int32_t n, void *const *ptrs, const int32_t *ids, int32_t dtype,
                               int64_t count, int32_t op);

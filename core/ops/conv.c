@@ -1,27 +1,18 @@
 /* conv.c: 2-d convolution (cross-correlation, no flip) in NCHW with stride,
  * zero padding, dilation and groups, and its input and weight gradients.
- * Not here: pooling (pool.c), transposed, 1-d or 3-d convolution.
+ * Not here: pooling (pool.c), the fused convolution and max pooling
+ * (conv_maxpool.c, which shares this file's per-sample kernels through
+ * conv_internal.h), transposed, 1-d or 3-d convolution.
  *   y[n,o,i,j] = b[o] + sum_{c,p,q} w[o,c,p,q] x[n, g*Cg+c, i*sh-ph+p*dh, j*sw-pw+q*dw]
  *   (g = o / Og; Cg = C/groups input and Og = O/groups output channels per group)
  * conv2d's LU_CONV2D_RELU = 1 fuses a relu: y = max(that, 0), written once; its
  * backward masks dy by y > 0 (Conv2D(activation='relu') uses it). */
-#include "internal.h"
+#include "conv_internal.h"
 #include <cblas.h>
-#include <limits.h>
 #include <stdlib.h>
 
 /* Short copy loops stay loops: gcc would make each row a memcpy call. */
 #define NODIST __attribute__((optimize("no-tree-loop-distribute-patterns")))
-
-/* The geometry of one convolution, as the shapes and attributes state it. */
-typedef struct geom {
-  int64_t N, C, H, W;       /* input (N,C,H,W) */
-  int64_t O, KH, KW;        /* weight (O,C/G,KH,KW) */
-  int64_t OH, OW;           /* output (N,O,OH,OW) */
-  int64_t sh, sw, ph, pw, dh, dw, G;
-  int64_t Cg, Og, K, P;     /* per group: K = Cg*KH*KW rows of im2col, P = OH*OW */
-  bool relu;                /* forward only: the fused relu */
-} geom;
 
 /* ---- shapes ------------------------------------------------------------------ */
 
@@ -90,7 +81,7 @@ static luon_status check_4d(const char *op, const luon_tensor *t, const char *wh
 }
 
 /* The forward's geometry from x, w[, b]. */
-static luon_status conv_geom(const lu_call *c, geom *g) {
+luon_status lu_conv_geom(const lu_call *c, geom *g) {
   const char *op = lu_ops[c->op].name;
   if (c->nin != 2 && c->nin != 3)
     return lu_error(LUON_EINVAL, "%s: takes x, weight and an optional bias, got %d inputs", op, c->nin);
@@ -177,16 +168,9 @@ static luon_status gw_geom(const lu_call *c, geom *g) {
   return check_dy(op, dy, g);
 }
 
-static void set_out(lu_call *c, int32_t dt, int64_t a, int64_t b, int64_t d, int64_t e) {
-  c->nout = 1;
-  c->out_dtype[0] = dt;
-  c->out_ndim[0] = 4;
-  c->out_shape[0][0] = a, c->out_shape[0][1] = b, c->out_shape[0][2] = d, c->out_shape[0][3] = e;
-}
-
 luon_status lu_shape_conv2d(lu_call *c) {
   geom g;
-  LU_TRY(conv_geom(c, &g));
+  LU_TRY(lu_conv_geom(c, &g));
   set_out(c, c->in[0]->dtype, g.N, g.O, g.OH, g.OW);
   return LUON_OK;
 }
@@ -207,19 +191,11 @@ luon_status lu_shape_conv2d_grad_weight(lu_call *c) {
 
 /* ---- dense operands ------------------------------------------------------------ */
 
-/* The operands of one kernel call, dense: the tensors' own memory when
- * contiguous, else packed copies (inputs) or a buffer written back (output). */
-typedef struct dense {
-  const char *in[4];
-  char *out;
-  char *tmp[5];
-} dense;
-
 static void dense_free(dense *d) {
   for (int k = 0; k < 5; k++) lu_scratch_free(d->tmp[k]);
 }
 
-static luon_status dense_get(const char *op, lu_call *c, dense *d) {
+luon_status lu_conv_dense_get(const char *op, lu_call *c, dense *d) {
   memset(d, 0, sizeof *d);
   for (int k = 0; k <= c->nin && k < 5; k++) {
     luon_tensor *t = k < c->nin ? c->in[k] : c->out[0];
@@ -245,20 +221,12 @@ static luon_status dense_get(const char *op, lu_call *c, dense *d) {
 }
 
 /* Write a packed output back and free the packs. */
-static void dense_done(lu_call *c, dense *d) {
+void lu_conv_dense_done(lu_call *c, dense *d) {
   if (d->tmp[c->nin]) lu_unpack(c->out[0], d->tmp[c->nin]);
   dense_free(d);
 }
 
 /* ---- naive reference kernels (any float dtype, double accumulation) ------------- */
-
-static double ld(const char *p, int32_t dt, int64_t i) {
-  return dt == LUON_DTYPE_F32 ? (double)((const float *)p)[i] : ((const double *)p)[i];
-}
-static void st(char *p, int32_t dt, int64_t i, double v) {
-  if (dt == LUON_DTYPE_F32) ((float *)p)[i] = (float)v;
-  else ((double *)p)[i] = v;
-}
 
 /* Input position of output (i,j) and tap (p,q), or false in the padding. */
 static bool tap(const geom *g, int64_t i, int64_t j, int64_t p, int64_t q, int64_t *ih, int64_t *iw) {
@@ -410,42 +378,7 @@ static void gemm(int32_t dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K, 
                 (const double *)B, (int)ldb, beta, (double *)C, (int)ldc);
 }
 
-/* A 1x1 kernel with stride 1 and no padding reads x itself as the column matrix. */
-static bool pointwise(const geom *g) {
-  return g->KH == 1 && g->KW == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0;
-}
-
-/* OpenBLAS loaded (blas.c), and the per-sample matrices within its int sizes. */
-static luon_status check_blas(const char *op, const geom *g) {
-  LU_TRY(lu_blas_ready());
-  int64_t m = g->K * (g->P > g->O ? g->P : g->O);
-  if (g->K > INT_MAX || g->P > INT_MAX || g->O > INT_MAX || m > INT_MAX)
-    return lu_error(LUON_EUNSUPPORTED, "%s: a per-sample matrix of (%lld,%lld) exceeds what BLAS takes",
-                    op, (long long)g->K, (long long)g->P);
-  return LUON_OK;
-}
-
 /* ---- forward ------------------------------------------------------------------- */
-
-/* The samples are split into `chunks` ranges; each has its own im2col buffer
- * (and, for the weight gradient, its own accumulator). Several chunks run on
- * luon's threads, their products single-threaded; one chunk runs on the
- * caller and lu_sgemm splits each product over the threads. */
-typedef struct job {
-  const geom *g;
-  int32_t dt;
-  int64_t es, chunks;
-  const char *a, *b, *bias;   /* the two inputs (and the bias) */
-  char *y;
-  char *col;                  /* chunks * colsz elements */
-  char *acc;                  /* weight gradient: chunks * O*K elements */
-  int64_t colsz;              /* K*P, or 0 for 1x1 kernels, which need no im2col (job_alloc) */
-} job;
-
-static void sample_range(const job *j, int64_t ch, int64_t *n0, int64_t *n1) {
-  *n0 = j->g->N * ch / j->chunks;
-  *n1 = j->g->N * (ch + 1) / j->chunks;
-}
 
 /* y[0..n) = max(y, 0), NaN kept (as the relu op) */
 static TC void relu_inplace(int32_t dt, int64_t n, char *y) {
@@ -461,7 +394,7 @@ static TC void relu_inplace(int32_t dt, int64_t n, char *y) {
 /* yn (O,P) = W_g (Og,K) @ col(xn_g) (K,P) + b for each group g of sample xn
  * (C,H,W), relu'd when fused, while the sample is in cache; `raw`: without
  * the bias and the relu (conv2d_maxpool applies them after pooling) */
-static void fwd_sample(const job *j, const char *xn, char *col, char *yn, bool raw) {
+void lu_conv_fwd_sample(const job *j, const char *xn, char *col, char *yn, bool raw) {
   const geom *g = j->g;
   int64_t es = j->es;
   for (int64_t gi = 0; gi < g->G; gi++) {
@@ -496,7 +429,7 @@ static void fwd_chunks(void *ctx, int64_t c0, int64_t c1) {
     int64_t n0, n1;
     sample_range(j, ch, &n0, &n1);
     for (int64_t n = n0; n < n1 && !lu_interrupted(); n++)
-      fwd_sample(j, j->a + n * g->C * g->H * g->W * j->es, j->col + ch * j->colsz * j->es,
+      lu_conv_fwd_sample(j, j->a + n * g->C * g->H * g->W * j->es, j->col + ch * j->colsz * j->es,
                  j->y + n * g->O * g->P * j->es, false);
   }
 }
@@ -552,7 +485,7 @@ static int64_t row_taps(const geom *g, const float *xg, int64_t i, const float *
 }
 
 /* Output row i of every channel of sample n into yn (O,OH,OW). */
-static TC void direct_row(const job *jb, int64_t n, int64_t i, float *yn) {
+TC void lu_conv_direct_row(const job *jb, int64_t n, int64_t i, float *yn) {
   const geom *g = jb->g;
   const float *x = (const float *)jb->a, *w = (const float *)jb->b, *b = (const float *)jb->bias;
   bool relu = g->relu;
@@ -597,11 +530,7 @@ static void direct_rows(void *ctx, int64_t r0, int64_t r1) {
   const job *jb = ctx;
   const geom *g = jb->g;
   for (int64_t r = r0; r < r1 && !lu_interrupted(); r++)
-    direct_row(jb, r / g->OH, r % g->OH, (float *)jb->y + r / g->OH * g->O * g->P);
-}
-
-static bool direct_ok(const geom *g, int32_t dt) {
-  return dt == LUON_DTYPE_F32 && g->sw == 1 && g->K <= 32 && g->KH * g->KW * g->Cg <= 64;
+    lu_conv_direct_row(jb, r / g->OH, r % g->OH, (float *)jb->y + r / g->OH * g->O * g->P);
 }
 
 /* One chunk of samples per thread; with fewer samples than threads, one
@@ -641,11 +570,11 @@ static luon_status job_run(const char *op, job *j, bool acc, lu_range_fn fn) {
 
 luon_status lu_cpu_conv2d(lu_call *c) {
   geom g;
-  LU_TRY(conv_geom(c, &g));
+  LU_TRY(lu_conv_geom(c, &g));
   if (c->out[0]->size == 0) return LUON_OK;
   LU_TRY(check_blas("conv2d", &g));
   dense d;
-  LU_TRY(dense_get("conv2d", c, &d));
+  LU_TRY(lu_conv_dense_get("conv2d", c, &d));
   int32_t dt = c->in[0]->dtype;
   const char *bias = c->nin == 3 ? d.in[2] : NULL;
   job j = {&g, dt, luon_dtype_size(dt), 1, d.in[0], d.in[1], bias, d.out, NULL, NULL, 0};
@@ -659,14 +588,14 @@ luon_status lu_cpu_conv2d(lu_call *c) {
     s = job_run("conv2d", &j, false, fwd_chunks);
     lu_scratch_free(j.col);
   }
-  dense_done(c, &d);
+  lu_conv_dense_done(c, &d);
   return s;
 }
 
 /* ---- input gradient ----------------------------------------------------------- */
 
 /* dxn_g (Cg,H,W) = col2im(W_g^T (K,Og) @ dyn_g (Og,P)) for one sample */
-static void gin_sample(const geom *g, int32_t dt, const char *w, const char *dyn, char *col, char *dxn) {
+void lu_conv_gin_sample(const geom *g, int32_t dt, const char *w, const char *dyn, char *col, char *dxn) {
   int64_t es = luon_dtype_size(dt);
   for (int64_t gi = 0; gi < g->G; gi++) {
     const char *dyg = dyn + gi * g->Og * g->P * es;
@@ -689,7 +618,7 @@ static void gin_chunks(void *ctx, int64_t c0, int64_t c1) {
     int64_t n0, n1;
     sample_range(j, ch, &n0, &n1);
     for (int64_t n = n0; n < n1 && !lu_interrupted(); n++)
-      gin_sample(g, j->dt, j->b, j->a + n * g->O * g->P * j->es, j->col + ch * j->colsz * j->es,
+      lu_conv_gin_sample(g, j->dt, j->b, j->a + n * g->O * g->P * j->es, j->col + ch * j->colsz * j->es,
                  j->y + n * g->C * g->H * g->W * j->es);
   }
 }
@@ -700,7 +629,7 @@ luon_status lu_cpu_conv2d_grad_input(lu_call *c) {
   if (c->out[0]->size == 0) return LUON_OK;
   LU_TRY(check_blas("conv2d_grad_input", &g));
   dense d;
-  LU_TRY(dense_get("conv2d_grad_input", c, &d));
+  LU_TRY(lu_conv_dense_get("conv2d_grad_input", c, &d));
   int32_t dt = c->in[0]->dtype;
   job j = {&g, dt, luon_dtype_size(dt), 1, d.in[0], d.in[1], NULL, d.out, NULL, NULL, 0};
   luon_status s = LUON_OK;
@@ -710,7 +639,7 @@ luon_status lu_cpu_conv2d_grad_input(lu_call *c) {
     s = job_run("conv2d_grad_input", &j, false, gin_chunks);
     lu_scratch_free(j.col);
   }
-  dense_done(c, &d);
+  lu_conv_dense_done(c, &d);
   return s;
 }
 
@@ -806,7 +735,7 @@ static TC void direct_gw_sample(const geom *g, const float *xn, const float *dyn
 }
 
 /* acc_g (Og,K) = beta acc_g + dyn_g (Og,P) @ col(xn_g)^T (P,K) for one sample */
-static void gw_sample(const geom *g, int32_t dt, const char *xn, const char *dyn, char *col, double beta,
+void lu_conv_gw_sample(const geom *g, int32_t dt, const char *xn, const char *dyn, char *col, double beta,
                       char *acc) {
   int64_t es = luon_dtype_size(dt);
   if (direct_ok(g, dt)) {
@@ -837,7 +766,7 @@ static void gw_chunks(void *ctx, int64_t c0, int64_t c1) {
     sample_range(j, ch, &n0, &n1);
     if (n0 == n1) memset(acc, 0, (size_t)(g->O * g->K * es));
     for (int64_t n = n0; n < n1 && !lu_interrupted(); n++)
-      gw_sample(g, j->dt, j->a + n * g->C * g->H * g->W * es, j->b + n * g->O * g->P * es,
+      lu_conv_gw_sample(g, j->dt, j->a + n * g->C * g->H * g->W * es, j->b + n * g->O * g->P * es,
                 j->col + ch * j->colsz * es, n == n0 ? 0 : 1, acc);
   }
 }
@@ -848,7 +777,7 @@ luon_status lu_cpu_conv2d_grad_weight(lu_call *c) {
   if (c->out[0]->size == 0) return LUON_OK;
   LU_TRY(check_blas("conv2d_grad_weight", &g));
   dense d;
-  LU_TRY(dense_get("conv2d_grad_weight", c, &d));
+  LU_TRY(lu_conv_dense_get("conv2d_grad_weight", c, &d));
   int32_t dt = c->in[0]->dtype;
   job j = {&g, dt, luon_dtype_size(dt), 1, d.in[0], d.in[1], NULL, d.out, NULL, NULL, 0};
   luon_status s = LUON_OK;
@@ -867,956 +796,8 @@ luon_status lu_cpu_conv2d_grad_weight(lu_call *c) {
     }
     lu_scratch_free(j.col);
   }
-  dense_done(c, &d);
+  lu_conv_dense_done(c, &d);
   return s;
-}
-
-/* ---- conv2d_maxpool: convolution, relu and max pooling in one pass --------------- */
-
-/* Each thread takes whole samples: the sample's convolution goes to a buffer
- * of the thread's that stays in cache, is pooled from there with the window
- * index of each maximum, and is never written to memory; the backward
- * scatters dy through those indices into the same kind of buffer and runs
- * the convolution's per-sample gradients on it. The relu's mask, the bias
- * gradient and max_pool2d_grad's search all fold into the scatter. */
-
-/* The convolution's geometry from x, w[, b] and the pool's from its slots,
- * which are max_pool2d's first ones in the same order (lu_pool_win_make). */
-_Static_assert(LU_CMP_CEIL - LU_CMP_KERNEL_H == LU_POOL_CEIL - LU_POOL_KERNEL_H && LU_POOL_KERNEL_H == 0,
-               "conv2d_maxpool's pool slots follow max_pool2d's order");
-static luon_status cmp_geom(const lu_call *c, luon_tensor *const *xwb, int nin, geom *g, lu_pool_win *pw) {
-  const char *op = lu_ops[c->op].name;
-  lu_call cc = *c;
-  cc.in = xwb, cc.nin = nin;
-  LU_TRY(conv_geom(&cc, g));
-  if (c->attrs->ni < LU_NI_conv2d_maxpool)
-    return lu_error(LUON_EINVAL, "%s: needs conv2d's %d attributes and the pool's %d, got %d", op,
-                    LU_NI_conv2d, LU_NI_conv2d_maxpool - LU_NI_conv2d, c->attrs->ni);
-  LU_TRY(lu_pool_win_make(op, c->attrs->i + LU_CMP_KERNEL_H, g->N, g->O, g->OH, g->OW, pw));
-  if (pw->KH * pw->KW > 254)
-    return lu_error(LUON_EUNSUPPORTED, "%s: pool windows of at most 254 taps, got (%lld,%lld)", op,
-                    (long long)pw->KH, (long long)pw->KW);
-  return LUON_OK;
-}
-
-luon_status lu_shape_conv2d_maxpool(lu_call *c) {
-  geom g;
-  lu_pool_win pw;
-  LU_TRY(cmp_geom(c, c->in, c->nin, &g, &pw));
-  set_out(c, c->in[0]->dtype, g.N, g.O, pw.OH, pw.OW);
-  c->nout = 2;
-  c->out_dtype[1] = LUON_DTYPE_U8;
-  c->out_ndim[1] = 4;
-  memcpy(c->out_shape[1], c->out_shape[0], sizeof(int64_t) * 4);
-  return LUON_OK;
-}
-
-luon_status lu_shape_conv2d_maxpool_grad(lu_call *c) {
-  const char *op = "conv2d_maxpool_grad";
-  geom g;
-  lu_pool_win pw;
-  LU_TRY(cmp_geom(c, c->in + 2, 2, &g, &pw));
-  if (c->attrs->ni < LU_NI_conv2d_maxpool_grad)
-    return lu_error(LUON_EINVAL, "%s: needs conv2d_maxpool's %d attributes plus which gradients, got %d", op,
-                    LU_NI_conv2d_maxpool, c->attrs->ni);
-  const luon_tensor *dy = c->in[0], *idx = c->in[1];
-  int64_t want[4] = {g.N, g.O, pw.OH, pw.OW};
-  if (dy->ndim != 4 || memcmp(dy->shape, want, sizeof want) != 0 || idx->ndim != 4 ||
-      memcmp(idx->shape, want, sizeof want) != 0)
-    return lu_error(LUON_ESHAPE, "%s: the output gradient %s and the indices %s must both be %s", op,
-                    lu_shape_str(dy->ndim, dy->shape), lu_shape_str(idx->ndim, idx->shape),
-                    lu_shape_str(4, want));
-  if (dy->dtype != c->in[2]->dtype || idx->dtype != LUON_DTYPE_U8)
-    return lu_error(LUON_EDTYPE, "%s: the output gradient is %s and the indices %s; want %s and uint8", op,
-                    luon_dtype_name(dy->dtype), luon_dtype_name(idx->dtype), luon_dtype_name(c->in[2]->dtype));
-  int32_t dt = dy->dtype;
-  c->nout = 3;
-  for (int k = 0; k < 3; k++) c->out_dtype[k] = dt;
-  c->out_ndim[0] = c->attrs->i[LU_CMP_GRAD_DX] ? 4 : 1;
-  int64_t dx[4] = {g.N, g.C, g.H, g.W}, dw[4] = {g.O, g.Cg, g.KH, g.KW};
-  if (c->attrs->i[LU_CMP_GRAD_DX]) memcpy(c->out_shape[0], dx, sizeof dx);
-  else c->out_shape[0][0] = 0;
-  c->out_ndim[1] = 4;
-  memcpy(c->out_shape[1], dw, sizeof dw);
-  c->out_ndim[2] = 1;
-  c->out_shape[2][0] = c->attrs->i[LU_CMP_GRAD_DB] ? g.O : 0;
-  return LUON_OK;
-}
-
-typedef struct cmp_job {
-  job j;                        /* the convolution: a = x, b = w, bias */
-  const lu_pool_win *pw;
-  bool direct;                  /* forward through direct_row */
-  char *y;                      /* forward: pooled (N,O,PH,PW) */
-  uint8_t *idx;                 /* forward: written; backward: read */
-  const char *dy;               /* backward: (N,O,PH,PW) */
-  char *dx, *dw, *db;           /* backward: dx may be NULL */
-  char *scratch;
-  int64_t per_chunk;            /* elements of scratch per chunk */
-  int64_t front;                /* backward: elements before each chunk's dw and db sums */
-  char *wt;                     /* backward, sparse: w as (O,KH,KW,Cg); NULL: dense */
-  int64_t ring_at;              /* backward, sparse: elements before each chunk's sparse_ring */
-  float *wr;                    /* forward, channels-last (cl_ok): w as (K,O); NULL: not */
-  bool few;                     /* backward: few_dw_sample (few_ok) */
-} cmp_job;
-
-/* dst[c * ldd + r] = src[r * lds + c] for r < rows, c < cols: float32 in
- * 16 x 16 tiles transposed in registers (four butterfly stages of two-input
- * shuffles, each swapping the off-diagonal blocks of every 2s x 2s block),
- * the edges element by element. by_dst: the tiles of 16 rows of dst one
- * after another (few streams of stores, when dst is the larger stride);
- * else those of 16 rows of src. */
-#define SHUF(b, s, k) ((((k) >> (b)) & 1) ? 16 + ((k) ^ (s)) : (k))
-#define SHUF_HI(b, s, k) ((((k) >> (b)) & 1) ? 16 + (k) : ((k) ^ (s)))
-#define SHUF16(M, b, s)                                                                                \
-  M(b, s, 0), M(b, s, 1), M(b, s, 2), M(b, s, 3), M(b, s, 4), M(b, s, 5), M(b, s, 6), M(b, s, 7),      \
-      M(b, s, 8), M(b, s, 9), M(b, s, 10), M(b, s, 11), M(b, s, 12), M(b, s, 13), M(b, s, 14), M(b, s, 15)
-#define BUTTERFLY(b, s)                                                                                \
-  for (int i = 0; i < 16; i++)                                                                         \
-    if (!(i & s)) {                                                                                    \
-      v16 a = t[i], c = t[i | s];                                                                      \
-      t[i] = __builtin_shufflevector(a, c, SHUF16(SHUF, b, s));                                        \
-      t[i | s] = __builtin_shufflevector(a, c, SHUF16(SHUF_HI, b, s));                                 \
-    }
-#define GEN_TRANSPOSE(NAME, DT, STORE, CAST)                                                            \
-  static TC void NAME(const float *src, int64_t rows, int64_t cols, int64_t lds, DT *dst, int64_t ldd, \
-                      bool by_dst) {                                                                   \
-    int64_t r16 = rows / 16 * 16, c16 = cols / 16 * 16;                                                \
-    for (int64_t a = 0; a < (by_dst ? c16 : r16); a += 16)                                             \
-      for (int64_t b = 0; b < (by_dst ? r16 : c16); b += 16) {                                         \
-        int64_t r0 = by_dst ? b : a, c0 = by_dst ? a : b;                                              \
-        v16 t[16];                                                                                     \
-        for (int i = 0; i < 16; i++) memcpy(&t[i], src + (r0 + i) * lds + c0, sizeof t[i]);            \
-        BUTTERFLY(0, 1) BUTTERFLY(1, 2) BUTTERFLY(2, 4) BUTTERFLY(3, 8)                                \
-        for (int i = 0; i < 16; i++) STORE(dst + (c0 + i) * ldd + r0, t[i]);                           \
-      }                                                                                                \
-    for (int64_t r = 0; r < rows; r++)                                                                 \
-      for (int64_t c = r < r16 ? c16 : 0; c < cols; c++) dst[c * ldd + r] = CAST(src + r * lds + c);  \
-  }
-#define STORE_F32(d, v) memcpy((d), &(v), sizeof(v16))
-#define CAST_F32(p) (*(p))
-#define STORE_U8(d, v)                                                                                 \
-  do {                                                                                                 \
-    /* the mask lets gcc 12 narrow with vpmovdb; without it, byte by byte */                           \
-    vu8 b_ = __builtin_convertvector((vi16)(v) & 255, vu8);                                            \
-    memcpy((d), &b_, sizeof b_);                                                                       \
-  } while (0)
-#define CAST_U8(p) ((uint8_t)*(const int32_t *)(const void *)(p))
-typedef uint8_t vu8 __attribute__((vector_size(16)));
-/* dst = src transposed */
-GEN_TRANSPOSE(transpose_f32, float, STORE_F32, CAST_F32)
-/* dst = src transposed, src int32 values (as floats' bits) narrowed to uint8 */
-GEN_TRANSPOSE(transpose_i32_u8, uint8_t, STORE_U8, CAST_U8)
-#undef STORE_F32
-#undef CAST_F32
-#undef STORE_U8
-#undef CAST_U8
-#undef GEN_TRANSPOSE
-#undef BUTTERFLY
-#undef SHUF16
-#undef SHUF_HI
-#undef SHUF
-
-static void transpose_f64(const double *src, int64_t rows, int64_t cols, int64_t lds, double *dst,
-                          int64_t ldd, bool by_dst) {
-  for (int64_t c = 0; c < cols; c++)
-    for (int64_t r = 0; r < rows; r++) dst[c * ldd + r] = src[r * lds + c];
-}
-
-/* Channels-last forward for 16, 32 or a multiple of 64 output channels and
- * at most 256 taps (K = Cg*KH*KW): conv-output rows are made as needed into
- * a ring of pool KH rows of (OW, O), each position's channels summed over
- * the K taps in registers, 16*OB channels and P positions at a time (the
- * input value broadcast from its NCHW row, the tap's weights loaded once
- * for the P). Each pooled row is then taken from the ring with the channels
- * in registers (the first maximum in row-major order, as
- * lu_maxpool_argmax_plane), bias and relu applied after the max, kept
- * channels-last for the whole sample and then transposed into the NCHW
- * planes. No im2col and no GEMM packing. Conv padding and groups, pool
- * padding and windows that run past the conv output take the general path.
- * Scratch per chunk: cl_scratch() floats. */
-static bool cl_ok(const geom *g, const lu_pool_win *pl, int32_t dt) {
-  return dt == LUON_DTYPE_F32 && g->G == 1 && (g->O == 16 || g->O == 32 || g->O % 64 == 0) && g->K <= 256 &&
-         g->ph == 0 && g->pw == 0 && pl->ph == 0 && pl->pw == 0 && pl->KH <= 256 &&
-         (pl->OH - 1) * pl->sh + pl->KH <= g->OH && (pl->OW - 1) * pl->sw + pl->KW <= g->OW;
-}
-
-/* the ring, then the sample's pooled values and indices (int32), (PH*PW,O)
- * each */
-static int64_t cl_scratch(const geom *g, const lu_pool_win *pl) {
-  return pl->KH * g->OW * g->O + 2 * pl->OH * pl->OW * g->O;
-}
-
-/* X(b) for each vector b of the OB */
-#define CL_B1(X) X(0)
-#define CL_B2(X) X(0) X(1)
-#define CL_B4(X) X(0) X(1) X(2) X(3)
-#define CL_FIRST(b)                                                                                    \
-  v16 v##b, best##b;                                                                                   \
-  vi16 arg##b = {0};                                                                                   \
-  memcpy(&best##b, r + 16 * b, sizeof(v16));
-#define CL_STEP(b)                                                                                     \
-  {                                                                                                    \
-    memcpy(&v##b, r + 16 * b, sizeof(v16));                                                            \
-    vi16 gt = v##b > best##b;                                                                          \
-    best##b = (v16)(((vi16)v##b & gt) | ((vi16)best##b & ~gt));                                        \
-    arg##b = (kv & gt) | (arg##b & ~gt);                                                               \
-  }
-#define CL_OUT(b)                                                                                      \
-  {                                                                                                    \
-    v16 m = best##b + bv[b];                                                                           \
-    if (g->relu) { /* not above 0: 0 and no gradient (255), NaN included */                           \
-      vi16 on = m > 0;                                                                                 \
-      m = (v16)((vi16)m & on);                                                                         \
-      arg##b = (arg##b & on) | (((vi16){0} + 255) & ~on);                                              \
-    }                                                                                                  \
-    memcpy(prow + (i * PW + j) * O + ob + 16 * b, &m, sizeof m);                                       \
-    memcpy(pidx + (i * PW + j) * O + ob + 16 * b, &arg##b, sizeof arg##b);                             \
-  }
-
-#define GEN_CL(OB, P)                                                                                  \
-  /* conv-output row hh into row (OW,O), channels [ob, ob + 16 OB); wr (K,O). Out of line (a clone   \
-   * is called, never inlined): inlined into the pooling, gcc spilled an accumulator */                \
-  static TC void cl_row_##OB(const geom *g, const float *xn, const float *wr, int64_t hh, int64_t ob,   \
-                             float *row) {                                                             \
-    const int64_t W = g->W, K = g->K, sw = g->sw, O = g->O;                                            \
-    const float *tap[256]; /* each tap's input row, shifted by its column offset */                    \
-    for (int64_t c = 0, t = 0; c < g->Cg; c++)                                                         \
-      for (int64_t p = 0; p < g->KH; p++)                                                              \
-        for (int64_t q = 0; q < g->KW; q++, t++)                                                       \
-          tap[t] = xn + (c * g->H + hh * g->sh + p * g->dh) * W + q * g->dw;                           \
-    wr += ob, row += ob;                                                                               \
-    int64_t ww = 0;                                                                                    \
-    for (; ww + P <= g->OW; ww += P) {                                                                 \
-      v16 s[P * OB];                                                                                   \
-      _Pragma("GCC unroll 16") for (int k = 0; k < P * OB; k++) s[k] = (v16){0};                       \
-      for (int64_t t = 0; t < K; t++) {                                                                \
-        const float *xr = tap[t] + ww * sw, *wt = wr + t * O;                                          \
-        _Pragma("GCC unroll 4") for (int b = 0; b < OB; b++) {                                         \
-          v16 wv;                                                                                      \
-          memcpy(&wv, wt + 16 * b, sizeof wv);                                                         \
-          _Pragma("GCC unroll 8") for (int k = 0; k < P; k++) s[k * OB + b] += xr[k * sw] * wv;        \
-        }                                                                                              \
-      }                                                                                                \
-      _Pragma("GCC unroll 16") for (int k = 0; k < P; k++)                                             \
-        _Pragma("GCC unroll 4") for (int b = 0; b < OB; b++)                                           \
-          memcpy(row + (ww + k) * O + 16 * b, &s[k * OB + b], 64);                                     \
-    }                                                                                                  \
-    for (; ww < g->OW; ww++)                                                                           \
-      for (int b = 0; b < OB; b++) {                                                                   \
-        v16 s = {0}, wv;                                                                               \
-        for (int64_t t = 0; t < K; t++) {                                                              \
-          memcpy(&wv, wr + t * O + 16 * b, sizeof wv);                                                 \
-          s += tap[t][ww * sw] * wv;                                                                   \
-        }                                                                                              \
-        memcpy(row + ww * O + 16 * b, &s, sizeof s);                                                   \
-      }                                                                                                \
-  }                                                                                                    \
-                                                                                                       \
-  static TC void cl_fwd_##OB(const geom *g, const lu_pool_win *pl, const float *xn, const float *wr,   \
-                             const float *bias, float *yn, uint8_t *in, float *scratch) {              \
-    const int64_t O = g->O, RB = pl->KH, PW = pl->OW, PP = pl->OH * PW;                                \
-    float *ring = scratch, *prow = ring + RB * g->OW * O;                                              \
-    int32_t *pidx = (int32_t *)(prow + PP * O);                                                        \
-    const float *rows[256];                                                                            \
-    int64_t next = 0; /* the next conv-output row to make */                                           \
-    for (int64_t i = 0; i < pl->OH; i++) {                                                             \
-      int64_t h0 = i * pl->sh;                                                                         \
-      if (next < h0) next = h0;                                                                        \
-      for (; next < h0 + pl->KH; next++)                                                               \
-        for (int64_t ob = 0; ob < O; ob += 16 * OB)                                                    \
-          cl_row_##OB(g, xn, wr, next, ob, ring + next % RB * g->OW * O);                              \
-      for (int64_t p = 0; p < pl->KH; p++) rows[p] = ring + (h0 + p) % RB * g->OW * O;                 \
-      for (int64_t ob = 0; ob < O; ob += 16 * OB) {                                                    \
-        v16 bv[OB];                                                                                    \
-        for (int b = 0; b < OB; b++) {                                                                 \
-          bv[b] = (v16){0};                                                                            \
-          if (bias) memcpy(&bv[b], bias + ob + 16 * b, sizeof bv[b]);                                  \
-        }                                                                                              \
-        for (int64_t j = 0; j < PW; j++) {                                                             \
-          int64_t c0 = j * pl->sw * O + ob;                                                            \
-          const float *r = rows[0] + c0;                                                               \
-          CL_B##OB(CL_FIRST)                                                                           \
-          for (int64_t p = 0, k = 0; p < pl->KH; p++)                                                  \
-            for (int64_t q = 0; q < pl->KW; q++, k++) {                                                \
-              vi16 kv = (vi16){0} + (int32_t)k;                                                        \
-              r = rows[p] + c0 + q * O;                                                                \
-              CL_B##OB(CL_STEP)                                                                        \
-            }                                                                                          \
-          CL_B##OB(CL_OUT)                                                                             \
-        }                                                                                              \
-      }                                                                                                \
-    }                                                                                                  \
-    transpose_f32(prow, PP, O, O, yn, PP, true);                                                       \
-    transpose_i32_u8((const float *)pidx, PP, O, O, in, PP, true);                                     \
-  }
-GEN_CL(1, 8)
-GEN_CL(2, 8)
-GEN_CL(4, 4)
-
-/* x[n] -> y[n] (O,PH,PW) and idx[n]; wr (K,O) */
-static void cl_fwd_sample(const geom *g, const lu_pool_win *pl, const float *xn, const float *wr,
-                          const float *bias, float *yn, uint8_t *in, float *scratch) {
-  if (g->O == 16) cl_fwd_1(g, pl, xn, wr, bias, yn, in, scratch);
-  else if (g->O == 32) cl_fwd_2(g, pl, xn, wr, bias, yn, in, scratch);
-  else cl_fwd_4(g, pl, xn, wr, bias, yn, in, scratch);
-}
-
-static void cmp_fwd_chunks(void *ctx, int64_t c0, int64_t c1) {
-  const cmp_job *m = ctx;
-  const job *j = &m->j;
-  const geom *g = j->g;
-  int64_t es = j->es, PP = m->pw->OH * m->pw->OW;
-  for (int64_t ch = c0; ch < c1; ch++) {
-    char *buf = m->scratch + ch * m->per_chunk * es, *col = buf + g->O * g->P * es;
-    char *pool = col + j->colsz * es;
-    int64_t n0, n1;
-    sample_range(j, ch, &n0, &n1);
-    for (int64_t n = n0; n < n1 && !lu_interrupted(); n++) {
-      if (m->wr) {
-        cl_fwd_sample(g, m->pw, (const float *)j->a + n * g->C * g->H * g->W, m->wr, (const float *)j->bias,
-                      (float *)m->y + n * g->O * PP, m->idx + n * g->O * PP, (float *)buf);
-        continue;
-      }
-      if (m->direct)
-        for (int64_t i = 0; i < g->OH; i++) direct_row(j, n, i, (float *)buf);
-      else
-        fwd_sample(j, j->a + n * g->C * g->H * g->W * es, col, buf, true);
-      /* max(conv + b) = max(conv) + b, and relu commutes with max: both after pooling
-       * (the direct kernel has added them already) */
-      for (int64_t o = 0; o < g->O; o++)
-        lu_maxpool_argmax_plane(m->pw, j->dt, buf + o * g->P * es,
-                                m->direct || !j->bias ? 0 : ld(j->bias, j->dt, o),
-                                m->y + (n * g->O + o) * PP * es, m->idx + (n * g->O + o) * PP, g->relu, pool);
-    }
-  }
-}
-
-/* dyc (O,OH,OW) += dy (O,PH,PW) at each window's maximum; db += dy there.
- * off[k]: window index k's offset in the plane from the window's corner. */
-#define GEN_SCATTER(T, S)                                                                       \
-  static void scatter_##S(const geom *g, const lu_pool_win *pw, const int64_t *off, const T *dy,  \
-                          const uint8_t *idx, T *dyc, T *db) {                                   \
-    for (int64_t o = 0; o < g->O; o++) {                                                        \
-      T *plane = dyc + o * g->P, sum = 0;                                                       \
-      for (int64_t i = 0; i < pw->OH; i++) {                                                    \
-        T *row = plane + (i * pw->sh - pw->ph) * g->OW - pw->pw;                                \
-        for (int64_t jj = 0; jj < pw->OW; jj++, dy++, idx++) {                                  \
-          if (*idx == 255) continue;                                                            \
-          row[jj * pw->sw + off[*idx]] += *dy;                                                  \
-          sum += *dy;                                                                           \
-        }                                                                                       \
-      }                                                                                         \
-      db[o] += sum;                                                                             \
-    }                                                                                           \
-  }
-GEN_SCATTER(float, f32)
-GEN_SCATTER(double, f64)
-
-/* The weight gradient of a few-channel layer (a network's first: C <= 4,
- * one group, no dx wanted), sparse: for each channel o, the winning conv
- * outputs are listed (v and where their patch starts), then each adds v
- * times its patch, KH rows of KW pixels x 4 channel lanes, to KH register
- * sums. xt is x[n] channels-last with the channels padded to 4, zero-padded
- * by the conv's padding, with 4 more pixels per row so that a row's 16
- * lanes never read past the end; the lanes past KW x 4 sum whatever follows
- * and are dropped. The padding and the fourth lane stay zero from one
- * sample to the next (the chunk zeroes xt once). The dense way would scatter into an (O, OH, OW) dy and
- * dot all of it, three quarters zeros after a stride-2 pool. */
-static bool few_ok(const geom *g, int32_t dt, bool dx) {
-  return dt == LUON_DTYPE_F32 && !dx && g->G == 1 && g->C <= 4 && g->dw == 1 && g->KW <= 4 && g->KH <= 4;
-}
-static int64_t few_row(const geom *g) { return (g->W + 2 * g->pw + 4) * 4; }
-static int64_t few_xt(const geom *g) { return (g->H + 2 * g->ph) * few_row(g); }
-#define FEW_LINES(e) (((e) + 15) / 16 * 16) /* floats, to whole 64-byte lines */
-
-static inline __attribute__((always_inline)) void few_taps(int64_t n, const float *v, const int64_t *off,
-                                                           const float *xt, int64_t rstep, v16 *out,
-                                                           const int KH) {
-  v16 s[2][4];
-  _Pragma("GCC unroll 4") for (int p = 0; p < KH; p++) s[0][p] = s[1][p] = (v16){0};
-  int64_t k = 0;
-  for (; k + 1 < n; k += 2) { /* two chains */
-    const float *a = xt + off[k], *b = xt + off[k + 1];
-    _Pragma("GCC unroll 4") for (int p = 0; p < KH; p++) {
-      v16 xa, xb;
-      memcpy(&xa, a + p * rstep, sizeof xa);
-      memcpy(&xb, b + p * rstep, sizeof xb);
-      s[0][p] += v[k] * xa;
-      s[1][p] += v[k + 1] * xb;
-    }
-  }
-  if (k < n)
-    _Pragma("GCC unroll 4") for (int p = 0; p < KH; p++) {
-      v16 xa;
-      memcpy(&xa, xt + off[k] + p * rstep, sizeof xa);
-      s[0][p] += v[k] * xa;
-    }
-  _Pragma("GCC unroll 4") for (int p = 0; p < KH; p++) out[p] = s[0][p] + s[1][p];
-}
-
-/* A pooled row's winners listed without a branch per window (a dead one,
- * index 255, is written and then overwritten): v, the offset of its taps,
- * at0 + jj * step + off[wi], and where given its ring place, rat[wi] +
- * jj * rstep. Returns how many. */
-static inline __attribute__((always_inline)) int64_t list_winners(
-    int64_t PW, const float *dr, const uint8_t *ir, int64_t at0, int64_t step, const int64_t *off,
-    const int64_t *rat, int64_t rstep, float *restrict vs, int64_t *restrict offs, int64_t *restrict ats) {
-  int64_t n = 0;
-  for (int64_t jj = 0; jj < PW; jj++) {
-    int64_t wi = ir[jj];
-    vs[n] = dr[jj], offs[n] = at0 + jj * step + off[wi];
-    if (ats) ats[n] = rat[wi] + jj * rstep;
-    n += wi != 255;
-  }
-  return n;
-}
-
-/* The sum of v[0..n) 16 lanes at a time (one float sum would wait on each
- * add); v has room for 16 more, which it zeroes. */
-static inline __attribute__((always_inline)) float list_sum(float *v, int64_t n) {
-  v16 s = {0};
-  memset(v + n, 0, sizeof s);
-  for (int64_t k = 0; k < n; k += 16) {
-    v16 t;
-    memcpy(&t, v + k, sizeof t);
-    s += t;
-  }
-  return lu_hsum16(s);
-}
-
-/* Fetch a channel's next pooled row of dy and of the window indices while
- * the other channels' rows are summed: one stream per channel and per
- * tensor is more than the hardware prefetchers follow. */
-static inline void next_row_prefetch(const float *dr, const uint8_t *ir, int64_t n) {
-  for (int64_t k = 0; k < n; k += 16) __builtin_prefetch(dr + k);
-  for (int64_t k = 0; k < n; k += 64) __builtin_prefetch(ir + k);
-}
-
-/* ps (O, KH, 16 lanes) takes the per-row sums; vs (pool OW + 16) and offs
- * (pool OW) a pooled row's nonzeros. Pooled row by pooled row, so that the
- * input rows under it stay in cache over the channels. */
-static TC void few_dw_sample(const geom *g, const lu_pool_win *pl, const int64_t *kr, const int64_t *kc,
-                             const float *xn, const float *dyn, const uint8_t *idx, float *restrict xt,
-                             float *restrict ps, float *restrict vs, int64_t *restrict offs, float *acc,
-                             float *db) {
-  const int64_t R = few_row(g), HW = g->H * g->W, H = g->H, W = g->W, C = g->C, O = g->O, KH = g->KH;
-  const int64_t PH = pl->OH, PW = pl->OW, rstep = g->dh * R, PP = PH * PW;
-  const int64_t rowstep = pl->sh * g->sh * R, colstep = pl->sw * g->sw * 4;
-  memset(ps, 0, sizeof(float) * (size_t)(O * KH * 16));
-  for (int64_t h = 0; h < H; h++) {
-    float *row = xt + (h + g->ph) * R + g->pw * 4;
-    for (int64_t c = 0; c < C; c++) {
-      const float *src = xn + c * HW + h * W;
-      for (int64_t w = 0; w < W; w++) row[w * 4 + c] = src[w];
-    }
-  }
-  int64_t toff[256];
-  for (int64_t k = 0; k < 256; k++) toff[k] = 0; /* 255: a dead window, not listed */
-  for (int64_t k = 0; k < pl->KH * pl->KW; k++)
-    toff[k] = (kr[k] - pl->ph) * g->sh * R + (kc[k] - pl->pw) * g->sw * 4;
-  for (int64_t i = 0; i < PH; i++) {
-    for (int64_t o = 0; o < O; o++) {
-      const float *dr = dyn + o * PP + i * PW;
-      const uint8_t *ir = idx + o * PP + i * PW;
-      if (i + 1 < PH) next_row_prefetch(dr + PW, ir + PW, PW);
-      int64_t n = list_winners(PW, dr, ir, i * rowstep, colstep, toff, NULL, 0, vs, offs, NULL);
-
-      v16 s[4];
-      switch (KH) {
-      case 1: few_taps(n, vs, offs, xt, rstep, s, 1); break;
-      case 2: few_taps(n, vs, offs, xt, rstep, s, 2); break;
-      case 3: few_taps(n, vs, offs, xt, rstep, s, 3); break;
-      default: few_taps(n, vs, offs, xt, rstep, s, 4); break;
-      }
-      for (int64_t p = 0; p < KH; p++) {
-        v16 a;
-        memcpy(&a, ps + (o * KH + p) * 16, sizeof a);
-        a += s[p];
-        memcpy(ps + (o * KH + p) * 16, &a, sizeof a);
-      }
-      db[o] += list_sum(vs, n);
-    }
-  }
-  for (int64_t o = 0; o < O; o++) /* acc (O, Cg, KH, KW) */
-    for (int64_t p = 0; p < KH; p++)
-      for (int64_t q = 0; q < g->KW; q++)
-        for (int64_t c = 0; c < C; c++) acc[o * g->K + (c * KH + p) * g->KW + q] += ps[(o * KH + p) * 16 + q * 4 + c];
-}
-
-/* The backward through the window indices, sparse: only conv outputs that won
- * a window have a gradient (at most one per pooled output), and each adds v
- * times its taps' input channels to dw and v times the weight's channels to
- * dx. The channels are contiguous in channels-last copies of x[n] and dx[n]
- * and in wt (O,KH,KW,Cg), and the dw sums go to acc (O,KH,KW,Cg): no dense
- * dy, no im2col, no GEMM over the zeros. For Cg >= SPARSE_MIN_CG. */
-#define SPARSE_MIN_CG 8
-
-/* float32, 2x2 kernels with Cg = 16 * CG16 channels, in two passes, so that
- * both keep their sums in registers and store each once:
- *  - dw: pooled row by pooled row, so the input rows under it stay in cache;
- *    for each channel o, the row's nonzeros are listed (v and where their
- *    taps start), then summed into 4 taps x Cg registers and added to acc.
- *    Each nonzero's v also goes to dyc, a ring of the conv output's rows
- *    (O x pool KH rows x OW), with its (position, o) bit set in `bits`;
- *  - dx: each conv-output row that no later pooled row reaches: per
- *    position, v times the weight's 4 taps x Cg summed in registers over
- *    the position's set channels, then added to dxt's 4 taps once. Per
- *    nonzero, dxt would take a load, add and store of 4 * CG16 vectors.
- *    The ring starts zeroed (once per chunk) and each sample leaves it so.
- * Nonzeros with a tap outside the input take scalar loops. */
-typedef struct sparse_ring {
-  float *dyc;     /* (O, pool KH, OW) */
-  uint64_t *bits; /* (pool KH, OW, ceil(O/64)) */
-  int64_t rows;   /* pool KH */
-  float *v;       /* (pool OW + 16): a pooled row's nonzeros */
-  int64_t *off;   /* (pool OW): where their taps start in xt */
-  int64_t *at;    /* (pool OW): where they go in dyc */
-} sparse_ring;
-
-static int64_t ring_bytes(const geom *g, const lu_pool_win *pl) {
-  return pl->KH * g->OW * (g->O * (int64_t)sizeof(float) + (g->O + 63) / 64 * (int64_t)sizeof(uint64_t)) +
-         pl->OW * (int64_t)(2 * sizeof(int64_t) + sizeof(float)) + 16 * (int64_t)sizeof(float);
-}
-
-static bool sparse_reg_ok(const geom *g) { return g->KH * g->KW == 4 && g->Cg % 16 == 0 && g->Cg <= 64; }
-
-static inline void axpy_f32(int64_t n, float v, const float *restrict x, float *restrict y) {
-  for (int64_t c = 0; c < n; c++) y[c] += v * x[c];
-}
-
-/* dx of conv-output row hh from the ring (see above) */
-static inline __attribute__((always_inline)) void ring_row_dx(const geom *g, int64_t hh, const float *wt,
-                                                              const sparse_ring *r, int64_t slot, float *dxt,
-                                                              const int CG16) {
-  const int64_t C = g->C, Cg = g->Cg, O = g->O, MW = (O + 63) / 64, RB = r->rows;
-  int64_t ih = hh * g->sh - g->ph;
-  for (int64_t ww = 0; ww < g->OW; ww++) {
-    float *d = r->dyc + slot * g->OW + ww; /* channel o at d[o * RB * OW] */
-    uint64_t *bw = r->bits + (slot * g->OW + ww) * MW;
-    int64_t iw = ww * g->sw - g->pw;
-    bool inside = ih >= 0 && iw >= 0 && ih + g->dh < g->H && iw + g->dw < g->W;
-    for (int64_t gi = 0; gi < g->G; gi++) {
-      int64_t o0 = gi * g->Og, o1 = o0 + g->Og;
-      v16 a[4 * CG16];
-      _Pragma("GCC unroll 16") for (int u = 0; u < 4 * CG16; u++) a[u] = (v16){0};
-      bool any = false;
-      for (int64_t w = o0 >> 6; w <= (o1 - 1) >> 6; w++) {
-        uint64_t m = bw[w];
-        if (o0 > w * 64) m &= ~(uint64_t)0 << (o0 - w * 64);
-        if (o1 < w * 64 + 64) m &= ((uint64_t)1 << (o1 - w * 64)) - 1;
-        any |= m != 0;
-        while (m) {
-          int64_t o = w * 64 + __builtin_ctzll(m);
-          m &= m - 1;
-          float v = d[o * RB * g->OW];
-          d[o * RB * g->OW] = 0;
-          const float *wo = wt + o * g->K;
-          _Pragma("GCC unroll 16") for (int u = 0; u < 4 * CG16; u++) {
-            v16 wv;
-            memcpy(&wv, wo + 16 * u, sizeof wv);
-            a[u] += v * wv;
-          }
-        }
-      }
-      if (!any) continue;
-      for (int t = 0; t < 4; t++) {
-        int64_t y = ih + (t >> 1) * g->dh, x = iw + (t & 1) * g->dw;
-        float *dp = dxt + gi * Cg + (y * g->W + x) * C;
-        if (inside) {
-          _Pragma("GCC unroll 4") for (int u = 0; u < CG16; u++) {
-            v16 dv;
-            memcpy(&dv, dp + 16 * u, sizeof dv);
-            dv += a[t * CG16 + u];
-            memcpy(dp + 16 * u, &dv, sizeof dv);
-          }
-        } else if (y >= 0 && y < g->H && x >= 0 && x < g->W) {
-          float s[16 * CG16];
-          memcpy(s, a + t * CG16, sizeof s);
-          for (int64_t c = 0; c < Cg; c++) dp[c] += s[c];
-        }
-      }
-    }
-    for (int64_t w = 0; w < MW; w++) bw[w] = 0;
-  }
-}
-
-/* ao (4 taps x Cg) += the sum over k < n of v[k] times x's 4 taps at
- * xg + off[k] (tap t at t1, t2, t3 from the first): in registers */
-static inline __attribute__((always_inline)) void dw_taps(int64_t n, const float *v, const int64_t *off,
-                                                          const float *xg, int64_t t1, int64_t t2, int64_t t3,
-                                                          float *ao, const int CG16) {
-  v16 s[4 * CG16];
-  _Pragma("GCC unroll 16") for (int u = 0; u < 4 * CG16; u++) s[u] = (v16){0};
-  for (int64_t k = 0; k < n; k++) {
-    const float *p = xg + off[k], *q1 = p + t1, *q2 = p + t2, *q3 = p + t3;
-    float vk = v[k];
-    _Pragma("GCC unroll 4") for (int u = 0; u < CG16; u++) {
-      v16 a, b, c, d;
-      memcpy(&a, p + 16 * u, sizeof a);
-      memcpy(&b, q1 + 16 * u, sizeof b);
-      memcpy(&c, q2 + 16 * u, sizeof c);
-      memcpy(&d, q3 + 16 * u, sizeof d);
-      s[u] += vk * a;
-      s[CG16 + u] += vk * b;
-      s[2 * CG16 + u] += vk * c;
-      s[3 * CG16 + u] += vk * d;
-    }
-  }
-  _Pragma("GCC unroll 16") for (int u = 0; u < 4 * CG16; u++) {
-    v16 a;
-    memcpy(&a, ao + 16 * u, sizeof a);
-    a += s[u];
-    memcpy(ao + 16 * u, &a, sizeof a);
-  }
-}
-
-/* Out of line (a target clone is called, never inlined), one per CG16:
- * inlined into sparse_reg_body, their loops reloaded spilled tap offsets
- * from the stack on every nonzero. */
-static TC void dw_taps_out(int64_t n, const float *v, const int64_t *off, const float *xg, int64_t t1,
-                           int64_t t2, int64_t t3, float *ao, int CG16) {
-  switch (CG16) {
-  case 1: dw_taps(n, v, off, xg, t1, t2, t3, ao, 1); break;
-  case 2: dw_taps(n, v, off, xg, t1, t2, t3, ao, 2); break;
-  case 3: dw_taps(n, v, off, xg, t1, t2, t3, ao, 3); break;
-  default: dw_taps(n, v, off, xg, t1, t2, t3, ao, 4); break;
-  }
-}
-static TC void ring_row_dx_out(const geom *g, int64_t hh, const float *wt, const sparse_ring *r,
-                               int64_t slot, float *dxt, int CG16) {
-  switch (CG16) {
-  case 1: ring_row_dx(g, hh, wt, r, slot, dxt, 1); break;
-  case 2: ring_row_dx(g, hh, wt, r, slot, dxt, 2); break;
-  case 3: ring_row_dx(g, hh, wt, r, slot, dxt, 3); break;
-  default: ring_row_dx(g, hh, wt, r, slot, dxt, 4); break;
-  }
-}
-
-static inline __attribute__((always_inline)) void sparse_reg_body(
-    const geom *g, const lu_pool_win *pl, const int64_t *kr, const int64_t *kc, const float *xt, const float *wt,
-    const float *dyn, const uint8_t *idx, float *dxt, float *acc, float *db, const sparse_ring *r, const int CG16) {
-  const int64_t C = g->C, Cg = g->Cg, O = g->O, Og = g->Og, K = g->K, H = g->H, W = g->W, OH = g->OH;
-  const int64_t OW = g->OW, sh = g->sh, sw = g->sw, ph = g->ph, pw = g->pw, dh = g->dh, dw = g->dw;
-  const int64_t PH = pl->OH, PW = pl->OW, psh = pl->sh, psw = pl->sw, pph = pl->ph, ppw = pl->pw;
-  const int64_t MW = (O + 63) / 64, RB = pl->KH, t1 = dw * C, t2 = dh * W * C, t3 = t1 + t2;
-  float *restrict dyc = r->dyc, *restrict vs = r->v;
-  uint64_t *restrict bits = r->bits;
-  int64_t *restrict offs = r->off;
-  int64_t *restrict ats = r->at;
-  int64_t rs[256]; /* ring slot of each window row of the pooled row */
-  int64_t done = 0; /* conv-output rows below it have gone to dxt */
-  /* no conv padding: every winner's taps are inside x, and a window index
-   * wi gives its taps' offset from the pooled position's, tof[wi], and its
-   * place in the ring, rk[wi] (255, a dead window: not listed) */
-  const bool inside = ph == 0 && pw == 0;
-  const int64_t colstep = psw * sw * C;
-  int64_t tof[256], rk[256];
-  for (int k = 0; k < 256; k++) tof[k] = rk[k] = 0;
-  for (int64_t k = 0; k < pl->KH * pl->KW; k++) tof[k] = (kr[k] * sh * W + (kc[k] - ppw) * sw) * C;
-  for (int64_t i = 0; i < PH; i++) {
-    int64_t h0 = i * psh - pph, rowbase = h0 * sh * W * C;
-    for (int64_t k = 0; k < RB; k++) rs[k] = (h0 + k >= 0 ? (h0 + k) % RB : 0) * OW;
-    for (int64_t k = 0; k < pl->KH * pl->KW; k++) rk[k] = rs[kr[k]] + kc[k] - ppw;
-    for (int64_t o = 0; o < O; o++) {
-      int64_t at0 = (o * PH + i) * PW, ob = o >> 6, n = 0;
-      const float *xg = xt + o / Og * Cg, *dr = dyn + at0;
-      const uint8_t *ir = idx + at0;
-      float *ao = acc + o * K, *dyo = dyc + o * RB * OW, sum = 0;
-      uint64_t bit = (uint64_t)1 << (o & 63);
-      if (inside) { /* no branch per window */
-        n = list_winners(PW, dr, ir, rowbase, colstep, tof, rk, psw, vs, offs, ats);
-        sum = list_sum(vs, n);
-        if (dxt)
-          for (int64_t k = 0; k < n; k++) {
-            dyo[ats[k]] += vs[k];
-            bits[ats[k] * MW + ob] |= bit;
-          }
-        dw_taps_out(n, vs, offs, xg, t1, t2, t3, ao, CG16);
-        db[o] += sum;
-        continue;
-      }
-      for (int64_t jj = 0; jj < PW; jj++) {
-        int64_t wi = ir[jj];
-        if (wi == 255) continue;
-        float v = dr[jj];
-        int64_t hh = h0 + kr[wi], ww = jj * psw - ppw + kc[wi];
-        int64_t ih = hh * sh - ph, iw = ww * sw - pw;
-        sum += v;
-        if (dxt) {
-          int64_t at = rs[kr[wi]] + ww;
-          dyo[at] += v;
-          bits[at * MW + ob] |= bit;
-        }
-        if (ih >= 0 && iw >= 0 && ih + dh < H && iw + dw < W) {
-          vs[n] = v, offs[n++] = (ih * W + iw) * C;
-          continue;
-        }
-        for (int t = 0; t < 4; t++) {
-          int64_t y = ih + (t >> 1) * dh, x = iw + (t & 1) * dw;
-          if (y >= 0 && y < H && x >= 0 && x < W) axpy_f32(Cg, v, xg + (y * W + x) * C, ao + t * Cg);
-        }
-      }
-      dw_taps_out(n, vs, offs, xg, t1, t2, t3, ao, CG16);
-      db[o] += sum;
-    }
-    if (!dxt) continue;
-    int64_t lim = i + 1 < PH ? (i + 1) * psh - pph : OH;
-    for (; done < lim && done < OH; done++) ring_row_dx_out(g, done, wt, r, done % RB, dxt, CG16);
-  }
-}
-
-/* false when the geometry is not one sparse_reg_body takes */
-static TC bool sparse_reg_f32(const geom *g, const lu_pool_win *pl, const int64_t *kr, const int64_t *kc,
-                              const float *xt, const float *wt, const float *dyn, const uint8_t *idx,
-                              float *dxt, float *acc, float *db, const sparse_ring *r) {
-  if (!sparse_reg_ok(g)) return false;
-  switch (g->Cg / 16) {
-  case 1: sparse_reg_body(g, pl, kr, kc, xt, wt, dyn, idx, dxt, acc, db, r, 1); break;
-  case 2: sparse_reg_body(g, pl, kr, kc, xt, wt, dyn, idx, dxt, acc, db, r, 2); break;
-  case 3: sparse_reg_body(g, pl, kr, kc, xt, wt, dyn, idx, dxt, acc, db, r, 3); break;
-  default: sparse_reg_body(g, pl, kr, kc, xt, wt, dyn, idx, dxt, acc, db, r, 4); break;
-  }
-  return true;
-}
-
-#define GEN_SPARSE(T, S, REG)                                                                    \
-  static TC void sparse_sample_##S(const geom *g, const lu_pool_win *pl, const int64_t *kr,       \
-                                   const int64_t *kc, const T *xn, const T *wt, const T *dyn,    \
-                                   const uint8_t *idx, T *xt, T *dxt, T *a4, T *acc, T *db,      \
-                                   const sparse_ring *r, T *dxn) {                               \
-    int64_t HW = g->H * g->W, C = g->C, Cg = g->Cg;                                              \
-    transpose_##S(xn, C, HW, HW, xt, C, false);                                                          \
-    if (dxn) memset(dxt, 0, sizeof(T) * (size_t)(HW * C));                                       \
-    if (!REG(g, pl, kr, kc, xt, wt, dyn, idx, dxn ? dxt : NULL, acc, db, r))                      \
-    for (int64_t o = 0; o < g->O; o++) {                                                         \
-      int64_t gi = o / g->Og;                                                                    \
-      const T *xg = xt + gi * Cg, *wo = wt + o * g->K;                                           \
-      T sum = 0;                                                                                 \
-      int64_t nz = 0;                                                                            \
-      memset(a4, 0, sizeof(T) * (size_t)(4 * g->K));                                             \
-      for (int64_t i = 0; i < pl->OH; i++)                                                       \
-        for (int64_t jj = 0; jj < pl->OW; jj++, dyn++, idx++) {                                  \
-          if (*idx == 255) continue;                                                             \
-          T v = *dyn;                                                                            \
-          int64_t hh = i * pl->sh - pl->ph + kr[*idx], ww = jj * pl->sw - pl->pw + kc[*idx];     \
-          T *ao = a4 + (nz++ & 3) * g->K; /* four sums in turn: no chain through memory */       \
-          sum += v;                                                                              \
-          for (int64_t p = 0; p < g->KH; p++) {                                                  \
-            int64_t ih = hh * g->sh - g->ph + p * g->dh;                                         \
-            if (ih < 0 || ih >= g->H) continue;                                                  \
-            for (int64_t q = 0; q < g->KW; q++) {                                                \
-              int64_t iw = ww * g->sw - g->pw + q * g->dw;                                       \
-              if (iw < 0 || iw >= g->W) continue;                                                \
-              int64_t at = (ih * g->W + iw) * C, t = (p * g->KW + q) * Cg;                       \
-              axpy_##S(Cg, v, xg + at, ao + t);                                                  \
-              if (dxn) axpy_##S(Cg, v, wo + t, dxt + gi * Cg + at);                              \
-            }                                                                                    \
-          }                                                                                      \
-        }                                                                                        \
-      for (int64_t k = 0; k < g->K; k++)                                                         \
-        acc[o * g->K + k] += (a4[k] + a4[g->K + k]) + (a4[2 * g->K + k] + a4[3 * g->K + k]);     \
-      db[o] += sum;                                                                              \
-    }                                                                                            \
-    if (dxn) transpose_##S(dxt, HW, C, C, dxn, HW, false);                                              \
-  }
-GEN_SPARSE(float, f32, sparse_reg_f32)
-static inline void axpy_f64(int64_t n, double v, const double *restrict x, double *restrict y) {
-  for (int64_t c = 0; c < n; c++) y[c] += v * x[c];
-}
-static bool no_reg(const geom *g, const lu_pool_win *pl, const int64_t *kr, const int64_t *kc, const double *xt,
-                   const double *wt, const double *dyn, const uint8_t *idx, double *dxt, double *acc, double *db,
-                   const sparse_ring *r) {
-  return false;
-}
-GEN_SPARSE(double, f64, no_reg)
-
-/* per chunk: dyc (O,P) and col (colsz), or (sparse) xt and dxt (H*W*C
- * each) and four dw sums (4K); then dw (O,K) and db (O) partial sums */
-static void cmp_bwd_chunks(void *ctx, int64_t c0, int64_t c1) {
-  const cmp_job *m = ctx;
-  const job *j = &m->j;
-  const geom *g = j->g;
-  int64_t es = j->es, PP = m->pw->OH * m->pw->OW, off[254], kr[254], kc[254];
-  for (int64_t k = 0; k < m->pw->KH * m->pw->KW; k++) {
-    kr[k] = k / m->pw->KW, kc[k] = k % m->pw->KW;
-    off[k] = kr[k] * g->OW + kc[k];
-  }
-  for (int64_t ch = c0; ch < c1; ch++) {
-    char *front = m->scratch + ch * m->per_chunk * es;
-    char *acc = front + m->front * es, *db = acc + g->O * g->K * es;
-    memset(acc, 0, (size_t)((g->O * g->K + g->O) * es));
-    /* the sparse ring, zeroed once: each sample leaves it zeroed */
-    sparse_ring r;
-    int64_t MW = (g->O + 63) / 64;
-    r.bits = (uint64_t *)(front + m->ring_at * es);
-    r.dyc = (float *)(r.bits + m->pw->KH * g->OW * MW);
-    r.rows = m->pw->KH;
-    r.off = (int64_t *)(r.dyc + m->pw->KH * g->OW * g->O);
-    r.at = r.off + m->pw->OW;
-    r.v = (float *)(r.at + m->pw->OW);
-    if (m->wt) {
-      memset(r.bits, 0, sizeof(uint64_t) * (size_t)(m->pw->KH * g->OW * MW));
-      memset(r.dyc, 0, sizeof(float) * (size_t)(m->pw->KH * g->OW * g->O));
-    }
-    /* few_dw_sample's xt, zeroed once: each sample writes the same places */
-    if (m->few) memset(front, 0, sizeof(float) * (size_t)few_xt(g));
-    int64_t n0, n1;
-    sample_range(j, ch, &n0, &n1);
-    for (int64_t n = n0; n < n1 && !lu_interrupted(); n++) {
-      const char *dyn = m->dy + n * g->O * PP * es;
-      const uint8_t *in = m->idx + n * g->O * PP;
-      const char *xn = j->a + n * g->C * g->H * g->W * es;
-      char *dxn = m->dx ? m->dx + n * g->C * g->H * g->W * es : NULL;
-      char *dyc = front, *col = dyc + g->O * g->P * es;
-      if (m->few) {
-        float *xt = (float *)front, *ps = xt + FEW_LINES(few_xt(g)), *vs = ps + g->O * g->KH * 16;
-        few_dw_sample(g, m->pw, kr, kc, (const float *)xn, (const float *)dyn, in, xt, ps, vs,
-                      (int64_t *)(vs + FEW_LINES(m->pw->OW + 16)), (float *)acc, (float *)db);
-        continue;
-      }
-      if (m->wt) {
-        char *xt = front, *dxt = xt + g->H * g->W * g->C * es, *a4 = dxt + g->H * g->W * g->C * es;
-        if (j->dt == LUON_DTYPE_F32)
-          sparse_sample_f32(g, m->pw, kr, kc, (const float *)xn, (const float *)m->wt, (const float *)dyn, in,
-                            (float *)xt, (float *)dxt, (float *)a4, (float *)acc, (float *)db, &r, (float *)dxn);
-        else
-          sparse_sample_f64(g, m->pw, kr, kc, (const double *)xn, (const double *)m->wt, (const double *)dyn,
-                            in, (double *)xt, (double *)dxt, (double *)a4, (double *)acc, (double *)db, &r,
-                            (double *)dxn);
-        continue;
-      }
-      memset(dyc, 0, (size_t)(g->O * g->P * es));
-      if (j->dt == LUON_DTYPE_F32) scatter_f32(g, m->pw, off, (const float *)dyn, in, (float *)dyc, (float *)db);
-      else scatter_f64(g, m->pw, off, (const double *)dyn, in, (double *)dyc, (double *)db);
-      gw_sample(g, j->dt, xn, dyc, col, 1, acc);
-      if (dxn) gin_sample(g, j->dt, j->b, dyc, col, dxn);
-    }
-  }
-}
-
-static luon_status cmp_alloc(const char *op, cmp_job *m, int64_t per_chunk) {
-  m->per_chunk = per_chunk;
-  m->scratch = lu_scratch_alloc((size_t)(m->j.chunks * per_chunk * m->j.es) + 1);
-  if (!m->scratch)
-    return lu_error(LUON_ENOMEM, "%s: out of host memory for %lld per-sample buffers of %lld elements", op,
-                    (long long)m->j.chunks, (long long)per_chunk);
-  return LUON_OK;
-}
-
-luon_status lu_cpu_conv2d_maxpool(lu_call *c) {
-  geom g;
-  lu_pool_win pw;
-  LU_TRY(cmp_geom(c, c->in, c->nin, &g, &pw));
-  if (c->out[0]->size == 0) return LUON_OK;
-  LU_TRY(check_blas("conv2d_maxpool", &g));
-  dense d;
-  LU_TRY(dense_get("conv2d_maxpool", c, &d));
-  int32_t dt = c->in[0]->dtype;
-  int64_t nt = lu_num_threads();
-  const char *algo = getenv("LUON_CONV_ALGO");
-  cmp_job m = {{&g, dt, luon_dtype_size(dt), g.N < nt ? g.N : nt, d.in[0], d.in[1],
-                c->nin == 3 ? d.in[2] : NULL, NULL, NULL, NULL, 0}, &pw,
-               direct_ok(&g, dt) && !(algo && algo[0] == 'g'), lu_data(c->out[0]), lu_data(c->out[1]),
-               NULL, NULL, NULL, NULL, NULL, 0, 0, NULL, 0, NULL, false};
-  m.j.colsz = m.direct || pointwise(&g) ? 0 : g.K * g.P;
-  int64_t pool = ((int64_t)lu_maxpool_argmax_scratch(&pw) + m.j.es - 1) / m.j.es;
-  if (cl_ok(&g, &pw, dt) && !(algo && algo[0] != 'c')) {
-    if (!(m.wr = lu_scratch_alloc(sizeof(float) * (size_t)(g.K * g.O)))) {
-      dense_done(c, &d);
-      return lu_error(LUON_ENOMEM, "conv2d_maxpool: out of host memory for the weight (%lld elements)",
-                      (long long)(g.K * g.O));
-    }
-    for (int64_t o = 0; o < g.O; o++)
-      for (int64_t t = 0; t < g.K; t++) m.wr[t * g.O + o] = ((const float *)d.in[1])[o * g.K + t];
-  }
-  luon_status s = cmp_alloc("conv2d_maxpool", &m, m.wr ? cl_scratch(&g, &pw) : g.O * g.P + m.j.colsz + pool);
-  if (s == LUON_OK) lu_parallel_for(m.j.chunks, 1, cmp_fwd_chunks, &m);
-  lu_scratch_free(m.scratch);
-  lu_scratch_free(m.wr);
-  dense_done(c, &d);
-  return s;
-}
-
-luon_status lu_cpu_conv2d_maxpool_grad(lu_call *c) {
-  geom g;
-  lu_pool_win pw;
-  LU_TRY(cmp_geom(c, c->in + 2, 2, &g, &pw));
-  if (c->out[1]->size == 0) return LUON_OK;
-  LU_TRY(check_blas("conv2d_maxpool_grad", &g));
-  dense d;
-  LU_TRY(dense_get("conv2d_maxpool_grad", c, &d));
-  int32_t dt = c->in[0]->dtype;
-  int64_t es = luon_dtype_size(dt), nt = lu_num_threads(), nw = g.O * g.K;
-  cmp_job m = {{&g, dt, es, g.N < nt ? g.N : nt, d.in[2], d.in[3], NULL, NULL, NULL, NULL,
-                pointwise(&g) ? 0 : g.K * g.P}, &pw, false, NULL, (uint8_t *)d.in[1], d.in[0],
-               c->attrs->i[LU_CMP_GRAD_DX] ? lu_data(c->out[0]) : NULL, lu_data(c->out[1]), lu_data(c->out[2]),
-               NULL, 0, 0, NULL, 0, NULL, false};
-  if (m.j.chunks < 1) m.j.chunks = 1;
-  int64_t KK = g.KH * g.KW;
-  bool sparse = g.Cg >= SPARSE_MIN_CG;
-  m.few = !sparse && few_ok(&g, dt, m.dx != NULL);
-  if (sparse && !(m.wt = lu_scratch_alloc((size_t)(nw * es)))) {
-    dense_done(c, &d);
-    return lu_error(LUON_ENOMEM, "conv2d_maxpool_grad: out of host memory for the weight (%lld elements)",
-                    (long long)nw);
-  }
-  /* k = (o, c, pq) of w (O,Cg,KH,KW) is wt's (o, pq, c) in (O,KH,KW,Cg) */
-#define WT_INDEX(o, c, pq) (((o) * KK + (pq)) * g.Cg + (c))
-  if (sparse)
-    for (int64_t o = 0, k = 0; o < g.O; o++)
-      for (int64_t ci = 0; ci < g.Cg; ci++)
-        for (int64_t pq = 0; pq < KK; pq++, k++)
-          memcpy(m.wt + WT_INDEX(o, ci, pq) * es, d.in[3] + k * es, (size_t)es);
-  /* sparse: xt, dxt, the four dw sums and the ring; whole 64-byte lines each */
-#define LINES(e) (((e) + 63 / es) / (64 / es) * (64 / es))
-  m.ring_at = LINES(2 * g.H * g.W * g.C + 4 * g.K);
-  m.front = sparse ? m.ring_at + LINES((ring_bytes(&g, &pw) + es - 1) / es)
-            : m.few ? FEW_LINES(few_xt(&g)) + g.O * g.KH * 16 + FEW_LINES(pw.OW + 16) + FEW_LINES(2 * pw.OW)
-                    : g.O * g.P + m.j.colsz;
-  luon_status s = cmp_alloc("conv2d_maxpool_grad", &m, LINES(m.front + nw + g.O));
-#undef LINES
-  if (s == LUON_OK) {
-    lu_parallel_for(m.j.chunks, 1, cmp_bwd_chunks, &m);
-    /* the chunks' partial sums, in chunk order; sparse ones from (O,KH,KW,Cg) */
-    for (int64_t o = 0, k = 0; o < g.O; o++)
-      for (int64_t ci = 0; ci < g.Cg; ci++)
-        for (int64_t pq = 0; pq < KK; pq++, k++) {
-          int64_t kt = sparse ? WT_INDEX(o, ci, pq) : k;
-          double v = 0;
-          for (int64_t ch = 0; ch < m.j.chunks; ch++) v += ld(m.scratch + (ch * m.per_chunk + m.front) * es, dt, kt);
-          st(m.dw, dt, k, v);
-        }
-    for (int64_t o = 0; o < g.O && c->attrs->i[LU_CMP_GRAD_DB]; o++) {
-      double v = 0;
-      for (int64_t ch = 0; ch < m.j.chunks; ch++) v += ld(m.scratch + (ch * m.per_chunk + m.front) * es, dt, nw + o);
-      st(m.db, dt, o, v);
-    }
-#undef WT_INDEX
-  }
-  lu_scratch_free(m.scratch);
-  lu_scratch_free(m.wt);
-  dense_done(c, &d);
-  return s;
-}
-
-/* y, idx = conv2d_maxpool(x, w[, b]): conv2d_maxpool_grad gives dx, dw and
- * db at once from dy and the saved window indices. */
-luon_status lu_grad_conv2d_maxpool(lu_grad_call *gc) {
-  bool has_b = gc->nin == 3;
-  if (!gc->dout[0] || !(gc->need[0] || gc->need[1] || (has_b && gc->need[2]))) return LUON_OK;
-  luon_attrs a = *gc->attrs;
-  a.i[LU_CMP_GRAD_DX] = gc->need[0], a.i[LU_CMP_GRAD_DB] = has_b && gc->need[2];
-  a.ni = LU_NI_conv2d_maxpool_grad;
-  luon_tensor *in[4] = {gc->dout[0], gc->out[1], gc->in[0], gc->in[1]};
-  luon_tensor *out[3] = {NULL, NULL, NULL};
-  int32_t nout = 3;
-  LU_TRY(luon_op_call(LU_OP_conv2d_maxpool_grad, 4, in, &a, &nout, out));
-  for (int k = 0; k < 3; k++) {
-    if (k < gc->nin && gc->need[k]) gc->din[k] = out[k];
-    else luon_tensor_release(out[k]);
-  }
-  return LUON_OK;
 }
 
 /* ---- backward rule ------------------------------------------------------------ */

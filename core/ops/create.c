@@ -34,14 +34,7 @@ static void fill_range(void *p, int64_t begin, int64_t end) {
       continue;
     }
     lu_convert(buf, dt, v, LUON_DTYPE_F64, n);
-    for (int64_t j = 0; j < n; j++) {
-      int64_t off = 0, r = j0 + j;
-      for (int d = y->ndim - 1; d >= 0 && r; d--) {
-        off += (r % y->shape[d]) * y->strides[d];
-        r /= y->shape[d];
-      }
-      memcpy(base + off * es, buf + j * es, (size_t)es);
-    }
+    lu_put_range(y, j0, n, buf);
   }
 }
 

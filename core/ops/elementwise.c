@@ -1,11 +1,13 @@
 /* elementwise.c: NumPy-broadcasting elementwise ops (arithmetic, comparisons,
- * unary math, clip, where) and copy/astype, on any strides and dtypes. One
- * kernel family per op, instantiated per dtype by macros; then their
- * backward rules, written with these ops. */
-#include "internal.h"
+ * unary math, clip, where) and the copy/astype op, on any strides and dtypes.
+ * One kernel family per op, instantiated per dtype by macros; then their
+ * backward rules, written with these ops. The copy itself is the runtime's
+ * (core/copy.c), as are the strided row reads and writes (lu_gather,
+ * lu_scatter) under the converting driver here. */
+#include "steps.h"
 #include <math.h>
 
-#define CHUNK 256          /* elements per stack buffer on the converting path */
+#define CHUNK LU_ROW_CHUNK /* elements per stack buffer on the converting path */
 /* Threads from 2 * grain elements. Waking the pool costs ~10 us, so loops
  * bound by memory wait for 256K elements, loops calling libm for 32K. */
 #define GRAIN_CHEAP (1 << 17)
@@ -179,7 +181,7 @@ static const where_fn K_where[LUON_DTYPE_COUNT] = {ALL_TYPES(WHERE_ENTRY, _)};
 
 /* ---- the strided, converting driver ---------------------------------------- */
 
-enum ew_kind { EW_BIN, EW_UN, EW_WHERE, EW_COPY };
+enum ew_kind { EW_BIN, EW_UN, EW_WHERE };
 
 /* One elementwise call: operand 0 is the output, 1..nin the inputs. Inputs
  * are read as `want[j]` (converted on the fly when their dtype differs). */
@@ -195,34 +197,6 @@ typedef struct ew {
   int64_t grain;
 } ew;
 
-/* n elements of dtype sdt at src, `stride` bytes apart, into dst as ddt. */
-static void gather(void *dst, int32_t ddt, const char *src, int32_t sdt, int64_t stride, int64_t n) {
-  int64_t es = luon_dtype_size(sdt);
-  if (stride == es) {
-    lu_convert(dst, ddt, src, sdt, n);
-    return;
-  }
-  _Alignas(16) char tmp[CHUNK * 8];
-  char *d = ddt == sdt ? dst : tmp;
-  switch (es) {
-  case 1: for (int64_t i = 0; i < n; i++) d[i] = src[i * stride]; break;
-  case 2: for (int64_t i = 0; i < n; i++) memcpy(d + 2 * i, src + i * stride, 2); break;
-  case 4: for (int64_t i = 0; i < n; i++) memcpy(d + 4 * i, src + i * stride, 4); break;
-  default: for (int64_t i = 0; i < n; i++) memcpy(d + 8 * i, src + i * stride, 8); break;
-  }
-  if (d == tmp) lu_convert(dst, ddt, tmp, sdt, n);
-}
-
-/* n contiguous elements of es bytes into dst, `stride` bytes apart. */
-static void scatter(char *dst, int64_t stride, const char *src, int32_t es, int64_t n) {
-  switch (es) {
-  case 1: for (int64_t i = 0; i < n; i++) dst[i * stride] = src[i]; break;
-  case 2: for (int64_t i = 0; i < n; i++) memcpy(dst + i * stride, src + 2 * i, 2); break;
-  case 4: for (int64_t i = 0; i < n; i++) memcpy(dst + i * stride, src + 4 * i, 4); break;
-  default: for (int64_t i = 0; i < n; i++) memcpy(dst + i * stride, src + 8 * i, 8); break;
-  }
-}
-
 /* The general row: CHUNK elements at a time through stack buffers,
  * converting and gathering inputs, scattering the output. */
 static void row_slow(const ew *e, int64_t n, char *const *ptr, const int64_t *st) {
@@ -235,15 +209,15 @@ static void row_slow(const ew *e, int64_t n, char *const *ptr, const int64_t *st
     bool one[3] = {false, false, false};
     for (int j = 0; j < e->nin; j++) {
       const char *p = ptr[j + 1] + off * st[j + 1];
-      char *b = e->kind == EW_COPY ? o : buf[j + 1];
+      char *b = buf[j + 1];
       if (st[j + 1] == 0 && e->kind == EW_BIN && !(j == 1 && one[0])) {
         lu_convert(b, e->want[j], p, e->idt[j], 1);
         one[j] = true;
         in[j] = b;
-      } else if (e->idt[j] == e->want[j] && st[j + 1] == e->wsz[j] && e->kind != EW_COPY) {
+      } else if (e->idt[j] == e->want[j] && st[j + 1] == e->wsz[j]) {
         in[j] = p;
       } else {
-        gather(b, e->want[j], p, e->idt[j], st[j + 1], m);
+        lu_gather(b, e->want[j], p, e->idt[j], st[j + 1], m);
         in[j] = b;
       }
     }
@@ -255,9 +229,8 @@ static void row_slow(const ew *e, int64_t n, char *const *ptr, const int64_t *st
       break;
     case EW_UN: e->uf(m, in[0], o, e->param); break;
     case EW_WHERE: e->wf(m, in[0], in[1], in[2], o); break;
-    case EW_COPY: break; /* gathered straight into o */
     }
-    if (!odirect) scatter(ptr[0] + off * st[0], st[0], buf[0], e->osz, m);
+    if (!odirect) lu_scatter(ptr[0] + off * st[0], st[0], buf[0], e->osz, m);
   }
 }
 
@@ -295,12 +268,6 @@ static void row(void *ctx, int64_t n, char *const *ptr, const int64_t *st) {
     if (e->isz[0] == 1 && st[1] == 1 && e->idt[1] == e->want[1] && st[2] == e->wsz[1] &&
         e->idt[2] == e->want[2] && st[3] == e->wsz[2]) {
       e->wf(n, (const uint8_t *)ptr[1], ptr[2], ptr[3], ptr[0]);
-      return;
-    }
-    break;
-  case EW_COPY:
-    if (st[1] == e->isz[0]) {
-      lu_convert(ptr[0], e->odt, ptr[1], e->idt[0], n);
       return;
     }
     break;
@@ -479,15 +446,6 @@ static luon_status un_shape(lu_call *c, const unop *u) {
   return LUON_OK;
 }
 
-/* Clip bound v (NaN: none) as an integer within [mn, mx]. */
-static int64_t int_bound(double v, bool lower, int64_t mn, int64_t mx) {
-  if (isnan(v)) return lower ? mn : mx;
-  v = lower ? ceil(v) : floor(v);
-  if (v <= (double)mn) return mn;
-  if (v >= (double)mx) return mx;
-  return (int64_t)v;
-}
-
 /* attrs f[0], f[1] as two values of dtype dt in e->pbuf. */
 static void clip_bounds(ew *e, int32_t dt, const double *f) {
   void *p = e->pbuf;
@@ -501,16 +459,16 @@ static void clip_bounds(ew *e, int32_t dt, const double *f) {
     ((double *)p)[1] = isnan(f[1]) ? INFINITY : f[1];
     break;
   case LUON_DTYPE_I32:
-    ((int32_t *)p)[0] = (int32_t)int_bound(f[0], true, INT32_MIN, INT32_MAX);
-    ((int32_t *)p)[1] = (int32_t)int_bound(f[1], false, INT32_MIN, INT32_MAX);
+    ((int32_t *)p)[0] = (int32_t)lu_clip_int_bound(f[0], true, INT32_MIN, INT32_MAX);
+    ((int32_t *)p)[1] = (int32_t)lu_clip_int_bound(f[1], false, INT32_MIN, INT32_MAX);
     break;
   case LUON_DTYPE_I64:
-    ((int64_t *)p)[0] = int_bound(f[0], true, INT64_MIN, INT64_MAX);
-    ((int64_t *)p)[1] = int_bound(f[1], false, INT64_MIN, INT64_MAX);
+    ((int64_t *)p)[0] = lu_clip_int_bound(f[0], true, INT64_MIN, INT64_MAX);
+    ((int64_t *)p)[1] = lu_clip_int_bound(f[1], false, INT64_MIN, INT64_MAX);
     break;
   default: /* uint8, bool */
-    ((uint8_t *)p)[0] = (uint8_t)int_bound(f[0], true, 0, dt == LUON_DTYPE_BOOL ? 1 : 255);
-    ((uint8_t *)p)[1] = (uint8_t)int_bound(f[1], false, 0, dt == LUON_DTYPE_BOOL ? 1 : 255);
+    ((uint8_t *)p)[0] = (uint8_t)lu_clip_int_bound(f[0], true, 0, dt == LUON_DTYPE_BOOL ? 1 : 255);
+    ((uint8_t *)p)[1] = (uint8_t)lu_clip_int_bound(f[1], false, 0, dt == LUON_DTYPE_BOOL ? 1 : 255);
     break;
   }
   e->param = p;
@@ -592,29 +550,18 @@ luon_status lu_shape_copy(lu_call *c) {
   return LUON_OK;
 }
 
-/* Also called by luon_tensor_copy with out[0] any strided tensor of x's shape. */
+/* The runtime's strided, converting copy (core/copy.c). */
 luon_status lu_cpu_copy(lu_call *c) {
-  ew e;
-  e.kind = EW_COPY;
-  e.nin = 1;
-  e.odt = e.want[0] = c->out[0]->dtype;
-  e.grain = e.odt == c->in[0]->dtype ? GRAIN_CHEAP : GRAIN_MATH; /* converting is slower */
   if (c->out[0]->ndim != c->in[0]->ndim ||
       memcmp(c->out[0]->shape, c->in[0]->shape, sizeof(int64_t) * (size_t)c->in[0]->ndim) != 0)
     return lu_error(LUON_ESHAPE, "copy: cannot copy an array of shape %s into one of shape %s",
                     lu_shape_str(c->in[0]->ndim, c->in[0]->shape),
                     lu_shape_str(c->out[0]->ndim, c->out[0]->shape));
-  return run(c, &e);
+  lu_copy_cpu(c->out[0], c->in[0]);
+  return LUON_OK;
 }
 
 /* ---- backward rules --------------------------------------------------------- */
-
-/* Short names for the formulas below: R1(op, x), R2(op, x, y), R3(op, c, x, y),
- * K(v) a 0-d constant of dy's dtype. */
-#define R1(op, x) lu_steps_run(&e, LU_OP_##op, NULL, x, NULL, NULL)
-#define R2(op, x, y) lu_steps_run(&e, LU_OP_##op, NULL, x, y, NULL)
-#define R3(op, c, x, y) lu_steps_run(&e, LU_OP_##op, NULL, c, x, y)
-#define K(v) lu_steps_scalar(&e, v, dy->dtype, dy)
 
 /* Input i wants a gradient: it asked for one and is a float array (integer
  * and bool inputs get none). */
@@ -678,9 +625,9 @@ luon_status lu_grad_divide(lu_grad_call *g) {
 luon_status lu_grad_power(lu_grad_call *g) {
   BEGIN;
   if (wants(g, 0))
-    GIVE(0, R2(multiply, dy, R2(multiply, y, R2(power, x, R2(subtract, y, K(1))))));
+    GIVE(0, R2(multiply, dy, R2(multiply, y, R2(power, x, R2(subtract, y, K(1, dy))))));
   if (wants(g, 1))
-    GIVE(1, R2(multiply, dy, R3(where, R2(equal, out, K(0)), K(0), R2(multiply, out, R1(log, x)))));
+    GIVE(1, R2(multiply, dy, R3(where, R2(equal, out, K(0, dy)), K(0, dy), R2(multiply, out, R1(log, x)))));
   END;
 }
 
@@ -689,8 +636,8 @@ luon_status lu_grad_power(lu_grad_call *g) {
 static luon_status grad_select(lu_grad_call *g, int32_t cmp) {
   BEGIN;
   luon_tensor *first = lu_steps_run(&e, cmp, NULL, x, y, NULL); /* x >= y (x <= y) */
-  if (wants(g, 0)) GIVE(0, R3(where, first, dy, K(0)));
-  if (wants(g, 1)) GIVE(1, R3(where, first, K(0), dy));
+  if (wants(g, 0)) GIVE(0, R3(where, first, dy, K(0, dy)));
+  if (wants(g, 1)) GIVE(1, R3(where, first, K(0, dy), dy));
   END;
 }
 luon_status lu_grad_maximum(lu_grad_call *g) { return grad_select(g, LU_OP_greater_equal); }
@@ -750,14 +697,14 @@ luon_status lu_grad_log2(lu_grad_call *g) {
 /* sqrt: dx = dy / (2 out) = (dy / out) * 0.5 */
 luon_status lu_grad_sqrt(lu_grad_call *g) {
   BEGIN;
-  if (wants(g, 0)) GIVE(0, R2(multiply, R2(divide, dy, out), K(0.5)));
+  if (wants(g, 0)) GIVE(0, R2(multiply, R2(divide, dy, out), K(0.5, dy)));
   END;
 }
 
 /* square: dx = dy * 2x */
 luon_status lu_grad_square(lu_grad_call *g) {
   BEGIN;
-  if (wants(g, 0)) GIVE(0, R2(multiply, dy, R2(multiply, x, K(2))));
+  if (wants(g, 0)) GIVE(0, R2(multiply, dy, R2(multiply, x, K(2, dy))));
   END;
 }
 
@@ -789,8 +736,8 @@ luon_status lu_grad_clip(lu_grad_call *g) {
   if (wants(g, 0)) {
     double lo = g->attrs->f[0], hi = g->attrs->f[1];
     luon_tensor *dx = dy;
-    if (!isnan(lo)) dx = R3(where, R2(greater, x, lu_steps_scalar(&e, lo, x->dtype, x)), dx, K(0));
-    if (!isnan(hi)) dx = R3(where, R2(less, x, lu_steps_scalar(&e, hi, x->dtype, x)), dx, K(0));
+    if (!isnan(lo)) dx = R3(where, R2(greater, x, K(lo, x)), dx, K(0, dy));
+    if (!isnan(hi)) dx = R3(where, R2(less, x, K(hi, x)), dx, K(0, dy));
     GIVE(0, dx);
   }
   END;
@@ -800,8 +747,8 @@ luon_status lu_grad_clip(lu_grad_call *g) {
 luon_status lu_grad_where(lu_grad_call *g) {
   BEGIN;
   luon_tensor *cond = g->in[0];
-  if (wants(g, 1)) GIVE(1, R3(where, cond, dy, K(0)));
-  if (wants(g, 2)) GIVE(2, R3(where, cond, K(0), dy));
+  if (wants(g, 1)) GIVE(1, R3(where, cond, dy, K(0, dy)));
+  if (wants(g, 2)) GIVE(2, R3(where, cond, K(0, dy), dy));
   END;
 }
 

@@ -3,7 +3,7 @@
  * the added axis is dropped from the result. Floats go to BLAS (float32 with
  * few rows or a short inner dimension to the skinny kernels below), integers
  * to a plain loop. Not here: dot/tensordot/einsum (composites in lua/). */
-#include "internal.h"
+#include "steps.h"
 #include <cblas.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -421,15 +421,6 @@ luon_status lu_cpu_matmul(lu_call *c) {
 
 /* ---- backward rule ----------------------------------------------------------- */
 
-/* t seen with shape (n, s): a view. */
-static luon_tensor *reshaped(lu_steps *e, luon_tensor *t, int n, const int64_t *s) {
-  luon_attrs a;
-  memset(&a, 0, sizeof a);
-  a.ni = n;
-  memcpy(a.i, s, sizeof(int64_t) * (size_t)n);
-  return lu_steps_run(e, LU_OP_reshape, &a, t, NULL, NULL);
-}
-
 /* t with its last two axes swapped: a view. */
 static luon_tensor *swapped(lu_steps *e, luon_tensor *t) {
   if (!t) return NULL;
@@ -451,7 +442,7 @@ static void give(lu_steps *e, luon_tensor *d, int fn, const int64_t *fs, const l
   luon_tensor *s;
   e->s = lu_reduce_sum_to(d, fn, fs, x->dtype, &s);
   if (e->s != LUON_OK) return;
-  lu_steps_give(e, reshaped(e, s, x->ndim, x->shape), x, din);
+  lu_steps_give(e, lu_steps_reshape(e, s, x->ndim, x->shape), x, din);
   luon_tensor_release(s);
 }
 
@@ -478,9 +469,9 @@ luon_status lu_grad_matmul(lu_grad_call *g) {
   cs[p.nb] = p.M;
   cs[p.nb + 1] = p.N;
   lu_steps e = {LUON_OK, 0, {NULL}};
-  luon_tensor *dcf = reshaped(&e, dc, cn, cs);
+  luon_tensor *dcf = lu_steps_reshape(&e, dc, cn, cs);
   if (wa) {
-    luon_tensor *bt = swapped(&e, reshaped(&e, b, bn, bs));
+    luon_tensor *bt = swapped(&e, lu_steps_reshape(&e, b, bn, bs));
     give(&e, lu_steps_run(&e, LU_OP_matmul, NULL, dcf, bt, NULL), an, as, a, &g->din[0]);
   }
   int64_t bld;
@@ -491,7 +482,7 @@ luon_status lu_grad_matmul(lu_grad_call *g) {
     luon_tensor *dbt = lu_steps_run(&e, LU_OP_matmul, NULL, swapped(&e, dcf), a, NULL);
     lu_steps_give(&e, swapped(&e, dbt), b, &g->din[1]);
   } else if (wb) {
-    luon_tensor *at = swapped(&e, reshaped(&e, a, an, as));
+    luon_tensor *at = swapped(&e, lu_steps_reshape(&e, a, an, as));
     give(&e, lu_steps_run(&e, LU_OP_matmul, NULL, at, dcf, NULL), bn, bs, b, &g->din[1]);
   }
   return lu_steps_end(&e);

@@ -58,14 +58,7 @@ static void gen_range(void *p, int64_t begin, int64_t end) {
   for (int64_t j0 = begin; j0 < end; j0 += 256) {
     int64_t n = end - j0 < 256 ? end - j0 : 256;
     g->gen(g->c, g->key, g->start + (uint64_t)j0, n, buf);
-    for (int64_t j = 0; j < n; j++) {
-      int64_t off = 0, r = j0 + j;
-      for (int d = y->ndim - 1; d >= 0 && r; d--) {
-        off += (r % y->shape[d]) * y->strides[d];
-        r /= y->shape[d];
-      }
-      memcpy(base + off * es, buf + j * es, (size_t)es);
-    }
+    lu_put_range(y, j0, n, buf);
   }
 }
 

@@ -1,7 +1,7 @@
 /* reduce.c: sum, mean, prod, max, min, argmax, argmin over a set of axes of
  * an N-d array of any strides. Not here: cumulative ops, norms, sorting.
  *   out[kept...] = reduce over reduced axes of x[...]; keepdims leaves 1s. */
-#include "internal.h"
+#include "steps.h"
 #include <math.h>
 #include <stdlib.h>
 
@@ -534,104 +534,6 @@ luon_status lu_cpu_argmin(lu_call *c) { return reduce_cpu(c); }
 
 /* ---- backward rules ------------------------------------------------------ */
 
-/* The gradient of an input broadcast from (ndim, shape) to dy's shape: dy
- * summed over the new leading axes and over the axes where shape has 1 and
- * dy does not, seen with `shape`, as `dtype` (0: dy's). +1 in *out; dy
- * itself when nothing changes. Every backward rule of a broadcasting op
- * ends with this. */
-luon_status lu_reduce_sum_to(luon_tensor *dy, int ndim, const int64_t *shape, int32_t dtype,
-                             luon_tensor **out) {
-  int lead = dy->ndim - ndim;
-  if (lead < 0)
-    return lu_error(LUON_EINTERNAL, "backward: gradient of shape %s for an input of shape %s",
-                    lu_shape_str(dy->ndim, dy->shape), lu_shape_str(ndim, shape));
-  if (!dtype) dtype = dy->dtype;
-  luon_attrs a;
-  memset(&a, 0, sizeof a);
-  a.ni = 1; /* i[0] keepdims = 0 */
-  a.dtype = dtype;
-  for (int d = 0; d < dy->ndim; d++)
-    if (d < lead || (shape[d - lead] == 1 && dy->shape[d] != 1)) a.i[a.ni++] = d;
-  if (a.ni == 1) {
-    if (dtype == dy->dtype) {
-      *out = luon_tensor_retain(dy);
-      return LUON_OK;
-    }
-    return lu_run(LU_OP_copy, &a, out, 1, dy);
-  }
-  luon_tensor *s;
-  LU_TRY(lu_run(LU_OP_sum, &a, &s, 1, dy));
-  memset(&a, 0, sizeof a);
-  a.ni = ndim;
-  memcpy(a.i, shape, sizeof(int64_t) * (size_t)ndim);
-  luon_status st = lu_run(LU_OP_reshape, &a, out, 1, s);
-  luon_tensor_release(s);
-  return st;
-}
-
-/* A backward formula written with ops: lu_steps_run keeps each step's
- * result until lu_steps_end releases them all, and the first failed step
- * makes the later ones no-ops (they return NULL), so a formula reads as a
- * list of calls with one status check at the end. Shared by the backward
- * rules of elementwise.c, reduce.c and matmul.c (declared in internal.h). */
-
-static luon_tensor *keep(lu_steps *e, luon_status s, luon_tensor *t) {
-  if (s != LUON_OK) {
-    e->s = s;
-    return NULL;
-  }
-  if (e->n == (int)(sizeof e->t / sizeof e->t[0])) {
-    luon_tensor_release(t);
-    e->s = lu_error(LUON_EINTERNAL, "backward: a formula has more than %d steps", e->n);
-    return NULL;
-  }
-  e->t[e->n++] = t;
-  return t;
-}
-
-/* op on 0 to 3 inputs (the unused ones NULL); NULL after a failure. */
-luon_tensor *lu_steps_run(lu_steps *e, int32_t op, const luon_attrs *a, luon_tensor *x,
-                          luon_tensor *y, luon_tensor *z) {
-  if (e->s != LUON_OK) return NULL;
-  luon_tensor *r = NULL;
-  luon_status s = lu_run(op, a, &r, z ? 3 : y ? 2 : x ? 1 : 0, x, y, z);
-  return keep(e, s, r);
-}
-
-/* A 0-d array holding v, of dtype dt on t's device. */
-luon_tensor *lu_steps_scalar(lu_steps *e, double v, int32_t dt, const luon_tensor *t) {
-  if (e->s != LUON_OK) return NULL;
-  luon_attrs a;
-  memset(&a, 0, sizeof a);
-  a.dtype = dt;
-  a.dev_type = t->dev.type;
-  a.dev_id = t->dev.id;
-  a.f[0] = v;
-  luon_tensor *r = NULL;
-  luon_status s = lu_run(LU_OP_full, &a, &r, 0);
-  return keep(e, s, r);
-}
-
-/* *din = r summed back to x's shape (the axes x was broadcast along) and
- * converted to x's dtype, unless a step failed. */
-void lu_steps_give(lu_steps *e, luon_tensor *r, const luon_tensor *x, luon_tensor **din) {
-  if (e->s == LUON_OK) e->s = lu_reduce_sum_to(r, x->ndim, x->shape, x->dtype, din);
-}
-
-/* Release the steps' results; the formula's status. */
-luon_status lu_steps_end(lu_steps *e) {
-  for (int k = 0; k < e->n; k++) luon_tensor_release(e->t[k]);
-  e->n = 0;
-  return e->s;
-}
-
-/* Short names for the formulas below: R1(op, attrs, x), R2(op, x, y),
- * R3(op, c, x, y), K(v, like) a 0-d constant of like's dtype. */
-#define R1(op, a, x) lu_steps_run(&e, LU_OP_##op, a, x, NULL, NULL)
-#define R2(op, x, y) lu_steps_run(&e, LU_OP_##op, NULL, x, y, NULL)
-#define R3(op, c, x, y) lu_steps_run(&e, LU_OP_##op, NULL, c, x, y)
-#define K(v, like) lu_steps_scalar(&e, v, (like)->dtype, like)
-
 /* The reduction's axes, from its attrs, for the backward: ks = x's shape
  * with them set to 1 (the keepdims shape), *a = the attrs of a keepdims
  * sum over them; returns how many elements went into each result. */
@@ -652,15 +554,6 @@ static int64_t keepdims_shape(const lu_grad_call *g, int64_t *ks, luon_attrs *a)
   return R;
 }
 
-/* t seen with shape (n, s): a view. */
-static luon_tensor *seen_as(lu_steps *e, luon_tensor *t, int n, const int64_t *s) {
-  luon_attrs a;
-  memset(&a, 0, sizeof a);
-  a.ni = n;
-  memcpy(a.i, s, sizeof(int64_t) * (size_t)n);
-  return lu_steps_run(e, LU_OP_reshape, &a, t, NULL, NULL);
-}
-
 /* t broadcast to x's shape: a view. */
 static luon_tensor *spread(lu_steps *e, luon_tensor *t, const luon_tensor *x) {
   luon_attrs a;
@@ -678,7 +571,7 @@ static luon_tensor *spread(lu_steps *e, luon_tensor *t, const luon_tensor *x) {
   int64_t ks[LU_MAXD];                                                         \
   luon_attrs ra;                                                               \
   int64_t R = keepdims_shape(g, ks, &ra);                                      \
-  luon_tensor *dyk = seen_as(&e, dy, x->ndim, ks);                             \
+  luon_tensor *dyk = lu_steps_reshape(&e, dy, x->ndim, ks);                   \
   (void)R
 #define END(dx)                                                                \
   lu_steps_give(&e, dx, x, &g->din[0]);                                        \
@@ -701,9 +594,9 @@ luon_status lu_grad_mean(lu_grad_call *g) {
  * result gives NaN gradients along its reduced axes. */
 static luon_status grad_extreme(lu_grad_call *g) {
   BEGIN;
-  luon_tensor *at = R2(equal, x, seen_as(&e, g->out[0], x->ndim, ks)); /* x == result */
+  luon_tensor *at = R2(equal, x, lu_steps_reshape(&e, g->out[0], x->ndim, ks)); /* x == result */
   ra.dtype = dy->dtype;
-  luon_tensor *ties = R1(sum, &ra, at);                                  /* count per result */
+  luon_tensor *ties = RA(sum, &ra, at);                                  /* count per result */
   END(R3(where, at, R2(divide, dyk, ties), K(0, dy)));
 }
 luon_status lu_grad_max(lu_grad_call *g) { return grad_extreme(g); }
@@ -718,9 +611,9 @@ luon_status lu_grad_prod(lu_grad_call *g) {
   luon_tensor *zero = K(0, x), *one = K(1, x);
   luon_tensor *z = R2(equal, x, zero);          /* x == 0 */
   luon_tensor *xs = R3(where, z, one, x);       /* x with its zeros made 1 */
-  luon_tensor *p = R1(prod, &ra, xs);           /* product of the nonzeros */
+  luon_tensor *p = RA(prod, &ra, xs);           /* product of the nonzeros */
   ra.dtype = x->dtype;
-  luon_tensor *nz = R1(sum, &ra, z);            /* zeros per result */
+  luon_tensor *nz = RA(sum, &ra, z);            /* zeros per result */
   luon_tensor *at_zero = R2(multiply, p, R2(equal, nz, one));
   luon_tensor *others = R2(multiply, R2(divide, p, xs), R2(equal, nz, zero));
   END(R2(multiply, dyk, R3(where, z, at_zero, others)));

@@ -1,7 +1,7 @@
 /* shape.c: ops that only change how a tensor's storage is seen (reshape,
  * transpose, expand_dims, squeeze, slice, broadcast_to, split). All are kind
  * VIEW: no data moves, except reshape of a layout that no strides can express. */
-#include "internal.h"
+#include "steps.h"
 #include <stdlib.h>
 
 /* The single output of a view op: c->out_shape[0] (set by the shape

@@ -368,15 +368,6 @@ luon_status lu_cuda_leaky_relu_grad(lu_call *c) {
   return map_op(c, c->out[0]->dtype, GLeaky{c->attrs->f[0]}, true);
 }
 
-/* clip bound v (NaN: none) as an integer within [mn, mx], as core/ops/elementwise.c */
-static int64_t int_bound(double v, bool lower, int64_t mn, int64_t mx) {
-  if (isnan(v)) return lower ? mn : mx;
-  v = lower ? ceil(v) : floor(v);
-  if (v <= (double)mn) return mn;
-  if (v >= (double)mx) return mx;
-  return (int64_t)v;
-}
-
 luon_status lu_cuda_clip(lu_call *c) {
   int32_t dt = c->out[0]->dtype;
   const double *f = c->attrs->f;
@@ -388,8 +379,8 @@ luon_status lu_cuda_clip(lu_call *c) {
   if (dt == LUON_DTYPE_I32) mn = INT32_MIN, mx = INT32_MAX;
   if (dt == LUON_DTYPE_U8) mn = 0, mx = 255;
   if (dt == LUON_DTYPE_BOOL) mn = 0, mx = 1;
-  k.ilo = int_bound(f[0], true, mn, mx);
-  k.ihi = int_bound(f[1], false, mn, mx);
+  k.ilo = lu_clip_int_bound(f[0], true, mn, mx);
+  k.ihi = lu_clip_int_bound(f[1], false, mn, mx);
   return map_op(c, dt, k, false);
 }
 
@@ -455,6 +446,20 @@ luon_status lu_cuda_copy(lu_call *c) {
     }
   }
   return lu_cuda_end(&k, st);
+}
+
+/* The vtable's copy (luon_tensor_copy): dst <- src on dst's GPU, any strides. */
+luon_status lu_cuda_copy_to(luon_tensor *dst, const luon_tensor *src) {
+  luon_tensor *x = (luon_tensor *)src;
+  lu_call c;
+  memset(&c, 0, sizeof c);
+  c.op = LU_OP_copy;
+  c.nin = 1;
+  c.nout = 1;
+  c.in = &x;
+  c.dev = dst->dev;
+  c.out[0] = dst;
+  return lu_cuda_copy(&c);
 }
 
 luon_status lu_cuda_dense(const luon_tensor *t, int32_t dt, cudaStream_t s, void **ptr,

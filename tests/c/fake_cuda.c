@@ -149,6 +149,12 @@ static luon_status kernel(lu_call *c) {
   return s;
 }
 
+/* Its GPUs' memory is host memory: the CPU's strided copy. */
+static luon_status dev_copy(luon_tensor *dst, const luon_tensor *src) {
+  lu_copy_cpu(dst, src);
+  return LUON_OK;
+}
+
 /* ---- NCCL over MPI ----------------------------------------------------- */
 
 typedef void *mpi_handle;
@@ -328,6 +334,7 @@ __attribute__((visibility("default"))) luon_status luon_cuda_init(lu_cuda_backen
   b->malloc = dev_malloc;
   b->free = dev_free;
   b->memcpy = dev_memcpy;
+  b->copy = dev_copy;
   b->host_alloc = host_alloc;
   b->host_free = host_free;
   b->sync = dev_sync;
