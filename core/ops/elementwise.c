@@ -690,7 +690,7 @@ luon_status lu_grad_log(lu_grad_call *g) {
 /* log2: dx = dy / (x ln 2) = (dy / x) * log2(e) */
 luon_status lu_grad_log2(lu_grad_call *g) {
   BEGIN;
-  if (wants(g, 0)) GIVE(0, R2(multiply, R2(divide, dy, x), K(M_LOG2E)));
+  if (wants(g, 0)) GIVE(0, R2(multiply, R2(divide, dy, x), K(M_LOG2E, dy)));
   END;
 }
 
