@@ -7,6 +7,17 @@ local binding = require("luon.ffi")
 local ffi, C = binding.ffi, binding.C
 local bit = require("bit")
 
+-- One core per Lua state: a require after package.loaded was cleared
+-- (busted's insulation between spec files, a module reloader) gets the
+-- first one. The arrays' registry, the shared scratch and the wrapping of
+-- ffi.gc are the state's; a second copy would wrap finalizers twice and
+-- let one copy's finalizers run ops on the other's scratch.
+local lua_registry = debug.getregistry()
+if lua_registry.luon_core then
+  lua_registry.luon_wrap_finalizers() -- again, if something put the originals back
+  return lua_registry.luon_core
+end
+
 -- An ndarray is a small struct holding the tensor pointer, not the pointer
 -- itself: LuaJIT treats `ptr - 1` and `ptr + 1` as pointer arithmetic (and
 -- miscompiles it for pointers to incomplete types), and indexes pointers
@@ -27,7 +38,7 @@ local M = {ffi = ffi, C = C}
 local own_prefix = debug.getinfo(1, "S").source:match("^(@.*[/\\])")
 -- for the interrupt hooks of bindings/ (paths.c, lu_in_luon_lua): they
 -- raise "interrupted" only outside these files
-debug.getregistry().luon_lua_dir = own_prefix
+lua_registry.luon_lua_dir = own_prefix
 local lua_error = error
 local function error(msg)
   if own_prefix then
@@ -201,8 +212,8 @@ local function protected(f)
 end
 
 local ffi_gc, ffi_metatype = ffi.gc, ffi.metatype
-ffi.gc = function(cdata, f) return ffi_gc(cdata, protected(f)) end
-ffi.metatype = function(ct, mt)
+local function wrapped_gc(cdata, f) return ffi_gc(cdata, protected(f)) end
+local function wrapped_metatype(ct, mt)
   if type(mt) == "table" and type(rawget(mt, "__gc")) == "function" then
     local copy = {}
     for k, v in pairs(mt) do copy[k] = v end
@@ -216,11 +227,17 @@ local lua_newproxy = newproxy
 local guard = {__newindex = function(mt, k, v)
   rawset(mt, k, k == "__gc" and protected(v) or v)
 end}
-newproxy = function(arg)
+local function wrapped_newproxy(arg)
   local u = lua_newproxy(arg)
   if arg == true then setmetatable(getmetatable(u), guard) end
   return u
 end
+-- (a test harness that restores the globals between files, as busted does,
+-- undoes this; the next require("luon") does it again)
+function lua_registry.luon_wrap_finalizers()
+  ffi.gc, ffi.metatype, newproxy = wrapped_gc, wrapped_metatype, wrapped_newproxy
+end
+lua_registry.luon_wrap_finalizers()
 
 -- Handing tensors to the GC. ffi.gc costs about 400 ns per object in
 -- LuaJIT (its finalizer table), more than an op. Instead every tensor
@@ -948,4 +965,5 @@ function M.is_array(x)
   return type(x) == "cdata" and ffi.istype(Array, x) and not ffi.istype(ArrayPtr, x)
 end
 
+lua_registry.luon_core = M
 return M
