@@ -102,7 +102,8 @@ describe("model_zoo.vision", function()
 
   local outputs = Z.outputs()
   for _, name in ipairs({"resnet18_v1", "resnet18_v2", "mobilenet1.0", "mobilenetv2_0.25", "vgg11",
-                         "alexnet", "squeezenet1.1", "resnet50_v1", "mobilenet0.25"}) do
+                         "alexnet", "squeezenet1.1", "resnet50_v1", "mobilenet0.25", "densenet121",
+                         "inceptionv3"}) do
     it(("%s with formula weights gives MXNet's outputs"):format(name), function()
       local golden = assert(outputs[name], name)
       local net = vision.get_model(name, {classes = 10})
