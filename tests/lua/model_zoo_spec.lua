@@ -164,7 +164,7 @@ describe("model_zoo.vision", function()
                  {"array", np.ones({2})}}
     local targets = {}
     for _, n in ipairs({"get_model", "get_resnet", "get_vgg", "get_mobilenet", "get_mobilenet_v2",
-                        "get_squeezenet", "get_densenet", "pretrained_file", "alexnet", "mobilenet0_25",
+                        "get_squeezenet", "get_densenet", "pretrained_file", "alexnet", "mobilenet0_25", "vgg11_bn",
                         "HybridConcurrent", "Identity", "RELU6", "BasicBlockV1", "BottleneckV2",
                         "LinearBottleneck", "ResNetV1", "ResNetV2", "VGG", "MobileNet", "MobileNetV2",
                         "AlexNet", "SqueezeNet", "DenseNet", "Inception3"}) do

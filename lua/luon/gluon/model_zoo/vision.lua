@@ -726,11 +726,12 @@ end
 for _, n in ipairs({11, 13, 16, 19}) do
   vision["vgg" .. n] = function(kw) return vision.get_vgg(n, kw) end
   vision["vgg" .. n .. "_bn"] = function(kw)
-    if kw ~= nil and type(kw) == "table" and kw.batch_norm ~= nil then
+    if type(kw) ~= "table" then return vision.get_vgg(n, kw == nil and {batch_norm = true} or kw) end
+    if kw.batch_norm ~= nil then
       core.error(("vgg%d_bn: batch_norm is set by the name (use vgg%d for none)"):format(n, n))
     end
     local k2 = {}
-    for key, val in pairs(kw or {}) do k2[key] = val end
+    for key, val in pairs(kw) do k2[key] = val end
     k2.batch_norm = true
     return vision.get_vgg(n, k2)
   end
