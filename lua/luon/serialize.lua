@@ -70,10 +70,17 @@ function serialize.load(path, opts)
   check_path(path, caller)
   local dev = core.device_of(opts, caller)
   dev = dev == nil and core.device("cpu", 0) or core.resolve_device(dev, caller)
-  local mxparams = require("luon.mxparams")
-  if mxparams.is_mxnet(path) then return mxparams.load(path, {device = dev, caller = caller}) end
   local hp = ffi.new("luon_safetensors*[1]")
-  if C.luon_safetensors_open(path, hp) ~= 0 then raise(caller) end
+  local st = C.luon_safetensors_open(path, hp)
+  if st ~= 0 then
+    -- a format error means a regular file was opened and read: MXNet's
+    -- .params is one (checked here, so that a FIFO never blocks a read)
+    local mxparams = require("luon.mxparams")
+    if st == C.LUON_EFORMAT and mxparams.is_mxnet(path) then
+      return mxparams.load(path, {device = dev, caller = caller})
+    end
+    raise(caller)
+  end
   local h = hp[0]
   local out = ffi.new("luon_tensor*[1]")
   local res = {}

@@ -132,6 +132,14 @@ describe("MXNet .params", function()
     end
   end)
 
+  it("refuses a FIFO without waiting for a writer", function()
+    local path = tmpdir .. "/fifo.params"
+    local rc = os.execute("mkfifo '" .. path .. "' 2>/dev/null")
+    if rc ~= 0 and rc ~= true then return end -- no mkfifo here
+    H.assert_error(function() serialize.load(path) end, {path, "not a regular file"})
+    H.assert_error(function() H.luon.gluon.nn.Dense(2):load_parameters(path) end, {path})
+  end)
+
   it("raises an error or loads, never crashes, when bytes are changed", function()
     local s = read_file(Z.data .. "mx_dtypes.params")
     local path = tmpdir .. "/flip.params"
