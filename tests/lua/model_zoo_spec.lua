@@ -132,6 +132,25 @@ describe("model_zoo.vision", function()
                    {"output.weight", "(1000, -1)", "(10, 256)"})
   end)
 
+  it("reads LUON_MODEL_ZOO when no root is given", function()
+    local ffi = require("ffi")
+    pcall(ffi.cdef, "int setenv(const char *name, const char *value, int overwrite); int unsetenv(const char *name);")
+    local old = os.getenv("LUON_MODEL_ZOO")
+    local dir = tmpdir .. "/env"
+    os.execute("mkdir -p '" .. dir .. "'")
+    copy(Z.data .. "mx_mobilenet0_25.params", dir .. "/mobilenet0.25.params")
+    ffi.C.setenv("LUON_MODEL_ZOO", dir, 1)
+    local ok, err = pcall(function()
+      local golden = outputs["mobilenet0.25"]
+      local net = vision.get_model("mobilenet0.25", {pretrained = true, classes = 10})
+      Z.assert_rows(net(Z.input(golden.side)), golden.rows, 1e-4, "mobilenet0.25 (LUON_MODEL_ZOO)")
+      H.assert_error(function() vision.resnet18_v2{pretrained = true} end,
+                     {"looked in LUON_MODEL_ZOO", dir .. "/resnet18_v2.params"})
+    end)
+    if old then ffi.C.setenv("LUON_MODEL_ZOO", old, 1) else ffi.C.unsetenv("LUON_MODEL_ZOO") end
+    assert(ok, err)
+  end)
+
   it("names the paths it looked at when a pretrained file is missing", function()
     local msg = H.assert_error(function() vision.resnet18_v1{pretrained = true, root = tmpdir .. "/none"} end,
                                {"resnet18_v1", tmpdir .. "/none/resnet18_v1.params",
