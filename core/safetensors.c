@@ -710,9 +710,8 @@ luon_status luon_safetensors_open(const char *path, luon_safetensors **out) {
     for (int k = 0; k < 8; k++) hlen |= (uint64_t)len8[k] << (8 * k);
     if (hlen == 0x112) /* kMXAPINDArrayListMagic: MXNet's NDArray list */
       s = fail(LUON_EFORMAT, path, "this is an MXNet .params file (MXNet's own binary format), not "
-               "safetensors, and luon does not read it; in MXNet, write the arrays with "
-               "safetensors.numpy.save_file({k: v.data().asnumpy() for k, v in "
-               "net.collect_params().items()}, path) and load that");
+               "safetensors; luon reads it in Lua (luon.mxparams, through serialize.load and "
+               "Block:load_parameters), not through this C reader");
     else if (hlen > MAX_HEADER)
       s = fail(LUON_EFORMAT, path, "header length %llu is absurd (more than 100 MB): "
                "not a safetensors file?", (unsigned long long)hlen);

@@ -1,7 +1,8 @@
 -- luon.serialize: named arrays to and from safetensors files (core/safetensors.c),
 -- the format of save_parameters/load_parameters, readable by PyTorch and
--- numpy. Writes are atomic (temp file + rename); loads validate the whole
--- header first. Errors name the file: "<caller>: <path>: <what is wrong>".
+-- numpy; load also reads MXNet's .params files (luon.mxparams). Writes are
+-- atomic (temp file + rename); loads validate the whole header first.
+-- Errors name the file: "<caller>: <path>: <what is wrong>".
 local core = require("luon.core")
 local ffi, C = core.ffi, core.C
 
@@ -60,7 +61,9 @@ function serialize.save(path, names, arrays, opts)
 end
 
 -- load(path [, {device=, caller=}]) -> list of {name =, array =} in the
--- file's order, the arrays on `device` (default cpu(0)).
+-- file's order, the arrays on `device` (default cpu(0)). MXNet's .params
+-- files (NDArray lists, luon.mxparams) load too; an array of a list saved
+-- without names has name nil.
 function serialize.load(path, opts)
   opts = opts or {}
   local caller = opts.caller or "load"
@@ -68,7 +71,16 @@ function serialize.load(path, opts)
   local dev = core.device_of(opts, caller)
   dev = dev == nil and core.device("cpu", 0) or core.resolve_device(dev, caller)
   local hp = ffi.new("luon_safetensors*[1]")
-  if C.luon_safetensors_open(path, hp) ~= 0 then raise(caller) end
+  local st = C.luon_safetensors_open(path, hp)
+  if st ~= 0 then
+    -- a format error means a regular file was opened and read: MXNet's
+    -- .params is one (checked here, so that a FIFO never blocks a read)
+    local mxparams = require("luon.mxparams")
+    if st == C.LUON_EFORMAT and mxparams.is_mxnet(path) then
+      return mxparams.load(path, {device = dev, caller = caller})
+    end
+    raise(caller)
+  end
   local h = hp[0]
   local out = ffi.new("luon_tensor*[1]")
   local res = {}

@@ -631,15 +631,21 @@ function Block:load_parameters(path, ...)
   end
   local devices = kw.device and param.devices_of(kw.device, "load_parameters") or nil
   local serialize = require("luon.serialize")
-  local entries = serialize.load(path)
+  local entries = serialize.load(path, {caller = "load_parameters"})
   local loaded, file_names = {}, {}
-  for _, e in ipairs(entries) do
+  for k, e in ipairs(entries) do
+    if e.name == nil then
+      core.error(("load_parameters: %s holds arrays without names (MXNet's mx.nd.save of a list); "
+                  .. "parameters load from named arrays"):format(path))
+    end
     local name = e.name:gsub("^arg:", ""):gsub("^aux:", "")
     loaded[name] = e.array
-    file_names[#file_names + 1] = name
+    file_names[k] = name
   end
   local params = self:collect_params()
   local names = params:keys()
+  -- MXNet 1.x's global names ('resnetv10_conv0_weight'): mapped by order
+  loaded, file_names = require("luon.mxparams").map_prefixed(path, loaded, file_names, params)
   local where = ("'file: %s'"):format(path)
 
   if not kw.allow_missing then

@@ -1,6 +1,7 @@
 -- luon.gluon: MXNet Gluon's namespace. nn, Parameter and the Block classes
 -- load with it; loss, metric, data, utils, Trainer and optimizer load on
--- first use (each is its own module under luon.gluon).
+-- first use (each is its own module under luon.gluon), and so does
+-- model_zoo (model_zoo.vision: MXNet's image classifiers).
 local core = require("luon.core")
 local block = require("luon.gluon.block")
 local param = require("luon.gluon.parameter")
@@ -21,5 +22,6 @@ return core.strict_module(gluon, "gluon", {
   data = module("luon.gluon.data"),
   utils = module("luon.gluon.utils"),
   optimizer = module("luon.gluon.optimizer"),
+  model_zoo = module("luon.gluon.model_zoo"),
   Trainer = function() return require("luon.gluon.trainer").Trainer end,
 })
