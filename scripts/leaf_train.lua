@@ -15,7 +15,7 @@ local ffi = require("ffi")
 local defaults = {
   root = "data/fashion-leaf", devices = "auto", epochs = 2, ["batch-size"] = 32,
   lr = 0.01, momentum = 0.9, ["log-interval"] = 20, save = "leaf_models.params",
-  workers = 2, seed = 42, limit = 0,
+  workers = 2, seed = 42, limit = 0, model = "leafnet",
 }
 local help = [[
 usage: luon scripts/leaf_train.lua [options]
@@ -30,7 +30,9 @@ usage: luon scripts/leaf_train.lua [options]
   --save PATH         where the parameters go (default leaf_models.params)
   --workers N         data-loader threads (default 2)
   --seed N            shuffling, augmentation and initialisation (default 42)
-  --limit N           use only the first N images of each split (0: all)]]
+  --limit N           use only the first N images of each split (0: all)
+  --model NAME        leafnet (the tutorial's, default) or a gluon.model_zoo.vision name
+                      (resnet18_v1, mobilenet1.0, ...), with as many classes as the data has]]
 
 local function parse(argv)
   local o = {}
@@ -120,8 +122,9 @@ local function dataset(split)
     error(("leaf_train: cannot read the %s images under %s (%s); make the default dataset " ..
            "with `scripts/make_dataset` or pass --root"):format(split, path, tostring(ds)), 0)
   end
+  local nclasses = #ds.synsets
   if opt.limit > 0 and ds:len() > opt.limit then ds = ds:take(opt.limit) end
-  return ds
+  return ds, nclasses
 end
 
 local function loader(ds, transformer, shuffle)
@@ -130,7 +133,8 @@ local function loader(ds, transformer, shuffle)
      seed = opt.seed, last_batch = shuffle and "discard" or "keep"})
 end
 
-local train_ds, val_ds, test_ds = dataset("train"), dataset("validation"), dataset("test")
+local train_ds, nclasses = dataset("train")
+local val_ds, test_ds = dataset("validation"), dataset("test")
 local train_loader = loader(train_ds, training_transformer, true)
 local validation_loader = loader(val_ds, validation_transformer, false)
 local test_loader = loader(test_ds, validation_transformer, false)
@@ -184,7 +188,14 @@ print(("Using %d device%s: %s"):format(#devices, #devices == 1 and "" or "s",
 print(("train %d, validation %d, test %d images; batch %d; %d epochs; lr %g, momentum %g")
       :format(train_ds:len(), val_ds:len(), test_ds:len(), batch_size, opt.epochs, opt.lr, opt.momentum))
 
-local net = LeafNetwork()
+-- the tutorial's network, or a model zoo architecture for the data's classes
+local function make_net()
+  if opt.model == "leafnet" then return LeafNetwork() end
+  return gluon.model_zoo.vision.get_model(opt.model, {classes = nclasses})
+end
+
+local net = make_net()
+print(("model %s: %d parameter arrays"):format(opt.model, net:collect_params():len()))
 net:initialize({init = luon.init.Xavier(), force_reinit = true, device = devices})
 
 local loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
@@ -243,7 +254,7 @@ print(("test accuracy=%.4f"):format(acc_test))
 -- Save, reload onto one device, and check the reloaded network agrees
 
 net:save_parameters(opt.save)
-local reloaded = LeafNetwork()
+local reloaded = make_net()
 reloaded:load_parameters(opt.save, {device = devices[1]})
 local acc_reloaded = test(reloaded, test_loader, {devices[1]})
 print(("saved %s; reloaded on %s: test accuracy=%.4f"):format(opt.save, tostring(devices[1]), acc_reloaded))
