@@ -105,8 +105,8 @@ luon_status luon_tensor_attach_grad(luon_tensor *t, int32_t req) {
     a.dtype = t->dtype;
     a.dev_type = t->dev.type;
     a.dev_id = t->dev.id;
-    a.ni = t->ndim;
-    for (int i = 0; i < t->ndim; i++) a.i[i] = t->shape[i];
+    a.ni = LU_FULL_SHAPE + t->ndim;
+    for (int i = 0; i < t->ndim; i++) a.i[LU_FULL_SHAPE + i] = t->shape[i];
     int32_t nout = 1;
     int32_t was = luon_autograd_set_recording(0);
     luon_status s = luon_op_call(LU_OP_full, 0, NULL, &a, &nout, &g);
@@ -242,9 +242,9 @@ static luon_status ones_like(luon_tensor *t, luon_tensor **out) {
   a.dtype = t->dtype;
   a.dev_type = t->dev.type;
   a.dev_id = t->dev.id;
-  a.ni = t->ndim;
-  for (int i = 0; i < t->ndim; i++) a.i[i] = t->shape[i];
-  a.f[0] = 1;
+  a.ni = LU_FULL_SHAPE + t->ndim;
+  for (int i = 0; i < t->ndim; i++) a.i[LU_FULL_SHAPE + i] = t->shape[i];
+  a.f[LU_FULL_VALUE] = 1;
   int32_t nout = 1;
   *out = NULL;
   return luon_op_call(LU_OP_full, 0, NULL, &a, &nout, out);

@@ -58,7 +58,7 @@ static luon_status generic(int n, luon_tensor *const *r, int32_t op) {
     a.dtype = acc->dtype;
     a.dev_type = acc->dev.type;
     a.dev_id = acc->dev.id;
-    a.f[0] = 1.0 / n;
+    a.f[LU_FULL_VALUE] = 1.0 / n; /* a 0-d full */
     luon_tensor *scale = NULL;
     int32_t one = 1;
     s = luon_op_call(LU_OP_full, 0, NULL, &a, &one, &scale);

@@ -824,8 +824,9 @@ static luon_status conv_grads(lu_grad_call *gc, luon_tensor *dy, luon_tensor *x,
   if (gc->nin == 3 && gc->need[2]) {
     luon_attrs s;
     memset(&s, 0, sizeof s);
-    s.ni = 4;
-    s.i[0] = 0, s.i[1] = 0, s.i[2] = 2, s.i[3] = 3;
+    s.i[LU_REDUCE_KEEPDIMS] = 0; /* db: dy summed over N, OH, OW */
+    s.i[LU_REDUCE_AXES] = 0, s.i[LU_REDUCE_AXES + 1] = 2, s.i[LU_REDUCE_AXES + 2] = 3;
+    s.ni = LU_REDUCE_AXES + 3;
     LU_TRY(lu_run(LU_OP_sum, &s, &gc->din[2], 1, dy));
   }
   return LUON_OK;

@@ -46,18 +46,20 @@ static luon_status fill(lu_call *c, value_fn value) {
 
 /* ---- full --------------------------------------------------------------- */
 
-/* () -> shape i[0..ni) filled with f[0]. */
+/* () -> shape i[FULL_SHAPE..ni) filled with VALUE. */
 luon_status lu_shape_full(lu_call *c) {
   const luon_attrs *a = c->attrs;
-  if (a->ni > LU_MAXD)
-    return lu_error(LUON_ESHAPE, "full: %d dimensions, at most %d are supported", a->ni, LU_MAXD);
-  for (int d = 0; d < a->ni; d++) {
-    if (a->i[d] < 0)
-      return lu_error(LUON_ESHAPE, "full: negative dimension %lld in shape %s", (long long)a->i[d],
-                      lu_shape_str(a->ni, a->i));
-    c->out_shape[0][d] = a->i[d];
+  const int64_t *shape = a->i + LU_FULL_SHAPE;
+  int nd = a->ni - LU_FULL_SHAPE;
+  if (nd > LU_MAXD)
+    return lu_error(LUON_ESHAPE, "full: %d dimensions, at most %d are supported", nd, LU_MAXD);
+  for (int d = 0; d < nd; d++) {
+    if (shape[d] < 0)
+      return lu_error(LUON_ESHAPE, "full: negative dimension %lld in shape %s", (long long)shape[d],
+                      lu_shape_str(nd, shape));
+    c->out_shape[0][d] = shape[d];
   }
-  c->out_ndim[0] = a->ni;
+  c->out_ndim[0] = nd;
   c->out_dtype[0] = dtype_or_f32(c);
   return LUON_OK;
 }
@@ -73,13 +75,13 @@ static void full_range(void *p, int64_t begin, int64_t end) {
   for (int64_t j = begin; j < end; j++) memcpy(f->dst + j * f->es, f->value, (size_t)f->es);
 }
 
-static double full_value(const lu_call *c, int64_t j) { return c->attrs->f[0]; }
+static double full_value(const lu_call *c, int64_t j) { return c->attrs->f[LU_FULL_VALUE]; }
 
 luon_status lu_cpu_full(lu_call *c) {
   luon_tensor *y = c->out[0];
   if (!lu_is_contiguous(y)) return fill(c, full_value);
   char value[8];
-  lu_convert(value, y->dtype, &c->attrs->f[0], LUON_DTYPE_F64, 1);
+  lu_convert(value, y->dtype, &c->attrs->f[LU_FULL_VALUE], LUON_DTYPE_F64, 1);
   full_ctx f = {lu_data(y), value, luon_dtype_size(y->dtype)};
   lu_parallel_for(y->size, 1 << 16, full_range, &f);
   return LUON_OK;
@@ -89,7 +91,8 @@ luon_status lu_cpu_full(lu_call *c) {
 
 /* () -> (ceil((stop - start) / step),): start, start + step, ... */
 luon_status lu_shape_arange(lu_call *c) {
-  double start = c->attrs->f[0], stop = c->attrs->f[1], step = c->attrs->f[2];
+  const double *f = c->attrs->f;
+  double start = f[LU_ARANGE_START], stop = f[LU_ARANGE_STOP], step = f[LU_ARANGE_STEP];
   if (step == 0) return lu_error(LUON_EINVAL, "arange: step cannot be zero (start %g, stop %g)", start, stop);
   double n = ceil((stop - start) / step);
   if (!isfinite(n))
@@ -105,7 +108,7 @@ luon_status lu_shape_arange(lu_call *c) {
 }
 
 static double arange_value(const lu_call *c, int64_t j) {
-  return c->attrs->f[0] + (double)j * c->attrs->f[2];
+  return c->attrs->f[LU_ARANGE_START] + (double)j * c->attrs->f[LU_ARANGE_STEP];
 }
 
 luon_status lu_cpu_arange(lu_call *c) { return fill(c, arange_value); }
@@ -113,10 +116,10 @@ luon_status lu_cpu_arange(lu_call *c) { return fill(c, arange_value); }
 /* ---- linspace ----------------------------------------------------------- */
 
 /* () -> (num,): num evenly spaced from start to stop (stop included when
- * endpoint). i[0] num (default 50), i[1] endpoint (default 1). */
+ * endpoint). NUM (default 50), ENDPOINT (default 1). */
 luon_status lu_shape_linspace(lu_call *c) {
   const luon_attrs *a = c->attrs;
-  int64_t num = a->ni >= 1 ? a->i[0] : 50;
+  int64_t num = a->ni > LU_LINSPACE_NUM ? a->i[LU_LINSPACE_NUM] : 50;
   if (num < 0) return lu_error(LUON_EINVAL, "linspace: number of samples, %lld, must be non-negative", (long long)num);
   c->out_shape[0][0] = num;
   c->out_ndim[0] = 1;
@@ -127,8 +130,8 @@ luon_status lu_shape_linspace(lu_call *c) {
 static double linspace_value(const lu_call *c, int64_t j) {
   const luon_attrs *a = c->attrs;
   int64_t num = c->out[0]->shape[0];
-  bool endpoint = a->ni >= 2 ? a->i[1] != 0 : true;
-  double start = a->f[0], stop = a->f[1];
+  bool endpoint = a->ni > LU_LINSPACE_ENDPOINT ? a->i[LU_LINSPACE_ENDPOINT] != 0 : true;
+  double start = a->f[LU_LINSPACE_START], stop = a->f[LU_LINSPACE_STOP];
   int64_t div = endpoint ? num - 1 : num;
   if (div <= 0) return start;
   if (endpoint && j == num - 1) return stop;
@@ -139,10 +142,10 @@ luon_status lu_cpu_linspace(lu_call *c) { return fill(c, linspace_value); }
 
 /* ---- eye ---------------------------------------------------------------- */
 
-/* () -> (N, M): ones on diagonal k (k > 0 above the main one). i[1] <= 0: M = N. */
+/* () -> (N, M): ones on diagonal K (K > 0 above the main one). M <= 0: M = N. */
 luon_status lu_shape_eye(lu_call *c) {
   const luon_attrs *a = c->attrs;
-  int64_t n = a->i[0], m = a->i[1] > 0 ? a->i[1] : n;
+  int64_t n = a->i[LU_EYE_N], m = a->i[LU_EYE_M] > 0 ? a->i[LU_EYE_M] : n;
   if (n < 0) return lu_error(LUON_EINVAL, "eye: N = %lld must be non-negative", (long long)n);
   c->out_shape[0][0] = n;
   c->out_shape[0][1] = m;
@@ -153,7 +156,7 @@ luon_status lu_shape_eye(lu_call *c) {
 
 static double eye_value(const lu_call *c, int64_t j) {
   int64_t m = c->out[0]->shape[1];
-  return j % m - j / m == c->attrs->i[2] ? 1.0 : 0.0;
+  return j % m - j / m == c->attrs->i[LU_EYE_K] ? 1.0 : 0.0;
 }
 
 luon_status lu_cpu_eye(lu_call *c) { return fill(c, eye_value); }

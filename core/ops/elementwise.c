@@ -449,26 +449,27 @@ static luon_status un_shape(lu_call *c, const unop *u) {
 /* attrs f[0], f[1] as two values of dtype dt in e->pbuf. */
 static void clip_bounds(ew *e, int32_t dt, const double *f) {
   void *p = e->pbuf;
+  double lo = f[LU_CLIP_MIN], hi = f[LU_CLIP_MAX];
   switch (dt) {
   case LUON_DTYPE_F32:
-    ((float *)p)[0] = isnan(f[0]) ? -INFINITY : (float)f[0];
-    ((float *)p)[1] = isnan(f[1]) ? INFINITY : (float)f[1];
+    ((float *)p)[0] = isnan(lo) ? -INFINITY : (float)lo;
+    ((float *)p)[1] = isnan(hi) ? INFINITY : (float)hi;
     break;
   case LUON_DTYPE_F64:
-    ((double *)p)[0] = isnan(f[0]) ? -INFINITY : f[0];
-    ((double *)p)[1] = isnan(f[1]) ? INFINITY : f[1];
+    ((double *)p)[0] = isnan(lo) ? -INFINITY : lo;
+    ((double *)p)[1] = isnan(hi) ? INFINITY : hi;
     break;
   case LUON_DTYPE_I32:
-    ((int32_t *)p)[0] = (int32_t)lu_clip_int_bound(f[0], true, INT32_MIN, INT32_MAX);
-    ((int32_t *)p)[1] = (int32_t)lu_clip_int_bound(f[1], false, INT32_MIN, INT32_MAX);
+    ((int32_t *)p)[0] = (int32_t)lu_clip_int_bound(lo, true, INT32_MIN, INT32_MAX);
+    ((int32_t *)p)[1] = (int32_t)lu_clip_int_bound(hi, false, INT32_MIN, INT32_MAX);
     break;
   case LUON_DTYPE_I64:
-    ((int64_t *)p)[0] = lu_clip_int_bound(f[0], true, INT64_MIN, INT64_MAX);
-    ((int64_t *)p)[1] = lu_clip_int_bound(f[1], false, INT64_MIN, INT64_MAX);
+    ((int64_t *)p)[0] = lu_clip_int_bound(lo, true, INT64_MIN, INT64_MAX);
+    ((int64_t *)p)[1] = lu_clip_int_bound(hi, false, INT64_MIN, INT64_MAX);
     break;
   default: /* uint8, bool */
-    ((uint8_t *)p)[0] = (uint8_t)lu_clip_int_bound(f[0], true, 0, dt == LUON_DTYPE_BOOL ? 1 : 255);
-    ((uint8_t *)p)[1] = (uint8_t)lu_clip_int_bound(f[1], false, 0, dt == LUON_DTYPE_BOOL ? 1 : 255);
+    ((uint8_t *)p)[0] = (uint8_t)lu_clip_int_bound(lo, true, 0, dt == LUON_DTYPE_BOOL ? 1 : 255);
+    ((uint8_t *)p)[1] = (uint8_t)lu_clip_int_bound(hi, false, 0, dt == LUON_DTYPE_BOOL ? 1 : 255);
     break;
   }
   e->param = p;
@@ -666,8 +667,8 @@ luon_status lu_grad_sign(lu_grad_call *g) {
     z.dtype = x->dtype;
     z.dev_type = x->dev.type;
     z.dev_id = x->dev.id;
-    z.ni = x->ndim;
-    memcpy(z.i, x->shape, sizeof(int64_t) * (size_t)x->ndim);
+    z.ni = LU_FULL_SHAPE + x->ndim;
+    memcpy(z.i + LU_FULL_SHAPE, x->shape, sizeof(int64_t) * (size_t)x->ndim);
     GIVE(0, lu_steps_run(&e, LU_OP_full, &z, NULL, NULL, NULL));
   }
   END;
@@ -734,7 +735,7 @@ luon_status lu_grad_relu(lu_grad_call *g) {
 luon_status lu_grad_clip(lu_grad_call *g) {
   BEGIN;
   if (wants(g, 0)) {
-    double lo = g->attrs->f[0], hi = g->attrs->f[1];
+    double lo = g->attrs->f[LU_CLIP_MIN], hi = g->attrs->f[LU_CLIP_MAX];
     luon_tensor *dx = dy;
     if (!isnan(lo)) dx = R3(where, R2(greater, x, K(lo, x)), dx, K(0, dy));
     if (!isnan(hi)) dx = R3(where, R2(less, x, K(hi, x)), dx, K(0, dy));

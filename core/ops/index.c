@@ -260,7 +260,7 @@ luon_status lu_shape_concatenate(lu_call *c) {
   const luon_tensor *x0 = c->in[0];
   int n = x0->ndim, ax;
   if (n == 0) return lu_error(LUON_ESHAPE, "concatenate: zero-dimensional arrays cannot be concatenated");
-  LU_TRY(lu_axis("concatenate", c->attrs->i[0], n, &ax));
+  LU_TRY(lu_axis("concatenate", c->attrs->i[LU_CONCAT_AXIS], n, &ax));
   int64_t total = 0;
   for (int k = 0; k < c->nin; k++) {
     const luon_tensor *x = c->in[k];
@@ -315,7 +315,7 @@ luon_status lu_shape_stack(lu_call *c) {
   if (n + 1 > LU_MAXD)
     return lu_error(LUON_ESHAPE, "stack: the result would have %d dimensions, at most %d are supported",
                     n + 1, LU_MAXD);
-  LU_TRY(lu_axis("stack", c->attrs->i[0], n + 1, &ax));
+  LU_TRY(lu_axis("stack", c->attrs->i[LU_STACK_AXIS], n + 1, &ax));
   for (int d = 0, j = 0; d <= n; d++) c->out_shape[0][d] = d == ax ? c->nin : x0->shape[j++];
   c->out_ndim[0] = n + 1;
   c->out_dtype[0] = promote_all(c);
@@ -348,17 +348,19 @@ static luon_status slab(luon_tensor *dy, int ax, int64_t b, int64_t e, luon_tens
   luon_attrs a;
   memset(&a, 0, sizeof a);
   for (int d = 0; d <= ax; d++) {
-    a.i[a.ni++] = d == ax ? b : INT64_MIN;
-    a.i[a.ni++] = d == ax ? e : INT64_MIN;
-    a.i[a.ni++] = 1;
+    int64_t *t = a.i + LU_NI_slice * d;
+    t[LU_SLICE_BEGIN] = d == ax ? b : INT64_MIN;
+    t[LU_SLICE_END] = d == ax ? e : INT64_MIN;
+    t[LU_SLICE_STEP] = 1;
   }
+  a.ni = LU_NI_slice * (ax + 1);
   return lu_run(LU_OP_slice, &a, out, 1, dy);
 }
 
 /* concatenate: dx_k = the slab of dy that x_k filled */
 luon_status lu_grad_concatenate(lu_grad_call *g) {
   int ax;
-  LU_TRY(lu_axis("concatenate", g->attrs->i[0], g->in[0]->ndim, &ax));
+  LU_TRY(lu_axis("concatenate", g->attrs->i[LU_CONCAT_AXIS], g->in[0]->ndim, &ax));
   int64_t pos = 0;
   for (int k = 0; k < g->nin; k++) {
     int64_t len = g->in[k]->shape[ax];
@@ -371,15 +373,15 @@ luon_status lu_grad_concatenate(lu_grad_call *g) {
 /* stack: dx_k = dy at index k of the new axis */
 luon_status lu_grad_stack(lu_grad_call *g) {
   int ax;
-  LU_TRY(lu_axis("stack", g->attrs->i[0], g->in[0]->ndim + 1, &ax));
+  LU_TRY(lu_axis("stack", g->attrs->i[LU_STACK_AXIS], g->in[0]->ndim + 1, &ax));
   for (int k = 0; k < g->nin; k++) {
     if (!g->need[k]) continue;
     luon_tensor *s;
     LU_TRY(slab(g->dout[0], ax, k, k + 1, &s));
     luon_attrs a;
     memset(&a, 0, sizeof a);
-    a.ni = 1;
-    a.i[0] = ax;
+    a.i[LU_SQUEEZE_AXES] = ax;
+    a.ni = LU_SQUEEZE_AXES + 1;
     luon_status st = lu_run(LU_OP_squeeze, &a, &g->din[k], 1, s);
     luon_tensor_release(s);
     LU_TRY(st);

@@ -131,7 +131,7 @@ static luon_status act_run(lu_call *c, int kind) {
   int64_t st[LU_ITER_MAX_OPS][LU_MAXD];
   lu_byte_strides(o, o->ndim, o->shape, st[0]);
   for (int k = 0; k < c->nin; k++) lu_byte_strides(c->in[k], o->ndim, o->shape, st[k + 1]);
-  act a = {kind, o->dtype, c->attrs->f[0]};
+  act a = {kind, o->dtype, c->attrs->f[LU_LEAKY_SLOPE]}; /* the slope: leaky_relu's alone */
   lu_foreach_row(o->ndim, o->shape, nops, base, (const int64_t(*)[LU_MAXD])st, PAR_GRAIN, true, act_row,
                  &a);
   return LUON_OK;
@@ -175,11 +175,11 @@ luon_status lu_grad_leaky_relu(lu_grad_call *g) {
 
 /* ---- dropout ---------------------------------------------------------------- */
 
-/* x (..) -> y = x * mask, mask (..) in {0, 1/(1-p)}, p = f[0] in [0, 1].
+/* x (..) -> y = x * mask, mask (..) in {0, 1/(1-p)}, p = P in [0, 1].
  * Element j (row-major) is kept when word j%4 of Philox(key, start + j/4)
  * is at least p * 2^32 (as a unit float): the same on any thread count. */
 luon_status lu_shape_dropout(lu_call *c) {
-  double p = c->attrs->f[0];
+  double p = c->attrs->f[LU_DROPOUT_P];
   if (!(p >= 0 && p <= 1))
     return lu_error(LUON_EINVAL, "dropout: p = %g must be in [0, 1] (input %s)", p,
                     lu_shape_str(c->in[0]->ndim, c->in[0]->shape));
@@ -235,15 +235,16 @@ static void drop_range(void *ctx, int64_t b, int64_t e) {
 }
 
 luon_status lu_cpu_dropout(lu_call *c) {
-  drop d = {c->in[0], c->out[0], c->out[1], false, (float)c->attrs->f[0], 0, 0, 0};
+  double p = c->attrs->f[LU_DROPOUT_P];
+  drop d = {c->in[0], c->out[0], c->out[1], false, (float)p, 0, 0, 0};
   int64_t n = d.x->size;
   if (n == 0) return LUON_OK;
   d.dense = lu_is_contiguous(d.x) && lu_is_contiguous(d.y) && lu_is_contiguous(d.m);
-  if (c->attrs->f[0] == 0) { /* nothing dropped: mask 1, y = x, no draws */
+  if (p == 0) { /* nothing dropped: mask 1, y = x, no draws */
     d.scale = 1;
     d.p = -1;
   } else {
-    d.scale = c->attrs->f[0] < 1 ? 1 / (1 - c->attrs->f[0]) : 0;
+    d.scale = p < 1 ? 1 / (1 - p) : 0;
     d.start = lu_rng_reserve(c->dev, ((uint64_t)n + 3) / 4, &d.key);
   }
   /* a thread boundary inside a Philox block just draws that block twice */
@@ -353,10 +354,15 @@ static void smax_row(void *ctx, int64_t n, char *const *ptr, const int64_t *st) 
   }
 }
 
+/* softmax's (and its kin's) axis: AXIS, -1 when left out */
+static int64_t smax_axis(const lu_call *c) {
+  return c->attrs->ni > LU_SOFTMAX_AXIS ? c->attrs->i[LU_SOFTMAX_AXIS] : -1;
+}
+
 static luon_status smax_run(lu_call *c, int kind) {
   luon_tensor *o = c->out[0];
   int ax;
-  LU_TRY(lu_axis(luon_op_name(c->op), c->attrs->ni ? c->attrs->i[0] : -1, o->ndim, &ax));
+  LU_TRY(lu_axis(luon_op_name(c->op), smax_axis(c), o->ndim, &ax));
   smax s = {kind, c->nin + 1, o->dtype, o->shape[ax], {0, 0, 0}};
   if (o->size == 0) return LUON_OK;
   int64_t shape[LU_MAXD], st[LU_ITER_MAX_OPS][LU_MAXD];
@@ -375,19 +381,19 @@ static luon_status smax_run(lu_call *c, int kind) {
   return LUON_OK;
 }
 
-/* (..x) -> (..x) over axis i[0] (default -1) */
+/* (..x) -> (..x) over AXIS (default -1) */
 static luon_status smax_shape(lu_call *c, const char *op) {
   int ax;
   LU_TRY(need_float(op, c->in[0], "x"));
-  LU_TRY(lu_axis(op, c->attrs->ni ? c->attrs->i[0] : -1, c->in[0]->ndim, &ax));
+  LU_TRY(lu_axis(op, smax_axis(c), c->in[0]->ndim, &ax));
   return like_input(c, op, 0);
 }
 
-/* (y, dy) -> dx over axis i[0] */
+/* (y, dy) -> dx over AXIS */
 static luon_status smax_grad_shape(lu_call *c, const char *op) {
   int ax;
   LU_TRY(pair_shape(c, op, "y"));
-  return lu_axis(op, c->attrs->ni ? c->attrs->i[0] : -1, c->in[0]->ndim, &ax);
+  return lu_axis(op, smax_axis(c), c->in[0]->ndim, &ax);
 }
 
 /* softmax: y = exp(x - max) / sum(exp(x - max)) along the axis */

@@ -6,18 +6,20 @@
 #include <math.h>
 #include <stdlib.h>
 
-/* The shape i[0..ni) of a random op, and its dtype (dflt when 0). */
-static luon_status shape_from_attrs(lu_call *c, const char *op, int32_t dflt) {
+/* The shape i[from..ni) of a random op, and its dtype (dflt when 0). */
+static luon_status shape_from_attrs(lu_call *c, const char *op, int from, int32_t dflt) {
   const luon_attrs *a = c->attrs;
-  if (a->ni > LU_MAXD)
-    return lu_error(LUON_ESHAPE, "%s: %d dimensions, at most %d are supported", op, a->ni, LU_MAXD);
-  for (int d = 0; d < a->ni; d++) {
-    if (a->i[d] < 0)
-      return lu_error(LUON_ESHAPE, "%s: negative dimension %lld in shape %s", op, (long long)a->i[d],
-                      lu_shape_str(a->ni, a->i));
-    c->out_shape[0][d] = a->i[d];
+  const int64_t *shape = a->i + from;
+  int nd = a->ni - from;
+  if (nd > LU_MAXD)
+    return lu_error(LUON_ESHAPE, "%s: %d dimensions, at most %d are supported", op, nd, LU_MAXD);
+  for (int d = 0; d < nd; d++) {
+    if (shape[d] < 0)
+      return lu_error(LUON_ESHAPE, "%s: negative dimension %lld in shape %s", op, (long long)shape[d],
+                      lu_shape_str(nd, shape));
+    c->out_shape[0][d] = shape[d];
   }
-  c->out_ndim[0] = a->ni;
+  c->out_ndim[0] = nd;
   c->out_dtype[0] = a->dtype ? a->dtype : dflt;
   return LUON_OK;
 }
@@ -72,14 +74,14 @@ static luon_status generate(lu_call *c, gen_fn gen) {
 
 /* ---- uniform ------------------------------------------------------------ */
 
-/* () -> shape i, uniform on [f[0], f[1]); float32 (w0) or float64 (w0, w1). */
+/* () -> the shape, uniform on [LOW, HIGH); float32 (w0) or float64 (w0, w1). */
 luon_status lu_shape_random_uniform(lu_call *c) {
-  LU_TRY(shape_from_attrs(c, "random_uniform", LUON_DTYPE_F32));
+  LU_TRY(shape_from_attrs(c, "random_uniform", LU_RANDOM_SHAPE, LUON_DTYPE_F32));
   return need_float(c, "random_uniform");
 }
 
 static void gen_uniform(const lu_call *c, uint64_t key, uint64_t ctr, int64_t n, void *dst) {
-  double lo = c->attrs->f[0], hi = c->attrs->f[1], w = hi - lo;
+  double lo = c->attrs->f[LU_RANDOM_LOW], hi = c->attrs->f[LU_RANDOM_HIGH], w = hi - lo;
   uint32_t r[4];
   if (c->out[0]->dtype == LUON_DTYPE_F32) {
     float *y = dst, top = nextafterf((float)hi, -INFINITY);
@@ -102,17 +104,18 @@ luon_status lu_cpu_random_uniform(lu_call *c) { return generate(c, gen_uniform);
 
 /* ---- normal ------------------------------------------------------------- */
 
-/* () -> shape i, normal with mean f[0] and std f[1]: Box-Muller, the cosine
+/* () -> the shape, normal with mean LOC and std SCALE: Box-Muller, the cosine
  * branch, u1 from (w0, w1) and u2 from (w2, w3). */
 luon_status lu_shape_random_normal(lu_call *c) {
-  LU_TRY(shape_from_attrs(c, "random_normal", LUON_DTYPE_F32));
-  if (!(c->attrs->f[1] >= 0))
-    return lu_error(LUON_EINVAL, "random_normal: scale %g must be non-negative", c->attrs->f[1]);
+  LU_TRY(shape_from_attrs(c, "random_normal", LU_NORMAL_SHAPE, LUON_DTYPE_F32));
+  if (!(c->attrs->f[LU_NORMAL_SCALE] >= 0))
+    return lu_error(LUON_EINVAL, "random_normal: scale %g must be non-negative",
+                    c->attrs->f[LU_NORMAL_SCALE]);
   return need_float(c, "random_normal");
 }
 
 static void gen_normal(const lu_call *c, uint64_t key, uint64_t ctr, int64_t n, void *dst) {
-  double loc = c->attrs->f[0], scale = c->attrs->f[1];
+  double loc = c->attrs->f[LU_NORMAL_LOC], scale = c->attrs->f[LU_NORMAL_SCALE];
   bool f32 = c->out[0]->dtype == LUON_DTYPE_F32;
   uint32_t r[4];
   for (int64_t j = 0; j < n; j++) {
@@ -129,11 +132,11 @@ luon_status lu_cpu_random_normal(lu_call *c) { return generate(c, gen_normal); }
 
 /* ---- randint ------------------------------------------------------------ */
 
-/* () -> shape i, integers uniform on [f[0], f[1]); int64 by default. The
+/* () -> the shape, integers uniform on [LOW, HIGH); int64 by default. The
  * range is kept in scratch_i[0] (low) and scratch_i[1] (high - low). */
 luon_status lu_shape_random_randint(lu_call *c) {
-  LU_TRY(shape_from_attrs(c, "random_randint", LUON_DTYPE_I64));
-  double lo = c->attrs->f[0], hi = c->attrs->f[1];
+  LU_TRY(shape_from_attrs(c, "random_randint", LU_RANDOM_SHAPE, LUON_DTYPE_I64));
+  double lo = c->attrs->f[LU_RANDOM_LOW], hi = c->attrs->f[LU_RANDOM_HIGH];
   int32_t dt = c->out_dtype[0];
   if (dt != LUON_DTYPE_I32 && dt != LUON_DTYPE_I64 && dt != LUON_DTYPE_U8)
     return lu_error(LUON_EDTYPE, "random_randint: dtype %s is not supported, use int32, int64 or uint8",

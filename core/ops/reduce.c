@@ -18,28 +18,29 @@ static luon_status reduce_shape(lu_call *c) {
   int rop = lu_reduce_op_of(c->op);
   const char *name = op_names[rop];
   int nd = x->ndim;
-  bool keep = a->ni >= 1 && a->i[0] != 0;
+  bool keep = a->ni > LU_REDUCE_KEEPDIMS && a->i[LU_REDUCE_KEEPDIMS] != 0;
+  int naxes = a->ni > LU_REDUCE_AXES ? a->ni - LU_REDUCE_AXES : 0;
+  const int64_t *axes = a->i + LU_REDUCE_AXES;
   int64_t mask = 0;
   if (is_arg(rop)) {
-    if (a->ni > 2)
-      return lu_error(LUON_EINVAL, "%s: takes one axis or none (flattened), got %d axes", name,
-                      a->ni - 1);
-    if (a->ni == 2) {
+    if (naxes > 1)
+      return lu_error(LUON_EINVAL, "%s: takes one axis or none (flattened), got %d axes", name, naxes);
+    if (naxes == 1) {
       int ax;
-      LU_TRY(lu_axis(name, a->i[1], nd, &ax));
+      LU_TRY(lu_axis(name, axes[0], nd, &ax));
       mask = (int64_t)1 << ax;
     } else {
       mask = ((int64_t)1 << nd) - 1;
     }
-  } else if (a->ni <= 1) {
+  } else if (naxes == 0) {
     mask = ((int64_t)1 << nd) - 1;
   } else {
-    for (int k = 1; k < a->ni; k++) {
+    for (int k = 0; k < naxes; k++) {
       int ax;
-      LU_TRY(lu_axis(name, a->i[k], nd, &ax));
+      LU_TRY(lu_axis(name, axes[k], nd, &ax));
       if (mask & ((int64_t)1 << ax))
         return lu_error(LUON_EINVAL, "%s: axis %d appears twice in axes %s (array of shape %s)",
-                        name, ax, lu_shape_str(a->ni - 1, a->i + 1), lu_shape_str(nd, x->shape));
+                        name, ax, lu_shape_str(naxes, axes), lu_shape_str(nd, x->shape));
       mask |= (int64_t)1 << ax;
     }
   }
@@ -540,10 +541,11 @@ luon_status lu_cpu_argmin(lu_call *c) { return reduce_cpu(c); }
 static int64_t keepdims_shape(const lu_grad_call *g, int64_t *ks, luon_attrs *a) {
   const luon_tensor *x = g->in[0];
   const luon_attrs *fa = g->attrs;
-  int64_t mask = fa->ni <= 1 ? ((int64_t)1 << x->ndim) - 1 : 0, R = 1;
-  for (int k = 1; k < fa->ni; k++) mask |= (int64_t)1 << (fa->i[k] + (fa->i[k] < 0 ? x->ndim : 0));
+  int64_t mask = fa->ni <= LU_REDUCE_AXES ? ((int64_t)1 << x->ndim) - 1 : 0, R = 1;
+  for (int k = LU_REDUCE_AXES; k < fa->ni; k++) mask |= (int64_t)1 << (fa->i[k] + (fa->i[k] < 0 ? x->ndim : 0));
   memset(a, 0, sizeof *a);
-  a->i[a->ni++] = 1;
+  a->i[LU_REDUCE_KEEPDIMS] = 1;
+  a->ni = LU_REDUCE_AXES;
   for (int d = 0; d < x->ndim; d++) {
     ks[d] = mask >> d & 1 ? 1 : x->shape[d];
     if (mask >> d & 1) {

@@ -130,7 +130,7 @@ luon_status lu_cpu_transpose(lu_call *c) {
 
 /* ---- expand_dims -------------------------------------------------------- */
 
-/* x (d0..dn-1) -> a size-1 axis inserted at i[0] in [-n-1, n]. */
+/* x (d0..dn-1) -> a size-1 axis inserted at AXIS in [-n-1, n]. */
 luon_status lu_shape_expand_dims(lu_call *c) {
   const luon_tensor *x = c->in[0];
   int n = x->ndim;
@@ -138,7 +138,7 @@ luon_status lu_shape_expand_dims(lu_call *c) {
     return lu_error(LUON_ESHAPE, "expand_dims: the result would have %d dimensions, at most %d are supported (shape %s)",
                     n + 1, LU_MAXD, lu_shape_str(n, x->shape));
   int ax;
-  LU_TRY(lu_axis("expand_dims", c->attrs->i[0], n + 1, &ax));
+  LU_TRY(lu_axis("expand_dims", c->attrs->i[LU_EXPAND_DIMS_AXIS], n + 1, &ax));
   c->scratch_i[0] = ax;
   for (int d = 0, k = 0; d <= n; d++) c->out_shape[0][d] = d == ax ? 1 : x->shape[k++];
   c->out_ndim[0] = n + 1;
@@ -157,26 +157,27 @@ luon_status lu_cpu_expand_dims(lu_call *c) {
 
 /* ---- squeeze ------------------------------------------------------------ */
 
-/* x -> x without the size-1 axes i[0..ni) (none given: every size-1 axis).
- * scratch_i[0] is a bit mask of the removed axes. */
+/* x -> x without the size-1 axes i[AXES..ni) (none given: every size-1
+ * axis). scratch_i[0] is a bit mask of the removed axes. */
 luon_status lu_shape_squeeze(lu_call *c) {
   const luon_tensor *x = c->in[0];
   const luon_attrs *a = c->attrs;
-  int n = x->ndim;
+  const int64_t *axes = a->i + LU_SQUEEZE_AXES;
+  int n = x->ndim, naxes = a->ni - LU_SQUEEZE_AXES;
   int64_t mask = 0;
-  if (a->ni == 0) {
+  if (naxes <= 0) {
     for (int d = 0; d < n; d++)
       if (x->shape[d] == 1) mask |= (int64_t)1 << d;
   }
-  for (int k = 0; k < a->ni; k++) {
+  for (int k = 0; k < naxes; k++) {
     int ax;
-    LU_TRY(lu_axis("squeeze", a->i[k], n, &ax));
+    LU_TRY(lu_axis("squeeze", axes[k], n, &ax));
     if (mask & ((int64_t)1 << ax))
-      return lu_error(LUON_ESHAPE, "squeeze: repeated axis %lld in axes %s", (long long)a->i[k],
-                      lu_shape_str(a->ni, a->i));
+      return lu_error(LUON_ESHAPE, "squeeze: repeated axis %lld in axes %s", (long long)axes[k],
+                      lu_shape_str(naxes, axes));
     if (x->shape[ax] != 1)
       return lu_error(LUON_ESHAPE, "squeeze: cannot select axis %lld, it has size %lld, not 1 (shape %s)",
-                      (long long)a->i[k], (long long)x->shape[ax], lu_shape_str(n, x->shape));
+                      (long long)axes[k], (long long)x->shape[ax], lu_shape_str(n, x->shape));
     mask |= (int64_t)1 << ax;
   }
   int m = 0;
@@ -224,13 +225,14 @@ static int64_t slice_range(int64_t len, int64_t *begin, int64_t end, int64_t ste
   return e < b ? (b - e - 1) / (-step) + 1 : 0;
 }
 
-/* x -> x[b0:e0:s0, b1:e1:s1, ...] for the first ni/3 axes; the rest whole.
+/* x -> x[b0:e0:s0, b1:e1:s1, ...] for the first ni/3 axes (a triple of
+ * slots BEGIN, END, STEP each); the rest whole.
  * scratch_i[d] keeps each sliced axis's clamped begin. */
 luon_status lu_shape_slice(lu_call *c) {
   const luon_tensor *x = c->in[0];
   const luon_attrs *a = c->attrs;
-  int n = x->ndim, k = a->ni / 3;
-  if (a->ni % 3 != 0)
+  int n = x->ndim, k = a->ni / LU_NI_slice;
+  if (a->ni % LU_NI_slice != 0)
     return lu_error(LUON_EINVAL, "slice: %d integers given, expected (begin, end, step) triples", a->ni);
   if (k > n)
     return lu_error(LUON_ESHAPE, "slice: %d axes sliced but the array has %d dimensions (shape %s)", k, n,
@@ -238,7 +240,8 @@ luon_status lu_shape_slice(lu_call *c) {
   for (int d = 0; d < n; d++) {
     c->out_shape[0][d] = x->shape[d];
     if (d >= k) continue;
-    int64_t b = a->i[3 * d], e = a->i[3 * d + 1], step = a->i[3 * d + 2];
+    const int64_t *t = a->i + LU_NI_slice * d;
+    int64_t b = t[LU_SLICE_BEGIN], e = t[LU_SLICE_END], step = t[LU_SLICE_STEP];
     if (step == INT64_MIN) step = 1;
     if (step == 0) return lu_error(LUON_EINVAL, "slice: step cannot be zero (axis %d)", d);
     c->out_shape[0][d] = slice_range(x->shape[d], &b, e, step);
@@ -256,8 +259,9 @@ luon_status lu_cpu_slice(lu_call *c) {
   bool empty = false;
   for (int d = 0; d < x->ndim; d++) {
     st[d] = x->strides[d];
-    if (d < a->ni / 3) {
-      int64_t step = a->i[3 * d + 2] == INT64_MIN ? 1 : a->i[3 * d + 2];
+    if (d < a->ni / LU_NI_slice) {
+      int64_t step = a->i[LU_NI_slice * d + LU_SLICE_STEP];
+      if (step == INT64_MIN) step = 1;
       if (c->out_shape[0][d] > 1) st[d] *= step; /* |step| < len here: no overflow */
       if (c->out_shape[0][d] > 0) off += c->scratch_i[d] * x->strides[d];
     }
@@ -300,14 +304,14 @@ luon_status lu_cpu_broadcast_to(lu_call *c) {
 
 /* ---- split -------------------------------------------------------------- */
 
-/* x -> ni pieces along axis i[0], cut before the boundaries i[1..ni), as
- * numpy.split(x, indices, axis): piece k is x[.., i[k]:i[k+1], ..]. */
+/* x -> a piece more than the boundaries b = i[BOUNDS..ni) along AXIS, as
+ * numpy.split(x, b, axis): piece k is x[.., b[k-1]:b[k], ..]. */
 luon_status lu_shape_split(lu_call *c) {
   const luon_tensor *x = c->in[0];
   const luon_attrs *a = c->attrs;
-  int ax, pieces = a->ni > 1 ? a->ni : 1;
+  int ax, pieces = a->ni > LU_SPLIT_BOUNDS ? a->ni - LU_SPLIT_BOUNDS + 1 : 1;
   if (x->ndim == 0) return lu_error(LUON_ESHAPE, "split: cannot split a 0-dimensional array");
-  LU_TRY(lu_axis("split", a->i[0], x->ndim, &ax));
+  LU_TRY(lu_axis("split", a->i[LU_SPLIT_AXIS], x->ndim, &ax));
   if (pieces > LUON_MAX_OP_INPUTS)
     return lu_error(LUON_EUNSUPPORTED, "split: %d pieces asked, at most %d are supported", pieces,
                     LUON_MAX_OP_INPUTS);
@@ -318,12 +322,12 @@ luon_status lu_shape_split(lu_call *c) {
 
 luon_status lu_cpu_split(lu_call *c) {
   luon_tensor *x = c->in[0];
-  const luon_attrs *a = c->attrs;
+  const int64_t *bounds = c->attrs->i + LU_SPLIT_BOUNDS;
   int ax = (int)c->scratch_i[0];
   int64_t len = x->shape[ax], shape[LU_MAXD];
   memcpy(shape, x->shape, sizeof shape);
   for (int k = 0; k < c->nout; k++) {
-    int64_t b = k == 0 ? 0 : a->i[k], e = k + 1 < c->nout ? a->i[k + 1] : INT64_MAX;
+    int64_t b = k == 0 ? 0 : bounds[k - 1], e = k + 1 < c->nout ? bounds[k] : INT64_MAX;
     shape[ax] = slice_range(len, &b, e, 1);
     int64_t off = x->offset + (shape[ax] > 0 ? b * x->strides[ax] : 0);
     LU_TRY(lu_tensor_view(x, x->ndim, shape, x->strides, off, &c->out[k]));
@@ -349,8 +353,8 @@ static luon_status zeros(const luon_tensor *dy, int ndim, const int64_t *shape, 
   a.dtype = dy->dtype;
   a.dev_type = dy->dev.type;
   a.dev_id = dy->dev.id;
-  a.ni = ndim;
-  memcpy(a.i, shape, sizeof(int64_t) * (size_t)ndim);
+  a.ni = LU_FULL_SHAPE + ndim;
+  memcpy(a.i + LU_FULL_SHAPE, shape, sizeof(int64_t) * (size_t)ndim);
   return lu_run(LU_OP_full, &a, out, 0);
 }
 
@@ -409,8 +413,8 @@ luon_status lu_grad_split(lu_grad_call *g) {
   if (s == LUON_OK) {
     luon_attrs a;
     memset(&a, 0, sizeof a);
-    a.ni = 1;
-    a.i[0] = g->attrs->i[0];
+    a.i[LU_CONCAT_AXIS] = g->attrs->i[LU_SPLIT_AXIS];
+    a.ni = LU_NI_concatenate;
     int32_t nout = 1;
     g->din[0] = NULL;
     s = luon_op_call(LU_OP_concatenate, g->nout, parts, &a, &nout, &g->din[0]);

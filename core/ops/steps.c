@@ -19,11 +19,11 @@ luon_status lu_reduce_sum_to(luon_tensor *dy, int ndim, const int64_t *shape, in
   if (!dtype) dtype = dy->dtype;
   luon_attrs a;
   memset(&a, 0, sizeof a);
-  a.ni = 1; /* i[0] keepdims = 0 */
+  a.ni = LU_REDUCE_AXES; /* keepdims 0, then the axes */
   a.dtype = dtype;
   for (int d = 0; d < dy->ndim; d++)
     if (d < lead || (shape[d - lead] == 1 && dy->shape[d] != 1)) a.i[a.ni++] = d;
-  if (a.ni == 1) {
+  if (a.ni == LU_REDUCE_AXES) {
     if (dtype == dy->dtype) {
       *out = luon_tensor_retain(dy);
       return LUON_OK;
@@ -76,7 +76,7 @@ luon_tensor *lu_steps_scalar(lu_steps *e, double v, int32_t dt, const luon_tenso
   a.dtype = dt;
   a.dev_type = t->dev.type;
   a.dev_id = t->dev.id;
-  a.f[0] = v;
+  a.f[LU_FULL_VALUE] = v;
   luon_tensor *r = NULL;
   luon_status s = lu_run(LU_OP_full, &a, &r, 0);
   return keep(e, s, r);

@@ -48,23 +48,24 @@ static luon_status fill(lu_call *c, fillp f) {
 }
 
 luon_status lu_cuda_full(lu_call *c) {
-  fillp f = {F_FULL, c->attrs->f[0], 0, 0, 0, 0, 0};
+  fillp f = {F_FULL, c->attrs->f[LU_FULL_VALUE], 0, 0, 0, 0, 0};
   return fill(c, f);
 }
 
 luon_status lu_cuda_arange(lu_call *c) {
-  fillp f = {F_ARANGE, c->attrs->f[0], 0, c->attrs->f[2], 0, 0, 0};
+  fillp f = {F_ARANGE, c->attrs->f[LU_ARANGE_START], 0, c->attrs->f[LU_ARANGE_STEP], 0, 0, 0};
   return fill(c, f);
 }
 
 luon_status lu_cuda_linspace(lu_call *c) {
   const luon_attrs *a = c->attrs;
-  fillp f = {F_LINSPACE, a->f[0], a->f[1], 0, c->out[0]->shape[0], 0, a->ni >= 2 ? a->i[1] != 0 : 1};
+  int64_t endpoint = a->ni > LU_LINSPACE_ENDPOINT ? a->i[LU_LINSPACE_ENDPOINT] != 0 : 1;
+  fillp f = {F_LINSPACE, a->f[LU_LINSPACE_START], a->f[LU_LINSPACE_STOP], 0, c->out[0]->shape[0], 0, endpoint};
   return fill(c, f);
 }
 
 luon_status lu_cuda_eye(lu_call *c) {
-  fillp f = {F_EYE, 0, 0, 0, 0, c->out[0]->shape[1], c->attrs->i[2]};
+  fillp f = {F_EYE, 0, 0, 0, 0, c->out[0]->shape[1], c->attrs->i[LU_EYE_K]};
   if (f.m == 0) return LUON_OK; /* (N, 0): nothing to write */
   return fill(c, f);
 }

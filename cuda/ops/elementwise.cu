@@ -362,18 +362,18 @@ BINARY(tanh_grad, GTanh, true)
 BINARY(softrelu_grad, GSoftRelu, true)
 
 luon_status lu_cuda_leaky_relu(lu_call *c) {
-  return map_op(c, c->out[0]->dtype, Leaky{c->attrs->f[0]}, true);
+  return map_op(c, c->out[0]->dtype, Leaky{c->attrs->f[LU_LEAKY_SLOPE]}, true);
 }
 luon_status lu_cuda_leaky_relu_grad(lu_call *c) {
-  return map_op(c, c->out[0]->dtype, GLeaky{c->attrs->f[0]}, true);
+  return map_op(c, c->out[0]->dtype, GLeaky{c->attrs->f[LU_LEAKY_SLOPE]}, true);
 }
 
 luon_status lu_cuda_clip(lu_call *c) {
   int32_t dt = c->out[0]->dtype;
   const double *f = c->attrs->f;
   Clip k;
-  k.lo = isnan(f[0]) ? -INFINITY : f[0];
-  k.hi = isnan(f[1]) ? INFINITY : f[1];
+  k.lo = isnan(f[LU_CLIP_MIN]) ? -INFINITY : f[LU_CLIP_MIN];
+  k.hi = isnan(f[LU_CLIP_MAX]) ? INFINITY : f[LU_CLIP_MAX];
   if (dt == LUON_DTYPE_F32) k.lo = (float)k.lo, k.hi = (float)k.hi;
   int64_t mn = INT64_MIN, mx = INT64_MAX;
   if (dt == LUON_DTYPE_I32) mn = INT32_MIN, mx = INT32_MAX;

@@ -55,7 +55,7 @@ template <class T> __global__ void k_softmax(lanes l, int kind) {
 }
 
 static int axis_of(const lu_call *c, int nd) {
-  int64_t a = c->attrs->ni ? c->attrs->i[0] : -1;
+  int64_t a = c->attrs->ni > LU_SOFTMAX_AXIS ? c->attrs->i[LU_SOFTMAX_AXIS] : -1;
   return (int)(a < 0 ? a + nd : a);
 }
 
@@ -187,7 +187,7 @@ template <class T> __global__ void k_dropout(lu_space s, uint64_t key, uint64_t 
 luon_status lu_cuda_dropout(lu_call *c) {
   luon_tensor *x = c->in[0];
   int64_t n = x->size;
-  double pr = c->attrs->f[0], scale;
+  double pr = c->attrs->f[LU_DROPOUT_P], scale;
   float p;
   uint64_t key = 0, start = 0;
   if (pr == 0) { /* nothing dropped: mask 1, y = x, no draws */

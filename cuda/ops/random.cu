@@ -66,14 +66,14 @@ static luon_status generate(lu_call *c, rnd r) {
 }
 
 luon_status lu_cuda_random_uniform(lu_call *c) {
-  rnd r = {R_UNIFORM, 0, 0, c->attrs->f[0], c->attrs->f[1], 0, 0, 0};
+  rnd r = {R_UNIFORM, 0, 0, c->attrs->f[LU_RANDOM_LOW], c->attrs->f[LU_RANDOM_HIGH], 0, 0, 0};
   r.top = c->out[0]->dtype == LUON_DTYPE_F32 ? (double)nextafterf((float)r.b, -INFINITY)
                                              : nextafter(r.b, -INFINITY);
   return generate(c, r);
 }
 
 luon_status lu_cuda_random_normal(lu_call *c) {
-  rnd r = {R_NORMAL, 0, 0, c->attrs->f[0], c->attrs->f[1], 0, 0, 0};
+  rnd r = {R_NORMAL, 0, 0, c->attrs->f[LU_NORMAL_LOC], c->attrs->f[LU_NORMAL_SCALE], 0, 0, 0};
   return generate(c, r);
 }
 

@@ -11,6 +11,9 @@ local M = {}
 
 local GET, SET = "x[key]", "x[key] = v"
 local OMIT = -9223372036854775807LL - 1
+-- slice's slots: a triple per axis, SLICE_W slots wide
+local SLICE_BEGIN, SLICE_END, SLICE_STEP = slot.SLICE_BEGIN, slot.SLICE_END, slot.SLICE_STEP
+local SLICE_W = SLICE_STEP + 1
 local FULL = {}  -- the entry of a whole axis (true, nil, {}, or an axis of '...')
 
 local shape_text = core.shape_text
@@ -182,8 +185,8 @@ local function basic(x, list, fname)
         s = e[2] == nil and OMIT or math.max(math.min(e[2], 2^62), -2^62)
         st = e[3] or 1
       end
-      a.i[k], a.i[k + 1], a.i[k + 2] = b, s, st
-      k = k + 3
+      a.i[k + SLICE_BEGIN], a.i[k + SLICE_END], a.i[k + SLICE_STEP] = b, s, st
+      k = k + SLICE_W
     end
     if e.kind ~= "int" then at[e] = kept; kept = kept + naxes end
   end
@@ -191,7 +194,7 @@ local function basic(x, list, fname)
   local r = core.call(core.op_ids.slice, {x}, a)
   if #drop > 0 then
     local a2 = core.attrs()
-    core.set_ints(a2, drop, 0, fname)
+    core.set_ints(a2, drop, slot.SQUEEZE_AXES, fname)
     r = core.call(core.op_ids.squeeze, {r}, a2)
   end
   return r, at

@@ -147,6 +147,9 @@ function methods.at(x, i)
 end
 
 local OMIT = -9223372036854775807LL - 1
+-- slice's slots (core/luon_ops.def): a triple per axis, SLICE_W slots wide
+local SLICE_BEGIN, SLICE_END, SLICE_STEP = core.slot.SLICE_BEGIN, core.slot.SLICE_END, core.slot.SLICE_STEP
+local SLICE_W, SQUEEZE_AXES = SLICE_STEP + 1, core.slot.SQUEEZE_AXES
 
 -- A start, stop or step of index k: an integer; past +-2^62 it clamps, as
 -- NumPy's do at the axis, rather than reach the FFI's conversion (1e30
@@ -195,13 +198,14 @@ function methods.slice(x, ...)
       core.error(("slice: index %d must be a number, a {start, stop, step} list or true, got %s")
             :format(k, type(s)))
     end
-    a.i[3 * (k - 1)], a.i[3 * (k - 1) + 1], a.i[3 * (k - 1) + 2] = b, e, st
+    local t = SLICE_W * (k - 1)
+    a.i[t + SLICE_BEGIN], a.i[t + SLICE_END], a.i[t + SLICE_STEP] = b, e, st
   end
-  a.ni = 3 * nspec
+  a.ni = SLICE_W * nspec
   local r = core.call(core.op_ids.slice, {x}, a)
   if #drop > 0 then
     local a2 = core.attrs()
-    core.set_ints(a2, drop, 0, "slice")
+    core.set_ints(a2, drop, SQUEEZE_AXES, "slice")
     r = core.call(core.op_ids.squeeze, {r}, a2)
   end
   return r

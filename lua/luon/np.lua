@@ -6,6 +6,20 @@ local ffi, C = core.ffi, core.C
 local call, call1, call2, attrs, kw_of = core.call, core.call1, core.call2, core.attrs, core.kw
 local op = core.op_ids
 local is_array = core.is_array
+-- The registry's attribute slots (core/luon_ops.def), read once here
+local S = core.slot
+local FULL_SHAPE, FULL_VALUE = S.FULL_SHAPE, S.FULL_VALUE
+local ARANGE_START, ARANGE_STOP, ARANGE_STEP = S.ARANGE_START, S.ARANGE_STOP, S.ARANGE_STEP
+local LINSPACE_NUM, LINSPACE_ENDPOINT = S.LINSPACE_NUM, S.LINSPACE_ENDPOINT
+local LINSPACE_START, LINSPACE_STOP = S.LINSPACE_START, S.LINSPACE_STOP
+local EYE_N, EYE_M, EYE_K = S.EYE_N, S.EYE_M, S.EYE_K
+local RANDOM_SHAPE, RANDOM_LOW, RANDOM_HIGH = S.RANDOM_SHAPE, S.RANDOM_LOW, S.RANDOM_HIGH
+local CLIP_MIN, CLIP_MAX = S.CLIP_MIN, S.CLIP_MAX
+local REDUCE_KEEPDIMS, REDUCE_AXES = S.REDUCE_KEEPDIMS, S.REDUCE_AXES
+local EXPAND_DIMS_AXIS, SQUEEZE_AXES = S.EXPAND_DIMS_AXIS, S.SQUEEZE_AXES
+local SPLIT_AXIS, SPLIT_BOUNDS = S.SPLIT_AXIS, S.SPLIT_BOUNDS
+local TAKE_AXIS, TAKE_MODE = S.TAKE_AXIS, S.TAKE_MODE
+local join_axis = {concatenate = S.CONCAT_AXIS, stack = S.STACK_AXIS}
 
 local np = {}
 np.random = {}
@@ -127,8 +141,8 @@ np.asarray = np.array
 local function full(shape, value, kw, fname)
   shape = core.shape_arg(shape, fname)
   local a = device_attrs(attrs(), kw, fname)
-  core.set_ints(a, shape, 0, fname)
-  a.f[0] = core.num_arg(value, fname, "the fill value")
+  core.set_ints(a, shape, FULL_SHAPE, fname)
+  a.f[FULL_VALUE] = core.num_arg(value, fname, "the fill value")
   return call(op.full, {}, a)
 end
 
@@ -181,7 +195,7 @@ function np.arange(...)
     core.error("arange: start, stop and step must be numbers")
   end
   local a = device_attrs(attrs(), kw, "arange", {"start", "stop", "step"})
-  a.f[0], a.f[1], a.f[2] = start, stop, step
+  a.f[ARANGE_START], a.f[ARANGE_STOP], a.f[ARANGE_STEP] = start, stop, step
   return call(op.arange, {}, a)
 end
 
@@ -190,8 +204,10 @@ function np.linspace(start, stop, num, kw)
   kw = kw or {}
   num = num or kw.num or 50
   local a = device_attrs(attrs(), kw, "linspace", {"num", "endpoint"})
-  a.f[0], a.f[1] = core.num_arg(start, "linspace", "start"), core.num_arg(stop, "linspace", "stop")
-  a.i[0], a.i[1], a.ni = core.int_arg(num, "linspace", "num"), kw.endpoint == false and 0 or 1, 2
+  a.f[LINSPACE_START] = core.num_arg(start, "linspace", "start")
+  a.f[LINSPACE_STOP] = core.num_arg(stop, "linspace", "stop")
+  a.i[LINSPACE_NUM] = core.int_arg(num, "linspace", "num")
+  a.i[LINSPACE_ENDPOINT], a.ni = kw.endpoint == false and 0 or 1, LINSPACE_ENDPOINT + 1
   return call(op.linspace, {}, a)
 end
 
@@ -200,8 +216,9 @@ function np.eye(N, M, k, kw)
   if type(k) == "table" then kw, k = k, nil end
   kw = kw or {}
   local a = device_attrs(attrs(), kw, "eye", {"M", "k"})
-  a.i[0], a.i[1], a.i[2], a.ni = core.int_arg(N, "eye", "N"), core.int_arg(M or kw.M or 0, "eye", "M"),
-                                  core.int_arg(k or kw.k or 0, "eye", "k"), 3
+  a.i[EYE_N] = core.int_arg(N, "eye", "N")
+  a.i[EYE_M] = core.int_arg(M or kw.M or 0, "eye", "M")
+  a.i[EYE_K], a.ni = core.int_arg(k or kw.k or 0, "eye", "k"), EYE_K + 1
   return call(op.eye, {}, a)
 end
 function np.identity(n, kw)
@@ -219,8 +236,10 @@ function np.random.seed(s)
   C.luon_random_seed(s)
 end
 
--- uniform(low, high, size, kw) or uniform{low=, high=, size=, dtype=, device=}
-local function random_op(opid, fname, p1, p2)
+-- uniform(low, high, size, kw) or uniform{low=, high=, size=, dtype=, device=};
+-- p1, p2: {name, default, slot}; the size goes from slot `shape` on
+local function random_op(opid, fname, shape, p1, p2)
+  local slot1, slot2 = p1[3], p2[3]
   return function(...)
     local kw, n = kw_of(...)
     local a1, a2, a3 = ...
@@ -233,13 +252,15 @@ local function random_op(opid, fname, p1, p2)
       core.error(("%s: %s is required"):format(fname, p2[1]))
     end
     local a = device_attrs(attrs(), kw, fname, {p1[1], p2[1], "size"})
-    core.set_ints(a, size, 0, fname)
-    a.f[0], a.f[1] = core.num_arg(lo, fname, p1[1]), core.num_arg(hi, fname, p2[1])
+    core.set_ints(a, size, shape, fname)
+    a.f[slot1], a.f[slot2] = core.num_arg(lo, fname, p1[1]), core.num_arg(hi, fname, p2[1])
     return call(opid, {}, a)
   end
 end
-np.random.uniform = random_op(op.random_uniform, "random.uniform", {"low", 0}, {"high", 1})
-np.random.normal = random_op(op.random_normal, "random.normal", {"loc", 0}, {"scale", 1})
+np.random.uniform = random_op(op.random_uniform, "random.uniform", RANDOM_SHAPE,
+                              {"low", 0, RANDOM_LOW}, {"high", 1, RANDOM_HIGH})
+np.random.normal = random_op(op.random_normal, "random.normal", S.NORMAL_SHAPE,
+                             {"loc", 0, S.NORMAL_LOC}, {"scale", 1, S.NORMAL_SCALE})
 -- randint(high) | randint(low, high) | randint(low, high, size), then kw
 function np.random.randint(...)
   local kw, n = kw_of(...)
@@ -253,8 +274,8 @@ function np.random.randint(...)
   end
   size = core.shape_arg(size or {}, "random.randint")
   local a = device_attrs(attrs(), kw, "random.randint", {"low", "high", "size"})
-  core.set_ints(a, size, 0, "random.randint")
-  a.f[0], a.f[1] = low, high
+  core.set_ints(a, size, RANDOM_SHAPE, "random.randint")
+  a.f[RANDOM_LOW], a.f[RANDOM_HIGH] = low, high
   return call(op.random_randint, {}, a)
 end
 -- Shuffle the rows (axis 0) of x in place.
@@ -299,7 +320,7 @@ local function scalar_for(v, x, fname)
   end
   local a = attrs()
   a.dtype, a.dev_type, a.dev_id = dt, info.dev_type, info.dev_id
-  a.f[0] = v
+  a.f[FULL_VALUE] = v -- 0-d
   return call(op.full, {}, a)
 end
 
@@ -357,7 +378,7 @@ function np.clip(x, a_min, a_max)
     x = x:astype(t)
   end
   local a = attrs() -- after astype, which fills the shared attrs too
-  a.f[0], a.f[1] = lo, hi
+  a.f[CLIP_MIN], a.f[CLIP_MAX] = lo, hi
   return call1(op.clip, x, a)
 end
 
@@ -393,8 +414,8 @@ local function reduction(name)
     if type(axis) == "table" and axis[1] == nil and next(axis) ~= nil then kw, axis = axis, nil end
     kw = options(kw, name, reduce_keys)
     local a = attrs()
-    a.i[0] = kw.keepdims and 1 or 0
-    core.set_ints(a, axes_arg(axis, kw, name), 1, name)
+    a.i[REDUCE_KEEPDIMS] = kw.keepdims and 1 or 0
+    core.set_ints(a, axes_arg(axis, kw, name), REDUCE_AXES, name)
     if kw.dtype then a.dtype = core.dtype_id(kw.dtype, name) end
     return call(id, {x}, a)
   end
@@ -410,9 +431,9 @@ local function arg_reduction(name)
     kw = options(kw, name, arg_reduce_keys)
     axis = axis == nil and kw.axis or axis
     local a = attrs()
-    a.i[0] = kw.keepdims and 1 or 0
-    a.ni = 1
-    if axis ~= nil then a.i[1], a.ni = core.int_arg(axis, name, "axis"), 2 end
+    a.i[REDUCE_KEEPDIMS] = kw.keepdims and 1 or 0
+    a.ni = REDUCE_AXES -- no axis: flattened
+    if axis ~= nil then a.i[REDUCE_AXES], a.ni = core.int_arg(axis, name, "axis"), REDUCE_AXES + 1 end
     return call(id, {x}, a)
   end
 end
@@ -459,7 +480,7 @@ end
 function np.expand_dims(x, axis)
   check_array(x, "expand_dims", 1)
   local a = attrs()
-  a.i[0], a.ni = core.int_arg(axis, "expand_dims", "axis"), 1
+  a.i[EXPAND_DIMS_AXIS], a.ni = core.int_arg(axis, "expand_dims", "axis"), EXPAND_DIMS_AXIS + 1
   return call(op.expand_dims, {x}, a)
 end
 
@@ -468,7 +489,7 @@ function np.squeeze(x, axis, kw)
   if type(axis) == "table" and axis[1] == nil then kw, axis = axis, nil end
   kw = options(kw, "squeeze", axis_keys)
   local a = attrs()
-  core.set_ints(a, axes_arg(axis, kw, "squeeze"), 0, "squeeze")
+  core.set_ints(a, axes_arg(axis, kw, "squeeze"), SQUEEZE_AXES, "squeeze")
   return call(op.squeeze, {x}, a)
 end
 
@@ -507,22 +528,22 @@ function np.split(x, sections, axis, kw)
     core.error("split: sections must be a number or a list of indices")
   end
   local a = attrs()
-  a.i[0] = axis
+  a.i[SPLIT_AXIS] = axis
   if #bounds + 1 <= 8 then
-    core.set_ints(a, bounds, 1, "split")
+    core.set_ints(a, bounds, SPLIT_BOUNDS, "split")
     return call(op.split, {x}, a, nil, #bounds + 1)
   end
   -- the dispatcher returns at most 8 outputs: piece k between bounds k-1
   -- and k, cut out on its own (the middle of a three-way split)
-  core.set_ints(a, bounds, 1, "split") -- checks every bound
+  core.set_ints(a, bounds, SPLIT_BOUNDS, "split") -- checks every bound
   local parts = {}
   for k = 1, #bounds + 1 do
     local cut, pick = {}, 1
     if k > 1 then cut[1], pick = bounds[k - 1], 2 end
     if k <= #bounds then cut[#cut + 1] = bounds[k] end
     a = attrs()
-    a.i[0] = axis
-    core.set_ints(a, cut, 1, "split")
+    a.i[SPLIT_AXIS] = axis
+    core.set_ints(a, cut, SPLIT_BOUNDS, "split")
     parts[k] = call(op.split, {x}, a, nil, #cut + 1)[pick]
   end
   return parts
@@ -539,13 +560,13 @@ function np.take(x, indices, axis, kw)
   local mode = modes[kw.mode or "clip"]
   if not mode then core.error(("take: mode must be 'clip', 'wrap' or 'raise', got %s"):format(tostring(kw.mode))) end
   local a = attrs()
-  a.i[core.slot.TAKE_AXIS] = axis == nil and -999 or core.int_arg(axis, "take", "axis")
-  a.i[core.slot.TAKE_MODE], a.ni = mode, core.slot.TAKE_MODE + 1
+  a.i[TAKE_AXIS] = axis == nil and -999 or core.int_arg(axis, "take", "axis")
+  a.i[TAKE_MODE], a.ni = mode, TAKE_MODE + 1
   return call(op.take, {x, indices}, a)
 end
 
 local function join(name)
-  local id = op[name]
+  local id, AXIS = op[name], join_axis[name]
   np[name] = function(arrays, axis, kw)
     if type(axis) == "table" then kw, axis = axis, nil end
     kw = options(kw, name, axis_keys)
@@ -571,7 +592,7 @@ local function join(name)
     end
     for k = 1, #arrays do check_array(arrays[k], name, k) end
     local a = attrs()
-    a.i[0], a.ni = core.int_arg(axis, name, "axis"), 1
+    a.i[AXIS], a.ni = core.int_arg(axis, name, "axis"), AXIS + 1
     return call(id, arrays, a)
   end
 end

@@ -158,6 +158,7 @@ unary("sigmoid")
 local op = core.op_ids
 local is_array = core.is_array
 local S = core.slot -- the ops' attribute slots by name (core/luon_ops.def)
+local DROPOUT_P, LEAKY_SLOPE, SOFTMAX_AXIS = S.DROPOUT_P, S.LEAKY_SLOPE, S.SOFTMAX_AXIS
 
 -- An op's options (core.options) are exactly those the op reads
 -- (pooling{pool_typ = 'avg'} must not quietly mean max); the lists of each
@@ -356,7 +357,7 @@ function npx.dropout(x, kw)
   end
   if mode == "training" and C.luon_autograd_is_training() == 0 then return x end
   local a = core.attrs()
-  a.f[0] = core.num_arg(p, "dropout", "p")
+  a.f[DROPOUT_P] = core.num_arg(p, "dropout", "p")
   return core.call(op.dropout, {x}, a, nil, 2)[1]
 end
 
@@ -380,7 +381,7 @@ function npx.leaky_relu(x, kw)
     core.error(("leaky_relu: only act_type 'leaky' is supported, got %s"):format(tostring(kw.act_type)))
   end
   local a = core.attrs()
-  a.f[0] = kw.slope == nil and 0.25 or core.num_arg(kw.slope, "leaky_relu", "slope")
+  a.f[LEAKY_SLOPE] = kw.slope == nil and 0.25 or core.num_arg(kw.slope, "leaky_relu", "slope")
   return core.call(op.leaky_relu, {x}, a)
 end
 
@@ -395,7 +396,7 @@ local function softmax_like(name)
     need_array(x, name, "x")
     if kw.temperature ~= nil and kw.temperature ~= 1 then x = x / kw.temperature end
     local a = core.attrs()
-    a.i[0], a.ni = core.int_arg(kw.axis or -1, name, "axis"), 1
+    a.i[SOFTMAX_AXIS], a.ni = core.int_arg(kw.axis or -1, name, "axis"), SOFTMAX_AXIS + 1
     return core.call(id, {x}, a)
   end
 end

@@ -343,7 +343,7 @@ static void test_pool_sizes(void) {
   luon_tensor *y = call(LU_OP_max_pool2d, &a, 1, &x);
   CHECK(y && y->shape[2] == 3 && y->shape[3] == 3, "floor: %s", y ? lu_shape_str(4, y->shape) : "-");
   luon_tensor_release(y);
-  a.i[6] = 1;
+  a.i[LU_POOL_CEIL] = 1;
   y = call(LU_OP_max_pool2d, &a, 1, &x);
   CHECK(y && y->shape[2] == 4 && y->shape[3] == 4, "ceil: %s", y ? lu_shape_str(4, y->shape) : "-");
   luon_tensor_release(y);

@@ -462,18 +462,30 @@ static void test_unary(void) {
   luon_tensor_release(x);
 }
 
+/* A named attribute slot's index (core/luon_ops.def), through the public
+ * luon_attr_slot. */
+static int slot(const char *name) {
+  const char *n;
+  int32_t index;
+  for (int32_t k = 0; (n = luon_attr_slot(k, NULL, &index)) != NULL; k++)
+    if (strcmp(n, name) == 0) return index;
+  CHECK(0, "no attribute slot named %s", name);
+  return 0;
+}
+
 static void test_clip(void) {
+  int lo = slot("CLIP_MIN"), hi = slot("CLIP_MAX");
   double v[6] = {-5, -1, 0, 0.5, 3, NAN};
   int64_t s6[1] = {6};
   luon_attrs at;
   memset(&at, 0, sizeof at);
   luon_tensor *x = make(LUON_DTYPE_F32, 1, s6, v);
-  at.f[0] = -1; at.f[1] = 2;
+  at.f[lo] = -1; at.f[hi] = 2;
   luon_tensor *r = call1("clip", x, &at);
   double w1[6] = {-1, -1, 0, 0.5, 2, NAN};
   if (r) check_values(r, w1, 6, 0, "clip [-1,2]");
   luon_tensor_release(r);
-  at.f[0] = NAN; at.f[1] = 0;
+  at.f[lo] = NAN; at.f[hi] = 0;
   r = call1("clip", x, &at);
   double w2[6] = {-5, -1, 0, 0, 0, NAN};
   if (r) check_values(r, w2, 6, 0, "clip [,0]");
@@ -483,7 +495,7 @@ static void test_clip(void) {
   double iv[5] = {-5, -1, 0, 1, 3};
   int64_t s5[1] = {5};
   luon_tensor *xi = make(LUON_DTYPE_I32, 1, s5, iv);
-  at.f[0] = -0.5; at.f[1] = NAN;
+  at.f[lo] = -0.5; at.f[hi] = NAN;
   r = call1("clip", xi, &at);
   double w3[5] = {0, 0, 0, 1, 3};
   if (r) {

@@ -100,6 +100,17 @@ static void same(const char *what, const luon_tensor *a, const luon_tensor *b, d
     }
 }
 
+/* The ops' slots in registry order (core/luon_ops.def), as the cases below
+ * list them: attrs() fills ints and floats from slot 0. */
+_Static_assert(LU_LEAKY_SLOPE == 0 && LU_SOFTMAX_AXIS == 0 && LU_DROPOUT_P == 0, "one slot each");
+_Static_assert(LU_PICK_AXIS == 0 && LU_PICK_KEEPDIMS == 1 && LU_PICK_MODE == 2 && LU_NI_pick == 3,
+               "pick: axis, keepdims, mode; pick_grad: then dx's shape");
+_Static_assert(LU_BN_AXIS == 0 && LU_BN_TRAINING == 1 && LU_BN_GLOBAL_STATS == 2 && LU_BN_EPS == 0 &&
+                   LU_BN_MOMENTUM == 1 && LU_BN_GRAD_AXIS == 0 && LU_BN_GRAD_BATCH_STATS == 1,
+               "batch_norm: axis, training, global stats; eps, momentum; its grad: axis, batch stats");
+_Static_assert(LU_OPT_LR == 0 && LU_OPT_WD == 1 && LU_OPT_RESCALE == 2 && LU_OPT_CLIP == 3 &&
+                   LU_SGD_MOMENTUM == 4 && LU_ADAM_BETA1 == 4 && LU_ADAM_BETA2 == 5 && LU_ADAM_EPSILON == 6,
+               "the updates: lr, wd, rescale, clip, then their own");
 static luon_attrs attrs(int ni, const int64_t *i, int nf, const double *f) {
   luon_attrs a;
   memset(&a, 0, sizeof a);
@@ -478,19 +489,19 @@ static void test_dropout(void) {
 
   /* p = 0: all kept; p = 1: all dropped */
   x = mk(F64, 1, SH(4), V(1, -2, 3, 4));
-  a.f[0] = 0;
+  a.f[LU_DROPOUT_P] = 0;
   CHECK_OK(call(LU_OP_dropout, 1, &x, &a, 2, o1));
   CHECK_VALS(o1[0], 0, 1, -2, 3, 4);
   CHECK_VALS(o1[1], 0, 1, 1, 1, 1);
   rel(2, o1);
-  a.f[0] = 1;
+  a.f[LU_DROPOUT_P] = 1;
   CHECK_OK(call(LU_OP_dropout, 1, &x, &a, 2, o1));
   CHECK_VALS(o1[0], 0, 0, 0, 0, 0);
   rel(2, o1);
   luon_tensor_release(x);
 
   x = rnd(F64, 2, SH(3, 7), -1, 1);
-  a.f[0] = 0.5;
+  a.f[LU_DROPOUT_P] = 0.5;
   gradcheck(LU_OP_dropout, 1, &x, &a, 2, (bool[]){true}, true);
   luon_tensor_release(x);
 }
@@ -649,7 +660,7 @@ static void test_optim(void) {
     luon_tensor *mom = mk(dt, 1, SH(2), V(0, 0));
     in[0] = w;
     in[2] = mom;
-    a.f[4] = 0.9;
+    a.f[LU_SGD_MOMENTUM] = 0.9;
     for (int s = 0; s < 2; s++) {
       CHECK_OK(call(LU_OP_sgd_mom_update, 3, in, &a, 1, out));
       luon_tensor_release(out[0]);

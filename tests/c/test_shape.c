@@ -76,6 +76,11 @@ static void expect(const char *what, const luon_tensor *t, int ndim, const int64
     }
 }
 
+/* Attributes that are one list from slot 0: the shapes and axes of
+ * reshape, transpose, broadcast_to, and the slots of these ops, whose
+ * lists start at 0 too. */
+_Static_assert(LU_EXPAND_DIMS_AXIS == 0 && LU_SQUEEZE_AXES == 0 && LU_SLICE_BEGIN == 0 && LU_SPLIT_AXIS == 0,
+               "ints() fills slots from 0");
 static luon_attrs ints(int n, const int64_t *v) {
   luon_attrs a;
   memset(&a, 0, sizeof a);
@@ -403,7 +408,7 @@ static void test_take(void) {
   luon_tensor *in[2] = {x, idx};
   luon_attrs a;
   memset(&a, 0, sizeof a);
-  a.ni = 2;
+  a.ni = LU_NI_take; /* axis 0, mode clip */
   luon_tensor *y = ok1("take", 2, in, &a);
   int64_t s24[2] = {2, 4};
   double v[8] = {8, 9, 10, 11, 0, 1, 2, 3};
@@ -416,7 +421,7 @@ static void test_take(void) {
   double i22[4] = {0, 3, 1, 1};
   idx = make(LUON_DTYPE_I32, 2, s22, i22);
   in[1] = idx;
-  a.i[0] = 1;
+  a.i[LU_TAKE_AXIS] = 1;
   y = ok1("take", 2, in, &a);
   double v2[12] = {0, 3, 1, 1, 4, 7, 5, 5, 8, 11, 9, 9};
   expect("take axis 1", y, 3, s322, v2);
@@ -427,7 +432,7 @@ static void test_take(void) {
   double ifl[2] = {5.7, 11};
   idx = make(LUON_DTYPE_F32, 1, n2, ifl);
   in[1] = idx;
-  a.i[0] = -999;
+  a.i[LU_TAKE_AXIS] = -999;
   y = ok1("take", 2, in, &a);
   double v3[2] = {5, 11};
   expect("take flattened", y, 1, n2, v3);
@@ -438,18 +443,18 @@ static void test_take(void) {
   double im[2] = {-1, 4};
   idx = make(LUON_DTYPE_I64, 1, n2, im);
   in[1] = idx;
-  a.i[0] = 0;
-  a.i[1] = 0;
+  a.i[LU_TAKE_AXIS] = 0;
+  a.i[LU_TAKE_MODE] = 0;
   y = ok1("take", 2, in, &a);
   double clip[8] = {0, 1, 2, 3, 8, 9, 10, 11};
   expect("take clip", y, 2, s24, clip);
   luon_tensor_release(y);
-  a.i[1] = 1;
+  a.i[LU_TAKE_MODE] = 1;
   y = ok1("take", 2, in, &a);
   double wrap[8] = {8, 9, 10, 11, 4, 5, 6, 7};
   expect("take wrap", y, 2, s24, wrap);
   luon_tensor_release(y);
-  a.i[1] = 2;
+  a.i[LU_TAKE_MODE] = 2;
   fails("take", 2, in, &a, LUON_EINVAL, "take: index 4 is out of bounds for axis 0 with size 3");
   luon_tensor_release(idx);
   double iok[2] = {-1, 1};
@@ -459,7 +464,7 @@ static void test_take(void) {
   double raise[8] = {8, 9, 10, 11, 4, 5, 6, 7};
   expect("take raise with a negative index", y, 2, s24, raise);
   luon_tensor_release(y);
-  a.i[0] = 2;
+  a.i[LU_TAKE_AXIS] = 2;
   fails("take", 2, in, &a, LUON_ESHAPE, "take: axis 2 is out of bounds");
   luon_tensor_release(idx);
 
@@ -470,8 +475,8 @@ static void test_take(void) {
   idx = make(LUON_DTYPE_I64, 1, n1, i1);
   in[0] = t;
   in[1] = idx;
-  a.i[0] = 1;
-  a.i[1] = 0;
+  a.i[LU_TAKE_AXIS] = 1;
+  a.i[LU_TAKE_MODE] = 0;
   y = ok1("take", 2, in, &a);
   double v4[4] = {8, 9, 10, 11};
   expect("take from a transposed view", y, 2, s41, v4);

@@ -11,9 +11,9 @@ static luon_tensor *ones(int ndim, const int64_t *shape, int dev_id) {
   memset(&a, 0, sizeof a);
   a.dev_type = LUON_CPU;
   a.dev_id = dev_id;
-  a.ni = ndim;
-  for (int i = 0; i < ndim; i++) a.i[i] = shape[i];
-  a.f[0] = 1;
+  a.ni = LU_FULL_SHAPE + ndim;
+  for (int i = 0; i < ndim; i++) a.i[LU_FULL_SHAPE + i] = shape[i];
+  a.f[LU_FULL_VALUE] = 1;
   luon_tensor *t = NULL;
   int32_t n = 1;
   CHECK_OK(luon_op_call(LU_OP_full, 0, NULL, &a, &n, &t));

@@ -73,6 +73,16 @@ static luon_tensor *an_input(src *s) {
   return t;
 }
 
+/* A named attribute slot's index (core/luon_ops.def), through the public
+ * luon_attr_slot; 0 if there is none. */
+static int slot(const char *name) {
+  const char *n;
+  int32_t index;
+  for (int32_t k = 0; (n = luon_attr_slot(k, NULL, &index)) != NULL; k++)
+    if (strcmp(n, name) == 0) return index;
+  return 0;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   src s = {data, size};
   int32_t op = (int32_t)(next(&s) % (unsigned)luon_op_count());
@@ -104,9 +114,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     a.f[k] = v < 128 ? (double)(v % 9) * 0.25 - 0.5 : special_floats[v % 16];
   }
   /* arange counts its elements from the floats: keep them few */
-  if (strcmp(luon_op_name(op), "arange") == 0 && isfinite(a.f[0]) && isfinite(a.f[1]) &&
-      isfinite(a.f[2]) && a.f[2] != 0 && fabs((a.f[1] - a.f[0]) / a.f[2]) > (double)(1 << 24))
-    a.f[2] = a.f[1] - a.f[0];
+  if (strcmp(luon_op_name(op), "arange") == 0) {
+    double *f = a.f;
+    int b = slot("ARANGE_START"), e = slot("ARANGE_STOP"), st = slot("ARANGE_STEP");
+    if (isfinite(f[b]) && isfinite(f[e]) && isfinite(f[st]) && f[st] != 0 &&
+        fabs((f[e] - f[b]) / f[st]) > (double)(1 << 24))
+      f[st] = f[e] - f[b];
+  }
   luon_tensor *out[8] = {0};
   int32_t nout = 8;
   if (luon_op_call(op, nin, in, next(&s) % 8 ? &a : NULL, &nout, out) == LUON_OK)

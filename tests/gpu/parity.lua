@@ -271,7 +271,7 @@ gpu_only("dropout on the device: y = x * mask, mask in {0, 1/(1-p)}, keep rate 1
   np.random.seed(5)
   local x = data(gpu, {101, 103}, "float64")
   local a = core.attrs()
-  a.f[0] = 0.3
+  a.f[core.slot.DROPOUT_P] = 0.3
   local r = core.call(core.op_ids.dropout, {x}, a, nil, 2)
   local y, mask = r[1], r[2]
   local e = differ(y, x * mask, "y vs x * mask")

@@ -36,24 +36,17 @@ local function A(t) return np.array(t, {dtype = "float64"}) end
 local function I(t) return np.array(t, {dtype = "int64"}) end
 
 -- A registry op called by name: raw("max_pool2d", {x}, pool({2, 2}), nil, nout),
--- raw("leaky_relu", {x}, nil, {slope}). ints and floats are lists (from
--- slot 0) or tables of named slots (core/luon_ops.def: ni then covers the
--- highest one given; the others are 0).
+-- raw("leaky_relu", {x}, nil, {LEAKY_SLOPE = slope}). ints and floats are
+-- tables of named slots (core/luon_ops.def: ni then covers the highest one
+-- given; the others are 0).
 local S = core.slot
 local function raw(name, inputs, ints, floats, nout)
   local a = core.attrs()
-  if ints and ints[1] ~= nil then core.set_ints(a, ints)
-  elseif ints then
-    for slot, v in pairs(ints) do
-      a.i[S[slot]] = v
-      a.ni = math.max(a.ni, S[slot] + 1)
-    end
+  for slot, v in pairs(ints or {}) do
+    a.i[S[slot]] = v
+    a.ni = math.max(a.ni, S[slot] + 1)
   end
-  if floats and floats[1] ~= nil then
-    for k, v in ipairs(floats) do a.f[k - 1] = v end
-  elseif floats then
-    for slot, v in pairs(floats) do a.f[S[slot]] = v end
-  end
+  for slot, v in pairs(floats or {}) do a.f[S[slot]] = v end
   return core.call(core.op_ids[name], inputs, a, nil, nout)
 end
 -- conv2d's slots: stride, pad, dilation {h, w}, groups, relu (nil: left out)
@@ -134,7 +127,7 @@ unary_cases("tanh", np.tanh)
 unary_cases("sigmoid", npx.sigmoid)
 unary_cases("relu", npx.relu)
 unary_cases("softrelu", function(x) return raw("softrelu", {x}) end)
-unary_cases("leaky_relu", function(x) return raw("leaky_relu", {x}, nil, {0.1}) end)
+unary_cases("leaky_relu", function(x) return raw("leaky_relu", {x}, nil, {LEAKY_SLOPE = 0.1}) end)
 cases.clip = {
   {"both bounds", inputs = function() return {randn({3, 4})} end, f = function(x) return np.clip(x, -0.5, 0.7) end},
   {"lower bound only", inputs = function() return {randn({3, 4})} end, f = function(x) return np.clip(x, 0.1) end},
@@ -294,17 +287,17 @@ cases.batch_norm = {
 -- dropout draws its mask from the generator: reseed so every call draws the same
 cases.dropout = {
   {"p = 0.3", inputs = function() return {randn({4, 5})} end,
-   f = function(x) np.random.seed(77); return raw("dropout", {x}, nil, {0.3}, 2)[1] end},
+   f = function(x) np.random.seed(77); return raw("dropout", {x}, nil, {DROPOUT_P = 0.3}, 2)[1] end},
 }
 cases.softmax = {
-  {"last axis", inputs = function() return {randn({3, 4})} end, f = function(x) return raw("softmax", {x}, {-1}) end},
+  {"last axis", inputs = function() return {randn({3, 4})} end, f = function(x) return raw("softmax", {x}, {SOFTMAX_AXIS = -1}) end},
   {"axis 0 of a transpose", inputs = function() return {randn({3, 4})} end,
-   f = function(x) return raw("softmax", {T(x)}, {0}) end},
+   f = function(x) return raw("softmax", {T(x)}, {SOFTMAX_AXIS = 0}) end},
 }
 cases.log_softmax = {
-  {"last axis", inputs = function() return {randn({3, 4})} end, f = function(x) return raw("log_softmax", {x}, {-1}) end},
+  {"last axis", inputs = function() return {randn({3, 4})} end, f = function(x) return raw("log_softmax", {x}, {SOFTMAX_AXIS = -1}) end},
   {"axis 1 of (2,3,2)", inputs = function() return {randn({2, 3, 2})} end,
-   f = function(x) return raw("log_softmax", {x}, {1}) end},
+   f = function(x) return raw("log_softmax", {x}, {SOFTMAX_AXIS = 1}) end},
 }
 cases.pick = {
   {"last axis", inputs = function() return {randn({3, 4})} end,
