@@ -218,6 +218,8 @@ luon_status luon_rt_set_timeout(luon_rt *rt, int64_t timeout_us) {
     rt->has_watchdog = 1;
   }
   rt->timeout_ns = timeout_us * 1000;
+  /* a time limit must hold in JIT-compiled code too (jitstop.c) */
+  if (timeout_us > 0 && !rt->jitstop) rt->jitstop = lu_jitstop_start(rt->L, 1);
   return LUON_OK;
 }
 
@@ -342,7 +344,7 @@ static luon_status start(lua_State *L, int owned, luon_rt **out) {
     luon_rt_free(rt); /* luon_last_error() keeps init's message */
     return s;
   }
-  rt->jitstop = lu_jitstop_start(L);
+  rt->jitstop = lu_jitstop_start(L, 0); /* asked for: LUON_JIT_STOP=1 or a time limit */
   *out = rt;
   return LUON_OK;
 }

@@ -7,11 +7,17 @@
  * raises that hook: the trace exits to the interpreter, which then runs the
  * pending hooks, the interrupt's among them. So the profiler runs while a
  * state is ours, its callback doing nothing. The checks cost no measurable
- * time (a test and a branch per line); the signal is taken with SA_RESTART.
+ * time (a test and a branch per line); the signal is taken with SA_RESTART,
+ * but it lands on any thread of the process, so a host's poll or nanosleep
+ * may return EINTR: the `luon` executable runs it, an embedding host asks
+ * for it (luon_rt_set_timeout, or LUON_JIT_STOP=1).
  * LuaJIT has one profiler per process: it runs for the first state only,
  * and not when SIGPROF is already handled (by the host's profiler,
  * jit.profile, gperftools); other states' compiled loops stop only at ops.
- * A script that starts jit.profile itself takes it over. */
+ * A script that starts jit.profile itself takes it over, and a host that
+ * installs its own SIGPROF handler afterwards keeps it: luon then leaves
+ * LuaJIT's profiler alone (stopping it would put back SIGPROF's default,
+ * which ends the process). */
 #include "jitstop.h"
 #include <lua.h>
 #include <luajit.h>
@@ -28,13 +34,21 @@ static int sigprof_free(void) {
   return sigaction(SIGPROF, NULL, &sa) == 0 && !(sa.sa_flags & SA_SIGINFO) && sa.sa_handler == SIG_DFL;
 }
 
-int lu_jitstop_start(lua_State *L) {
+static struct sigaction luajit_action; /* SIGPROF's action once the profiler started */
+
+int lu_jitstop_start(lua_State *L, int wanted) {
   const char *env = getenv("LUON_JIT_STOP");
-  if ((env && strcmp(env, "0") == 0) || !sigprof_free()) return 0;
+  if (env && *env) wanted = strcmp(env, "0") != 0;
+  if (!wanted || !sigprof_free()) return 0;
   luaJIT_profile_start(L, "l", on_sample, NULL);
-  return !sigprof_free(); /* its handler is in place */
+  if (sigprof_free()) return 0; /* it did not start */
+  sigaction(SIGPROF, NULL, &luajit_action);
+  return 1;
 }
 
 void lu_jitstop_end(lua_State *L, int started) {
-  if (started) luaJIT_profile_stop(L); /* does nothing if jit.profile took it over elsewhere */
+  if (!started) return;
+  struct sigaction now;
+  if (sigaction(SIGPROF, NULL, &now) != 0 || now.sa_handler != luajit_action.sa_handler) return; /* not its */
+  luaJIT_profile_stop(L); /* does nothing if jit.profile restarted it for another state */
 }

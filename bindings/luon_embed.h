@@ -118,16 +118,20 @@ luon_status luon_rt_call(luon_rt *rt, const char *fn, int32_t nin, const luon_bu
  * microseconds, its message saying that the limit passed. Arming it costs
  * a mutex per call.
  *
- * JIT-compiled Lua code stops too (`while true do end` within ~10-20 ms):
- * LuaJIT runs no hooks inside compiled code, so luon runs LuaJIT's profiler
- * in line mode while a runtime lives (a SIGPROF timer, every 10 ms of CPU
- * time, makes compiled code return to the interpreter, which runs the
- * hook; it costs no measurable time). LuaJIT has one profiler per process:
- * only the first runtime gets it, and none does when SIGPROF is already
- * handled (a host profiler) or LUON_JIT_STOP=0 is set; a runtime without
- * it stops compiled loops only at their next luon op, and jit.off(fn, true)
- * makes other code always stoppable. A script that starts jit.profile
- * itself takes the profiler over. */
+ * LuaJIT runs no hooks inside JIT-compiled code, so a compiled loop that
+ * calls no luon op (`while true do end`) stops only when the runtime runs
+ * LuaJIT's profiler in line mode: a SIGPROF timer, every 10 ms of CPU time,
+ * makes compiled code return to the interpreter, which runs the hook (it
+ * costs no measurable time; such loops then stop within ~10-30 ms). The
+ * signal may land on any thread of the process, so the host's poll,
+ * nanosleep and the like can return EINTR: a runtime runs it only when
+ * asked, by its first luon_rt_set_timeout with a limit or by
+ * LUON_JIT_STOP=1 in the environment (LUON_JIT_STOP=0: never). LuaJIT has
+ * one profiler per process: only the first runtime that asks gets it, and
+ * none does when SIGPROF is already handled (a host profiler). Without it,
+ * compiled loops stop at their next luon op, and jit.off(fn, true) makes
+ * other code always stoppable. A script that starts jit.profile itself
+ * takes the profiler over. */
 void luon_rt_interrupt(luon_rt *rt);
 luon_status luon_rt_set_timeout(luon_rt *rt, int64_t timeout_us);
 

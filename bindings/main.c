@@ -505,7 +505,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   luaL_openlibs(L);
-  int jitstop = lu_jitstop_start(L);
+  int jitstop = lu_jitstop_start(L, 1);
   lu_add_lua_dirs(L, paths, cpaths); /* ours first, then whatever LUA_PATH gave */
   lua_getglobal(L, "package");
   lua_getfield(L, -1, "preload");

@@ -8,12 +8,12 @@
  * large product is instead split into row or column blocks over luon's
  * pool, and a product made inside a parallel kernel runs inline.
  * luon_interrupt must be seen within a few milliseconds, so no BLAS call
- * does more than about STOP_FLOPS (a product stops between calls): a
+ * does more than about 2 STOP_FLOPS (a product stops between calls): a
  * product of more than STOP_FLOPS is cut into blocks of rows (or columns)
  * of C, which costs nothing measurable, and one whose blocks would still be
- * too big (a long inner dimension) or that is larger than TILE_ABOVE, into
- * tiles of at most TILE_FLOPS, which costs 5-10% of the speed (partial sums
- * over K chunks, repacking). */
+ * too big (a long inner dimension, a thin C) or that is larger than
+ * TILE_ABOVE, into tiles of at most TILE_FLOPS, which costs 5-10% of the
+ * speed (partial sums over K chunks, repacking). */
 #include "internal.h"
 #include <cblas.h>
 #include <dlfcn.h>
@@ -211,15 +211,16 @@ static bool run_split(split *s) {
   int blk = (total + nt - 1) / nt;
   if (stop) { /* at most STOP_FLOPS a block, and at least 64 rows: B (A) is repacked per block */
     double per = 2.0 * (s->by_rows ? s->n : s->m) * s->k;
-    int most = (int)(STOP_FLOPS / per);
+    double most = STOP_FLOPS / per;
     if (most < 64) most = 64;
-    if (blk > most) blk = most;
-    if (tile_flops > 0 && blk * per > 4 * STOP_FLOPS) { /* the inner dimension is long */
-      run_tiles(s);
-      return true;
-    }
+    if (blk > most) blk = (int)most;
   }
   blk = (blk + 15) / 16 * 16; /* whole register tiles */
+  if (stop && tile_flops > 0 &&
+      (blk >= total || 2.0 * blk * (s->by_rows ? s->n : s->m) * s->k > 2 * STOP_FLOPS)) {
+    run_tiles(s); /* one block would be the whole product, or the inner dimension is long */
+    return true;
+  }
   if (blk >= total) return false;
   s->blk = blk;
   lu_parallel_for((total + blk - 1) / blk, 1, split_range, s);

@@ -59,6 +59,7 @@ typedef struct copy_job {
   int32_t odt, osz, idt, isz;
   int64_t n;
   char *base[2];
+  bool stoppable;     /* ends early after luon_interrupt (a new output only) */
 } copy_job;
 
 /* One row: converted whole when both sides are dense, else LU_ROW_CHUNK
@@ -86,20 +87,21 @@ static void flat_range(void *ctx, int64_t b, int64_t end) {
   int64_t lo = b * PAR_BLOCK, hi = end * PAR_BLOCK < k->n ? end * PAR_BLOCK : k->n;
   char *p[2] = {k->base[0] + lo * k->osz, k->base[1] + lo * k->isz};
   int64_t st[2] = {k->osz, k->isz};
-  for (int64_t m; lo < hi && !lu_interrupted(); lo += m) { /* see LU_STOP_ELEMS */
+  for (int64_t m; lo < hi && !(k->stoppable && lu_interrupted()); lo += m) { /* see LU_STOP_ELEMS */
     m = hi - lo < LU_STOP_ELEMS ? hi - lo : LU_STOP_ELEMS;
     copy_row((void *)k, m, p, st);
     p[0] += m * k->osz, p[1] += m * k->isz;
   }
 }
 
-void lu_copy_cpu(luon_tensor *dst, const luon_tensor *src) {
+void lu_copy_cpu(luon_tensor *dst, const luon_tensor *src, bool stoppable) {
   int64_t n = dst->size;
   if (n == 0) return;
   copy_job k;
   k.odt = dst->dtype, k.osz = luon_dtype_size(dst->dtype);
   k.idt = src->dtype, k.isz = src->dtype == dst->dtype ? k.osz : luon_dtype_size(src->dtype);
   k.n = n;
+  k.stoppable = stoppable;
   k.base[0] = (char *)dst->storage->ptr + dst->offset * k.osz;
   k.base[1] = (char *)src->storage->ptr + src->offset * k.isz;
   int64_t grain = k.odt == k.idt ? GRAIN_PLAIN : GRAIN_CONVERT;
@@ -112,6 +114,6 @@ void lu_copy_cpu(luon_tensor *dst, const luon_tensor *src) {
   int64_t st[LU_ITER_MAX_OPS][LU_MAXD];
   for (int i = 0; i < dst->ndim; i++) st[0][i] = dst->strides[i] * k.osz;
   lu_byte_strides(src, dst->ndim, dst->shape, st[1]);
-  lu_foreach_row(dst->ndim, dst->shape, 2, k.base, (const int64_t(*)[LU_MAXD])st, grain, true, copy_row,
+  lu_foreach_row(dst->ndim, dst->shape, 2, k.base, (const int64_t(*)[LU_MAXD])st, grain, stoppable, copy_row,
                  &k);
 }

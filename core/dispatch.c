@@ -283,9 +283,10 @@ static luon_status run_op(const lu_op_desc *d, lu_call *c, luon_tensor **out, bo
   luon_status s = LUON_OK;
   if (d->kind == LU_NEW) {
     s = new_outputs(d, c, out, wrote_into);
+    unsigned mark = lu_stop_mark();
     if (s == LUON_OK) s = run_kernel(d, c);
     /* a long kernel that saw the flag stopped early: its output is not whole */
-    if (s == LUON_OK && lu_interrupted()) s = lu_error(LUON_EINTERRUPTED, "%s: interrupted", d->name);
+    if (s == LUON_OK && lu_stopped_since(mark)) s = lu_error(LUON_EINTERRUPTED, "%s: interrupted", d->name);
   } else if (d->kind == LU_INPLACE) {
     for (int k = 0; k < c->nout; k++) c->out[k] = NULL;
     for (int k = 0; k < c->nout; k++) {

@@ -35,7 +35,11 @@ const char *lu_shape_str(int ndim, const int64_t *shape) {
 int lu_interrupt_flag;
 
 /* async-signal-safe: a lock-free atomic store and nothing else */
-void luon_interrupt(void) { __atomic_store_n(&lu_interrupt_flag, 1, __ATOMIC_RELAXED); }
+unsigned lu_interrupt_count;
+void luon_interrupt(void) {
+  __atomic_add_fetch(&lu_interrupt_count, 1, __ATOMIC_RELEASE); /* lock-free on every target we build */
+  __atomic_store_n(&lu_interrupt_flag, 1, __ATOMIC_RELAXED);
+}
 void luon_interrupt_clear(void) { __atomic_store_n(&lu_interrupt_flag, 0, __ATOMIC_RELAXED); }
 int32_t luon_interrupted(void) { return lu_interrupted(); }
 

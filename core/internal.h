@@ -38,6 +38,16 @@ static inline bool lu_interrupted(void) {
   int32_t *f = lu_thread_flag;
   return f && __atomic_load_n(f, __ATOMIC_RELAXED);
 }
+/* How many times luon_interrupt was called: another thread may clear the
+ * flag (luon_interrupt_clear) after a kernel stopped and before its caller
+ * looks, so whoever judges a kernel's output takes the count before it and
+ * asks lu_stopped_since after: raised now, or raised (and maybe cleared)
+ * meanwhile. It errs towards "stopped", never towards a partial result. */
+extern unsigned lu_interrupt_count;
+static inline unsigned lu_stop_mark(void) { return __atomic_load_n(&lu_interrupt_count, __ATOMIC_ACQUIRE); }
+static inline bool lu_stopped_since(unsigned mark) {
+  return lu_interrupted() || __atomic_load_n(&lu_interrupt_count, __ATOMIC_ACQUIRE) != mark;
+}
 /* Kernels that stop look at the flag at least this often (elements; about
  * a millisecond of the slowest elementwise work on one core). */
 #define LU_STOP_ELEMS ((int64_t)1 << 18)
@@ -411,8 +421,11 @@ void lu_byte_strides(const luon_tensor *t, int ndim, const int64_t *shape, int64
 /* ---- the strided, converting copy (core/copy.c) ----------------------------- */
 
 /* dst <- src on the CPU (logical CPU devices share memory): the same shape,
- * any strides on both sides, src converted to dst's dtype; threaded. */
-void lu_copy_cpu(luon_tensor *dst, const luon_tensor *src);
+ * any strides on both sides, src converted to dst's dtype; threaded. When
+ * stoppable it ends early after luon_interrupt: only for a new output that
+ * the dispatcher throws away (the copy op), never for luon_tensor_copy,
+ * which writes gradients and parameters in place. */
+void lu_copy_cpu(luon_tensor *dst, const luon_tensor *src, bool stoppable);
 /* The row primitives under it and under the elementwise ops' strided
  * operands. lu_gather: n elements of dtype sdt at src, `stride` bytes apart,
  * into dense dst as ddt (n <= LU_ROW_CHUNK when converting a strided row).

@@ -41,16 +41,20 @@ static void run_pieces(void *ctx, int64_t b, int64_t e) {
   const walk *w = ctx;
   char *p[LU_ITER_MAX_OPS], *q[LU_ITER_MAX_OPS];
   int64_t idx[LU_MAXD];
-  int64_t r = b / w->split;
+  int64_t r = b / w->split, done = 0; /* elements since the flag was last looked at */
   row_start(w, r, p, idx);
   while (b < e) {
-    if (w->stoppable && lu_interrupted()) return;
+    if (w->stoppable && done >= LU_STOP_ELEMS) {
+      if (lu_interrupted()) return;
+      done = 0;
+    }
     int64_t row_end = (r + 1) * w->split, stop = e < row_end ? e : row_end;
-    if (w->stoppable) stop = b + 1; /* a piece at a time, looking at the flag between */
+    if (w->stoppable) stop = b + 1; /* a piece at a time (at most LU_STOP_ELEMS) */
     int64_t lo = (b - r * w->split) * w->piece, hi = (stop - r * w->split) * w->piece;
     if (hi > w->n) hi = w->n;
     for (int k = 0; k < w->nops; k++) q[k] = p[k] + lo * w->inner[k];
     if (hi > lo) w->fn(w->ctx, hi - lo, q, w->inner);
+    done += hi - lo + 1;
     b = stop;
     if (b == row_end) {
       r++;

@@ -457,9 +457,7 @@ luon_status luon_tensor_copy(luon_tensor *dst, const luon_tensor *srcc) {
   }
   if (dst->dev.type == LUON_CPU && src->dev.type == LUON_CPU) {
     /* logical CPU devices share memory: one strided, converting pass */
-    lu_copy_cpu(dst, src); /* stops early after luon_interrupt */
-    if (lu_interrupted())
-      return lu_error(LUON_EINTERRUPTED, "copyto: interrupted (the destination is partly written)");
+    lu_copy_cpu(dst, src, false); /* in place: never stops half-way */
     return LUON_OK;
   }
   /* the device's strided copy writes any dst directly (through luon_op_call

@@ -558,7 +558,7 @@ luon_status lu_cpu_copy(lu_call *c) {
     return lu_error(LUON_ESHAPE, "copy: cannot copy an array of shape %s into one of shape %s",
                     lu_shape_str(c->in[0]->ndim, c->in[0]->shape),
                     lu_shape_str(c->out[0]->ndim, c->out[0]->shape));
-  lu_copy_cpu(c->out[0], c->in[0]);
+  lu_copy_cpu(c->out[0], c->in[0], true); /* a new output: the dispatcher throws it away */
   return LUON_OK;
 }
 

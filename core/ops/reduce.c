@@ -508,8 +508,10 @@ static luon_status reduce_cpu(lu_call *c) {
     if (!pl.partial) {
       s = lu_error(LUON_ENOMEM, "%s: out of host memory for partial results", op_names[pl.rop]);
     } else {
+      /* chunks skipped after luon_interrupt leave their start value */
+      for (int64_t w = 0; w < pl.nout * pl.nchunk; w++) pl.partial[w] = acc_init(pl.rop);
       lu_parallel_for(pl.nout * pl.nchunk, 1, chunks_range, &pl);
-      for (int64_t o = 0; o < pl.nout && !lu_interrupted(); o++) { /* else not all chunks ran */
+      for (int64_t o = 0; o < pl.nout; o++) {
         acc a = pl.partial[o * pl.nchunk];
         for (int64_t ch = 1; ch < pl.nchunk; ch++)
           acc_merge(pl.rop, pl.fl, &a, &pl.partial[o * pl.nchunk + ch]);

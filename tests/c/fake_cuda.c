@@ -151,7 +151,7 @@ static luon_status kernel(lu_call *c) {
 
 /* Its GPUs' memory is host memory: the CPU's strided copy. */
 static luon_status dev_copy(luon_tensor *dst, const luon_tensor *src) {
-  lu_copy_cpu(dst, src);
+  lu_copy_cpu(dst, src, false);
   return LUON_OK;
 }
 
