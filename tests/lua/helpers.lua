@@ -43,6 +43,21 @@ function H.luon_exe()
 end
 
 -- s quoted for the shell
+-- A file's bytes (nil when it cannot be read), and writing them.
+function H.read_file(path)
+  local f = io.open(path, "rb")
+  if not f then return nil end
+  local s = f:read("*a")
+  f:close()
+  return s
+end
+
+function H.write_file(path, s)
+  local f = assert(io.open(path, "wb"))
+  f:write(s)
+  f:close()
+end
+
 function H.quote(s) return "'" .. s:gsub("'", [['\'']]) .. "'" end
 
 -- The devices every tensor spec runs on: cpu(0), cpu(1), and gpu(0) when

@@ -16,18 +16,8 @@ os.remove(tmpdir)
 os.execute("mkdir -p '" .. tmpdir .. "'")
 teardown(function() os.execute("rm -rf '" .. tmpdir .. "'") end)
 
-local function read_file(path)
-  local f = assert(io.open(path, "rb"))
-  local s = f:read("*a")
-  f:close()
-  return s
-end
-
-local function write_file(path, s)
-  local f = assert(io.open(path, "wb"))
-  f:write(s)
-  f:close()
-end
+local function read_file(path) return assert(H.read_file(path), path) end
+local write_file = H.write_file
 
 -- The small network of gen_zoo_golden.py's small_net.
 local function small_net()

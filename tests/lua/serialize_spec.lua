@@ -12,19 +12,7 @@ os.remove(tmpdir)
 os.execute("mkdir -p '" .. tmpdir .. "'")
 local function tmp(name) return tmpdir .. "/" .. name end
 
-local function read_file(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("*a")
-  f:close()
-  return s
-end
-
-local function write_file(path, s)
-  local f = assert(io.open(path, "wb"))
-  f:write(s)
-  f:close()
-end
+local read_file, write_file = H.read_file, H.write_file
 
 local function leftovers()
   local p = io.popen("ls -a '" .. tmpdir .. "'")
