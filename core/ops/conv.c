@@ -485,7 +485,7 @@ static int64_t row_taps(const geom *g, const float *xg, int64_t i, const float *
 }
 
 /* Output row i of every channel of sample n into yn (O,OH,OW). */
-TC void lu_conv_direct_row(const job *jb, int64_t n, int64_t i, float *yn) {
+static TC void direct_row(const job *jb, int64_t n, int64_t i, float *yn) {
   const geom *g = jb->g;
   const float *x = (const float *)jb->a, *w = (const float *)jb->b, *b = (const float *)jb->bias;
   bool relu = g->relu;
@@ -530,8 +530,10 @@ static void direct_rows(void *ctx, int64_t r0, int64_t r1) {
   const job *jb = ctx;
   const geom *g = jb->g;
   for (int64_t r = r0; r < r1 && !lu_interrupted(); r++)
-    lu_conv_direct_row(jb, r / g->OH, r % g->OH, (float *)jb->y + r / g->OH * g->O * g->P);
+    direct_row(jb, r / g->OH, r % g->OH, (float *)jb->y + r / g->OH * g->O * g->P);
 }
+
+void lu_conv_direct_row(const job *jb, int64_t n, int64_t i, float *yn) { direct_row(jb, n, i, yn); }
 
 /* One chunk of samples per thread; with fewer samples than threads, one
  * chunk whose products lu_sgemm splits over the threads instead.

@@ -95,8 +95,8 @@ static inline bool direct_ok(const geom *g, int32_t dt) {
  * (C,H,W), relu'd when fused; `raw`: without the bias and the relu */
 void lu_conv_fwd_sample(const job *j, const char *xn, char *col, char *yn, bool raw);
 /* Output row i of every channel of sample n into yn (O,OH,OW) (direct_ok).
- * Defined with TC (target clones); the declaration must not repeat it, or
- * each caller would make its own resolver of clones it cannot see. */
+ * A plain function over conv.c's target clones: a clone set called from
+ * another file links with gcc but not with clang (the fuzz build). */
 void lu_conv_direct_row(const job *jb, int64_t n, int64_t i, float *yn);
 /* dxn_g (Cg,H,W) = col2im(W_g^T (K,Og) @ dyn_g (Og,P)) for one sample */
 void lu_conv_gin_sample(const geom *g, int32_t dt, const char *w, const char *dyn, char *col, char *dxn);
