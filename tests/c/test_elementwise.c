@@ -462,19 +462,9 @@ static void test_unary(void) {
   luon_tensor_release(x);
 }
 
-/* A named attribute slot's index (core/luon_ops.def), through the public
- * luon_attr_slot. */
-static int slot(const char *name) {
-  const char *n;
-  int32_t index;
-  for (int32_t k = 0; (n = luon_attr_slot(k, NULL, &index)) != NULL; k++)
-    if (strcmp(n, name) == 0) return index;
-  CHECK(0, "no attribute slot named %s", name);
-  return 0;
-}
 
 static void test_clip(void) {
-  int lo = slot("CLIP_MIN"), hi = slot("CLIP_MAX");
+  int lo = test_slot("CLIP_MIN"), hi = test_slot("CLIP_MAX");
   double v[6] = {-5, -1, 0, 0.5, 3, NAN};
   int64_t s6[1] = {6};
   luon_attrs at;

@@ -29,19 +29,9 @@ static luon_tensor *make(int32_t dt, int ndim, const int64_t *shape, const doubl
   return t;
 }
 
-/* A named attribute slot's index (core/luon_ops.def), through the public
- * luon_attr_slot. */
-static int slot(const char *name) {
-  const char *n;
-  int32_t index;
-  for (int32_t k = 0; (n = luon_attr_slot(k, NULL, &index)) != NULL; k++)
-    if (strcmp(n, name) == 0) return index;
-  CHECK(0, "no attribute slot named %s", name);
-  return 0;
-}
 
 static luon_attrs attrs(int keep, int naxes, const int64_t *axes) {
-  int keepdims = slot("REDUCE_KEEPDIMS"), from = slot("REDUCE_AXES");
+  int keepdims = test_slot("REDUCE_KEEPDIMS"), from = test_slot("REDUCE_AXES");
   luon_attrs a;
   memset(&a, 0, sizeof a);
   a.ni = naxes < 0 ? 0 : from + naxes; /* naxes < 0: no attributes at all */

@@ -3,7 +3,9 @@
 #ifndef LUON_TESTUTIL_H
 #define LUON_TESTUTIL_H
 
+#include "luon.h"
 #include <stdio.h>
+#include <string.h>
 
 static int test_failures;
 
@@ -24,6 +26,17 @@ static int test_failures;
     CHECK(check_ok_s_ == LUON_OK, "status %d: %s", (int)check_ok_s_,          \
           luon_last_error());                                                 \
   } while (0)
+
+/* A named attribute slot's index (core/luon_ops.def), through the public
+ * luon_attr_slot, for tests that build attributes without internal.h. */
+static inline int test_slot(const char *name) {
+  const char *n;
+  int32_t index;
+  for (int32_t k = 0; (n = luon_attr_slot(k, NULL, &index)) != NULL; k++)
+    if (strcmp(n, name) == 0) return index;
+  CHECK(0, "no attribute slot named %s", name);
+  return 0;
+}
 
 #define TEST_RESULT (test_failures ? (fprintf(stderr, "%d check(s) failed\n", test_failures), 1) : 0)
 
