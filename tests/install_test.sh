@@ -14,7 +14,7 @@ fail() { echo "install_test: $*" >&2; exit 1; }
 cmake --install "$build" --prefix "$prefix" >"$prefix/install.log" 2>&1 || { cat "$prefix/install.log"; fail "cmake --install failed"; }
 for f in bin/luon lib/libluon.so lib/libluon_embed.so lib/luon.so lib/pkgconfig/luon.pc \
          include/luon/luon.h include/luon/luon_embed.h share/luon/lua/luon/init.lua \
-         share/luon/lua/luon/cdef.lua share/luon/lua/luon/ffi.lua share/luon/lua/luon/gluon/nn.lua; do
+         share/luon/lua/luon/cdef.lua share/luon/lua/luon/ffi.lua share/luon/lua/luon/gluon/nn/init.lua; do
   [[ -e $prefix/$f ]] || fail "missing $f"
 done
 if [[ -e $build/lib/libluon_cuda.so && ! -e $prefix/lib/libluon_cuda.so ]]; then fail "missing lib/libluon_cuda.so"; fi
