@@ -567,7 +567,7 @@ typedef struct lu_cuda_backend {
    * aborted (only nccl_destroy takes it then): LUON_EIO with "timed out" in
    * the message past the deadline, LUON_EDEVICE with NCCL's own words
    * (ncclGetErrorString, ncclGetLastError) otherwise. */
-  int32_t nccl_version;          /* ncclGetVersion's code, e.g. 22809 */
+  int32_t (*nccl_version)(void); /* ncclGetVersion's code, e.g. 22809; 0 until NCCL is loaded (the first collective) */
   /* the 16-byte UUID of gpu(id)'s card: ranks sharing a card cannot share
    * a communicator (NCCL refuses duplicate GPUs) */
   luon_status (*device_uuid)(int32_t id, uint8_t uuid[16]);
@@ -593,7 +593,7 @@ typedef struct lu_cuda_backend {
 /* The vtable's layout: bump it with any change above. The core asks for
  * its own in b->abi before luon_cuda_init; a backend of another layout is
  * refused by name (device.c), never half used. */
-#define LU_CUDA_ABI 4
+#define LU_CUDA_ABI 5
 /* Entry point of libluon_cuda.so. */
 typedef luon_status (*lu_cuda_init_fn)(lu_cuda_backend *b);
 extern lu_cuda_backend lu_cuda;   /* zeroed when the backend is absent */

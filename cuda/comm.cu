@@ -4,11 +4,91 @@
  * a GPU; replicas sharing a card (virtual GPUs) go through the core's copies
  * and adds. (2) luon.dist's communicator across processes: non-blocking,
  * every wait polled against a deadline, aborted when it passes (the
- * bootstrap over MPI and the caching are core/dist/dist.c's). */
+ * bootstrap over MPI and the caching are core/dist/dist.c's).
+ * NCCL is not linked: it is loaded (dlopen) on the first collective, so a
+ * machine without it still gets its GPUs; without it, (1) declines and the
+ * core sums through copies, and (2) says NCCL could not be loaded. */
 #include "internal_cuda.h"
+#include <dlfcn.h>
 #include <nccl.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <time.h>
+
+/* ---- NCCL, loaded on first use -------------------------------------------- */
+
+/* The NCCL functions used here: (return type, name, parameters). */
+#define NCCL_FUNCS(X)                                                                             \
+  X(ncclResult_t, ncclGetVersion, (int *))                                                        \
+  X(const char *, ncclGetErrorString, (ncclResult_t))                                             \
+  X(const char *, ncclGetLastError, (ncclComm_t))                                                 \
+  X(ncclResult_t, ncclCommInitAll, (ncclComm_t *, int, const int *))                             \
+  X(ncclResult_t, ncclGroupStart, (void))                                                         \
+  X(ncclResult_t, ncclGroupEnd, (void))                                                           \
+  X(ncclResult_t, ncclAllReduce,                                                                  \
+    (const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t))        \
+  X(ncclResult_t, ncclBroadcast,                                                                  \
+    (const void *, void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t))                \
+  X(ncclResult_t, ncclGetUniqueId, (ncclUniqueId *))                                              \
+  X(ncclResult_t, ncclCommInitRankConfig, (ncclComm_t *, int, ncclUniqueId, int, ncclConfig_t *)) \
+  X(ncclResult_t, ncclCommGetAsyncError, (ncclComm_t, ncclResult_t *))                            \
+  X(ncclResult_t, ncclCommAbort, (ncclComm_t))                                                    \
+  X(ncclResult_t, ncclCommFinalize, (ncclComm_t))                                                 \
+  X(ncclResult_t, ncclCommDestroy, (ncclComm_t))
+
+#define NCCL_PTR(ret, name, params) ret(*name) params;
+static struct {
+  NCCL_FUNCS(NCCL_PTR)
+} nccl;
+#undef NCCL_PTR
+
+static pthread_once_t nccl_once = PTHREAD_ONCE_INIT;
+static char nccl_why[256];           /* why NCCL could not be loaded ("" when it was) */
+static int32_t nccl_version_code;   /* ncclGetVersion's, once loaded */
+
+static void nccl_load_once(void) {
+  const char *names[] = {"libnccl.so.2", "libnccl.so"};
+  void *h = NULL;
+  for (size_t k = 0; k < sizeof names / sizeof names[0] && !h; k++) h = dlopen(names[k], RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    const char *e = dlerror();
+    snprintf(nccl_why, sizeof nccl_why, "NCCL could not be loaded (%s); install NCCL (libnccl.so.2) or put "
+             "its folder on LD_LIBRARY_PATH", e ? e : "libnccl.so.2 not found");
+    return;
+  }
+#define NCCL_SYM(ret, name, params)                                                          \
+  if (!(*(void **)&nccl.name = dlsym(h, #name))) {                                          \
+    snprintf(nccl_why, sizeof nccl_why, "NCCL was loaded but has no %s (NCCL 2.18 or newer is needed)", #name); \
+    return;                                                                                  \
+  }
+  NCCL_FUNCS(NCCL_SYM)
+#undef NCCL_SYM
+  int v = 0;
+  if (nccl.ncclGetVersion(&v) == ncclSuccess) nccl_version_code = v;
+}
+
+/* LUON_OK when NCCL is loaded, else `code` with the reason, for `what`. */
+static luon_status nccl_load(luon_status code, const char *what) {
+  pthread_once(&nccl_once, nccl_load_once);
+  if (!nccl_why[0]) return LUON_OK;
+  return lu_cuda_seterr(code, "%s: %s", what, nccl_why);
+}
+
+/* From here on, ncclX(...) calls through the loaded pointer. */
+#define ncclGetVersion nccl.ncclGetVersion
+#define ncclGetErrorString nccl.ncclGetErrorString
+#define ncclGetLastError nccl.ncclGetLastError
+#define ncclCommInitAll nccl.ncclCommInitAll
+#define ncclGroupStart nccl.ncclGroupStart
+#define ncclGroupEnd nccl.ncclGroupEnd
+#define ncclAllReduce nccl.ncclAllReduce
+#define ncclBroadcast nccl.ncclBroadcast
+#define ncclGetUniqueId nccl.ncclGetUniqueId
+#define ncclCommInitRankConfig nccl.ncclCommInitRankConfig
+#define ncclCommGetAsyncError nccl.ncclCommGetAsyncError
+#define ncclCommAbort nccl.ncclCommAbort
+#define ncclCommFinalize nccl.ncclCommFinalize
+#define ncclCommDestroy nccl.ncclCommDestroy
 
 #define MAX_GROUPS 8
 
@@ -76,6 +156,7 @@ luon_status lu_cuda_allreduce(int32_t n, void *const *ptrs, const int32_t *ids, 
   if (dtype == LUON_DTYPE_F32) t = ncclFloat32;
   else if (dtype == LUON_DTYPE_F64) t = ncclFloat64;
   else return lu_cuda_seterr(LUON_EUNSUPPORTED, "allreduce: NCCL path takes float32 or float64");
+  LU_TRY(nccl_load(LUON_EUNSUPPORTED, "allreduce")); /* declined: the core sums through copies */
   group *g = NULL;
   LU_TRY(get_group(n, ids, &g));
   cudaStream_t st[LU_MAX_GPU_DEVICES];
@@ -171,6 +252,7 @@ static luon_status device_uuid(int32_t id, uint8_t uuid[16]) {
 
 static luon_status nccl_unique_id(uint8_t id[LU_NCCL_ID_BYTES]) {
   static_assert(sizeof(ncclUniqueId) == LU_NCCL_ID_BYTES, "NCCL_UNIQUE_ID_BYTES changed");
+  LU_TRY(nccl_load(LUON_EDEVICE, "ncclGetUniqueId"));
   ncclUniqueId u;
   ncclResult_t r = ncclGetUniqueId(&u);
   if (r != ncclSuccess) return dist_fail(NULL, r, "ncclGetUniqueId");
@@ -181,6 +263,7 @@ static luon_status nccl_unique_id(uint8_t id[LU_NCCL_ID_BYTES]) {
 static luon_status nccl_comm_init(const uint8_t id[LU_NCCL_ID_BYTES], int32_t nranks, int32_t rank,
                                   int32_t dev, double timeout_s, void **out) {
   *out = NULL;
+  LU_TRY(nccl_load(LUON_EDEVICE, "ncclCommInitRankConfig"));
   dcomm *d = (dcomm *)calloc(1, sizeof(dcomm));
   if (!d) return lu_cuda_seterr(LUON_ENOMEM, "ncclCommInitRankConfig: out of host memory");
   d->dev = dev;
@@ -317,9 +400,10 @@ static luon_status nccl_destroy(void *comm, double timeout_s) {
   return s;
 }
 
+static int32_t nccl_version(void) { return nccl_version_code; }
+
 void lu_cuda_nccl_fill(lu_cuda_backend *b) {
-  int v = 0;
-  b->nccl_version = ncclGetVersion(&v) == ncclSuccess ? v : 0;
+  b->nccl_version = nccl_version;
   b->device_uuid = device_uuid;
   b->nccl_unique_id = nccl_unique_id;
   b->nccl_comm_init = nccl_comm_init;

@@ -487,7 +487,7 @@ static luon_status gpu_setup(lu_device dev, const char *what) {
   }
   G.gpu_path = GPU_NCCL;
   G.nccl_dev = dev.id;
-  int v = lu_cuda.nccl_version;
+  int v = lu_cuda.nccl_version();
   snprintf(G.backend + len, sizeof G.backend - len, "; GPU arrays through NCCL %d.%d.%d on %s",
            v / 10000, v / 100 % 100, v % 100, lu_device_str(dev));
   return LUON_OK;

@@ -213,6 +213,8 @@ static luon_status device_uuid(int32_t id, uint8_t uuid[16]) {
   return LUON_OK;
 }
 
+static int32_t nccl_version(void) { return 22809; }
+
 static luon_status unique_id(uint8_t id[LU_NCCL_ID_BYTES]) {
   uint64_t z = lu_mix64((uint64_t)getpid() * 1000003u ^ (uint64_t)(now_s() * 1e9));
   for (int k = 0; k < LU_NCCL_ID_BYTES; k++) {
@@ -343,7 +345,7 @@ __attribute__((visibility("default"))) luon_status luon_cuda_init(lu_cuda_backen
   b->event_sync = event_sync;
   b->event_query = ok_ev;
   b->event_free = free_ev;
-  b->nccl_version = 22809;
+  b->nccl_version = nccl_version;
   b->device_uuid = device_uuid;
   b->nccl_unique_id = unique_id;
   b->nccl_comm_init = comm_init;
