@@ -1,6 +1,6 @@
 # Peer of bench/leafnet.lua: the same LeafNetwork step in PyTorch, on the CPU
 # (2 threads) or, with --device cuda, on the first GPU (eager, as it comes:
-# cuDNN's default algorithm choice, NCHW). --channels-last uses the
+# cuDNN's default algorithm choice, NCHW; strict fp32 unless --tf32). --channels-last uses the
 # best-known CPU layout (perf_anchors.md). On a GPU each step ends with
 # torch.cuda.synchronize() and the line goes on with "peak <MiB> MiB"
 # (max_memory_allocated over the steps), as luon's does.
@@ -10,6 +10,10 @@ cl = "--channels-last" in sys.argv
 tag = sys.argv[sys.argv.index("--tag") + 1] if "--tag" in sys.argv else "torch"
 dev = sys.argv[sys.argv.index("--device") + 1] if "--device" in sys.argv else "cpu"
 gpu = dev == "cuda"
+# strict fp32 unless --tf32 (PyTorch's cuDNN default): luon is strict unless LUON_CUDA_TF32=1
+tf32 = "--tf32" in sys.argv
+torch.backends.cudnn.allow_tf32 = tf32
+torch.backends.cuda.matmul.allow_tf32 = tf32
 batches = [int(a) for a in sys.argv[1:] if a.isdigit()] or [4, 32, 128]
 
 def conv_block(cin, f):
