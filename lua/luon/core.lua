@@ -768,8 +768,8 @@ for i = 0, C.luon_op_count() - 1 do op_ids[ffi.string(C.luon_op_name(i))] = i en
 M.op_ids = op_ids
 
 -- The registry's facts about each op (core/luon_ops.def), by name: id, name,
--- nin, nout, grad, half, cpu, cuda (where it runs), fused, random, np_map,
--- np_reduce, method. Read them here; never keep a list of op names.
+-- nin, nout, kind ('new', 'view', 'inplace'), grad, half, cpu, cuda (where
+-- it runs), fused, random, np_map, np_reduce, method. Read them here; never keep a list of op names.
 local op_info, op_names = {}, {}
 do
   local info = ffi.new("luon_op_info")
@@ -778,6 +778,7 @@ do
     local name = ffi.string(info.name)
     op_names[i + 1] = name
     op_info[name] = {id = i, name = name, nin = info.num_inputs, nout = info.num_outputs,
+                     kind = ({[0] = "new", "view", "inplace"})[info.kind],
                      grad = info.has_grad == 1, half = info.half == 1,
                      cpu = bit.band(info.backends, C.LUON_BACKEND_CPU) ~= 0,
                      cuda = bit.band(info.backends, C.LUON_BACKEND_CUDA) ~= 0,
@@ -889,6 +890,30 @@ local function run(op, n, a, inputs, x, y, out, cap, oom)
   return st, O, N
 end
 
+-- Automatic mixed precision (luon.amp): nil when off, else a table by op id
+-- of {from = {[dtype id] = true}, to = dtype id}: the inputs of that op
+-- whose dtype is in `from` are cast to `to` (a recorded copy, so gradients
+-- flow back in the input's dtype) before it runs.
+local amp_rules = nil
+function M.set_amp_rules(rules) amp_rules = rules end
+local cast_attrs = ffi.new("luon_attrs") -- never the shared one: the caller's attrs are filled
+local cast_info = ffi.new("luon_tensor_info") -- nor the shared info a caller may be reading
+local function amp_cast(op, inputs)
+  local rule = amp_rules[op]
+  if not rule then return inputs end
+  local cast
+  for k = 1, #inputs do
+    local x = inputs[k]
+    if M.is_array(x) and C.luon_tensor_info_get(x.t, cast_info) == 0 and rule.from[cast_info.dtype] then
+      cast = cast or {unpack(inputs)}
+      ffi.fill(cast_attrs, ffi.sizeof(cast_attrs))
+      cast_attrs.dtype = rule.to
+      cast[k] = M.call(op_ids.copy, {x}, cast_attrs)
+    end
+  end
+  return cast or inputs
+end
+
 -- Run op id with inputs given as a Lua list; one output unless `cap`.
 -- Returns the new array (or, with cap, a list of them). `out` is an
 -- optional list of arrays to write into.
@@ -904,6 +929,7 @@ function M.call(op, inputs, a, out, cap)
             M.show_value(inputs[k])))
     end
   end
+  if amp_rules and amp_rules[op] then inputs = amp_cast(op, inputs) end
   local st, O, N = run(op, n, a, inputs, nil, nil, out, cap)
   if st ~= 0 then raise() end
   if not cap then
@@ -933,6 +959,7 @@ end
 
 -- The hot paths: one or two inputs, no attributes, one new output.
 function M.call1(op, x, a)
+  if amp_rules and amp_rules[op] then return M.call(op, {x}, a) end
   if not M.is_array(x) then
     error(("%s: expected an ndarray, got %s"):format(ffi.string(C.luon_op_name(op)), M.show_value(x)))
   end
@@ -944,6 +971,7 @@ function M.call1(op, x, a)
 end
 
 function M.call2(op, x, y)
+  if amp_rules and amp_rules[op] then return M.call(op, {x, y}) end
   local st, O
   if in_finalizer == 0 then -- run's first attempt, unrolled for arithmetic
     ins[0], ins[1] = x.t, y.t

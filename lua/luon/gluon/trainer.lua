@@ -9,6 +9,7 @@ local core = require("luon.core")
 local ffi, C = core.ffi, core.C
 local np = require("luon.np")
 local optimizer = require("luon.gluon.optimizer")
+local amp = require("luon.amp")
 
 local trainer = {}
 
@@ -311,6 +312,14 @@ end
 -- flags. A parameter with a stale replica is skipped whole, so replicas
 -- stay identical (MXNet would update its fresh replicas alone).
 function Trainer:_update(ignore_stale_grad)
+  if rawget(self, "_amp") and amp._before_update(self) then -- luon.amp: gradients overflowed, skip
+    for _, p in ipairs(self._params) do
+      if p.grad_req ~= "null" then
+        for _, w in ipairs(p._data or p:list_data()) do C.luon_tensor_set_grad_fresh(w.t, 0) end
+      end
+    end
+    return
+  end
   local ndev = #self._updaters
   local per_dev = {}
   for d = 1, ndev do per_dev[d] = {indices = {}, grads = {}, weights = {}} end
