@@ -2,9 +2,12 @@
  * batched GEMM (row-major as C^T = B^T A^T; TF32 off unless
  * LUON_CUDA_TF32=1; float16 and bfloat16 through cublasGemmStridedBatchedEx
  * with float32 accumulation; a 16-bit x integer product in float32, then
- * rounded, as on the CPU), operands made dense (and batch-broadcast) in
- * scratch only when they are not already; integers through a plain wrapping
- * kernel as core/ops/matmul.c. Shapes and dtypes come from lu_shape_matmul. */
+ * rounded, as on the CPU), operands read in place when each matrix is
+ * row-major or column-major (a transposed view: CUBLAS_OP_T, so
+ * fully_connected's x @ W^T and its backward copy nothing) with one batch
+ * stride, else made dense (and batch-broadcast) in scratch; integers through
+ * a plain wrapping kernel as core/ops/matmul.c. Shapes and dtypes come from
+ * lu_shape_matmul. */
 #include "kernels.cuh"
 #include <cublas_v2.h>
 #include <pthread.h>
@@ -79,26 +82,55 @@ __global__ void k_imatmul(mmp p, const void *a, int32_t adt, const void *b, int3
   }
 }
 
-/* Operand t as dense (nbatch or 1, rows, cols) of dtype dt: its own memory
- * when it already is, else a broadcast copy in scratch; *bstride 0 when one
- * matrix serves every batch. */
+/* An operand as cuBLAS reads it: its matrices (rows, cols) at ptr, the
+ * next one bstride elements on (0: one matrix for every batch), each
+ * row-major with leading dimension ld, or column-major (trans) with ld. */
+typedef struct operand {
+  void *ptr;
+  int64_t ld, bstride;
+  bool trans;
+} operand;
+
+/* Whether t (strides st from operand_strides) can be read in place: dtype
+ * dt, one stride across the flattened batch, and each matrix row- or
+ * column-major with a leading dimension cuBLAS takes (< 2^31). */
+static bool direct_operand(const luon_tensor *t, int32_t dt, const int64_t *st, const mmp *p,
+                           int64_t rows, int64_t cols, operand *o) {
+  if (t->dtype != dt) return false;
+  int64_t bstride = 0, expect = 0;
+  bool first = true;
+  for (int d = p->nb - 1; d >= 0; d--) {
+    if (p->bshape[d] == 1) continue;
+    if (st[d] < 0 || (!first && st[d] != expect)) return false;
+    if (first) bstride = st[d];
+    first = false;
+    expect = st[d] * p->bshape[d];
+  }
+  int64_t rs = st[p->nb], cs = st[p->nb + 1];
+  if ((cols == 1 || cs == 1) && (rows == 1 || rs >= cols)) {
+    o->trans = false;
+    o->ld = rows == 1 ? cols : rs;
+  } else if ((rows == 1 || rs == 1) && (cols == 1 || cs >= rows)) {
+    o->trans = true;
+    o->ld = cols == 1 ? rows : cs;
+  } else {
+    return false;
+  }
+  if (o->ld < 1 || o->ld > INT32_MAX) return false;
+  o->ptr = lu_data(t);
+  o->bstride = bstride;
+  return true;
+}
+
+/* Operand t as cuBLAS reads it (direct_operand), else as dense (nbatch,
+ * rows, cols) of dtype dt: a broadcast copy in scratch (*blk). */
 static luon_status dense_operand(const luon_tensor *t, int32_t dt, const int64_t *st, const mmp *p,
-                                 int64_t rows, int64_t cols, cudaStream_t s, void **ptr,
-                                 int64_t *bstride, lu_block **blk) {
+                                 int64_t rows, int64_t cols, cudaStream_t s, operand *o,
+                                 lu_block **blk) {
   *blk = NULL;
-  int64_t own = 1;
-  bool same_batch = true;
-  for (int d = 0; d < p->nb; d++) {
-    int j = d - (p->nb - (t->ndim - 2));
-    int64_t tb = j < 0 ? 1 : t->shape[j];
-    own *= tb;
-    if (tb != p->bshape[d] && tb != 1) same_batch = false;
-  }
-  if (t->dtype == dt && lu_cuda_contiguous(t) && (own == p->nbatch || own == 1) && same_batch) {
-    *ptr = lu_data(t);
-    *bstride = own == 1 ? 0 : rows * cols;
-    return LUON_OK;
-  }
+  if (direct_operand(t, dt, st, p, rows, cols, o)) return LUON_OK;
+  o->trans = false;
+  o->ld = cols;
   int64_t shape[LU_MAXD + 2], dst[LU_MAXD + 2], acc = 1;
   for (int d = 0; d < p->nb; d++) shape[d] = p->bshape[d];
   shape[p->nb] = rows;
@@ -112,11 +144,11 @@ static luon_status dense_operand(const luon_tensor *t, int32_t dt, const int64_t
     acc *= shape[d];
   }
   LU_TRY(lu_cuda_scratch(t->dev.id, (size_t)acc * luon_dtype_size(dt), blk));
-  *ptr = (*blk)->ptr;
-  *bstride = rows * cols;
+  o->ptr = (*blk)->ptr;
+  o->bstride = rows * cols;
   lu_space sp;
   lu_space_init(&sp, nd, shape);
-  lu_space_add_raw(&sp, *ptr, dt, dst);
+  lu_space_add_raw(&sp, o->ptr, dt, dst);
   lu_space_add_raw(&sp, lu_data(t), t->dtype, st);
   lu_space_done(&sp);
   return lu_cuda_copy_space(&sp, s);
@@ -160,11 +192,11 @@ luon_status lu_cuda_matmul(lu_call *c) {
     half = false;
     dt = LUON_DTYPE_F32;
   }
-  void *pa = NULL, *pb = NULL, *py = lu_data(y);
-  int64_t sa = 0, sb = 0;
+  void *py = lu_data(y);
+  operand oa, ob;
   lu_block *ba = NULL, *bb = NULL, *by = NULL;
-  s = dense_operand(a, dt, p.ast, &p, p.M, p.K, k.s, &pa, &sa, &ba);
-  if (s == LUON_OK) s = dense_operand(b, dt, p.bst, &p, p.K, p.N, k.s, &pb, &sb, &bb);
+  s = dense_operand(a, dt, p.ast, &p, p.M, p.K, k.s, &oa, &ba);
+  if (s == LUON_OK) s = dense_operand(b, dt, p.bst, &p, p.K, p.N, k.s, &ob, &bb);
   if (s == LUON_OK && dt != y->dtype) {
     s = lu_cuda_scratch(k.id, (size_t)y->size * luon_dtype_size(dt), &by);
     if (s == LUON_OK) py = by->ptr;
@@ -172,23 +204,28 @@ luon_status lu_cuda_matmul(lu_call *c) {
   cublasHandle_t h = NULL;
   if (s == LUON_OK) s = handle(k.id, k.s, &h);
   if (s == LUON_OK) {
+    /* row-major y = a @ b is column-major y^T = b^T a^T: a row-major operand
+     * is its own transpose read column-major (OP_N), a column-major one
+     * needs OP_T */
     int M = (int)p.M, N = (int)p.N, K = (int)p.K, nb = (int)p.nbatch;
+    int lda = (int)oa.ld, ldb = (int)ob.ld;
+    cublasOperation_t ta = oa.trans ? CUBLAS_OP_T : CUBLAS_OP_N, tb = ob.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasStatus_t r;
     if (half) { /* 16-bit operands and result, float32 accumulation and scalars */
       const float one = 1, zero = 0;
       cudaDataType_t t = dt == LUON_DTYPE_F16 ? CUDA_R_16F : CUDA_R_16BF;
-      r = cublasGemmStridedBatchedEx(h, CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, &one, pb, t, N, sb, pa, t, K,
-                                     sa, &zero, py, t, N, (int64_t)M * N, nb,
+      r = cublasGemmStridedBatchedEx(h, tb, ta, N, M, K, &one, ob.ptr, t, ldb, ob.bstride, oa.ptr, t, lda,
+                                     oa.bstride, &zero, py, t, N, (int64_t)M * N, nb,
                                      CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     } else if (dt == LUON_DTYPE_F32) {
       const float one = 1, zero = 0;
-      r = cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, &one, (const float *)pb, N,
-                                    sb, (const float *)pa, K, sa, &zero, (float *)py, N,
+      r = cublasSgemmStridedBatched(h, tb, ta, N, M, K, &one, (const float *)ob.ptr, ldb, ob.bstride,
+                                    (const float *)oa.ptr, lda, oa.bstride, &zero, (float *)py, N,
                                     (int64_t)M * N, nb);
     } else {
       const double one = 1, zero = 0;
-      r = cublasDgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, &one, (const double *)pb,
-                                    N, sb, (const double *)pa, K, sa, &zero, (double *)py,
+      r = cublasDgemmStridedBatched(h, tb, ta, N, M, K, &one, (const double *)ob.ptr, ldb, ob.bstride,
+                                    (const double *)oa.ptr, lda, oa.bstride, &zero, (double *)py,
                                     N, (int64_t)M * N, nb);
     }
     if (r != CUBLAS_STATUS_SUCCESS)
