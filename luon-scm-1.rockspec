@@ -20,11 +20,13 @@ description = {
 dependencies = {
   "lua == 5.1", -- LuaJIT
 }
--- C libraries libluon links (Debian's libcjson-dev and zlib1g-dev, which
--- scripts/setup installs); CMake finds them, luarocks checks them first.
+-- C libraries libluon links (Debian's libcjson-dev, zlib1g-dev and
+-- libzip-dev, which scripts/setup installs); CMake finds them, luarocks
+-- checks them first.
 external_dependencies = {
   CJSON = { header = "cjson/cJSON.h" },
   ZLIB = { header = "zlib.h" },
+  LIBZIP = { header = "zip.h" },
 }
 build = {
   type = "cmake",

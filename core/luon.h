@@ -432,6 +432,27 @@ luon_status luon_safetensors_shape(const luon_safetensors *h, int32_t i, int32_t
 luon_status luon_safetensors_get(luon_safetensors *h, int32_t i, int32_t dev_type, int32_t dev_id,
                                  luon_tensor **out);
 void luon_safetensors_close(luon_safetensors *h);
+/* NumPy's .npy (one array) and .npz (a zip of .npy files, one per name)
+ * (core/npy.c). Saving writes a new file and renames it into place, as
+ * safetensors; dtypes float16/32/64, int32/64, uint8, bool (bfloat16 has no
+ * NumPy dtype: LUON_EDTYPE). Loading reads .npy versions 1.0 to 3.0, either
+ * byte order, C or Fortran order, into a new row-major tensor (+1);
+ * LUON_EFORMAT naming the file (and entry) and the fault, LUON_EIO when
+ * unreadable. Messages start "npy: <path>: " or "npz: <path>: ". */
+luon_status luon_npy_save(const char *path, const luon_tensor *t);
+luon_status luon_npy_load(const char *path, int32_t dev_type, int32_t dev_id, luon_tensor **out);
+/* n named arrays into one .npz (entries "<name>.npy"; compress 1: deflated,
+ * as numpy.savez_compressed; 0 stored, as numpy.savez). */
+luon_status luon_npz_save(const char *path, int32_t n, const char *const *names, luon_tensor *const *tensors,
+                          int32_t compress);
+typedef struct luon_npz luon_npz;
+/* Open a .npz: its entries must all be .npy files (checked); each is read
+ * and checked by luon_npz_get. */
+luon_status luon_npz_open(const char *path, luon_npz **out);
+int32_t luon_npz_count(const luon_npz *h);
+const char *luon_npz_name(const luon_npz *h, int32_t i); /* without ".npy"; NULL out of range */
+luon_status luon_npz_get(luon_npz *h, int32_t i, int32_t dev_type, int32_t dev_id, luon_tensor **out);
+void luon_npz_close(luon_npz *h);
 /* Read an IDX file (MNIST's format), gzip-compressed or plain, into a new
  * tensor of its shape (+1): element type 0x08 -> uint8, 0x0C -> int32,
  * 0x0D -> float32, 0x0E -> float64 (gzip through zlib).

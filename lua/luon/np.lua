@@ -23,6 +23,8 @@ local join_axis = {concatenate = S.CONCAT_AXIS, stack = S.STACK_AXIS}
 
 local np = {}
 np.random = {}
+-- NumPy's np.save, savez, savez_compressed, load: npx's (serialize.lua)
+for name, f in pairs(require("luon.serialize").npx) do np[name] = f end
 
 -- dtype constants: np.float32 == "float32"
 for _, name in ipairs({"float32", "float64", "float16", "bfloat16", "int32", "int64", "uint8", "bool"}) do

@@ -5,6 +5,7 @@ local np = require("luon.np")
 local ffi, C = core.ffi, core.C
 
 local npx = {}
+for name, f in pairs(require("luon.serialize").npx) do npx[name] = f end -- save, savez, load
 npx.Device = core.Device
 
 function npx.cpu(id) return core.device("cpu", id or 0) end
