@@ -845,3 +845,23 @@ luon_status lu_grad_conv2d(lu_grad_call *gc) {
   luon_tensor_release(masked);
   return s;
 }
+
+/* dx = conv2d_grad_input(dy, w) is linear in both (it is the transposed
+ * convolution, npx.deconvolution's forward):
+ *   d dy = conv2d(ddx, w)                  the convolution it transposes
+ *   d w  = conv2d_grad_weight(ddx, dy)     ddx in the input's place, dy the output gradient's */
+luon_status lu_grad_conv2d_grad_input(lu_grad_call *gc) {
+  luon_tensor *ddx = gc->dout[0], *dy = gc->in[0], *w = gc->in[1];
+  if (!ddx) return LUON_OK;
+  luon_attrs a;
+  memset(&a, 0, sizeof a);
+  for (int k = 0; k <= LU_CONV2D_GROUPS; k++) a.i[k] = k < gc->attrs->ni ? gc->attrs->i[k] : conv_defaults[k];
+  a.ni = LU_CONV2D_GROUPS + 1; /* no fused relu */
+  if (gc->need[0]) LU_TRY(lu_run(LU_OP_conv2d, &a, &gc->din[0], 2, ddx, w));
+  if (gc->need[1]) {
+    a.i[LU_CONV2D_GRAD_WEIGHT_KH] = w->shape[2], a.i[LU_CONV2D_GRAD_WEIGHT_KW] = w->shape[3];
+    a.ni = LU_NI_conv2d_grad_weight;
+    LU_TRY(lu_run(LU_OP_conv2d_grad_weight, &a, &gc->din[1], 2, ddx, dy));
+  }
+  return LUON_OK;
+}

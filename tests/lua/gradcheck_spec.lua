@@ -237,6 +237,23 @@ cases.conv2d = {
   {"stride 2, dilation 2, groups 2, no bias", inputs = function() return {randn({1, 4, 7, 6}), randn({2, 2, 2, 2})} end,
    f = function(x, w) return raw("conv2d", {x, w}, conv({2, 1}, {0, 1}, {2, 2}, 2)) end},
 }
+-- the transposed convolution (npx.deconvolution): dy (N,O,OH,OW), w -> dx of the input's H, W
+local function with(t, extra)
+  for k, v in pairs(extra) do t[k] = v end
+  return t
+end
+cases.conv2d_grad_input = {
+  {"stride 2, pad 1, output 6x5", inputs = function() return {randn({2, 3, 3, 3}), randn({3, 2, 3, 3})} end,
+   f = function(dy, w)
+     return raw("conv2d_grad_input", {dy, w}, with(conv({2, 2}, {1, 1}, {1, 1}, 1), {CONV2D_GRAD_INPUT_H = 6,
+                                                                                    CONV2D_GRAD_INPUT_W = 5}))
+   end},
+  {"groups 2, dilation (1, 2), stride (1, 2), transposed dy", inputs = function() return {randn({1, 4, 5, 3}), randn({4, 1, 2, 2})} end,
+   f = function(dy, w)
+     return raw("conv2d_grad_input", {np.transpose(dy, {0, 1, 3, 2}), w},
+                with(conv({1, 2}, {0, 0}, {1, 2}, 2), {CONV2D_GRAD_INPUT_H = 4, CONV2D_GRAD_INPUT_W = 12}))
+   end},
+}
 cases.conv2d_maxpool = {
   {"relu, bias, pool 2x2 stride 2", inputs = function() return {randn({2, 3, 6, 7}), randn({4, 3, 2, 2}), randn({4})} end,
    f = function(x, w, b)
