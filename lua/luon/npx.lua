@@ -221,8 +221,6 @@ local function view_2d(x) -- (N, C, W) -> (N, C, 1, W)
   return x:reshape({s[1], s[2], 1, s[3]})
 end
 
-local function show_sizes(t) return core.shape_text(t) end
-
 -- The weight and kernel of a convolution (deconvolution: `io` names the
 -- weight's first two axes): ndim n + 2, kernel, when given, its sizes.
 local function check_weight(fname, n, weight, kernel, io)
@@ -235,7 +233,7 @@ local function check_weight(fname, n, weight, kernel, io)
     local k = core.sizes(kernel, n, nil, fname, "kernel")
     for d = 1, n do
       if k[d] ~= ws[d + 2] then
-        core.error(("%s: kernel %s does not match weight shape %s"):format(fname, show_sizes(k),
+        core.error(("%s: kernel %s does not match weight shape %s"):format(fname, core.shape_text(k),
                    core.shape_text(ws)))
       end
     end
@@ -252,7 +250,8 @@ end
 local conv_keys = {"kernel", "stride", "dilate", "pad", "num_filter", "num_group", "no_bias", "layout",
                    "act_type"}
 -- The op, its inputs and attributes (core.attrs()) for convolution's
--- arguments, and the output's shape for a 1-d call (else nil).
+-- arguments, the spatial rank n (a 1-d call's result is the 2-d op's, to
+-- reshape), and whether a relu is to follow (3-d: conv3d fuses none).
 local function conv_args(fname, data, weight, bias, kw)
   need_array(data, fname, "data")
   need_array(weight, fname, "weight")
@@ -398,7 +397,7 @@ function npx.deconvolution(data, weight, bias, kw)
     for d = 1, n do -- MXNet's rule: pad and adj from the target
       if full[d] < target[d] then
         core.error(("%s: target_shape %s is too big: axis %d reaches at most %d"):format(fname,
-                   show_sizes(target), d, full[d]))
+                   core.shape_text(target), d, full[d]))
       end
       local t = full[d] - target[d]
       adj[d], pad[d] = t % 2, math.floor((t + 1) / 2)
@@ -407,7 +406,7 @@ function npx.deconvolution(data, weight, bias, kw)
   local out = {xs[1], cout}
   for d = 1, n do
     if adj[d] >= stride[d] then
-      core.error(("%s: adj %s must be smaller than stride %s"):format(fname, show_sizes(adj), show_sizes(stride)))
+      core.error(("%s: adj %s must be smaller than stride %s"):format(fname, core.shape_text(adj), core.shape_text(stride)))
     end
     out[d + 2] = full[d] - 2 * pad[d] + adj[d]
     if out[d + 2] < 1 then
