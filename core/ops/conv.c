@@ -2,13 +2,13 @@
  * zero padding, dilation and groups, and its input and weight gradients.
  * Not here: pooling (pool.c), the fused convolution and max pooling
  * (conv_maxpool.c, which shares this file's per-sample kernels through
- * conv_internal.h), transposed, 1-d or 3-d convolution.
+ * conv_internal.h), 3-d convolution (conv3d.c). 1-d convolution is conv2d
+ * with H = 1, and the transposed convolution is conv2d_grad_input (npx).
  *   y[n,o,i,j] = b[o] + sum_{c,p,q} w[o,c,p,q] x[n, g*Cg+c, i*sh-ph+p*dh, j*sw-pw+q*dw]
  *   (g = o / Og; Cg = C/groups input and Og = O/groups output channels per group)
  * conv2d's LU_CONV2D_RELU = 1 fuses a relu: y = max(that, 0), written once; its
  * backward masks dy by y > 0 (Conv2D(activation='relu') uses it). */
 #include "conv_internal.h"
-#include <cblas.h>
 #include <stdlib.h>
 
 /* Short copy loops stay loops: gcc would make each row a memcpy call. */
@@ -364,18 +364,6 @@ static void im2col(int32_t dt, const geom *g, const char *x, char *col) {
 static void col2im(int32_t dt, const geom *g, const char *col, char *dx) {
   if (dt == LUON_DTYPE_F32) col2im_f32(g, (const float *)col, (float *)dx);
   else col2im_f64(g, (const double *)col, (double *)dx);
-}
-
-/* C (M,N) = A (M,K) [transposed: stored (K,M)] @ B (K,N) [or stored (N,K)] + beta C, row-major. */
-static void gemm(int32_t dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const char *A,
-                 int64_t lda, const char *B, int64_t ldb, double beta, char *C, int64_t ldc) {
-  enum CBLAS_TRANSPOSE a = ta ? CblasTrans : CblasNoTrans, b = tb ? CblasTrans : CblasNoTrans;
-  if (dt == LUON_DTYPE_F32)
-    lu_sgemm(CblasRowMajor, a, b, (int)M, (int)N, (int)K, 1.0f, (const float *)A, (int)lda,
-                (const float *)B, (int)ldb, (float)beta, (float *)C, (int)ldc);
-  else
-    lu_dgemm(CblasRowMajor, a, b, (int)M, (int)N, (int)K, 1.0, (const double *)A, (int)lda,
-                (const double *)B, (int)ldb, beta, (double *)C, (int)ldc);
 }
 
 /* ---- forward ------------------------------------------------------------------- */
@@ -844,4 +832,24 @@ luon_status lu_grad_conv2d(lu_grad_call *gc) {
   luon_status s = conv_grads(gc, dy, x, w);
   luon_tensor_release(masked);
   return s;
+}
+
+/* dx = conv2d_grad_input(dy, w) is linear in both (it is the transposed
+ * convolution, npx.deconvolution's forward):
+ *   d dy = conv2d(ddx, w)                  the convolution it transposes
+ *   d w  = conv2d_grad_weight(ddx, dy)     ddx in the input's place, dy the output gradient's */
+luon_status lu_grad_conv2d_grad_input(lu_grad_call *gc) {
+  luon_tensor *ddx = gc->dout[0], *dy = gc->in[0], *w = gc->in[1];
+  if (!ddx) return LUON_OK;
+  luon_attrs a;
+  memset(&a, 0, sizeof a);
+  for (int k = 0; k <= LU_CONV2D_GROUPS; k++) a.i[k] = k < gc->attrs->ni ? gc->attrs->i[k] : conv_defaults[k];
+  a.ni = LU_CONV2D_GROUPS + 1; /* no fused relu */
+  if (gc->need[0]) LU_TRY(lu_run(LU_OP_conv2d, &a, &gc->din[0], 2, ddx, w));
+  if (gc->need[1]) {
+    a.i[LU_CONV2D_GRAD_WEIGHT_KH] = w->shape[2], a.i[LU_CONV2D_GRAD_WEIGHT_KW] = w->shape[3];
+    a.ni = LU_NI_conv2d_grad_weight;
+    LU_TRY(lu_run(LU_OP_conv2d_grad_weight, &a, &gc->din[1], 2, ddx, dy));
+  }
+  return LUON_OK;
 }

@@ -1,11 +1,13 @@
-/* conv_internal.h: what conv.c (the convolution and its gradients) and
- * conv_maxpool.c (the fused convolution, relu and max pooling) share: the
- * geometry, the dense operands, the per-sample job, and the per-sample
- * kernels conv.c defines. Local to core/ops. */
+/* conv_internal.h: what conv.c (the convolution and its gradients),
+ * conv_maxpool.c (the fused convolution, relu and max pooling) and conv3d.c
+ * (the 3-d convolution) share: the geometry, the dense operands, the GEMM,
+ * the per-sample job, and the per-sample kernels conv.c defines. Local to
+ * core/ops. */
 #ifndef LUON_CONV_INTERNAL_H
 #define LUON_CONV_INTERNAL_H
 
 #include "internal.h"
+#include <cblas.h>
 #include <limits.h>
 
 /* The geometry of one convolution, as the shapes and attributes state it. */
@@ -47,6 +49,18 @@ static inline double ld(const char *p, int32_t dt, int64_t i) {
 static inline void st(char *p, int32_t dt, int64_t i, double v) {
   if (dt == LUON_DTYPE_F32) ((float *)p)[i] = (float)v;
   else ((double *)p)[i] = v;
+}
+
+/* C (M,N) = A (M,K) [transposed: stored (K,M)] @ B (K,N) [or stored (N,K)] + beta C, row-major. */
+static inline void gemm(int32_t dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const char *A,
+                 int64_t lda, const char *B, int64_t ldb, double beta, char *C, int64_t ldc) {
+  enum CBLAS_TRANSPOSE a = ta ? CblasTrans : CblasNoTrans, b = tb ? CblasTrans : CblasNoTrans;
+  if (dt == LUON_DTYPE_F32)
+    lu_sgemm(CblasRowMajor, a, b, (int)M, (int)N, (int)K, 1.0f, (const float *)A, (int)lda,
+                (const float *)B, (int)ldb, (float)beta, (float *)C, (int)ldc);
+  else
+    lu_dgemm(CblasRowMajor, a, b, (int)M, (int)N, (int)K, 1.0, (const double *)A, (int)lda,
+                (const double *)B, (int)ldb, beta, (double *)C, (int)ldc);
 }
 
 /* A 1x1 kernel with stride 1 and no padding reads x itself as the column matrix. */

@@ -1,5 +1,7 @@
 /* pool.c: 2-d max and average pooling in NCHW (kernel, stride, zero padding,
- * ceil_mode, global) and their gradients. Not here: adaptive, LP or 1-d/3-d pooling.
+ * ceil_mode, global) and their gradients, and the same in 3-d (NCDHW, a
+ * direct kernel at the end). Not here: adaptive or LP pooling; 1-d pooling is
+ * the 2-d op with H = 1 (npx.pooling).
  *   y[n,c,i,j] = max or mean of x[n,c, i*sh-ph+p, j*sw-pw+q] over p < KH, q < KW
  *   (max ignores the padding; mean counts it when count_include_pad, MXNet's default) */
 #include "internal.h"
@@ -626,4 +628,201 @@ luon_status lu_grad_max_pool2d(lu_grad_call *g) {
 luon_status lu_grad_avg_pool2d(lu_grad_call *g) {
   if (!g->dout[0] || !g->need[0]) return LUON_OK;
   return lu_run(LU_OP_avg_pool2d_grad, g->attrs, &g->din[0], 2, g->in[0], g->dout[0]);
+}
+
+/* ---- 3-d pooling ---------------------------------------------------------------- */
+
+/* x (N,C,D,H,W) -> y (N,C,OD,OH,OW): the 2-d rules (out_size, window) on each
+ * of the three axes. One direct kernel, planes (n,c) split across threads:
+ * each output's window read in (d,h,w) row-major order, the first maximum
+ * (strict >) taking the gradient, as pool_ref. */
+typedef struct pgeom3 {
+  int64_t N, C, D, H, W;
+  int64_t k[3], s[3], p[3], n[3], o[3]; /* kernel, stride, pad, input and output sizes (d, h, w) */
+  bool incl_pad;
+} pgeom3;
+
+static luon_status pool3_geom(const lu_call *c, const luon_tensor *x, pgeom3 *g) {
+  const char *op = lu_ops[c->op].name;
+  const luon_attrs *a = c->attrs;
+  *g = (pgeom3){0};
+  if (x->ndim != 5)
+    return lu_error(LUON_ESHAPE, "%s: the input must be 5-d (N,C,D,H,W), got shape %s", op,
+                    lu_shape_str(x->ndim, x->shape));
+  if (!lu_dtype_is_float(x->dtype))
+    return lu_error(LUON_EDTYPE, "%s: the input is %s; pooling takes float32 or float64", op,
+                    luon_dtype_name(x->dtype));
+  g->N = x->shape[0], g->C = x->shape[1], g->D = x->shape[2], g->H = x->shape[3], g->W = x->shape[4];
+  for (int d = 0; d < 3; d++) g->n[d] = x->shape[2 + d];
+  bool global = a->ni > LU_POOL3D_GLOBAL && a->i[LU_POOL3D_GLOBAL] != 0;
+  g->incl_pad = a->ni <= LU_POOL3D_COUNT_PAD || a->i[LU_POOL3D_COUNT_PAD] != 0;
+  if (global) {
+    if (g->D < 1 || g->H < 1 || g->W < 1)
+      return lu_error(LUON_ESHAPE, "%s: global pooling of an empty input %s", op, lu_shape_str(5, x->shape));
+    for (int d = 0; d < 3; d++) g->k[d] = g->n[d], g->s[d] = 1, g->p[d] = 0, g->o[d] = 1;
+    return LUON_OK;
+  }
+  if (a->ni <= LU_POOL3D_KERNEL_W)
+    return lu_error(LUON_EINVAL, "%s: needs the kernel size in i[0..2] (or global pooling), got %d "
+                    "attributes", op, a->ni);
+  /* left out (each triple as one): stride = kernel, pad 0, no ceil_mode */
+  bool stride = a->ni > LU_POOL3D_STRIDE_W, pad = a->ni > LU_POOL3D_PAD_W;
+  bool ceil = a->ni > LU_POOL3D_CEIL && a->i[LU_POOL3D_CEIL] != 0;
+  for (int d = 0; d < 3; d++) {
+    g->k[d] = a->i[LU_POOL3D_KERNEL_D + d];
+    g->s[d] = a->i[(stride ? LU_POOL3D_STRIDE_D : LU_POOL3D_KERNEL_D) + d];
+    g->p[d] = pad ? a->i[LU_POOL3D_PAD_D + d] : 0;
+  }
+  const int64_t *k = g->k, *s = g->s, *p = g->p;
+  if (k[0] < 1 || k[1] < 1 || k[2] < 1)
+    return lu_error(LUON_EINVAL, "%s: kernel must be at least 1, got (%lld,%lld,%lld)", op, (long long)k[0],
+                    (long long)k[1], (long long)k[2]);
+  if (s[0] < 1 || s[1] < 1 || s[2] < 1)
+    return lu_error(LUON_EINVAL, "%s: strides must be at least 1, got (%lld,%lld,%lld)", op, (long long)s[0],
+                    (long long)s[1], (long long)s[2]);
+  if (p[0] < 0 || p[1] < 0 || p[2] < 0)
+    return lu_error(LUON_EINVAL, "%s: padding must be at least 0, got (%lld,%lld,%lld)", op, (long long)p[0],
+                    (long long)p[1], (long long)p[2]);
+  if (p[0] >= k[0] || p[1] >= k[1] || p[2] >= k[2])
+    return lu_error(LUON_EINVAL, "%s: padding (%lld,%lld,%lld) must be smaller than the kernel (%lld,%lld,%lld)",
+                    op, (long long)p[0], (long long)p[1], (long long)p[2], (long long)k[0], (long long)k[1],
+                    (long long)k[2]);
+  for (int d = 0; d < 3; d++)
+    if (g->n[d] + 2 * p[d] < k[d])
+      return lu_error(LUON_ESHAPE, "%s: kernel (%lld,%lld,%lld) is larger than the input %s padded by "
+                      "(%lld,%lld,%lld)", op, (long long)k[0], (long long)k[1], (long long)k[2],
+                      lu_shape_str(5, x->shape), (long long)p[0], (long long)p[1], (long long)p[2]);
+  for (int d = 0; d < 3; d++) g->o[d] = out_size(g->n[d], k[d], s[d], p[d], ceil);
+  return LUON_OK;
+}
+
+static void set_out5(lu_call *c, int32_t dt, const int64_t s[5]) {
+  c->nout = 1;
+  c->out_dtype[0] = dt;
+  c->out_ndim[0] = 5;
+  memcpy(c->out_shape[0], s, sizeof(int64_t) * 5);
+}
+
+static luon_status pool3_shape(lu_call *c) {
+  pgeom3 g;
+  LU_TRY(pool3_geom(c, c->in[0], &g));
+  int64_t s[5] = {g.N, g.C, g.o[0], g.o[1], g.o[2]};
+  set_out5(c, c->in[0]->dtype, s);
+  return LUON_OK;
+}
+
+static luon_status pool3_grad_shape(lu_call *c) {
+  const char *op = lu_ops[c->op].name;
+  const luon_tensor *x = c->in[0], *dy = c->in[1];
+  pgeom3 g;
+  LU_TRY(pool3_geom(c, x, &g));
+  int64_t want[5] = {g.N, g.C, g.o[0], g.o[1], g.o[2]};
+  if (dy->ndim != 5 || memcmp(dy->shape, want, sizeof want) != 0)
+    return lu_error(LUON_ESHAPE, "%s: the output gradient has shape %s but pooling the input %s gives %s",
+                    op, lu_shape_str(dy->ndim, dy->shape), lu_shape_str(5, x->shape), lu_shape_str(5, want));
+  if (dy->dtype != x->dtype)
+    return lu_error(LUON_EDTYPE, "%s: the input is %s but the output gradient is %s; cast one with astype",
+                    op, luon_dtype_name(x->dtype), luon_dtype_name(dy->dtype));
+  set_out5(c, x->dtype, x->shape);
+  return LUON_OK;
+}
+
+luon_status lu_shape_max_pool3d(lu_call *c) { return pool3_shape(c); }
+luon_status lu_shape_avg_pool3d(lu_call *c) { return pool3_shape(c); }
+luon_status lu_shape_max_pool3d_grad(lu_call *c) { return pool3_grad_shape(c); }
+luon_status lu_shape_avg_pool3d_grad(lu_call *c) { return pool3_grad_shape(c); }
+
+typedef struct pjob3 {
+  const pgeom3 *g;
+  bool is_max;
+  const char *x, *dy; /* dy: the backward */
+  char *y;            /* the forward's output or dx */
+} pjob3;
+
+/* planes [p0, p1): the forward (dy NULL) or dx (zeroed here) */
+#define GEN_POOL3(T, S)                                                                          \
+  static void planes3_##S(void *ctx, int64_t p0, int64_t p1) {                                   \
+    const pjob3 *jb = ctx;                                                                       \
+    const pgeom3 *g = jb->g;                                                                     \
+    int64_t DHW = g->D * g->H * g->W, OP = g->o[0] * g->o[1] * g->o[2];                          \
+    for (int64_t pl = p0; pl < p1 && !lu_interrupted(); pl++) {                                  \
+      const T *xp = (const T *)jb->x + pl * DHW;                                                 \
+      const T *dyp = jb->dy ? (const T *)jb->dy + pl * OP : NULL;                                \
+      T *yp = (T *)jb->y + (jb->dy ? pl * DHW : pl * OP);                                        \
+      if (dyp) memset(yp, 0, sizeof(T) * (size_t)DHW);                                           \
+      for (int64_t od = 0; od < g->o[0]; od++)                                                   \
+        for (int64_t oh = 0; oh < g->o[1]; oh++)                                                 \
+          for (int64_t ow = 0; ow < g->o[2]; ow++) {                                             \
+            int64_t d0, d1, cd, h0, h1, chh, w0, w1, cw;                                         \
+            window(od, g->s[0], g->p[0], g->k[0], g->D, g->incl_pad, &d0, &d1, &cd);             \
+            window(oh, g->s[1], g->p[1], g->k[1], g->H, g->incl_pad, &h0, &h1, &chh);            \
+            window(ow, g->s[2], g->p[2], g->k[2], g->W, g->incl_pad, &w0, &w1, &cw);             \
+            int64_t o = (od * g->o[1] + oh) * g->o[2] + ow, cnt = cd * chh * cw, arg = -1;       \
+            T best = 0, sum = 0;                                                                 \
+            for (int64_t d = d0; d < d1; d++)                                                    \
+              for (int64_t h = h0; h < h1; h++)                                                  \
+                for (int64_t w = w0; w < w1; w++) {                                              \
+                  int64_t k = (d * g->H + h) * g->W + w;                                         \
+                  T v = xp[k];                                                                   \
+                  if (arg < 0 || v > best) best = v, arg = k;                                    \
+                  sum += v;                                                                      \
+                }                                                                                \
+            if (!dyp) {                                                                          \
+              yp[o] = jb->is_max ? (arg >= 0 ? best : (T)-INFINITY) : cnt > 0 ? sum / (T)cnt : 0; \
+            } else if (jb->is_max) {                                                             \
+              if (arg >= 0) yp[arg] += dyp[o];                                                   \
+            } else if (cnt > 0) {                                                                \
+              T dv = dyp[o] / (T)cnt;                                                            \
+              for (int64_t d = d0; d < d1; d++)                                                  \
+                for (int64_t h = h0; h < h1; h++)                                                \
+                  for (int64_t w = w0; w < w1; w++) yp[(d * g->H + h) * g->W + w] += dv;         \
+            }                                                                                    \
+          }                                                                                      \
+    }                                                                                            \
+  }
+GEN_POOL3(float, f32)
+GEN_POOL3(double, f64)
+
+static luon_status pool3_run(lu_call *c, bool is_max, bool grad) {
+  const char *op = lu_ops[c->op].name;
+  luon_tensor *x = c->in[0], *dyt = grad ? c->in[1] : NULL, *y = c->out[0];
+  pgeom3 g;
+  LU_TRY(pool3_geom(c, x, &g));
+  if (y->size == 0 || x->size == 0) {
+    if (y->size) memset(lu_data(y), 0, (size_t)(y->size * luon_dtype_size(y->dtype)));
+    return LUON_OK;
+  }
+  int64_t es = luon_dtype_size(x->dtype);
+  char *tx = lu_is_contiguous(x) ? NULL : lu_scratch_alloc((size_t)(x->size * es) + 1);
+  char *td = dyt && !lu_is_contiguous(dyt) ? lu_scratch_alloc((size_t)(dyt->size * es) + 1) : NULL;
+  char *ty = lu_is_contiguous(y) ? NULL : lu_scratch_alloc((size_t)(y->size * es) + 1);
+  if ((!tx && !lu_is_contiguous(x)) || (dyt && !td && !lu_is_contiguous(dyt)) || (!ty && !lu_is_contiguous(y))) {
+    lu_scratch_free(tx), lu_scratch_free(td), lu_scratch_free(ty);
+    return lu_error(LUON_ENOMEM, "%s: out of host memory packing the operands (input %s)", op,
+                    lu_shape_str(5, x->shape));
+  }
+  if (tx) lu_pack(x, tx);
+  if (td) lu_pack(dyt, td);
+  pjob3 j = {&g, is_max, tx ? tx : lu_data(x), dyt ? (td ? td : lu_data(dyt)) : NULL, ty ? ty : lu_data(y)};
+  lu_parallel_for(g.N * g.C, 1, x->dtype == LUON_DTYPE_F32 ? planes3_f32 : planes3_f64, &j);
+  if (ty) lu_unpack(y, ty);
+  lu_scratch_free(tx), lu_scratch_free(td), lu_scratch_free(ty);
+  return LUON_OK;
+}
+
+luon_status lu_cpu_max_pool3d(lu_call *c) { return pool3_run(c, true, false); }
+luon_status lu_cpu_avg_pool3d(lu_call *c) { return pool3_run(c, false, false); }
+luon_status lu_cpu_max_pool3d_grad(lu_call *c) { return pool3_run(c, true, true); }
+luon_status lu_cpu_avg_pool3d_grad(lu_call *c) { return pool3_run(c, false, true); }
+
+/* y = max_pool3d(x): dx = max_pool3d_grad(x, dy), dy routed to each window's first maximum. */
+luon_status lu_grad_max_pool3d(lu_grad_call *g) {
+  if (!g->dout[0] || !g->need[0]) return LUON_OK;
+  return lu_run(LU_OP_max_pool3d_grad, g->attrs, &g->din[0], 2, g->in[0], g->dout[0]);
+}
+
+/* y = avg_pool3d(x): dx = avg_pool3d_grad(x, dy), dy / count spread over each window. */
+luon_status lu_grad_avg_pool3d(lu_grad_call *g) {
+  if (!g->dout[0] || !g->need[0]) return LUON_OK;
+  return lu_run(LU_OP_avg_pool3d_grad, g->attrs, &g->din[0], 2, g->in[0], g->dout[0]);
 }

@@ -1,10 +1,12 @@
-/* conv.cu: 2-d convolution (cross-correlation) in NCHW and its input and
- * weight gradients through cuDNN 9's convolution API: stride, padding,
- * dilation, groups; algorithms from cuDNN's heuristics (the _v7 queries),
- * workspace from the core's caching allocator; FMA math (no TF32) unless
- * LUON_CUDA_TF32=1; float16 and bfloat16 data with float32 compute (tensor
- * cores allowed). Operands are made dense first when they are not. The
- * forward's bias and fused relu (i[7] = 1) are one small kernel after it. */
+/* conv.cu: 2-d and 3-d convolution (cross-correlation) in NCHW / NCDHW and
+ * their input and weight gradients through cuDNN 9's convolution API (N-d
+ * descriptors): stride, padding, dilation, groups; algorithms from cuDNN's
+ * heuristics (the _v7 queries), workspace from the core's caching allocator;
+ * FMA math (no TF32) unless LUON_CUDA_TF32=1; float16 and bfloat16 data with
+ * float32 compute (tensor cores allowed). Operands are made dense first when
+ * they are not. The forward's bias and conv2d's fused relu (i[7] = 1) are
+ * one small kernel after it. The CPU kernels are core/ops/conv.c's and
+ * conv3d.c's. */
 #include "kernels.cuh"
 #include <cudnn.h>
 #include <pthread.h>
@@ -58,7 +60,8 @@ __global__ void k_bias_relu(void *y, int32_t dt, const void *b, int64_t n, int64
 
 /* y (N,O,P) of dtype dt, in place: + bias b (dense, dt; may be NULL) then relu. */
 static void bias_relu(void *y, int32_t dt, const void *b, const luon_tensor *yt, bool relu, cudaStream_t st) {
-  int64_t n = yt->size, O = yt->shape[1], P = yt->shape[2] * yt->shape[3];
+  int64_t n = yt->size, O = yt->shape[1], P = 1;
+  for (int d = 2; d < yt->ndim; d++) P *= yt->shape[d];
   if (n == 0 || (!b && !relu)) return;
   if (dt == LUON_DTYPE_F64)
     k_bias_relu<double><<<lu_blocks(n), LU_THREADS, 0, st>>>(y, dt, b, n, O, P, relu);
@@ -108,27 +111,49 @@ static void bias_relu(void *y, int32_t dt, const void *b, const luon_tensor *yt,
     }                                                                                  \
   } while (0)
 
-/* x (N,C,H,W), w (O,C/G,KH,KW), y (N,O,OH,OW): the three shapes, whichever
- * of them is the result; conv2d's slots: stride, pad, dilation, groups. */
+/* x (N,C,[D,]H,W), w (O,C/G,[KD,]KH,KW), y (N,O,[OD,]OH,OW): the three
+ * shapes, whichever of them is the result; conv2d's or conv3d's slots:
+ * stride, pad, dilation per spatial axis, groups. */
 static luon_status conv(lu_call *c, int kind) {
   const luon_tensor *xt, *wt, *yt; /* the tensors standing for x, w, y */
   if (kind == C_FWD) xt = c->in[0], wt = c->in[1], yt = c->out[0];
   else if (kind == C_DATA) yt = c->in[0], wt = c->in[1], xt = c->out[0];
   else xt = c->in[0], yt = c->in[1], wt = c->out[0];
-  int64_t v[LU_CONV2D_GROUPS + 1] = {1, 1, 0, 0, 1, 1, 1}; /* conv.c's defaults */
-  static_assert(LU_CONV2D_GROUPS == 6, "conv2d's slots as the defaults above");
-  for (int i = 0; i <= LU_CONV2D_GROUPS && i < c->attrs->ni; i++) v[i] = c->attrs->i[i];
+  int nd = xt->ndim, ns = nd - 2; /* 4 or 5 dimensions, 2 or 3 spatial */
+  int pad[3], stride[3], dil[3], groups;
+  if (ns == 2) {
+    int64_t v[LU_CONV2D_GROUPS + 1] = {1, 1, 0, 0, 1, 1, 1}; /* conv.c's defaults */
+    static_assert(LU_CONV2D_GROUPS == 6, "conv2d's slots as the defaults above");
+    for (int i = 0; i <= LU_CONV2D_GROUPS && i < c->attrs->ni; i++) v[i] = c->attrs->i[i];
+    for (int d = 0; d < 2; d++)
+      stride[d] = (int)v[LU_CONV2D_STRIDE_H + d], pad[d] = (int)v[LU_CONV2D_PAD_H + d],
+      dil[d] = (int)v[LU_CONV2D_DILATE_H + d];
+    groups = (int)v[LU_CONV2D_GROUPS];
+  } else {
+    int64_t v[LU_CONV3D_GROUPS + 1] = {1, 1, 1, 0, 0, 0, 1, 1, 1, 1}; /* conv3d.c's defaults */
+    static_assert(LU_CONV3D_GROUPS == 9, "conv3d's slots as the defaults above");
+    for (int i = 0; i <= LU_CONV3D_GROUPS && i < c->attrs->ni; i++) v[i] = c->attrs->i[i];
+    for (int d = 0; d < 3; d++)
+      stride[d] = (int)v[LU_CONV3D_STRIDE_D + d], pad[d] = (int)v[LU_CONV3D_PAD_D + d],
+      dil[d] = (int)v[LU_CONV3D_DILATE_D + d];
+    groups = (int)v[LU_CONV3D_GROUPS];
+  }
   int32_t dt = c->out[0]->dtype;
   bool half = dt == LUON_DTYPE_F16 || dt == LUON_DTYPE_BF16;
-  bool relu = kind == C_FWD && c->attrs->ni > LU_CONV2D_RELU && c->attrs->i[LU_CONV2D_RELU] == 1;
+  bool relu = kind == C_FWD && ns == 2 && c->attrs->ni > LU_CONV2D_RELU && c->attrs->i[LU_CONV2D_RELU] == 1;
   cudnnDataType_t ddt = dt == LUON_DTYPE_F64   ? CUDNN_DATA_DOUBLE
                         : dt == LUON_DTYPE_F16 ? CUDNN_DATA_HALF
                         : dt == LUON_DTYPE_BF16 ? CUDNN_DATA_BFLOAT16
                                                : CUDNN_DATA_FLOAT;
   cudnnDataType_t cdt = dt == LUON_DTYPE_F64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT; /* compute */
-  for (int i = 0; i < 4; i++)
+  int xdim[5], wdim[5], ydim[5], xstr[5], ystr[5];
+  for (int i = 0; i < nd; i++) {
     if (xt->shape[i] > INT32_MAX || wt->shape[i] > INT32_MAX || yt->shape[i] > INT32_MAX)
-      return lu_cuda_seterr(LUON_EUNSUPPORTED, "conv2d: dimensions beyond 2^31 on the GPU");
+      return lu_cuda_seterr(LUON_EUNSUPPORTED, "%s: dimensions beyond 2^31 on the GPU", ns == 2 ? "conv2d" : "conv3d");
+    xdim[i] = (int)xt->shape[i], wdim[i] = (int)wt->shape[i], ydim[i] = (int)yt->shape[i];
+  }
+  xstr[nd - 1] = ystr[nd - 1] = 1; /* dense, row-major */
+  for (int i = nd - 2; i >= 0; i--) xstr[i] = xstr[i + 1] * xdim[i + 1], ystr[i] = ystr[i + 1] * ydim[i + 1];
   lu_cuda_ctx k;
   LU_TRY(lu_cuda_begin(c, &k));
   luon_status s = LUON_OK;
@@ -161,17 +186,11 @@ static luon_status conv(lu_call *c, int kind) {
   DNN(cudnnCreateTensorDescriptor(&yd));
   DNN(cudnnCreateFilterDescriptor(&wd));
   DNN(cudnnCreateConvolutionDescriptor(&cd));
-  DNN(cudnnSetTensor4dDescriptor(xd, CUDNN_TENSOR_NCHW, ddt, (int)xt->shape[0], (int)xt->shape[1],
-                                 (int)xt->shape[2], (int)xt->shape[3]));
-  DNN(cudnnSetTensor4dDescriptor(yd, CUDNN_TENSOR_NCHW, ddt, (int)yt->shape[0], (int)yt->shape[1],
-                                 (int)yt->shape[2], (int)yt->shape[3]));
-  DNN(cudnnSetFilter4dDescriptor(wd, ddt, CUDNN_TENSOR_NCHW, (int)wt->shape[0], (int)wt->shape[1],
-                                 (int)wt->shape[2], (int)wt->shape[3]));
-  DNN(cudnnSetConvolution2dDescriptor(cd, (int)v[LU_CONV2D_PAD_H], (int)v[LU_CONV2D_PAD_W],
-                                      (int)v[LU_CONV2D_STRIDE_H], (int)v[LU_CONV2D_STRIDE_W],
-                                      (int)v[LU_CONV2D_DILATE_H], (int)v[LU_CONV2D_DILATE_W],
-                                      CUDNN_CROSS_CORRELATION, cdt));
-  DNN(cudnnSetConvolutionGroupCount(cd, (int)v[LU_CONV2D_GROUPS]));
+  DNN(cudnnSetTensorNdDescriptor(xd, ddt, nd, xdim, xstr));
+  DNN(cudnnSetTensorNdDescriptor(yd, ddt, nd, ydim, ystr));
+  DNN(cudnnSetFilterNdDescriptor(wd, ddt, CUDNN_TENSOR_NCHW, nd, wdim));
+  DNN(cudnnSetConvolutionNdDescriptor(cd, ns, pad, stride, dil, CUDNN_CROSS_CORRELATION, cdt));
+  DNN(cudnnSetConvolutionGroupCount(cd, groups));
   /* tensor cores change float32's precision (TF32) but not the 16-bit types' */
   DNN(cudnnSetConvolutionMathType(cd, half || lu_cuda_flag("LUON_CUDA_TF32") ? CUDNN_TENSOR_OP_MATH
                                                                              : CUDNN_FMA_MATH));
@@ -210,3 +229,6 @@ done:
 luon_status lu_cuda_conv2d(lu_call *c) { return conv(c, C_FWD); }
 luon_status lu_cuda_conv2d_grad_input(lu_call *c) { return conv(c, C_DATA); }
 luon_status lu_cuda_conv2d_grad_weight(lu_call *c) { return conv(c, C_FILTER); }
+luon_status lu_cuda_conv3d(lu_call *c) { return conv(c, C_FWD); }
+luon_status lu_cuda_conv3d_grad_input(lu_call *c) { return conv(c, C_DATA); }
+luon_status lu_cuda_conv3d_grad_weight(lu_call *c) { return conv(c, C_FILTER); }

@@ -582,21 +582,32 @@ function M.device_of(kw, fname)
   return c
 end
 
--- (h, w) of a size given as n or {n} or {h, w}: integers, at least 0 for
--- padding and at least 1 for kernels, strides and dilations (npx's
--- convolution and pooling, gluon.nn's layers).
-function M.pair(v, default, fname, what)
+-- The n sizes of a size given as k or {k} or a list of n (n = 1, 2, 3:
+-- {w}, {h, w}, {d, h, w}): integers, at least 0 for padding (and adj,
+-- output_padding) and at least 1 for kernels, strides and dilations (npx's
+-- convolution, deconvolution and pooling, gluon.nn's layers); a list.
+local size_lists = {"one {w}", "two {h, w}", "three {d, h, w}"}
+local zero_ok = {pad = true, padding = true, adj = true, output_padding = true}
+function M.sizes(v, n, default, fname, what)
   if v == nil then v = default end
-  local h, w
-  if type(v) == "number" then h, w = v, v
-  elseif type(v) == "table" and #v == 1 then h, w = v[1], v[1]
-  elseif type(v) == "table" and #v == 2 then h, w = v[1], v[2] end
-  local min = (what == "pad" or what == "padding") and 0 or 1
-  if not (is_int(h) and is_int(w) and h >= min and w >= min and h < 2^31 and w < 2^31) then
-    error(("%s: %s must be an integer >= %d or a list of two {h, w}, got %s"):format(fname, what, min,
+  local t
+  if type(v) == "number" then t = {}; for k = 1, n do t[k] = v end
+  elseif type(v) == "table" and #v == 1 then t = {}; for k = 1, n do t[k] = v[1] end
+  elseif type(v) == "table" and #v == n then t = {}; for k = 1, n do t[k] = v[k] end end
+  local min = zero_ok[what] and 0 or 1
+  local ok = t ~= nil
+  for k = 1, n do ok = ok and is_int(t[k]) and t[k] >= min and t[k] < 2^31 end
+  if not ok then
+    error(("%s: %s must be an integer >= %d or a list of %s, got %s"):format(fname, what, min, size_lists[n],
           type(v) == "table" and "{" .. table.concat(M.map_show(v), ", ") .. "}" or M.show_value(v)))
   end
-  return h, w
+  return t
+end
+
+-- (h, w) of a size given as n or {n} or {h, w} (sizes with n = 2).
+function M.pair(v, default, fname, what)
+  local t = M.sizes(v, 2, default, fname, what)
+  return t[1], t[2]
 end
 
 -- A warning on stderr ("Warning: ..."), as MXNet's Python warnings print.

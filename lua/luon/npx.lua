@@ -173,59 +173,152 @@ local need_array = core.array_arg
 
 local pair = core.pair
 
-local function layout_check(layout, fname)
-  if layout ~= nil and layout ~= "NCHW" then
-    core.error(("%s: layout %s is not supported (only 'NCHW')"):format(fname, tostring(layout)))
+local layouts = {"NCW", "NCHW", "NCDHW"}
+local function layout_check(layout, fname, n)
+  local want = layouts[n or 2]
+  if layout ~= nil and layout ~= want then
+    core.error(("%s: layout %s is not supported (only '%s')"):format(fname, tostring(layout), want))
+  end
+end
+
+-- The spatial rank (1, 2 or 3) of a convolution or pooling: the kernel's
+-- length when it is a list (MXNet's rule), else that of `arr` (the weight,
+-- or the data for pooling; `what` names it) less its first two axes. The
+-- data must have it.
+local data_layouts = {"(N, C, W)", "(N, C, H, W)", "(N, C, D, H, W)"}
+local function spatial_rank(kernel, arr, what, data, fname)
+  local n
+  if type(kernel) == "table" then
+    n = #kernel
+    if n < 1 or n > 3 then
+      core.error(("%s: the kernel must have 1, 2 or 3 sizes (1-d, 2-d or 3-d), got %s"):format(fname,
+                 "{" .. table.concat(core.map_show(kernel), ", ") .. "}"))
+    end
+  else
+    n = arr.ndim - 2
+    if n < 1 or n > 3 then
+      core.error(("%s: %s must be 3-d, 4-d or 5-d (N, C, then 1, 2 or 3 spatial axes), got shape %s")
+                 :format(fname, what, core.shape_text(arr.shape)))
+    end
+  end
+  if data.ndim ~= n + 2 then
+    core.error(("%s: a %d-d kernel takes %d-d data %s, got shape %s"):format(fname, n, n + 2, data_layouts[n],
+               core.shape_text(data.shape)))
+  end
+  return n
+end
+
+-- Writes list t into the consecutive int slots from `slot`.
+local function put(a, slot, t)
+  for k = 1, #t do a.i[slot + k - 1] = t[k] end
+end
+
+-- A 1-d call runs as the 2-d op on views with H = 1: the same sums in the
+-- same order, so exact, and as fast (the 2-d kernels' rows are the 1-d
+-- signal). (w) sizes become (1, w), pads (0, w).
+local function as_2d(t, h) return {h, t[1]} end
+local function view_2d(x) -- (N, C, W) -> (N, C, 1, W)
+  local s = x.shape
+  return x:reshape({s[1], s[2], 1, s[3]})
+end
+
+-- The weight and kernel of a convolution (deconvolution: `io` names the
+-- weight's first two axes): ndim n + 2, kernel, when given, its sizes.
+local function check_weight(fname, n, weight, kernel, io)
+  local ws = weight.shape
+  if weight.ndim ~= n + 2 then
+    core.error(("%s: a %d-d kernel takes a %d-d weight %s, got shape %s"):format(fname, n, n + 2, io,
+               core.shape_text(ws)))
+  end
+  if kernel ~= nil then
+    local k = core.sizes(kernel, n, nil, fname, "kernel")
+    for d = 1, n do
+      if k[d] ~= ws[d + 2] then
+        core.error(("%s: kernel %s does not match weight shape %s"):format(fname, core.shape_text(k),
+                   core.shape_text(ws)))
+      end
+    end
   end
 end
 
 -- convolution(data, weight, bias, {kernel=, stride=1, dilate=1, pad=0,
--- num_filter=, num_group=1, no_bias=false, layout='NCHW', act_type=nil|'relu'}):
--- 2-d, NCHW; act_type 'relu' (luon's) applies a relu in the same pass.
--- bias may be nil (or no_bias = true). kernel and num_filter, when given,
--- must agree with the weight's shape (num_filter, C/num_group, kh, kw).
+-- num_filter=, num_group=1, no_bias=false, layout, act_type=nil|'relu'}):
+-- 1-d (NCW), 2-d (NCHW) or 3-d (NCDHW), as the kernel's length says (or,
+-- without a kernel, the weight's rank); act_type 'relu' (luon's) applies a
+-- relu in the same pass. bias may be nil (or no_bias = true). kernel and
+-- num_filter, when given, must agree with the weight's shape
+-- (num_filter, C/num_group, k...).
 local conv_keys = {"kernel", "stride", "dilate", "pad", "num_filter", "num_group", "no_bias", "layout",
                    "act_type"}
--- conv2d's inputs and attributes (core.attrs()) for convolution's arguments.
-local function conv_args(data, weight, bias, kw)
-  need_array(data, "convolution", "data")
-  need_array(weight, "convolution", "weight")
-  layout_check(kw.layout, "convolution")
+-- The op, its inputs and attributes (core.attrs()) for convolution's
+-- arguments, the spatial rank n (a 1-d call's result is the 2-d op's, to
+-- reshape), and whether a relu is to follow (3-d: conv3d fuses none).
+local function conv_args(fname, data, weight, bias, kw)
+  need_array(data, fname, "data")
+  need_array(weight, fname, "weight")
+  local n = spatial_rank(kw.kernel, weight, "the weight", data, fname)
+  layout_check(kw.layout, fname, n)
+  check_weight(fname, n, weight, kw.kernel, "(num_filter, C/num_group, k...)")
   local ws = weight.shape
   if kw.num_filter ~= nil and kw.num_filter ~= ws[1] then
-    core.error(("convolution: num_filter is %s but the weight has %s filters (shape %s)")
-               :format(core.show_value(kw.num_filter), tostring(ws[1]), core.shape_text(ws)))
+    core.error(("%s: num_filter is %s but the weight has %s filters (shape %s)")
+               :format(fname, core.show_value(kw.num_filter), tostring(ws[1]), core.shape_text(ws)))
   end
-  if kw.kernel ~= nil then
-    local kh, kw_ = pair(kw.kernel, nil, "convolution", "kernel")
-    if #ws ~= 4 or ws[3] ~= kh or ws[4] ~= kw_ then
-      core.error(("convolution: kernel (%d, %d) does not match weight shape (%s)")
-                 :format(kh, kw_, table.concat(ws, ", ")))
+  local stride = core.sizes(kw.stride, n, 1, fname, "stride")
+  local pad = core.sizes(kw.pad, n, 0, fname, "pad")
+  local dilate = core.sizes(kw.dilate, n, 1, fname, "dilate")
+  local groups = core.int_arg(kw.num_group or 1, fname, "num_group")
+  if kw.act_type ~= nil and kw.act_type ~= "relu" then -- luon's extension: a relu fused into the convolution
+    core.error(("%s: act_type can only be 'relu' (fused), got %s"):format(fname, tostring(kw.act_type)))
+  end
+  if bias ~= nil and not kw.no_bias then bias = need_array(bias, fname, "bias") else bias = nil end
+  if n == 1 then
+    -- the 2-d op's checks would show (N, C, 1, W): the 1-d ones here
+    local xs, W = data.shape, data.shape[3]
+    if groups >= 1 and (xs[2] ~= ws[2] * groups or ws[1] % groups ~= 0) then
+      core.error(("%s: data has %d channels and the weight %d filters, but %d groups of weight shape %s "
+                  .. "take %d channels and a multiple of %d filters"):format(fname, xs[2], ws[1], groups,
+                  core.shape_text(ws), ws[2] * groups, groups))
     end
+    local span = dilate[1] * (ws[3] - 1) + 1
+    if span > W + 2 * pad[1] then
+      core.error(("%s: kernel %d with dilation %d spans %d, more than the input width %d padded by %d")
+                 :format(fname, ws[3], dilate[1], span, W, pad[1]))
+    end
+    data, weight = view_2d(data), view_2d(weight)
+    stride, pad, dilate = as_2d(stride, 1), as_2d(pad, 0), as_2d(dilate, 1)
   end
-  local sh, sw = pair(kw.stride, 1, "convolution", "stride")
-  local ph, pw = pair(kw.pad, 0, "convolution", "pad")
-  local dh, dw = pair(kw.dilate, 1, "convolution", "dilate")
-  local inputs = {data, weight}
-  if bias ~= nil and not kw.no_bias then inputs[3] = need_array(bias, "convolution", "bias") end
+  local inputs = {data, weight, bias}
   local a = core.attrs()
-  a.i[S.CONV2D_STRIDE_H], a.i[S.CONV2D_STRIDE_W], a.i[S.CONV2D_PAD_H], a.i[S.CONV2D_PAD_W] = sh, sw, ph, pw
-  a.i[S.CONV2D_DILATE_H], a.i[S.CONV2D_DILATE_W] = dh, dw
-  a.i[S.CONV2D_GROUPS] = core.int_arg(kw.num_group or 1, "convolution", "num_group")
-  a.i[S.CONV2D_RELU], a.ni = 0, S.CONV2D_RELU + 1
-  if kw.act_type ~= nil then -- luon's extension: a relu fused into the convolution
-    if kw.act_type ~= "relu" then
-      core.error(("convolution: act_type can only be 'relu' (fused), got %s"):format(tostring(kw.act_type)))
-    end
-    a.i[S.CONV2D_RELU] = 1
+  if n == 3 then
+    put(a, S.CONV3D_STRIDE_D, stride)
+    put(a, S.CONV3D_PAD_D, pad)
+    put(a, S.CONV3D_DILATE_D, dilate)
+    a.i[S.CONV3D_GROUPS], a.ni = groups, S.CONV3D_GROUPS + 1
+    return op.conv3d, inputs, a, n, kw.act_type ~= nil
   end
-  return inputs, a
+  put(a, S.CONV2D_STRIDE_H, stride)
+  put(a, S.CONV2D_PAD_H, pad)
+  put(a, S.CONV2D_DILATE_H, dilate)
+  a.i[S.CONV2D_GROUPS] = groups
+  a.i[S.CONV2D_RELU], a.ni = kw.act_type ~= nil and 1 or 0, S.CONV2D_RELU + 1
+  return op.conv2d, inputs, a, n, false
+end
+
+-- (N, C, 1, W) -> (N, C, W): a 1-d call's result from the 2-d op
+local function drop_h(y)
+  local s = y.shape
+  return y:reshape({s[1], s[2], s[4]})
 end
 
 function npx.convolution(data, weight, bias, kw)
   if type(bias) == "table" and not is_array(bias) then kw, bias = bias, nil end
-  local inputs, a = conv_args(data, weight, bias, core.options(kw, "convolution", conv_keys))
-  return core.call(op.conv2d, inputs, a)
+  local id, inputs, a, n, relu = conv_args("convolution", data, weight, bias,
+                                            core.options(kw, "convolution", conv_keys))
+  local y = core.call(id, inputs, a)
+  if n == 1 then y = drop_h(y) end
+  if relu then y = core.call1(op.relu, y) end -- 3-d: the relu after (conv3d has none fused)
+  return y
 end
 
 -- pooling's options (below), which convolution_maxpool's pool_kw shares
@@ -234,9 +327,14 @@ local pool_keys = {"kernel", "pool_type", "global_pool", "stride", "pad", "pooli
 
 -- luon's fusion: convolution(data, weight, bias, kw) (with its relu act_type)
 -- then max pooling(pool_kw) as one op whose convolution output is never
--- stored; the same values as the two calls. pool_kw as pooling's, max only.
+-- stored; the same values as the two calls. 2-d only; pool_kw as pooling's,
+-- max only.
 function npx.convolution_maxpool(data, weight, bias, kw, pool_kw)
-  local inputs, a = conv_args(data, weight, bias, core.options(kw, "convolution_maxpool", conv_keys))
+  kw = core.options(kw, "convolution_maxpool", conv_keys)
+  local id, inputs, a, n = conv_args("convolution_maxpool", data, weight, bias, kw)
+  if id ~= op.conv2d or n ~= 2 then
+    core.error("convolution_maxpool: 2-d only: data (N, C, H, W) and a 2-d kernel")
+  end
   pool_kw = core.options(pool_kw, "convolution_maxpool", pool_keys, nil, "the pooling options", "pooling option")
   layout_check(pool_kw.layout, "convolution_maxpool")
   if (pool_kw.pool_type or "max") ~= "max" or pool_kw.global_pool then
@@ -255,16 +353,122 @@ function npx.convolution_maxpool(data, weight, bias, kw, pool_kw)
   return core.call(op.conv2d_maxpool, inputs, a, nil, 2)[1] -- the indices live on in the tape
 end
 
+-- deconvolution(data, weight, bias, {kernel=, stride=1, dilate=1, pad=0,
+-- adj=0, target_shape=, num_filter=, num_group=1, no_bias=false, layout}):
+-- the transposed convolution, 1-d, 2-d or 3-d as convolution's; weight
+-- (C, num_filter/num_group, k...). Output size per axis
+-- (in - 1)*stride - 2*pad + dilate*(k - 1) + 1 + adj, adj < stride; a
+-- target_shape (the output's spatial sizes) sets pad and adj as MXNet does.
+-- It is the input gradient of the convolution it transposes (the registry's
+-- conv2d_grad_input or conv3d_grad_input, differentiable), plus the bias.
+local deconv_keys = {"kernel", "stride", "dilate", "pad", "adj", "target_shape", "num_filter", "num_group",
+                     "no_bias", "layout"}
+function npx.deconvolution(data, weight, bias, kw)
+  local fname = "deconvolution"
+  if type(bias) == "table" and not is_array(bias) then kw, bias = bias, nil end
+  kw = core.options(kw, fname, deconv_keys)
+  need_array(data, fname, "data")
+  need_array(weight, fname, "weight")
+  local n = spatial_rank(kw.kernel, weight, "the weight", data, fname)
+  layout_check(kw.layout, fname, n)
+  check_weight(fname, n, weight, kw.kernel, "(C, num_filter/num_group, k...)")
+  local xs, ws = data.shape, weight.shape
+  local stride = core.sizes(kw.stride, n, 1, fname, "stride")
+  local pad = core.sizes(kw.pad, n, 0, fname, "pad")
+  local dilate = core.sizes(kw.dilate, n, 1, fname, "dilate")
+  local adj = core.sizes(kw.adj, n, 0, fname, "adj")
+  local groups = core.int_arg(kw.num_group or 1, fname, "num_group", 1)
+  local cout = ws[2] * groups
+  if xs[2] ~= ws[1] then
+    core.error(("%s: data has %d channels but the weight (C, num_filter/num_group, k...) takes %d (data %s, "
+                .. "weight %s)"):format(fname, xs[2], ws[1], core.shape_text(xs), core.shape_text(ws)))
+  end
+  if ws[1] % groups ~= 0 then
+    core.error(("%s: num_group (%d) must divide the %d input channels"):format(fname, groups, ws[1]))
+  end
+  if kw.num_filter ~= nil and kw.num_filter ~= cout then
+    core.error(("%s: num_filter is %s but the weight %s with num_group %d gives %d")
+               :format(fname, core.show_value(kw.num_filter), core.shape_text(ws), groups, cout))
+  end
+  local full = {} -- (in - 1)*stride + dilate*(k - 1) + 1, before pad and adj
+  for d = 1, n do full[d] = (xs[d + 2] - 1) * stride[d] + dilate[d] * (ws[d + 2] - 1) + 1 end
+  local target = kw.target_shape
+  if target ~= nil and not (type(target) == "table" and #target == 0) then
+    target = core.sizes(target, n, nil, fname, "target_shape")
+    for d = 1, n do -- MXNet's rule: pad and adj from the target
+      if full[d] < target[d] then
+        core.error(("%s: target_shape %s is too big: axis %d reaches at most %d"):format(fname,
+                   core.shape_text(target), d, full[d]))
+      end
+      local t = full[d] - target[d]
+      adj[d], pad[d] = t % 2, math.floor((t + 1) / 2)
+    end
+  end
+  local out = {xs[1], cout}
+  for d = 1, n do
+    if adj[d] >= stride[d] then
+      core.error(("%s: adj %s must be smaller than stride %s"):format(fname, core.shape_text(adj), core.shape_text(stride)))
+    end
+    out[d + 2] = full[d] - 2 * pad[d] + adj[d]
+    if out[d + 2] < 1 then
+      core.error(("%s: the output would be empty: axis %d of data %s gives (%d - 1)*%d - 2*%d + %d*(%d - 1) + 1 + %d = %d")
+                 :format(fname, d, core.shape_text(xs), xs[d + 2], stride[d], pad[d], dilate[d], ws[d + 2], adj[d],
+                         out[d + 2]))
+    end
+  end
+  if bias ~= nil and not kw.no_bias then
+    bias = need_array(bias, fname, "bias")
+    if bias.ndim ~= 1 or bias.shape[1] ~= cout then
+      core.error(("%s: bias must have shape (%d,) for %d output channels, got %s"):format(fname, cout, cout,
+                 core.shape_text(bias.shape)))
+    end
+    local bs = {1, cout}
+    for d = 1, n do bs[d + 2] = 1 end
+    bias = bias:reshape(bs)
+  else
+    bias = nil
+  end
+  local id, osize = op.conv2d_grad_input, out
+  if n == 1 then
+    data, weight = view_2d(data), view_2d(weight)
+    stride, pad, dilate = as_2d(stride, 1), as_2d(pad, 0), as_2d(dilate, 1)
+    osize = {out[1], out[2], 1, out[3]}
+  end
+  local a = core.attrs()
+  if n == 3 then
+    id = op.conv3d_grad_input
+    put(a, S.CONV3D_STRIDE_D, stride)
+    put(a, S.CONV3D_PAD_D, pad)
+    put(a, S.CONV3D_DILATE_D, dilate)
+    a.i[S.CONV3D_GROUPS] = groups
+    put(a, S.CONV3D_GRAD_INPUT_D, {out[3], out[4], out[5]})
+    a.ni = S.CONV3D_GRAD_INPUT_W + 1
+  else
+    put(a, S.CONV2D_STRIDE_H, stride)
+    put(a, S.CONV2D_PAD_H, pad)
+    put(a, S.CONV2D_DILATE_H, dilate)
+    a.i[S.CONV2D_GROUPS], a.i[S.CONV2D_RELU] = groups, 0
+    a.i[S.CONV2D_GRAD_INPUT_H], a.i[S.CONV2D_GRAD_INPUT_W] = osize[3], osize[4]
+    a.ni = S.CONV2D_GRAD_INPUT_W + 1
+  end
+  local y = core.call(id, {data, weight}, a)
+  if n == 1 then y = drop_h(y) end
+  if bias then y = y + bias end
+  return y
+end
+
 -- pooling(data, {kernel=, pool_type='max'|'avg', global_pool=false,
 -- stride=kernel, pad=0, pooling_convention='valid'|'full',
--- count_include_pad=true, layout='NCHW'}): 2-d, NCHW.
+-- count_include_pad=true, layout}): 1-d, 2-d or 3-d as the kernel's length
+-- says (or, without a list, the data's rank).
 function npx.pooling(data, kw)
-  kw = core.options(kw, "pooling", pool_keys)
-  need_array(data, "pooling", "data")
-  layout_check(kw.layout, "pooling")
+  local fname = "pooling"
+  kw = core.options(kw, fname, pool_keys)
+  need_array(data, fname, "data")
+  local n = spatial_rank(kw.kernel, data, "data", data, fname)
+  layout_check(kw.layout, fname, n)
   local ptype = kw.pool_type or "max"
-  local id = ptype == "max" and op.max_pool2d or ptype == "avg" and op.avg_pool2d
-  if not id then
+  if ptype ~= "max" and ptype ~= "avg" then
     core.error(("pooling: pool_type must be 'max' or 'avg', got %s"):format(tostring(ptype)))
   end
   local conv = kw.pooling_convention or "valid"
@@ -272,15 +476,47 @@ function npx.pooling(data, kw)
     core.error(("pooling: pooling_convention must be 'valid' or 'full', got %s"):format(tostring(conv)))
   end
   local global = kw.global_pool and 1 or 0
-  local kh, kww = pair(kw.kernel, global == 1 and 1 or nil, "pooling", "kernel")
-  local sh, sw = pair(kw.stride, {kh, kww}, "pooling", "stride")
-  local ph, pw = pair(kw.pad, 0, "pooling", "pad")
+  local kernel = core.sizes(kw.kernel, n, global == 1 and 1 or nil, fname, "kernel")
+  local stride = core.sizes(kw.stride, n, kernel, fname, "stride")
+  local pad = core.sizes(kw.pad, n, 0, fname, "pad")
+  if n == 1 then
+    -- the 2-d op's checks would show (N, C, 1, W): the 1-d ones here
+    local s, W = data.shape, data.shape[3]
+    if global == 1 then
+      if W < 1 then core.error(("pooling: global pooling of an empty input %s"):format(core.shape_text(s))) end
+    else
+      if pad[1] >= kernel[1] then
+        core.error(("pooling: padding %d must be smaller than the kernel %d"):format(pad[1], kernel[1]))
+      end
+      if kernel[1] > W + 2 * pad[1] then
+        core.error(("pooling: kernel %d is larger than the input width %d padded by %d"):format(kernel[1], W, pad[1]))
+      end
+    end
+    data = view_2d(data)
+    kernel, stride, pad = as_2d(kernel, 1), as_2d(stride, 1), as_2d(pad, 0)
+  end
   local a = core.attrs()
-  a.i[S.POOL_KERNEL_H], a.i[S.POOL_KERNEL_W], a.i[S.POOL_STRIDE_H], a.i[S.POOL_STRIDE_W] = kh, kww, sh, sw
-  a.i[S.POOL_PAD_H], a.i[S.POOL_PAD_W], a.i[S.POOL_CEIL] = ph, pw, conv == "full" and 1 or 0
-  a.i[S.POOL_GLOBAL], a.i[S.POOL_COUNT_PAD] = global, kw.count_include_pad == false and 0 or 1
-  a.ni = S.POOL_COUNT_PAD + 1
-  return core.call(id, {data}, a)
+  local id
+  if n == 3 then
+    id = ptype == "max" and op.max_pool3d or op.avg_pool3d
+    put(a, S.POOL3D_KERNEL_D, kernel)
+    put(a, S.POOL3D_STRIDE_D, stride)
+    put(a, S.POOL3D_PAD_D, pad)
+    a.i[S.POOL3D_CEIL], a.i[S.POOL3D_GLOBAL] = conv == "full" and 1 or 0, global
+    a.i[S.POOL3D_COUNT_PAD] = kw.count_include_pad == false and 0 or 1
+    a.ni = S.POOL3D_COUNT_PAD + 1
+  else
+    id = ptype == "max" and op.max_pool2d or op.avg_pool2d
+    put(a, S.POOL_KERNEL_H, kernel)
+    put(a, S.POOL_STRIDE_H, stride)
+    put(a, S.POOL_PAD_H, pad)
+    a.i[S.POOL_CEIL], a.i[S.POOL_GLOBAL] = conv == "full" and 1 or 0, global
+    a.i[S.POOL_COUNT_PAD] = kw.count_include_pad == false and 0 or 1
+    a.ni = S.POOL_COUNT_PAD + 1
+  end
+  local y = core.call(id, {data}, a)
+  if n == 1 then y = drop_h(y) end
+  return y
 end
 
 -- batch_norm(x, gamma, beta, running_mean, running_var, {eps=1e-3,

@@ -1,4 +1,4 @@
-/* test_conv.c: conv2d and its gradients, max/avg pooling and theirs. Fast
+/* test_conv.c: conv2d and conv3d and their gradients, max/avg pooling and theirs. Fast
  * kernels against the naive references (LUON_REF_KERNELS=1), gradients
  * against central differences in float64, pooling by hand, error paths. */
 #include "internal.h"
@@ -514,8 +514,55 @@ static void test_errors(void) {
   luon_tensor_release(x), luon_tensor_release(w), luon_tensor_release(w3);
 }
 
+/* ---- conv3d: vol2col + GEMM against the reference -------------------------------- */
+
+static void test_conv3d_ref(void) {
+  /* N, C, D, H, W, O, KD, KH, KW, stride (3), pad (3), dilation (3), groups, bias, dtype */
+  static const struct {
+    int64_t N, C, D, H, W, O, k[3], s[3], p[3], d[3], G;
+    int bias;
+    int32_t dt;
+  } cs[] = {
+      {2, 3, 4, 5, 6, 4, {2, 3, 3}, {1, 1, 1}, {0, 1, 1}, {1, 1, 1}, 1, 1, LUON_DTYPE_F32},
+      {1, 4, 5, 6, 5, 6, {3, 2, 2}, {2, 1, 2}, {1, 0, 1}, {1, 2, 1}, 2, 0, LUON_DTYPE_F32},
+      {2, 2, 3, 4, 3, 2, {1, 1, 1}, {1, 1, 1}, {0, 0, 0}, {1, 1, 1}, 1, 1, LUON_DTYPE_F64},
+      {1, 4, 4, 4, 4, 4, {2, 2, 2}, {1, 2, 1}, {1, 1, 0}, {2, 1, 2}, 4, 1, LUON_DTYPE_F64},
+  };
+  for (size_t k = 0; k < sizeof cs / sizeof cs[0]; k++) {
+    int64_t xs[5] = {cs[k].N, cs[k].C, cs[k].D, cs[k].H, cs[k].W};
+    int64_t ws[5] = {cs[k].O, cs[k].C / cs[k].G, cs[k].k[0], cs[k].k[1], cs[k].k[2]}, bs[1] = {cs[k].O};
+    int32_t dt = cs[k].dt;
+    luon_tensor *in[3] = {rnd(dt, 5, xs), rnd(dt, 5, ws), cs[k].bias ? rnd(dt, 1, bs) : NULL};
+    luon_attrs a;
+    memset(&a, 0, sizeof a);
+    for (int d = 0; d < 3; d++)
+      a.i[LU_CONV3D_STRIDE_D + d] = cs[k].s[d], a.i[LU_CONV3D_PAD_D + d] = cs[k].p[d],
+      a.i[LU_CONV3D_DILATE_D + d] = cs[k].d[d];
+    a.i[LU_CONV3D_GROUPS] = cs[k].G, a.ni = LU_NI_conv3d;
+    double tol = dt == LUON_DTYPE_F32 ? 1e-5 : 1e-12;
+    double e = fast_vs_ref(LU_OP_conv3d, &a, cs[k].bias ? 3 : 2, in);
+    CHECK(e < tol, "config %zu: conv3d differs from the reference by %g", k, e);
+    luon_tensor *y = call(LU_OP_conv3d, &a, cs[k].bias ? 3 : 2, in);
+    luon_tensor *dy = y ? rnd(dt, 5, y->shape) : NULL;
+    luon_attrs ga = a;
+    ga.ni = LU_NI_conv3d_grad_input;
+    for (int d = 0; d < 3; d++) ga.i[LU_CONV3D_GRAD_INPUT_D + d] = xs[2 + d];
+    luon_tensor *gi[2] = {dy, in[1]};
+    e = fast_vs_ref(LU_OP_conv3d_grad_input, &ga, 2, gi);
+    CHECK(e < tol, "config %zu: conv3d_grad_input differs from the reference by %g", k, e);
+    ga.ni = LU_NI_conv3d_grad_weight;
+    for (int d = 0; d < 3; d++) ga.i[LU_CONV3D_GRAD_WEIGHT_KD + d] = cs[k].k[d];
+    luon_tensor *gw[2] = {in[0], dy};
+    e = fast_vs_ref(LU_OP_conv3d_grad_weight, &ga, 2, gw);
+    CHECK(e < tol * 10, "config %zu: conv3d_grad_weight differs from the reference by %g", k, e);
+    luon_tensor_release(y), luon_tensor_release(dy);
+    for (int t = 0; t < 3; t++) luon_tensor_release(in[t]);
+  }
+}
+
 int main(void) {
   test_conv_ref();
+  test_conv3d_ref();
   test_conv_strided();
   test_conv_fd();
   test_pool_hand();

@@ -237,6 +237,23 @@ cases.conv2d = {
   {"stride 2, dilation 2, groups 2, no bias", inputs = function() return {randn({1, 4, 7, 6}), randn({2, 2, 2, 2})} end,
    f = function(x, w) return raw("conv2d", {x, w}, conv({2, 1}, {0, 1}, {2, 2}, 2)) end},
 }
+-- the transposed convolution (npx.deconvolution): dy (N,O,OH,OW), w -> dx of the input's H, W
+local function with(t, extra)
+  for k, v in pairs(extra) do t[k] = v end
+  return t
+end
+cases.conv2d_grad_input = {
+  {"stride 2, pad 1, output 6x5", inputs = function() return {randn({2, 3, 3, 3}), randn({3, 2, 3, 3})} end,
+   f = function(dy, w)
+     return raw("conv2d_grad_input", {dy, w}, with(conv({2, 2}, {1, 1}, {1, 1}, 1), {CONV2D_GRAD_INPUT_H = 6,
+                                                                                    CONV2D_GRAD_INPUT_W = 5}))
+   end},
+  {"groups 2, dilation (1, 2), stride (1, 2), transposed dy", inputs = function() return {randn({1, 4, 5, 3}), randn({4, 1, 2, 2})} end,
+   f = function(dy, w)
+     return raw("conv2d_grad_input", {np.transpose(dy, {0, 1, 3, 2}), w},
+                with(conv({1, 2}, {0, 0}, {1, 2}, 2), {CONV2D_GRAD_INPUT_H = 4, CONV2D_GRAD_INPUT_W = 12}))
+   end},
+}
 cases.conv2d_maxpool = {
   {"relu, bias, pool 2x2 stride 2", inputs = function() return {randn({2, 3, 6, 7}), randn({4, 3, 2, 2}), randn({4})} end,
    f = function(x, w, b)
@@ -266,6 +283,55 @@ cases.avg_pool2d = {
    f = function(x) return raw("avg_pool2d", {x}, pool({3, 3}, {2, 2}, {1, 1}, 0, 0, 0)) end},
   {"global", inputs = function() return {randn({2, 3, 3, 4})} end,
    f = function(x) return raw("avg_pool2d", {x}, pool({1, 1}, {1, 1}, {0, 0}, 0, 1)) end},
+}
+-- conv3d's slots: stride, pad, dilation {d, h, w}, groups (nil: left out), then extra named slots
+local function conv3(s, p, d, groups, extra)
+  local t = {CONV3D_STRIDE_D = s[1], CONV3D_STRIDE_H = s[2], CONV3D_STRIDE_W = s[3], CONV3D_PAD_D = p[1],
+             CONV3D_PAD_H = p[2], CONV3D_PAD_W = p[3], CONV3D_DILATE_D = d[1], CONV3D_DILATE_H = d[2],
+             CONV3D_DILATE_W = d[3], CONV3D_GROUPS = groups}
+  for k, v in pairs(extra or {}) do t[k] = v end
+  return t
+end
+cases.conv3d = {
+  {"stride 1 pad 1 with bias", inputs = function() return {randn({2, 2, 3, 4, 3}), randn({3, 2, 2, 3, 2}), randn({3})} end,
+   f = function(x, w, b) return raw("conv3d", {x, w, b}, conv3({1, 1, 1}, {1, 1, 0}, {1, 1, 1}, 1)) end},
+  {"stride (2,1,2), dilation (1,2,1), groups 2, no bias, transposed x",
+   inputs = function() return {randn({1, 4, 5, 4, 5}), randn({2, 2, 2, 2, 2})} end,
+   f = function(x, w) return raw("conv3d", {np.transpose(x, {0, 1, 2, 4, 3}), w}, conv3({2, 1, 2}, {0, 1, 1}, {1, 2, 1}, 2)) end},
+}
+cases.conv3d_grad_input = {
+  {"stride 2, pad (1,0,1), output (5,5,5) (the 3-d transposed convolution)",
+   inputs = function() return {randn({1, 2, 3, 2, 3}), randn({2, 3, 2, 3, 2})} end,
+   f = function(dy, w)
+     return raw("conv3d_grad_input", {dy, w}, conv3({2, 2, 2}, {1, 0, 1}, {1, 1, 1}, 1,
+                {CONV3D_GRAD_INPUT_D = 5, CONV3D_GRAD_INPUT_H = 5, CONV3D_GRAD_INPUT_W = 5}))
+   end},
+  {"groups 2, dilation 2", inputs = function() return {randn({2, 4, 2, 2, 3}), randn({4, 1, 2, 1, 2})} end,
+   f = function(dy, w)
+     return raw("conv3d_grad_input", {dy, w}, conv3({1, 1, 1}, {0, 0, 0}, {2, 2, 2}, 2,
+                {CONV3D_GRAD_INPUT_D = 4, CONV3D_GRAD_INPUT_H = 2, CONV3D_GRAD_INPUT_W = 5}))
+   end},
+}
+-- 3-d pooling's slots: kernel, stride, pad {d, h, w}, ceil_mode, global, count_include_pad (nil: left out)
+local function pool3(k, s, p, ceil, global, count_pad)
+  return {POOL3D_KERNEL_D = k[1], POOL3D_KERNEL_H = k[2], POOL3D_KERNEL_W = k[3], POOL3D_STRIDE_D = s and s[1],
+          POOL3D_STRIDE_H = s and s[2], POOL3D_STRIDE_W = s and s[3], POOL3D_PAD_D = p and p[1],
+          POOL3D_PAD_H = p and p[2], POOL3D_PAD_W = p and p[3], POOL3D_CEIL = ceil, POOL3D_GLOBAL = global,
+          POOL3D_COUNT_PAD = count_pad}
+end
+cases.max_pool3d = {
+  {"2x2x2 stride 2", inputs = function() return {randn({2, 2, 4, 4, 2})} end,
+   f = function(x) return raw("max_pool3d", {x}, pool3({2, 2, 2})) end},
+  {"(3,2,3) stride (2,1,2) pad (1,0,1), ceil mode, transposed x", inputs = function() return {randn({1, 2, 5, 4, 3})} end,
+   f = function(x) return raw("max_pool3d", {np.transpose(x, {0, 1, 2, 4, 3})}, pool3({3, 2, 3}, {2, 1, 2}, {1, 0, 1}, 1)) end},
+}
+cases.avg_pool3d = {
+  {"2x2x2 stride 1", inputs = function() return {randn({1, 2, 3, 3, 4})} end,
+   f = function(x) return raw("avg_pool3d", {x}, pool3({2, 2, 2}, {1, 1, 1})) end},
+  {"3x3x3 stride 2 pad 1, padding not counted, ceil", inputs = function() return {randn({1, 2, 4, 5, 5})} end,
+   f = function(x) return raw("avg_pool3d", {x}, pool3({3, 3, 3}, {2, 2, 2}, {1, 1, 1}, 1, 0, 0)) end},
+  {"global", inputs = function() return {randn({2, 3, 2, 3, 2})} end,
+   f = function(x) return raw("avg_pool3d", {x}, pool3({1, 1, 1}, {1, 1, 1}, {0, 0, 0}, 0, 1)) end},
 }
 -- batch_norm: x, gamma, beta, running mean and var -> y (mean and invstd unchecked)
 local function bn(training, global)

@@ -1,5 +1,6 @@
--- luon.gluon.nn.conv_layers: Conv2D and the pooling layers (MaxPool2D,
--- AvgPool2D, GlobalMaxPool2D, GlobalAvgPool2D), NCHW.
+-- luon.gluon.nn.conv_layers: the convolutions (Conv1D/2D/3D and their
+-- transposes) and the pooling layers (max, average and global, 1-d to 3-d),
+-- channels first (NCW, NCHW, NCDHW).
 local core = require("luon.core")
 local npx = require("luon.npx")
 local block = require("luon.gluon.block")
@@ -16,73 +17,133 @@ local maybe_act = require("luon.gluon.nn.activations").maybe_act
 
 local nn = {}
 
--- Conv2D{channels, kernel_size, strides=1, padding=0, dilation=1, groups=1,
--- layout='NCHW', activation, use_bias=true, weight_initializer,
--- bias_initializer='zeros', in_channels=0}; sizes an int or {h, w}.
--- weight (channels, in_channels/groups, kh, kw). in_channels, when given,
--- makes the weight's shape known at once (MXNet 2.0 still defers it).
+-- Convolutions: Conv1D (NCW), Conv2D (NCHW), Conv3D (NCDHW) and the
+-- transposed ones, Conv1DTranspose, Conv2DTranspose, Conv3DTranspose:
+-- {channels, kernel_size, strides=1, padding=0, [output_padding=0,]
+-- dilation=1, groups=1, layout, activation, use_bias=true,
+-- weight_initializer, bias_initializer='zeros', in_channels=0} in MXNet's
+-- order; sizes an int or a list of one per spatial axis. weight (channels,
+-- in_channels/groups, k...); transposed (in_channels, channels/groups, k...),
+-- as MXNet's Deconvolution. in_channels, when given, makes the weight's
+-- shape known at once (MXNet 2.0 still defers it).
+local conv_layouts = {"NCW", "NCHW", "NCDHW"}
+local conv_shapes = {"(N, C, W)", "(N, C, H, W)", "(N, C, D, H, W)"}
 
-local Conv2D = HybridBlock:extend("Conv2D")
-nn.Conv2D = Conv2D
-function Conv2D:__init(...)
-  local o = opts("Conv2D", {"channels", "kernel_size", "strides", "padding", "dilation", "groups", "layout",
-                            "activation", "use_bias", "weight_initializer", "bias_initializer", "in_channels",
-                            "dtype"}, ...)
-  local channels = positive_int(o.channels, "Conv2D", "channels")
-  if o.kernel_size == nil then core.error("Conv2D: kernel_size is required") end
-  local kh, kw = core.pair(o.kernel_size, nil, "Conv2D", "kernel_size")
-  local sh, sw = core.pair(o.strides, 1, "Conv2D", "strides")
-  local ph, pw = core.pair(o.padding, 0, "Conv2D", "padding")
-  local dh, dw = core.pair(o.dilation, 1, "Conv2D", "dilation")
-  local groups = positive_int(o.groups or 1, "Conv2D", "groups")
-  if channels % groups ~= 0 then
-    core.error(("Conv2D: channels (%d) must be a multiple of groups (%d)"):format(channels, groups))
-  end
-  layout_of(o.layout, "Conv2D")
-  self._channels, self._groups = channels, groups
-  self._kernel, self._stride, self._pad, self._dilate = {kh, kw}, {sh, sw}, {ph, pw}, {dh, dw}
-  self._kw = {stride = self._stride, pad = self._pad, dilate = self._dilate, num_group = groups}
-  self._kw_relu = {stride = self._stride, pad = self._pad, dilate = self._dilate, num_group = groups,
-                   act_type = "relu"}
-  local in_channels = known_size(o.in_channels, "Conv2D", "in_channels")
-  if in_channels > 0 and in_channels % groups ~= 0 then
-    core.error(("Conv2D: in_channels (%d) must be a multiple of groups (%d)"):format(in_channels, groups))
-  end
-  self.weight = Parameter("weight", {shape = {channels, in_channels > 0 and in_channels / groups or -1, kh, kw},
-                                     dtype = o.dtype, init = o.weight_initializer, allow_deferred_init = true})
-  if o.use_bias ~= false then
-    self.bias = Parameter("bias", {shape = {channels}, dtype = o.dtype, init = o.bias_initializer or "zeros",
-                                   allow_deferred_init = true})
-  else
-    self.bias = nil -- reads nil, as MXNet's None
-  end
-  maybe_act(self, o.activation)
+local function all_equal(t, v)
+  for k = 1, #t do if t[k] ~= v then return false end end
+  return true
 end
 
-function Conv2D:infer_shape(x)
-  local s = x.shape
-  if #s ~= 4 then
-    core.error(("Conv2D: input must be 4-d (N, C, H, W), got shape %s"):format(tuple(s)))
+local function convolution(name, n, transposed)
+  local cls = HybridBlock:extend(name)
+  nn[name] = cls
+  local names = {"channels", "kernel_size", "strides", "padding"}
+  if transposed then names[#names + 1] = "output_padding" end
+  for _, k in ipairs({"dilation", "groups", "layout", "activation", "use_bias", "weight_initializer",
+                      "bias_initializer", "in_channels", "dtype"}) do
+    names[#names + 1] = k
   end
-  if s[2] % self._groups ~= 0 then
-    core.error(("Conv2D: input channels (%d) must be a multiple of groups (%d)"):format(s[2], self._groups))
+  function cls:__init(...)
+    local o = opts(name, names, ...)
+    local channels = positive_int(o.channels, name, "channels")
+    if o.kernel_size == nil then core.error(name .. ": kernel_size is required") end
+    local kernel = core.sizes(o.kernel_size, n, nil, name, "kernel_size")
+    local stride = core.sizes(o.strides, n, 1, name, "strides")
+    local pad = core.sizes(o.padding, n, 0, name, "padding")
+    local dilate = core.sizes(o.dilation, n, 1, name, "dilation")
+    local groups = positive_int(o.groups or 1, name, "groups")
+    if channels % groups ~= 0 then
+      core.error(("%s: channels (%d) must be a multiple of groups (%d)"):format(name, channels, groups))
+    end
+    layout_of(o.layout, name, conv_layouts[n])
+    local in_channels = known_size(o.in_channels, name, "in_channels")
+    if in_channels > 0 and in_channels % groups ~= 0 then
+      core.error(("%s: in_channels (%d) must be a multiple of groups (%d)"):format(name, in_channels, groups))
+    end
+    self._channels, self._groups, self._transposed = channels, groups, transposed
+    self._kernel, self._stride, self._pad, self._dilate = kernel, stride, pad, dilate
+    self._kw = {stride = stride, pad = pad, dilate = dilate, num_group = groups}
+    local wshape
+    if transposed then
+      local adj = core.sizes(o.output_padding, n, 0, name, "output_padding")
+      for d = 1, n do
+        if adj[d] >= stride[d] then
+          core.error(("%s: output_padding %s must be smaller than strides %s"):format(name, tuple(adj), tuple(stride)))
+        end
+      end
+      self._kw.adj = adj
+      wshape = {in_channels > 0 and in_channels or -1, channels / groups}
+    else
+      self._kw_relu = {stride = stride, pad = pad, dilate = dilate, num_group = groups, act_type = "relu"}
+      wshape = {channels, in_channels > 0 and in_channels / groups or -1}
+    end
+    for d = 1, n do wshape[d + 2] = kernel[d] end
+    self.weight = Parameter("weight", {shape = wshape, dtype = o.dtype, init = o.weight_initializer,
+                                       allow_deferred_init = true})
+    if o.use_bias ~= false then
+      self.bias = Parameter("bias", {shape = {channels}, dtype = o.dtype, init = o.bias_initializer or "zeros",
+                                     allow_deferred_init = true})
+    else
+      self.bias = nil -- reads nil, as MXNet's None
+    end
+    maybe_act(self, o.activation)
   end
-  local w = self.weight.shape
-  self.weight.shape = {w[1], s[2] / self._groups, w[3], w[4]}
-end
 
-function Conv2D:forward(x)
-  local dev = device_of(x)
-  local bias = self.bias
-  local act = self.act
-  if act and act._act_type == "relu" and #act._fhooks == 0 and #act._prehooks == 0 then
-    -- fused: one pass over the output (the act child runs itself when hooked, as for summary)
-    return npx.convolution(x, self.weight:data(dev), bias and bias:data(dev), self._kw_relu)
+  function cls:infer_shape(x)
+    local s = x.shape
+    if #s ~= n + 2 then
+      core.error(("%s: input must be %d-d %s, got shape %s"):format(name, n + 2, conv_shapes[n], tuple(s)))
+    end
+    if s[2] % self._groups ~= 0 then
+      core.error(("%s: input channels (%d) must be a multiple of groups (%d)"):format(name, s[2], self._groups))
+    end
+    local w = {}
+    for k = 1, #self.weight.shape do w[k] = self.weight.shape[k] end
+    if transposed then w[1] = s[2] else w[2] = s[2] / self._groups end
+    self.weight.shape = w
   end
-  local y = npx.convolution(x, self.weight:data(dev), bias and bias:data(dev), self._kw)
-  if act then return act(y) end
-  return y
+
+  function cls:forward(x)
+    local dev = device_of(x)
+    local bias = self.bias
+    bias = bias and bias:data(dev)
+    if transposed then
+      local y = npx.deconvolution(x, self.weight:data(dev), bias, self._kw)
+      if self.act then return self.act(y) end
+      return y
+    end
+    local act = self.act
+    if act and act._act_type == "relu" and #act._fhooks == 0 and #act._prehooks == 0 then
+      -- fused: one pass over the output (the act child runs itself when hooked, as for summary)
+      return npx.convolution(x, self.weight:data(dev), bias, self._kw_relu)
+    end
+    local y = npx.convolution(x, self.weight:data(dev), bias, self._kw)
+    if act then return act(y) end
+    return y
+  end
+
+  -- MXNet's repr: "{weight.shape[1]} -> {weight.shape[0]}" (for the
+  -- transposed layers that reads channels/groups -> in_channels, as MXNet
+  -- prints it), and no output_padding (MXNet's repr never shows it).
+  function cls:__tostring()
+    local w = self.weight.shape
+    local s = ("%s(%s -> %s, kernel_size=%s, stride=%s"):format(self._class.__name, w[2] == 0 and "None" or w[2],
+              w[1], tuple(self._kernel), tuple(self._stride))
+    if not all_equal(self._pad, 0) then s = s .. ", padding=" .. tuple(self._pad) end
+    if not all_equal(self._dilate, 1) then s = s .. ", dilation=" .. tuple(self._dilate) end
+    if self._groups ~= 1 then s = s .. ", groups=" .. self._groups end
+    if not self.bias then s = s .. ", bias=False" end
+    if self.act then s = s .. ", " .. tostring(self.act) end
+    return s .. ")"
+  end
+  return cls
 end
+convolution("Conv1D", 1, false)
+local Conv2D = convolution("Conv2D", 2, false)
+convolution("Conv3D", 3, false)
+convolution("Conv1DTranspose", 1, true)
+convolution("Conv2DTranspose", 2, true)
+convolution("Conv3DTranspose", 3, true)
 
 -- In a Sequential, Conv2D (no activation or relu) followed by MaxPool2D runs
 -- as one op (npx.convolution_maxpool, the registry's fused conv2d_maxpool)
@@ -112,43 +173,36 @@ function Conv2D:_fuse_next(nxt, x, ...)
                                  act and self._kw_relu or self._kw, nxt._maxpool_kw)
 end
 
-function Conv2D:__tostring()
-  local s = ("%s(%s -> %d, kernel_size=%s, stride=%s"):format(self._class.__name, self.weight.shape[2],
-            self._channels, tuple(self._kernel), tuple(self._stride))
-  if self._pad[1] ~= 0 or self._pad[2] ~= 0 then s = s .. ", padding=" .. tuple(self._pad) end
-  if self._dilate[1] ~= 1 or self._dilate[2] ~= 1 then s = s .. ", dilation=" .. tuple(self._dilate) end
-  if self._groups ~= 1 then s = s .. ", groups=" .. self._groups end
-  if not self.bias then s = s .. ", bias=False" end
-  if self.act then s = s .. ", " .. tostring(self.act) end
-  return s .. ")"
-end
 
 ---------------------------------------------------------------------------
--- Pooling: MaxPool2D, AvgPool2D, GlobalMaxPool2D, GlobalAvgPool2D.
--- strides default to pool_size; ceil_mode rounds the output size up.
+-- Pooling in 1, 2 and 3 dimensions: MaxPool1D/2D/3D, AvgPool1D/2D/3D,
+-- GlobalMaxPool1D/2D/3D, GlobalAvgPool1D/2D/3D. strides default to
+-- pool_size; ceil_mode rounds the output size up. Each class takes its
+-- positional arguments in its MXNet order (MaxPool3D and AvgPool2D/3D put
+-- ceil_mode before layout).
 
-local function pooling(name, pool_type, global)
+local function pooling(name, n, pool_type, global, names)
   local cls = HybridBlock:extend(name)
   nn[name] = cls
-  local names = global and {"layout"}
-                or {"pool_size", "strides", "padding", "layout", "ceil_mode", "count_include_pad"}
   function cls:__init(...)
-    local o = opts(name, names, ...)
-    if pool_type == "max" and o.count_include_pad ~= nil then
+    if pool_type == "max" and core.kw(...).count_include_pad ~= nil then
       core.error(name .. ": unknown argument 'count_include_pad' (only average pooling has it)")
     end
-    local kh, kw = core.pair(global and 1 or o.pool_size, 2, name, "pool_size")
-    local sh, sw = core.pair(o.strides, {kh, kw}, name, "strides")
-    local ph, pw = core.pair(o.padding, 0, name, "padding")
-    self._kernel, self._stride, self._pad = {kh, kw}, {sh, sw}, {ph, pw}
+    local o = opts(name, names, ...)
+    local kernel = core.sizes(global and 1 or o.pool_size, n, 2, name, "pool_size")
+    self._kernel = kernel
+    self._stride = core.sizes(o.strides, n, kernel, name, "strides")
+    self._pad = core.sizes(o.padding, n, 0, name, "padding")
     self._ceil_mode = global or o.ceil_mode == true
     self._count_include_pad = o.count_include_pad ~= false
-    self._layout = layout_of(o.layout, name)
-    self._kw = {kernel = self._kernel, stride = self._stride, pad = self._pad, pool_type = pool_type,
+    self._layout = layout_of(o.layout, name, conv_layouts[n])
+    self._kw = {kernel = kernel, stride = self._stride, pad = self._pad, pool_type = pool_type,
                 global_pool = global, pooling_convention = self._ceil_mode and "full" or "valid",
                 count_include_pad = self._count_include_pad}
     -- a max pool that a Conv2D before it in a Sequential may fuse with (Conv2D:_fuse_next)
-    if pool_type == "max" and not global and kh * kw <= 254 then self._maxpool_kw = self._kw end
+    if n == 2 and pool_type == "max" and not global and kernel[1] * kernel[2] <= 254 then
+      self._maxpool_kw = self._kw
+    end
   end
   function cls:forward(x) return npx.pooling(x, self._kw) end
   function cls:__tostring()
@@ -157,10 +211,18 @@ local function pooling(name, pool_type, global)
                    pyrepr(self._ceil_mode), pyrepr(global), pool_type, self._layout)
   end
 end
-pooling("MaxPool2D", "max", false)
-pooling("AvgPool2D", "avg", false)
-pooling("GlobalMaxPool2D", "max", true)
-pooling("GlobalAvgPool2D", "avg", true)
+local max_1d2d = {"pool_size", "strides", "padding", "layout", "ceil_mode"}
+pooling("MaxPool1D", 1, "max", false, max_1d2d)
+pooling("MaxPool2D", 2, "max", false, max_1d2d)
+pooling("MaxPool3D", 3, "max", false, {"pool_size", "strides", "padding", "ceil_mode", "layout"})
+pooling("AvgPool1D", 1, "avg", false, {"pool_size", "strides", "padding", "layout", "ceil_mode", "count_include_pad"})
+local avg_2d3d = {"pool_size", "strides", "padding", "ceil_mode", "layout", "count_include_pad"}
+pooling("AvgPool2D", 2, "avg", false, avg_2d3d)
+pooling("AvgPool3D", 3, "avg", false, avg_2d3d)
+for n = 1, 3 do
+  pooling("GlobalMaxPool" .. n .. "D", n, "max", true, {"layout"})
+  pooling("GlobalAvgPool" .. n .. "D", n, "avg", true, {"layout"})
+end
 
 ---------------------------------------------------------------------------
 -- BatchNorm{axis=1, momentum=0.9, epsilon=1e-5, center=true, scale=true,

@@ -50,10 +50,13 @@ function util.device_of(x)
   return core.device_from_ids(info.dev_type, info.dev_id)
 end
 
-function util.layout_of(layout, layer)
-  layout = layout or "NCHW"
-  if layout ~= "NCHW" then
-    core.error(("%s: layout must be 'NCHW' (the only one supported), got %s"):format(layer, tostring(layout)))
+-- The layout a layer was given: `want` ('NCHW' when nil; 'NCW' and
+-- 'NCDHW' for 1-d and 3-d layers), the only one supported.
+function util.layout_of(layout, layer, want)
+  want = want or "NCHW"
+  layout = layout or want
+  if layout ~= want then
+    core.error(("%s: layout must be '%s' (the only one supported), got %s"):format(layer, want, tostring(layout)))
   end
   return layout
 end
