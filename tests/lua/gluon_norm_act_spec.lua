@@ -156,6 +156,13 @@ describe("the layers' MXNet reprs and parameters", function()
     end
     assert.are.equal("Lambda(tanh)", tostring(nn.Lambda("tanh")))
     assert.are.equal("HybridLambda(relu)", tostring(nn.HybridLambda("relu")))
+    assert.are.equal("Lambda(<lambda>)", tostring(nn.Lambda(function(x) return x end)))
+    assert.are.equal("SyncBatchNorm(eps=1e-05, momentum=0.9, fix_gamma=False, use_global_stats=False, ndev=2, " ..
+                     "in_channels=3)", tostring(cnn.SyncBatchNorm{in_channels = 3, num_devices = 2}))
+    assert.are.equal(("SyncBatchNorm(eps=1e-05, momentum=0.9, fix_gamma=False, use_global_stats=False, ndev=%d, " ..
+                      "in_channels=None)"):format(math.max(1, npx.num_gpus())), tostring(nn.SyncBatchNorm()))
+    assert.are.equal("HybridConcurrent(\n  (0): Identity(\n  \n  )\n)",
+                     tostring(cnn.HybridConcurrent{axis = 1}:add(cnn.Identity())))
   end)
   it("has MXNet's parameter names, shapes and grad_req", function()
     local ln = nn.LayerNorm{in_channels = 4, center = false}

@@ -158,9 +158,11 @@ function SyncBatchNorm:forward(x)
   return BatchNorm.forward(self, x)
 end
 function SyncBatchNorm:__tostring()
-  return ("SyncBatchNorm(eps=%s, momentum=%s, fix_gamma=%s, use_global_stats=%s, ndev=%s, in_channels=%s)")
+  local c = self.gamma.shape[1]
+  return ("SyncBatchNorm(eps=%s, momentum=%s, fix_gamma=%s, use_global_stats=%s, ndev=%d, in_channels=%s)")
          :format(pyrepr(self._eps), pyrepr(self._momentum), pyrepr(not self._scale),
-                 pyrepr(self._use_global_stats), pyrepr(self._ndev), channels_text(self.gamma))
+                 pyrepr(self._use_global_stats), self._ndev or math.max(1, npx.num_gpus()),
+                 c and c > 0 and tostring(c) or "None")
 end
 
 ---------------------------------------------------------------------------
@@ -343,7 +345,7 @@ function Identity:forward(x) return x end
 
 -- The function a Lambda wraps, and its name for the repr.
 local function lambda_fn(layer, fn)
-  if type(fn) == "function" then return fn, "<function>" end
+  if type(fn) == "function" then return fn, "<lambda>" end
   if type(fn) ~= "string" then
     core.error(("%s: expected a function or the name of an np or npx function, got %s")
                :format(layer, core.show_value(fn)))
@@ -370,10 +372,11 @@ function Lambda:__tostring() return ("%s(%s)"):format(self._class.__name, self._
 
 local HybridLambda = HybridBlock:extend("HybridLambda")
 nn.HybridLambda = HybridLambda
-HybridLambda.__init, HybridLambda.__tostring = function(self, ...)
+function HybridLambda:__init(...)
   local o = opts("HybridLambda", {"function"}, ...)
   self._fn, self._fn_name = lambda_fn("HybridLambda", o["function"])
-end, Lambda.__tostring
+end
+HybridLambda.__tostring = Lambda.__tostring
 function HybridLambda:forward(...) return self._fn(...) end
 
 local function concat_init(self, layer, ...)
