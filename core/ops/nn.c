@@ -1,6 +1,7 @@
 /* nn.c: the small neural-network ops and their backward rules: dropout,
  * softmax / log_softmax over an axis, pick (the gather of the cross-entropy
- * loss), softrelu / leaky_relu and the (x or y, dy) gradients of activations.
+ * loss), softrelu / leaky_relu / elu / selu / gelu and the (x or y, dy)
+ * gradients of activations.
  * Float32 and float64, any strides. Not here: relu/sigmoid/tanh themselves
  * (elementwise.c), batch_norm (norm.c), optimizer updates (optim.c). */
 #include "internal.h"
@@ -11,6 +12,13 @@
 
 #define EXP(x) _Generic((x), float: expf, default: exp)(x)
 #define LOG1P(x) _Generic((x), float: log1pf, default: log1p)(x)
+#define ERF(x) _Generic((x), float: erff, default: erf)(x)
+
+/* selu's constants (MXNet's, from Klambauer et al.) */
+#define SELU_LAMBDA 1.0507009873554804934193349852946
+#define SELU_ALPHA 1.6732632423543772848170429916717
+#define SQRT1_2 0.70710678118654752440084436210485    /* 1 / sqrt(2) */
+#define RSQRT_2PI 0.39894228040143267793994605993438  /* 1 / sqrt(2 pi) */
 
 /* ---- shared checks ---------------------------------------------------------- */
 
@@ -65,7 +73,8 @@ static void strides_at(const luon_tensor *t, int ndim, int axis, int64_t *st) {
 
 /* y = f(x) or dx = g(a, dy) over one row of n elements; strides in bytes,
  * op 0 the output, then the inputs. Dense rows take the vectorisable loop. */
-enum { A_SOFTRELU, A_LEAKY, G_RELU, G_SIGMOID, G_TANH, G_SOFTRELU, G_LEAKY };
+enum { A_SOFTRELU, A_LEAKY, A_ELU, A_SELU, A_GELU, G_RELU, G_SIGMOID, G_TANH, G_SOFTRELU, G_LEAKY,
+       G_ELU, G_SELU, G_GELU };
 
 typedef struct act {
   int kind;
@@ -80,6 +89,13 @@ typedef struct act {
 #define E_G_TANH(T, v, d) ((d) * ((T)1 - (v) * (v)))
 #define E_G_SOFTRELU(T, v, d) ((d) / ((T)1 + EXP(-(v))))
 #define E_G_LEAKY(T, v, d) ((v) > 0 ? (d) : s * (d))
+#define E_ELU(T, v, d) ((v) > 0 ? (v) : s * (EXP(v) - (T)1))
+#define E_G_ELU(T, v, d) ((v) > 0 ? (d) : s * EXP(v) * (d))
+#define E_SELU(T, v, d) ((T)SELU_LAMBDA * ((v) > 0 ? (v) : (T)SELU_ALPHA * (EXP(v) - (T)1)))
+#define E_G_SELU(T, v, d) ((T)SELU_LAMBDA * ((v) > 0 ? (d) : (T)SELU_ALPHA * EXP(v) * (d)))
+#define E_GELU(T, v, d) ((T)0.5 * (v) * ((T)1 + ERF((v) * (T)SQRT1_2)))
+#define E_G_GELU(T, v, d)                                                      \
+  ((d) * ((T)0.5 * ((T)1 + ERF((v) * (T)SQRT1_2)) + (v) * (T)RSQRT_2PI * EXP((T)-0.5 * (v) * (v))))
 
 #define ACT_LOOP(T, E, nin)                                                    \
   do {                                                                         \
@@ -107,6 +123,12 @@ typedef struct act {
     switch (kind) {                                                            \
     case A_SOFTRELU: ACT_LOOP(T, E_SOFTRELU, 1); break;                        \
     case A_LEAKY: ACT_LOOP(T, E_LEAKY, 1); break;                              \
+    case A_ELU: ACT_LOOP(T, E_ELU, 1); break;                                  \
+    case A_SELU: ACT_LOOP(T, E_SELU, 1); break;                                \
+    case A_GELU: ACT_LOOP(T, E_GELU, 1); break;                                \
+    case G_ELU: ACT_LOOP(T, E_G_ELU, 2); break;                                \
+    case G_SELU: ACT_LOOP(T, E_G_SELU, 2); break;                              \
+    case G_GELU: ACT_LOOP(T, E_G_GELU, 2); break;                              \
     case G_RELU: ACT_LOOP(T, E_G_RELU, 2); break;                              \
     case G_SIGMOID: ACT_LOOP(T, E_G_SIGMOID, 2); break;                        \
     case G_TANH: ACT_LOOP(T, E_G_TANH, 2); break;                              \
@@ -131,7 +153,7 @@ static luon_status act_run(lu_call *c, int kind) {
   int64_t st[LU_ITER_MAX_OPS][LU_MAXD];
   lu_byte_strides(o, o->ndim, o->shape, st[0]);
   for (int k = 0; k < c->nin; k++) lu_byte_strides(c->in[k], o->ndim, o->shape, st[k + 1]);
-  act a = {kind, o->dtype, c->attrs->f[LU_LEAKY_SLOPE]}; /* the slope: leaky_relu's alone */
+  act a = {kind, o->dtype, c->attrs->f[LU_LEAKY_SLOPE]}; /* the slope: leaky_relu's and elu's */
   lu_foreach_row(o->ndim, o->shape, nops, base, (const int64_t(*)[LU_MAXD])st, PAR_GRAIN, true, act_row,
                  &a);
   return LUON_OK;
@@ -144,6 +166,16 @@ luon_status lu_cpu_softrelu(lu_call *c) { return act_run(c, A_SOFTRELU); }
 /* leaky_relu: (..x) -> x > 0 ? x : slope * x, slope f[0] */
 luon_status lu_shape_leaky_relu(lu_call *c) { return like_input(c, "leaky_relu", 0); }
 luon_status lu_cpu_leaky_relu(lu_call *c) { return act_run(c, A_LEAKY); }
+
+/* elu: (..x) -> x > 0 ? x : slope * (exp(x) - 1), leaky_relu's slot */
+luon_status lu_shape_elu(lu_call *c) { return like_input(c, "elu", 0); }
+luon_status lu_cpu_elu(lu_call *c) { return act_run(c, A_ELU); }
+/* selu: (..x) -> lambda * (x > 0 ? x : alpha * (exp(x) - 1)), MXNet's constants */
+luon_status lu_shape_selu(lu_call *c) { return like_input(c, "selu", 0); }
+luon_status lu_cpu_selu(lu_call *c) { return act_run(c, A_SELU); }
+/* gelu: (..x) -> x * Phi(x) = x / 2 * (1 + erf(x / sqrt 2)), the exact (erf) form */
+luon_status lu_shape_gelu(lu_call *c) { return like_input(c, "gelu", 0); }
+luon_status lu_cpu_gelu(lu_call *c) { return act_run(c, A_GELU); }
 
 /* (x, dy) -> dy * (x > 0) */
 luon_status lu_shape_relu_grad(lu_call *c) { return pair_shape(c, "relu_grad", "x"); }
@@ -161,6 +193,16 @@ luon_status lu_cpu_softrelu_grad(lu_call *c) { return act_run(c, G_SOFTRELU); }
 luon_status lu_shape_leaky_relu_grad(lu_call *c) { return pair_shape(c, "leaky_relu_grad", "x"); }
 luon_status lu_cpu_leaky_relu_grad(lu_call *c) { return act_run(c, G_LEAKY); }
 
+/* (x, dy) -> x > 0 ? dy : slope * exp(x) * dy */
+luon_status lu_shape_elu_grad(lu_call *c) { return pair_shape(c, "elu_grad", "x"); }
+luon_status lu_cpu_elu_grad(lu_call *c) { return act_run(c, G_ELU); }
+/* (x, dy) -> lambda * (x > 0 ? dy : alpha * exp(x) * dy) */
+luon_status lu_shape_selu_grad(lu_call *c) { return pair_shape(c, "selu_grad", "x"); }
+luon_status lu_cpu_selu_grad(lu_call *c) { return act_run(c, G_SELU); }
+/* (x, dy) -> dy * (Phi(x) + x * phi(x)) */
+luon_status lu_shape_gelu_grad(lu_call *c) { return pair_shape(c, "gelu_grad", "x"); }
+luon_status lu_cpu_gelu_grad(lu_call *c) { return act_run(c, G_GELU); }
+
 /* d softrelu(x) = dy * sigmoid(x) */
 luon_status lu_grad_softrelu(lu_grad_call *g) {
   if (!g->need[0] || !g->dout[0]) return LUON_OK;
@@ -171,6 +213,20 @@ luon_status lu_grad_softrelu(lu_grad_call *g) {
 luon_status lu_grad_leaky_relu(lu_grad_call *g) {
   if (!g->need[0] || !g->dout[0]) return LUON_OK;
   return lu_run(LU_OP_leaky_relu_grad, g->attrs, &g->din[0], 2, g->in[0], g->dout[0]);
+}
+
+/* d elu(x), d selu(x), d gelu(x): their (x, dy) ops (elu's with its slope) */
+luon_status lu_grad_elu(lu_grad_call *g) {
+  if (!g->need[0] || !g->dout[0]) return LUON_OK;
+  return lu_run(LU_OP_elu_grad, g->attrs, &g->din[0], 2, g->in[0], g->dout[0]);
+}
+luon_status lu_grad_selu(lu_grad_call *g) {
+  if (!g->need[0] || !g->dout[0]) return LUON_OK;
+  return lu_run(LU_OP_selu_grad, NULL, &g->din[0], 2, g->in[0], g->dout[0]);
+}
+luon_status lu_grad_gelu(lu_grad_call *g) {
+  if (!g->need[0] || !g->dout[0]) return LUON_OK;
+  return lu_run(LU_OP_gelu_grad, NULL, &g->din[0], 2, g->in[0], g->dout[0]);
 }
 
 /* ---- dropout ---------------------------------------------------------------- */

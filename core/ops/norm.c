@@ -1,6 +1,7 @@
-/* norm.c: batch normalisation over a channel axis and its backward, float32
- * and float64, any strides; statistics accumulate in double, one channel
- * per thread. Not here: layer/group/instance norm.
+/* norm.c: batch normalisation over a channel axis, layer normalisation over
+ * an axis and group normalisation over channel groups (instance norm is
+ * group norm with one channel per group), with their fused backward;
+ * float32 and float64, any strides; statistics accumulate in double.
  *   y = gamma * (x - mean) * invstd + beta,  invstd = 1 / sqrt(var + eps) */
 #include "internal.h"
 #include <math.h>
@@ -360,3 +361,363 @@ luon_status lu_grad_batch_norm(lu_grad_call *g) {
   }
   return LUON_OK;
 }
+
+
+/* ---- layer_norm and group_norm --------------------------------------------- */
+
+/* Both normalise groups of x's elements on their own: x's axes are split in
+ * group axes and reduction axes (a group's M elements).
+ *   layer_norm over axis a: groups are the other axes, the reduction axis a,
+ *     gamma and beta (L,) indexed by the position along a;
+ *   group_norm with G groups, x (N, C, ...): groups (N, G) (C split in G
+ *     runs of C/G channels), the reduction (C/G, ...); gamma and beta (G,)
+ *     indexed by the group (MXNet 1.x's GroupNorm).
+ * mean and invstd (one per group, row-major over the group axes) are saved
+ * for the backward: layer_norm's have x's shape with axis a set to 1,
+ * group_norm's are (N, G). Backward, per group, g = gamma of the element:
+ *   dx = invstd * (g dy - mean(g dy) - xhat * mean(g dy xhat))
+ *   dgamma[k] = sum(dy * xhat), dbeta[k] = sum(dy) over the elements of k. */
+
+typedef struct nview {
+  int ng, nr;                        /* group axes, reduction axes */
+  int64_t gshape[LU_MAXD], rshape[LU_MAXD];
+  int64_t G, M;                      /* groups, elements per group */
+  int64_t K;                         /* gamma's length */
+  bool per_group;                    /* gamma[group % K] (group_norm), else gamma[r] */
+  double eps;
+} nview;
+
+/* one tensor of x's shape (x, y, dy, dx) seen through the view */
+typedef struct nops {
+  char *base;
+  int32_t dt;
+  int64_t gst[LU_MAXD], rst[LU_MAXD]; /* byte strides */
+  int64_t rflat;                      /* one byte stride for the whole reduction, or -1 */
+} nops;
+
+static void nops_init(nops *o, const nview *v, const luon_tensor *t, int mode_axis, bool group) {
+  int64_t es = luon_dtype_size(t->dtype);
+  o->base = lu_data(t);
+  o->dt = t->dtype;
+  if (group) { /* (N, G) then (C/G, spatial...) */
+    int64_t cg = t->shape[1] / v->K;
+    o->gst[0] = t->strides[0] * es;
+    o->gst[1] = t->strides[1] * es * cg;
+    o->rst[0] = t->strides[1] * es;
+    for (int d = 2; d < t->ndim; d++) o->rst[d - 1] = t->strides[d] * es;
+  } else {
+    for (int d = 0, k = 0; d < t->ndim; d++)
+      if (d != mode_axis) o->gst[k++] = t->strides[d] * es;
+    o->rst[0] = t->strides[mode_axis] * es;
+  }
+  /* the reduction axes as one run when each steps over the next */
+  o->rflat = 0;
+  int64_t want = -1;
+  for (int d = v->nr - 1; d >= 0; d--) {
+    if (v->rshape[d] == 1) continue;
+    if (want == -1) o->rflat = o->rst[d];
+    else if (o->rst[d] != want) { o->rflat = -1; break; }
+    want = o->rst[d] * v->rshape[d];
+  }
+}
+
+static void nview_init(nview *v, const luon_tensor *x, int axis, int64_t groups, double eps) {
+  v->eps = eps;
+  if (groups > 0) {
+    v->ng = 2;
+    v->gshape[0] = x->shape[0];
+    v->gshape[1] = groups;
+    v->nr = x->ndim - 1;
+    v->rshape[0] = x->shape[1] / groups;
+    for (int d = 2; d < x->ndim; d++) v->rshape[d - 1] = x->shape[d];
+    v->per_group = true;
+    v->K = groups;
+  } else {
+    v->ng = 0;
+    for (int d = 0; d < x->ndim; d++)
+      if (d != axis) v->gshape[v->ng++] = x->shape[d];
+    v->nr = 1;
+    v->rshape[0] = x->shape[axis];
+    v->per_group = false;
+    v->K = x->shape[axis];
+  }
+  v->G = 1;
+  for (int d = 0; d < v->ng; d++) v->G *= v->gshape[d];
+  v->M = 1;
+  for (int d = 0; d < v->nr; d++) v->M *= v->rshape[d];
+}
+
+/* byte offsets of group i and of element r within a group */
+static int64_t goff(const nview *v, const nops *o, int64_t i) {
+  int64_t off = 0;
+  for (int d = v->ng - 1; d >= 0; d--) {
+    off += (i % v->gshape[d]) * o->gst[d];
+    i /= v->gshape[d];
+  }
+  return off;
+}
+static int64_t roff(const nview *v, const nops *o, int64_t r) {
+  if (o->rflat >= 0) return r * o->rflat;
+  int64_t off = 0;
+  for (int d = v->nr - 1; d >= 0; d--) {
+    off += (r % v->rshape[d]) * o->rst[d];
+    r /= v->rshape[d];
+  }
+  return off;
+}
+
+static double ld(const nops *o, int64_t off) {
+  const char *p = o->base + off;
+  return o->dt == LUON_DTYPE_F32 ? (double)*(const float *)p : *(const double *)p;
+}
+static void st(const nops *o, int64_t off, double val) {
+  char *p = o->base + off;
+  if (o->dt == LUON_DTYPE_F32) *(float *)p = (float)val;
+  else *(double *)p = val;
+}
+
+/* element i of a contiguous tensor (the per-group statistics), as double */
+static double fget(const luon_tensor *t, int64_t i) {
+  const char *p = (const char *)lu_data(t);
+  return t->dtype == LUON_DTYPE_F32 ? (double)((const float *)p)[i] : ((const double *)p)[i];
+}
+static void fset(luon_tensor *t, int64_t i, double v) {
+  char *p = (char *)lu_data(t);
+  if (t->dtype == LUON_DTYPE_F32) ((float *)p)[i] = (float)v;
+  else ((double *)p)[i] = v;
+}
+
+static int64_t gamma_at(const nview *v, int64_t i, int64_t r) { return v->per_group ? i % v->K : r; }
+
+typedef struct nrun {
+  lu_call *c;
+  nview v;
+  nops x, y, dy, dx;
+} nrun;
+
+static void norm_fwd_range(void *ctx, int64_t i0, int64_t i1) {
+  nrun *f = ctx;
+  const nview *v = &f->v;
+  luon_tensor *const *in = f->c->in;
+  for (int64_t i = i0; i < i1; i++) {
+    int64_t gx = goff(v, &f->x, i), gy = goff(v, &f->y, i);
+    double s = 0, q = 0;
+    for (int64_t r = 0; r < v->M; r++) s += ld(&f->x, gx + roff(v, &f->x, r));
+    double mean = v->M > 0 ? s / (double)v->M : 0;
+    for (int64_t r = 0; r < v->M; r++) {
+      double d = ld(&f->x, gx + roff(v, &f->x, r)) - mean;
+      q += d * d;
+    }
+    double invstd = 1 / sqrt((v->M > 0 ? q / (double)v->M : 0) + v->eps);
+    fset(f->c->out[1], i, mean);
+    fset(f->c->out[2], i, invstd);
+    for (int64_t r = 0; r < v->M; r++) {
+      int64_t k = gamma_at(v, i, r);
+      double xh = (ld(&f->x, gx + roff(v, &f->x, r)) - mean) * invstd;
+      st(&f->y, gy + roff(v, &f->y, r), xh * vget(in[1], k) + vget(in[2], k));
+    }
+  }
+}
+
+static void norm_bwd_range(void *ctx, int64_t i0, int64_t i1) {
+  nrun *b = ctx;
+  const nview *v = &b->v;
+  luon_tensor *const *in = b->c->in;
+  double m = (double)v->M;
+  for (int64_t i = i0; i < i1; i++) {
+    int64_t gx = goff(v, &b->x, i), gdy = goff(v, &b->dy, i), gdx = goff(v, &b->dx, i);
+    double mean = fget(in[3], i), invstd = fget(in[4], i), a1 = 0, a2 = 0;
+    for (int64_t r = 0; r < v->M; r++) {
+      double gd = ld(&b->dy, gdy + roff(v, &b->dy, r)) * vget(in[2], gamma_at(v, i, r));
+      a1 += gd;
+      a2 += gd * (ld(&b->x, gx + roff(v, &b->x, r)) - mean) * invstd;
+    }
+    a1 /= m;
+    a2 /= m;
+    for (int64_t r = 0; r < v->M; r++) {
+      double gd = ld(&b->dy, gdy + roff(v, &b->dy, r)) * vget(in[2], gamma_at(v, i, r));
+      double xh = (ld(&b->x, gx + roff(v, &b->x, r)) - mean) * invstd;
+      st(&b->dx, gdx + roff(v, &b->dx, r), invstd * (gd - a1 - xh * a2));
+    }
+  }
+}
+
+/* dgamma[k], dbeta[k]: over the (group, element) pairs of gamma index k */
+static void norm_dgamma_range(void *ctx, int64_t k0, int64_t k1) {
+  nrun *b = ctx;
+  const nview *v = &b->v;
+  luon_tensor *const *in = b->c->in;
+  for (int64_t k = k0; k < k1; k++) {
+    double sg = 0, sb = 0;
+    for (int64_t i = v->per_group ? k : 0; i < v->G; i += v->per_group ? v->K : 1) {
+      int64_t gx = goff(v, &b->x, i), gdy = goff(v, &b->dy, i);
+      double mean = fget(in[3], i), invstd = fget(in[4], i);
+      int64_t r0 = v->per_group ? 0 : k, r1 = v->per_group ? v->M : k + 1;
+      for (int64_t r = r0; r < r1; r++) {
+        double d = ld(&b->dy, gdy + roff(v, &b->dy, r));
+        sb += d;
+        sg += d * (ld(&b->x, gx + roff(v, &b->x, r)) - mean) * invstd;
+      }
+    }
+    vset(b->c->out[1], k, sg);
+    vset(b->c->out[2], k, sb);
+  }
+}
+
+/* x, then (K,) vectors of x's dtype; the view for the op's attributes */
+static luon_status norm_check(lu_call *c, const char *op, bool group, const char *const *names, int nvec,
+                              nview *v, int *axis) {
+  const luon_tensor *x = c->in[0];
+  LU_TRY(need_float(op, x, "x"));
+  int64_t groups = 0;
+  double eps;
+  *axis = 0;
+  if (group) {
+    groups = c->attrs->i[LU_GN_GROUPS];
+    eps = c->attrs->f[LU_GN_EPS];
+    if (x->ndim < 2)
+      return lu_error(LUON_ESHAPE, "%s: x has shape %s; expected (N, C, ...) with at least 2 axes", op,
+                      lu_shape_str(x->ndim, x->shape));
+    if (groups < 1 || x->shape[1] % groups != 0)
+      return lu_error(LUON_ESHAPE, "%s: num_groups = %lld must be >= 1 and divide the %lld channels of x %s",
+                      op, (long long)groups, (long long)x->shape[1], lu_shape_str(x->ndim, x->shape));
+  } else {
+    eps = c->attrs->f[LU_LN_EPS];
+    if (x->ndim < 1)
+      return lu_error(LUON_ESHAPE, "%s: x is 0-d; expected at least one axis", op);
+    LU_TRY(lu_axis(op, c->attrs->i[LU_LN_AXIS], x->ndim, axis));
+  }
+  if (!(eps >= 0)) return lu_error(LUON_EINVAL, "%s: eps = %g must be >= 0", op, eps);
+  nview_init(v, x, *axis, groups, eps);
+  for (int k = 0; k < nvec; k++) {
+    const luon_tensor *t = c->in[k + (c->nin == 5 ? 2 : 1)];
+    if (t->ndim != 1 || t->shape[0] != v->K)
+      return lu_error(LUON_ESHAPE, "%s: %s has shape %s but x %s needs (%lld,)%s", op, names[k],
+                      lu_shape_str(t->ndim, t->shape), lu_shape_str(x->ndim, x->shape), (long long)v->K,
+                      group ? " (one per group)" : "");
+    if (t->dtype != x->dtype)
+      return lu_error(LUON_EDTYPE, "%s: %s is %s but x is %s; they must match", op, names[k],
+                      luon_dtype_name(t->dtype), luon_dtype_name(x->dtype));
+  }
+  return LUON_OK;
+}
+
+/* outputs: y like x, mean and invstd one per group */
+static luon_status norm_fwd_shape(lu_call *c, const char *op, bool group) {
+  static const char *const names[2] = {"gamma", "beta"};
+  const luon_tensor *x = c->in[0];
+  nview v;
+  int axis;
+  LU_TRY(norm_check(c, op, group, names, 2, &v, &axis));
+  c->out_ndim[0] = x->ndim;
+  memcpy(c->out_shape[0], x->shape, sizeof(int64_t) * (size_t)x->ndim);
+  for (int k = 0; k < 3; k++) c->out_dtype[k] = x->dtype;
+  for (int k = 1; k < 3; k++) {
+    if (group) {
+      c->out_ndim[k] = 2;
+      c->out_shape[k][0] = x->shape[0];
+      c->out_shape[k][1] = v.K;
+    } else {
+      c->out_ndim[k] = x->ndim;
+      memcpy(c->out_shape[k], x->shape, sizeof(int64_t) * (size_t)x->ndim);
+      c->out_shape[k][axis] = 1;
+    }
+  }
+  return LUON_OK;
+}
+
+/* x, dy, gamma, mean, invstd -> dx, dgamma, dbeta */
+static luon_status norm_bwd_shape(lu_call *c, const char *op, bool group) {
+  static const char *const names[1] = {"gamma"};
+  const luon_tensor *x = c->in[0], *dy = c->in[1];
+  nview v;
+  int axis;
+  LU_TRY(norm_check(c, op, group, names, 1, &v, &axis));
+  if (dy->ndim != x->ndim || memcmp(dy->shape, x->shape, sizeof(int64_t) * (size_t)x->ndim) != 0)
+    return lu_error(LUON_ESHAPE, "%s: dy has shape %s but x has shape %s", op,
+                    lu_shape_str(dy->ndim, dy->shape), lu_shape_str(x->ndim, x->shape));
+  for (int k = 1; k < 5; k++)
+    if (c->in[k]->dtype != x->dtype)
+      return lu_error(LUON_EDTYPE, "%s: input %d is %s but x is %s", op, k,
+                      luon_dtype_name(c->in[k]->dtype), luon_dtype_name(x->dtype));
+  for (int k = 3; k < 5; k++)
+    if (c->in[k]->size != v.G || !lu_is_contiguous(c->in[k]))
+      return lu_error(LUON_ESHAPE, "%s: input %d has shape %s; expected %lld contiguous statistics", op, k,
+                      lu_shape_str(c->in[k]->ndim, c->in[k]->shape), (long long)v.G);
+  c->out_ndim[0] = x->ndim;
+  memcpy(c->out_shape[0], x->shape, sizeof(int64_t) * (size_t)x->ndim);
+  for (int k = 0; k < 3; k++) c->out_dtype[k] = x->dtype;
+  for (int k = 1; k < 3; k++) {
+    c->out_ndim[k] = 1;
+    c->out_shape[k][0] = v.K;
+  }
+  return LUON_OK;
+}
+
+static void nrun_init(nrun *r, lu_call *c, bool group, bool fwd) {
+  const luon_tensor *x = c->in[0];
+  int axis = 0;
+  int64_t groups = 0;
+  double eps = 0;
+  if (group) {
+    groups = c->attrs->i[LU_GN_GROUPS];
+    eps = c->attrs->f[LU_GN_EPS];
+  } else {
+    int64_t a = c->attrs->i[LU_LN_AXIS];
+    axis = (int)(a < 0 ? a + x->ndim : a);
+    eps = c->attrs->f[LU_LN_EPS];
+  }
+  r->c = c;
+  nview_init(&r->v, x, axis, groups, eps);
+  nops_init(&r->x, &r->v, x, axis, group);
+  if (fwd) {
+    nops_init(&r->y, &r->v, c->out[0], axis, group);
+  } else {
+    nops_init(&r->dy, &r->v, c->in[1], axis, group);
+    nops_init(&r->dx, &r->v, c->out[0], axis, group);
+  }
+}
+
+static luon_status norm_fwd(lu_call *c, bool group) {
+  nrun r;
+  nrun_init(&r, c, group, true);
+  int64_t g = CH_GRAIN / (r.v.M > 0 ? r.v.M : 1);
+  lu_parallel_for(r.v.G, g > 0 ? g : 1, norm_fwd_range, &r);
+  return LUON_OK;
+}
+
+static luon_status norm_bwd(lu_call *c, bool group) {
+  nrun r;
+  nrun_init(&r, c, group, false);
+  int64_t g = CH_GRAIN / (r.v.M > 0 ? r.v.M : 1);
+  lu_parallel_for(r.v.G, g > 0 ? g : 1, norm_bwd_range, &r);
+  g = CH_GRAIN / (r.v.K > 0 && r.v.G * r.v.M / r.v.K > 0 ? r.v.G * r.v.M / r.v.K : 1);
+  lu_parallel_for(r.v.K, g > 0 ? g : 1, norm_dgamma_range, &r);
+  return LUON_OK;
+}
+
+/* the backward: the op's grad op on the saved statistics, then what is needed */
+static luon_status norm_grad(lu_grad_call *g, int32_t grad_op) {
+  if (!g->dout[0] || !(g->need[0] || g->need[1] || g->need[2])) return LUON_OK;
+  luon_tensor *in[5] = {g->in[0], g->dout[0], g->in[1], g->out[1], g->out[2]};
+  luon_tensor *out[3] = {NULL, NULL, NULL};
+  int32_t nout = 3;
+  LU_TRY(luon_op_call(grad_op, 5, in, g->attrs, &nout, out));
+  for (int k = 0; k < 3; k++) {
+    if (g->need[k]) g->din[k] = out[k];
+    else luon_tensor_release(out[k]);
+  }
+  return LUON_OK;
+}
+
+luon_status lu_shape_layer_norm(lu_call *c) { return norm_fwd_shape(c, "layer_norm", false); }
+luon_status lu_cpu_layer_norm(lu_call *c) { return norm_fwd(c, false); }
+luon_status lu_shape_layer_norm_grad(lu_call *c) { return norm_bwd_shape(c, "layer_norm_grad", false); }
+luon_status lu_cpu_layer_norm_grad(lu_call *c) { return norm_bwd(c, false); }
+luon_status lu_grad_layer_norm(lu_grad_call *g) { return norm_grad(g, LU_OP_layer_norm_grad); }
+
+luon_status lu_shape_group_norm(lu_call *c) { return norm_fwd_shape(c, "group_norm", true); }
+luon_status lu_cpu_group_norm(lu_call *c) { return norm_fwd(c, true); }
+luon_status lu_shape_group_norm_grad(lu_call *c) { return norm_bwd_shape(c, "group_norm_grad", true); }
+luon_status lu_cpu_group_norm_grad(lu_call *c) { return norm_bwd(c, true); }
+luon_status lu_grad_group_norm(lu_grad_call *g) { return norm_grad(g, LU_OP_group_norm_grad); }

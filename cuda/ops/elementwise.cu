@@ -125,6 +125,15 @@ template <class T> __device__ __forceinline__ T log1p_(T x) {
   if constexpr (std::is_same<T, float>::value) return log1pf(x);
   else return (T)log1p((double)x);
 }
+template <class T> __device__ __forceinline__ T erf_(T x) {
+  if constexpr (std::is_same<T, float>::value) return erff(x);
+  else return (T)erf((double)x);
+}
+/* selu's constants and gelu's, as core/ops/nn.c's */
+#define SELU_LAMBDA 1.0507009873554804934193349852946
+#define SELU_ALPHA 1.6732632423543772848170429916717
+#define SQRT1_2 0.70710678118654752440084436210485
+#define RSQRT_2PI 0.39894228040143267793994605993438
 /* integer power by squaring, wrapping; negative exponents as 1/x^-y truncated */
 __device__ __forceinline__ int64_t ipow(int64_t x, int64_t y) {
   if (y < 0) return x == 1 ? 1 : x == -1 ? (y & 1 ? -1 : 1) : 0;
@@ -185,6 +194,9 @@ UN(Sigmoid, (T)((T)1 / ((T)1 + exp_(-x))))
 UN(Exp, exp_(x))
 UN(SoftRelu, (T)(x > 0 ? x + log1p_(exp_(-x)) : log1p_(exp_(x))))
 UN(Leaky, (T)(x > 0 ? x : (T)s * x))
+UN(Elu, (T)(x > 0 ? x : (T)s * (exp_(x) - (T)1)))
+UN(Selu, (T)((T)SELU_LAMBDA * (x > 0 ? x : (T)SELU_ALPHA * (exp_(x) - (T)1))))
+UN(Gelu, (T)((T)0.5 * x * ((T)1 + erf_(x * (T)SQRT1_2))))
 UN(Ident, x)
 struct Abs {
   static const int arity = 1;
@@ -245,6 +257,9 @@ BIN(GSigmoid, (T)(y * x * ((T)1 - x)))
 BIN(GTanh, (T)(y * ((T)1 - x * x)))
 BIN(GSoftRelu, (T)(y / ((T)1 + exp_(-x))))
 BIN(GLeaky, (T)(x > 0 ? y : (T)s * y))
+BIN(GElu, (T)(x > 0 ? y : (T)s * exp_(x) * y))
+BIN(GSelu, (T)((T)SELU_LAMBDA * (x > 0 ? y : (T)SELU_ALPHA * exp_(x) * y)))
+BIN(GGelu, (T)(y * ((T)0.5 * ((T)1 + erf_(x * (T)SQRT1_2)) + x * (T)RSQRT_2PI * exp_((T)-0.5 * x * x))))
 
 /* ---- kernels ------------------------------------------------------------------------ */
 
@@ -360,12 +375,22 @@ BINARY(relu_grad, GRelu, true)
 BINARY(sigmoid_grad, GSigmoid, true)
 BINARY(tanh_grad, GTanh, true)
 BINARY(softrelu_grad, GSoftRelu, true)
+UNARY(selu, Selu, true)
+UNARY(gelu, Gelu, true)
+BINARY(selu_grad, GSelu, true)
+BINARY(gelu_grad, GGelu, true)
 
 luon_status lu_cuda_leaky_relu(lu_call *c) {
   return map_op(c, c->out[0]->dtype, Leaky{c->attrs->f[LU_LEAKY_SLOPE]}, true);
 }
 luon_status lu_cuda_leaky_relu_grad(lu_call *c) {
   return map_op(c, c->out[0]->dtype, GLeaky{c->attrs->f[LU_LEAKY_SLOPE]}, true);
+}
+luon_status lu_cuda_elu(lu_call *c) {
+  return map_op(c, c->out[0]->dtype, Elu{c->attrs->f[LU_LEAKY_SLOPE]}, true);
+}
+luon_status lu_cuda_elu_grad(lu_call *c) {
+  return map_op(c, c->out[0]->dtype, GElu{c->attrs->f[LU_LEAKY_SLOPE]}, true);
 }
 
 luon_status lu_cuda_clip(lu_call *c) {

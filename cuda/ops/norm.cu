@@ -189,3 +189,214 @@ luon_status lu_cuda_batch_norm_grad(lu_call *c) {
   p.batch = c->attrs->i[LU_BN_GRAD_BATCH_STATS] != 0;
   return launch(c, &p, false, c->in[0]->shape[ax]);
 }
+
+/* ---- layer_norm and group_norm (core/ops/norm.c's view: group axes and
+ * reduction axes; one block per group, then one per gamma index) ---------- */
+
+typedef struct nvp {
+  int ng, nr;
+  int64_t gshape[LU_MAXD], rshape[LU_MAXD];
+  int64_t gst[3][LU_MAXD], rst[3][LU_MAXD]; /* element strides; forward 0 x, 1 y; backward 0 x, 1 dy, 2 dx */
+  void *p[3];
+  int64_t G, M, K;
+  bool per_group;                           /* gamma[group % K], else gamma[r] */
+  double eps;
+  const void *gamma, *beta;                 /* (K,), strides gs, bs */
+  int64_t gs, bs;
+  void *mean, *invstd;                      /* (G,) contiguous */
+  void *dgamma, *dbeta;                     /* (K,) contiguous (backward) */
+} nvp;
+
+__device__ __forceinline__ int64_t n_goff(const nvp &v, int k, int64_t i) {
+  int64_t off = 0;
+  for (int d = v.ng - 1; d >= 0; d--) {
+    off += (i % v.gshape[d]) * v.gst[k][d];
+    i /= v.gshape[d];
+  }
+  return off;
+}
+__device__ __forceinline__ int64_t n_roff(const nvp &v, int k, int64_t r) {
+  int64_t off = 0;
+  for (int d = v.nr - 1; d >= 0; d--) {
+    off += (r % v.rshape[d]) * v.rst[k][d];
+    r /= v.rshape[d];
+  }
+  return off;
+}
+__device__ __forceinline__ int64_t n_gamma(const nvp &v, int64_t i, int64_t r) {
+  return v.per_group ? i % v.K : r;
+}
+
+template <class T> __global__ void k_norm_fwd(nvp v) {
+  int64_t i = blockIdx.x;
+  const T *x = (const T *)v.p[0] + n_goff(v, 0, i);
+  T *y = (T *)v.p[1] + n_goff(v, 1, i);
+  const T *gamma = (const T *)v.gamma, *beta = (const T *)v.beta;
+  double s = 0, dummy = 0;
+  for (int64_t r = threadIdx.x; r < v.M; r += blockDim.x) s += (double)x[n_roff(v, 0, r)];
+  block_sum2(s, dummy);
+  double mean = v.M > 0 ? s / (double)v.M : 0, q = 0;
+  for (int64_t r = threadIdx.x; r < v.M; r += blockDim.x) {
+    double d = (double)x[n_roff(v, 0, r)] - mean;
+    q += d * d;
+  }
+  block_sum2(q, dummy);
+  double invstd = 1 / sqrt((v.M > 0 ? q / (double)v.M : 0) + v.eps);
+  if (threadIdx.x == 0) {
+    ((T *)v.mean)[i] = (T)mean;
+    ((T *)v.invstd)[i] = (T)invstd;
+  }
+  for (int64_t r = threadIdx.x; r < v.M; r += blockDim.x) {
+    int64_t k = n_gamma(v, i, r);
+    double xh = ((double)x[n_roff(v, 0, r)] - mean) * invstd;
+    y[n_roff(v, 1, r)] = (T)(xh * (double)gamma[k * v.gs] + (double)beta[k * v.bs]);
+  }
+}
+
+template <class T> __global__ void k_norm_bwd(nvp v) {
+  int64_t i = blockIdx.x;
+  const T *x = (const T *)v.p[0] + n_goff(v, 0, i);
+  const T *dy = (const T *)v.p[1] + n_goff(v, 1, i);
+  T *dx = (T *)v.p[2] + n_goff(v, 2, i);
+  const T *gamma = (const T *)v.gamma;
+  double mean = (double)((const T *)v.mean)[i], invstd = (double)((const T *)v.invstd)[i];
+  double a1 = 0, a2 = 0;
+  for (int64_t r = threadIdx.x; r < v.M; r += blockDim.x) {
+    double gd = (double)dy[n_roff(v, 1, r)] * (double)gamma[n_gamma(v, i, r) * v.gs];
+    a1 += gd;
+    a2 += gd * ((double)x[n_roff(v, 0, r)] - mean) * invstd;
+  }
+  block_sum2(a1, a2);
+  a1 /= (double)v.M;
+  a2 /= (double)v.M;
+  for (int64_t r = threadIdx.x; r < v.M; r += blockDim.x) {
+    double gd = (double)dy[n_roff(v, 1, r)] * (double)gamma[n_gamma(v, i, r) * v.gs];
+    double xh = ((double)x[n_roff(v, 0, r)] - mean) * invstd;
+    dx[n_roff(v, 2, r)] = (T)(invstd * (gd - a1 - xh * a2));
+  }
+}
+
+/* dgamma[k], dbeta[k]: block k over the (group, element) pairs of gamma index k */
+template <class T> __global__ void k_norm_dgamma(nvp v) {
+  int64_t k = blockIdx.x;
+  const T *x = (const T *)v.p[0], *dy = (const T *)v.p[1];
+  int64_t ng = v.per_group ? v.G / v.K : v.G, per = v.per_group ? v.M : 1;
+  double sg = 0, sb = 0;
+  for (int64_t j = threadIdx.x; j < ng * per; j += blockDim.x) {
+    int64_t i = v.per_group ? k + (j / per) * v.K : j, r = v.per_group ? j % per : k;
+    double mean = (double)((const T *)v.mean)[i], invstd = (double)((const T *)v.invstd)[i];
+    double d = (double)dy[n_goff(v, 1, i) + n_roff(v, 1, r)];
+    sb += d;
+    sg += d * ((double)x[n_goff(v, 0, i) + n_roff(v, 0, r)] - mean) * invstd;
+  }
+  block_sum2(sg, sb);
+  if (threadIdx.x == 0) {
+    ((T *)v.dgamma)[k] = (T)sg;
+    ((T *)v.dbeta)[k] = (T)sb;
+  }
+}
+
+/* the view of x's shape for layer_norm (axis) or group_norm (groups > 0);
+ * tensors t[0..nt) of x's shape become operands 0..nt) */
+static void nvp_init(nvp *v, luon_tensor *const *t, int nt, int axis, int64_t groups, double eps) {
+  const luon_tensor *x = t[0];
+  v->eps = eps;
+  v->per_group = groups > 0;
+  if (groups > 0) {
+    v->ng = 2;
+    v->gshape[0] = x->shape[0];
+    v->gshape[1] = groups;
+    v->nr = x->ndim - 1;
+    v->rshape[0] = x->shape[1] / groups;
+    for (int d = 2; d < x->ndim; d++) v->rshape[d - 1] = x->shape[d];
+    v->K = groups;
+  } else {
+    v->ng = 0;
+    for (int d = 0; d < x->ndim; d++)
+      if (d != axis) v->gshape[v->ng++] = x->shape[d];
+    v->nr = 1;
+    v->rshape[0] = x->shape[axis];
+    v->K = x->shape[axis];
+  }
+  for (int k = 0; k < nt; k++) {
+    const int64_t *s = t[k]->strides;
+    if (groups > 0) {
+      v->gst[k][0] = s[0];
+      v->gst[k][1] = s[1] * (x->shape[1] / groups);
+      v->rst[k][0] = s[1];
+      for (int d = 2; d < x->ndim; d++) v->rst[k][d - 1] = s[d];
+    } else {
+      for (int d = 0, j = 0; d < x->ndim; d++)
+        if (d != axis) v->gst[k][j++] = s[d];
+      v->rst[k][0] = s[axis];
+    }
+    v->p[k] = lu_data(t[k]);
+  }
+  v->G = 1;
+  for (int d = 0; d < v->ng; d++) v->G *= v->gshape[d];
+  v->M = 1;
+  for (int d = 0; d < v->nr; d++) v->M *= v->rshape[d];
+}
+
+static void norm_view(lu_call *c, nvp *v, luon_tensor *const *t, int nt, bool group) {
+  memset(v, 0, sizeof *v);
+  const luon_tensor *x = c->in[0];
+  if (group) {
+    nvp_init(v, t, nt, 0, c->attrs->i[LU_GN_GROUPS], c->attrs->f[LU_GN_EPS]);
+  } else {
+    int64_t a = c->attrs->i[LU_LN_AXIS];
+    nvp_init(v, t, nt, (int)(a < 0 ? a + x->ndim : a), 0, c->attrs->f[LU_LN_EPS]);
+  }
+}
+
+static luon_status norm_launch(lu_call *c, nvp *v, bool fwd) {
+  lu_cuda_ctx k;
+  LU_TRY(lu_cuda_begin(c, &k));
+  luon_status s = LUON_OK;
+  if (v->G > INT32_MAX || v->K > INT32_MAX) {
+    s = lu_cuda_seterr(LUON_EUNSUPPORTED, "%s: too many groups", k.op);
+  } else if (fwd) {
+    if (v->G > 0)
+      LU_DISPATCH_FLOAT(c->in[0]->dtype, T, (k_norm_fwd<T><<<(unsigned)v->G, LU_THREADS, 0, k.s>>>(*v)),
+                        s = lu_cuda_seterr(LUON_EDTYPE, "%s: float32 or float64 only", k.op))
+  } else {
+    if (v->G > 0 && v->M > 0)
+      LU_DISPATCH_FLOAT(c->in[0]->dtype, T, (k_norm_bwd<T><<<(unsigned)v->G, LU_THREADS, 0, k.s>>>(*v)),
+                        s = lu_cuda_seterr(LUON_EDTYPE, "%s: float32 or float64 only", k.op))
+    if (s == LUON_OK && v->K > 0)
+      LU_DISPATCH_FLOAT(c->in[0]->dtype, T, (k_norm_dgamma<T><<<(unsigned)v->K, LU_THREADS, 0, k.s>>>(*v)),
+                        s = lu_cuda_seterr(LUON_EDTYPE, "%s: float32 or float64 only", k.op))
+  }
+  return lu_cuda_end(&k, s);
+}
+
+static luon_status norm_fwd(lu_call *c, bool group) {
+  nvp v;
+  luon_tensor *t[2] = {c->in[0], c->out[0]};
+  norm_view(c, &v, t, 2, group);
+  v.gamma = lu_data(c->in[1]);
+  v.beta = lu_data(c->in[2]);
+  v.gs = c->in[1]->strides[0];
+  v.bs = c->in[2]->strides[0];
+  v.mean = lu_data(c->out[1]);
+  v.invstd = lu_data(c->out[2]);
+  return norm_launch(c, &v, true);
+}
+
+static luon_status norm_bwd(lu_call *c, bool group) {
+  nvp v;
+  luon_tensor *t[3] = {c->in[0], c->in[1], c->out[0]};
+  norm_view(c, &v, t, 3, group);
+  v.gamma = lu_data(c->in[2]);
+  v.gs = c->in[2]->strides[0];
+  v.mean = lu_data(c->in[3]);
+  v.invstd = lu_data(c->in[4]);
+  v.dgamma = lu_data(c->out[1]);
+  v.dbeta = lu_data(c->out[2]);
+  return norm_launch(c, &v, false);
+}
+
+luon_status lu_cuda_layer_norm(lu_call *c) { return norm_fwd(c, false); }
+luon_status lu_cuda_layer_norm_grad(lu_call *c) { return norm_bwd(c, false); }
+luon_status lu_cuda_group_norm(lu_call *c) { return norm_fwd(c, true); }
+luon_status lu_cuda_group_norm_grad(lu_call *c) { return norm_bwd(c, true); }

@@ -610,16 +610,141 @@ function npx.activation(x, kw)
              :format(tostring(act)))
 end
 
--- leaky_relu(x, {act_type='leaky', slope=0.25})
-function npx.leaky_relu(x, kw)
+-- leaky_relu(x, [gamma,] {act_type='leaky'|'elu'|'selu'|'gelu'|'prelu', slope=0.25}):
+-- MXNet's LeakyReLU op. elu: slope * (exp(x) - 1) below 0; selu and gelu
+-- (erf form) take no slope; prelu: the learned slopes gamma, one (shape
+-- (1,)) or one per channel of axis 1 (shape (C,)). rrelu (random slopes)
+-- is not available.
+local leaky_ops = {elu = op.elu, selu = op.selu, gelu = op.gelu}
+function npx.leaky_relu(x, gamma, kw)
+  if type(gamma) == "table" and not is_array(gamma) then kw, gamma = gamma, nil end
   kw = core.options(kw, "leaky_relu", leaky_keys)
   need_array(x, "leaky_relu", "x")
-  if kw.act_type ~= nil and kw.act_type ~= "leaky" then
-    core.error(("leaky_relu: only act_type 'leaky' is supported, got %s"):format(tostring(kw.act_type)))
+  local act = kw.act_type or "leaky"
+  if act == "prelu" then
+    if gamma == nil then core.error("leaky_relu: act_type 'prelu' needs the slopes gamma (an ndarray)") end
+    return npx.prelu(x, gamma)
+  end
+  if gamma ~= nil then
+    core.error(("leaky_relu: gamma is only read by act_type 'prelu', got act_type %s"):format(core.show_value(act)))
   end
   local a = core.attrs()
   a.f[LEAKY_SLOPE] = kw.slope == nil and 0.25 or core.num_arg(kw.slope, "leaky_relu", "slope")
-  return core.call(op.leaky_relu, {x}, a)
+  if act == "leaky" then return core.call(op.leaky_relu, {x}, a) end
+  local id = leaky_ops[act]
+  if not id then
+    core.error(("leaky_relu: act_type must be 'leaky', 'elu', 'selu', 'gelu' or 'prelu', got %s%s")
+               :format(core.show_value(act), act == "rrelu" and " (rrelu, random slopes, is not available)" or ""))
+  end
+  return core.call(id, {x}, a)
+end
+
+-- prelu(x, gamma): x > 0 ? x : gamma * x, gamma (1,) or (C,) along axis 1
+-- of x (MXNet's rule); differentiable in x and gamma.
+function npx.prelu(x, gamma)
+  need_array(x, "prelu", "x")
+  need_array(gamma, "prelu", "gamma")
+  local gs, n = gamma.shape, gamma.size
+  if #gs ~= 1 or (n ~= 1 and (x.ndim < 2 or x.shape[2] ~= n)) then
+    core.error(("prelu: gamma has shape %s but x %s needs (1,) or (%s,), one slope per channel of axis 1")
+               :format(core.shape_text(gs), core.shape_text(x.shape), x.ndim >= 2 and tostring(x.shape[2]) or "1"))
+  end
+  if n > 1 then
+    local bs = {1, n}
+    for _ = 3, x.ndim do bs[#bs + 1] = 1 end
+    gamma = np.reshape(gamma, bs)
+  end
+  return np.where(np.greater(x, 0), x, gamma * x)
+end
+
+-- layer_norm(data, gamma, beta, {axis=-1, eps=1e-5, output_mean_var=false}):
+-- normalised over axis, then * gamma + beta (both (data.shape[axis],)).
+-- output_mean_var: also the mean and the std (sqrt(var + eps)), data's
+-- shape with the axis set to 1.
+local ln_keys, gn_keys, in_keys = {"axis", "eps", "output_mean_var"}, {"num_groups", "eps", "output_mean_var"},
+                                  {"eps"}
+local function mean_std(outs, want)
+  if want then return outs[1], outs[2], 1 / outs[3] end
+  return outs[1]
+end
+function npx.layer_norm(data, gamma, beta, kw)
+  kw = core.options(kw, "layer_norm", ln_keys)
+  need_array(data, "layer_norm", "data")
+  need_array(gamma, "layer_norm", "gamma")
+  need_array(beta, "layer_norm", "beta")
+  local a = core.attrs()
+  a.i[S.LN_AXIS], a.ni = core.int_arg(kw.axis or -1, "layer_norm", "axis"), S.LN_AXIS + 1
+  a.f[S.LN_EPS] = core.num_arg(kw.eps == nil and 1e-5 or kw.eps, "layer_norm", "eps")
+  return mean_std(core.call(op.layer_norm, {data, gamma, beta}, a, nil, 3), kw.output_mean_var)
+end
+
+-- group_norm(data, gamma, beta, {num_groups=1, eps=1e-5, output_mean_var=false}):
+-- MXNet 1.x's GroupNorm: data (N, C, ...) normalised over each group of
+-- C/num_groups channels (and the other axes), gamma and beta (num_groups,).
+-- output_mean_var: also the mean and std, (N, num_groups).
+function npx.group_norm(data, gamma, beta, kw)
+  kw = core.options(kw, "group_norm", gn_keys)
+  need_array(data, "group_norm", "data")
+  need_array(gamma, "group_norm", "gamma")
+  need_array(beta, "group_norm", "beta")
+  local a = core.attrs()
+  a.i[S.GN_GROUPS], a.ni = core.int_arg(kw.num_groups or 1, "group_norm", "num_groups", 1), S.GN_GROUPS + 1
+  a.f[S.GN_EPS] = core.num_arg(kw.eps == nil and 1e-5 or kw.eps, "group_norm", "eps")
+  return mean_std(core.call(op.group_norm, {data, gamma, beta}, a, nil, 3), kw.output_mean_var)
+end
+
+-- instance_norm(data, gamma, beta, {eps=1e-3}): MXNet's InstanceNorm, data
+-- (N, C, spatial...) with at least 3 axes, each (sample, channel) normalised
+-- over its spatial axes; gamma, beta (C,). group_norm with C groups.
+function npx.instance_norm(data, gamma, beta, kw)
+  kw = core.options(kw, "instance_norm", in_keys)
+  need_array(data, "instance_norm", "data")
+  need_array(gamma, "instance_norm", "gamma")
+  need_array(beta, "instance_norm", "beta")
+  if data.ndim < 3 then
+    core.error(("instance_norm: data has shape %s; expected (N, C, spatial...) with at least 3 axes")
+               :format(core.shape_text(data.shape)))
+  end
+  local a = core.attrs()
+  a.i[S.GN_GROUPS], a.ni = data.shape[2], S.GN_GROUPS + 1
+  a.f[S.GN_EPS] = core.num_arg(kw.eps == nil and 1e-3 or kw.eps, "instance_norm", "eps")
+  if gamma.ndim ~= 1 or gamma.shape[1] ~= data.shape[2] then
+    core.error(("instance_norm: gamma has shape %s but data %s has %d channels; expected (%d,)")
+               :format(core.shape_text(gamma.shape), core.shape_text(data.shape), data.shape[2], data.shape[2]))
+  end
+  return core.call(op.group_norm, {data, gamma, beta}, a, nil, 3)[1]
+end
+
+-- embedding(data, weight, {input_dim, output_dim, dtype, sparse_grad=false}):
+-- the rows of weight (input_dim, output_dim) at the indices data (any
+-- integer or float dtype; floats truncate), out of range clipped to
+-- [0, input_dim - 1] as MXNet on the CPU; shape data.shape + (output_dim,).
+-- The weight's gradient is dense.
+local emb_keys = {"input_dim", "output_dim", "dtype", "sparse_grad"}
+function npx.embedding(data, weight, kw)
+  kw = core.options(kw, "embedding", emb_keys)
+  if not is_array(data) then data = np.array(data, {device = is_array(weight) and weight.device or nil}) end
+  need_array(weight, "embedding", "weight")
+  if weight.ndim ~= 2 then
+    core.error(("embedding: weight must be 2-D (input_dim, output_dim), got shape %s")
+               :format(core.shape_text(weight.shape)))
+  end
+  for k, name in ipairs({"input_dim", "output_dim"}) do
+    if kw[name] ~= nil and core.int_arg(kw[name], "embedding", name, 1) ~= weight.shape[k] then
+      core.error(("embedding: %s is %s but the weight has shape %s"):format(name, core.show_value(kw[name]),
+                 core.shape_text(weight.shape)))
+    end
+  end
+  if kw.dtype ~= nil and kw.dtype ~= weight.dtype then
+    core.error(("embedding: dtype is %s but the weight is %s"):format(core.show_value(kw.dtype), weight.dtype))
+  end
+  if kw.sparse_grad then
+    core.error("embedding: sparse_grad = true (a row_sparse gradient) is not available; luon's gradient is dense")
+  end
+  if data.dtype == "bool" then
+    core.error("embedding: data is bool; expected integer or float indices")
+  end
+  return np.take(weight, data, 0, {mode = "clip"})
 end
 
 local function softmax_like(name)

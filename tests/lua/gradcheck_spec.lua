@@ -128,6 +128,15 @@ unary_cases("sigmoid", npx.sigmoid)
 unary_cases("relu", npx.relu)
 unary_cases("softrelu", function(x) return raw("softrelu", {x}) end)
 unary_cases("leaky_relu", function(x) return raw("leaky_relu", {x}, nil, {LEAKY_SLOPE = 0.1}) end)
+unary_cases("elu", function(x) return raw("elu", {x}, nil, {LEAKY_SLOPE = 0.7}) end)
+unary_cases("selu", function(x) return raw("selu", {x}) end)
+unary_cases("gelu", function(x) return raw("gelu", {x}) end)
+table.insert(cases.gelu, {"MXNet's values (erf form)", check = {},
+  inputs = function() return {A({-2, -0.5, 0, 0.5, 2})} end, f = function(x) return raw("gelu", {x}) end,
+  want = {-0.04550026389635842, -0.15426876936299344, 0, 0.34573123063700656, 1.9544997361036416}})
+table.insert(cases.selu, {"MXNet's values", check = {},
+  inputs = function() return {A({-2, 0, 0.5})} end, f = function(x) return raw("selu", {x}) end,
+  want = {-1.520166468595695, 0, 0.5253504936777402}})
 cases.clip = {
   {"both bounds", inputs = function() return {randn({3, 4})} end, f = function(x) return np.clip(x, -0.5, 0.7) end},
   {"lower bound only", inputs = function() return {randn({3, 4})} end, f = function(x) return np.clip(x, 0.1) end},
@@ -349,6 +358,33 @@ cases.batch_norm = {
    f = bn(0, 0)},
   {"use_global_stats while training", inputs = function() return {randn({2, 3}), rand({3}, 0.5, 1.5), randn({3})} end,
    f = bn(1, 1)},
+}
+-- layer_norm / group_norm: x, gamma, beta -> y (mean and invstd unchecked)
+local function ln(axis, eps)
+  return function(x, gamma, beta) return raw("layer_norm", {x, gamma, beta}, {LN_AXIS = axis}, {LN_EPS = eps}, 3)[1] end
+end
+local function gn(groups, eps)
+  return function(x, gamma, beta)
+    return raw("group_norm", {x, gamma, beta}, {GN_GROUPS = groups}, {GN_EPS = eps}, 3)[1]
+  end
+end
+cases.layer_norm = {
+  {"last axis", inputs = function() return {randn({3, 5}), rand({5}, 0.5, 1.5), randn({5})} end, f = ln(-1, 1e-5)},
+  {"middle axis", inputs = function() return {randn({2, 4, 3}), rand({4}, 0.5, 1.5), randn({4})} end, f = ln(1, 1e-5)},
+  {"transposed x, axis 0", inputs = function() return {randn({3, 4}), rand({4}, 0.5, 1.5), randn({4})} end,
+   f = function(x, g, b) return ln(0, 1e-3)(T(x), g, b) end},
+  {"values: (x - mean) / sqrt(var + eps) * gamma + beta", check = {},
+   inputs = function() return {A({{1, 2, 3}, {-1, 0, 5}}), A({1, 2, 0.5}), A({0, 1, -1})} end, f = ln(-1, 0),
+   want = {-1.224744871391589, 1, -0.38762756430420553, -0.8890008890013334, -0.016001016001524038,
+           -0.3014993014989522}},
+}
+cases.group_norm = {
+  {"2 groups of 2 channels", inputs = function() return {randn({2, 4, 3}), rand({2}, 0.5, 1.5), randn({2})} end,
+   f = gn(2, 1e-5)},
+  {"one channel per group (instance norm), 4-d",
+   inputs = function() return {randn({2, 3, 2, 2}), rand({3}, 0.5, 1.5), randn({3})} end, f = gn(3, 1e-3)},
+  {"one group, transposed x", inputs = function() return {randn({3, 4, 2}), rand({1}, 0.5, 1.5), randn({1})} end,
+   f = function(x, g, b) return gn(1, 1e-5)(np.transpose(x, {2, 1, 0}), g, b) end},
 }
 -- dropout draws its mask from the generator: reseed so every call draws the same
 cases.dropout = {

@@ -1,7 +1,8 @@
 -- luon.gluon: MXNet Gluon's namespace. nn, Parameter and the Block classes
 -- load with it; loss, metric, data, utils, Trainer and optimizer load on
 -- first use (each is its own module under luon.gluon), and so does
--- model_zoo (model_zoo.vision: MXNet's image classifiers).
+-- model_zoo (model_zoo.vision: MXNet's image classifiers) and contrib
+-- (contrib.nn: MXNet 1.x's names for Concurrent, Identity, SyncBatchNorm).
 local core = require("luon.core")
 local block = require("luon.gluon.block")
 local param = require("luon.gluon.parameter")
@@ -23,5 +24,6 @@ return core.strict_module(gluon, "gluon", {
   utils = module("luon.gluon.utils"),
   optimizer = module("luon.gluon.optimizer"),
   model_zoo = module("luon.gluon.model_zoo"),
+  contrib = module("luon.gluon.contrib"),
   Trainer = function() return require("luon.gluon.trainer").Trainer end,
 })

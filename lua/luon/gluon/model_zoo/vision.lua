@@ -17,27 +17,12 @@ local vision = {}
 local HybridBlock, HybridSequential = block.HybridBlock, block.HybridSequential
 
 ---------------------------------------------------------------------------
--- Small blocks the architectures need (MXNet's contrib.nn.HybridConcurrent
--- and Identity, mobilenet's RELU6).
+-- Small blocks the architectures need: MXNet's contrib.nn.HybridConcurrent
+-- and Identity (gluon.contrib.nn's), mobilenet's RELU6.
 
--- HybridConcurrent{axis = -1}: children '0', '1', ... each get the input;
--- their outputs are concatenated along axis.
-local HybridConcurrent = HybridSequential:extend("HybridConcurrent")
-vision.HybridConcurrent = HybridConcurrent
-function HybridConcurrent:__init(...)
-  local o = core.args("HybridConcurrent", {"axis"}, {"axis"}, ...)
-  self._axis = core.int_arg(o.axis == nil and -1 or o.axis, "HybridConcurrent", "axis")
-end
-function HybridConcurrent:forward(x)
-  local outs = {}
-  for k, n in ipairs(self._child_order) do outs[k] = self._children[n](x) end
-  return np.concatenate(outs, self._axis)
-end
-
-local Identity = HybridBlock:extend("Identity")
-vision.Identity = Identity
-function Identity:forward(x) return x end
-function Identity:__tostring() return "Identity" end
+local contrib_nn = require("luon.gluon.contrib.nn")
+local HybridConcurrent, Identity = contrib_nn.HybridConcurrent, contrib_nn.Identity
+vision.HybridConcurrent, vision.Identity = HybridConcurrent, Identity
 
 -- min(max(x, 0), 6)
 local RELU6 = HybridBlock:extend("RELU6")

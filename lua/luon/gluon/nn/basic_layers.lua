@@ -1,11 +1,15 @@
--- luon.gluon.nn.basic_layers: Dense, BatchNorm, Dropout, Flatten.
+-- luon.gluon.nn.basic_layers: Dense, BatchNorm, SyncBatchNorm, LayerNorm,
+-- GroupNorm, InstanceNorm, Dropout, Flatten, Embedding, Identity, Lambda,
+-- HybridLambda, Concatenate, HybridConcatenate.
 local core = require("luon.core")
+local np = require("luon.np")
 local npx = require("luon.npx")
 local block = require("luon.gluon.block")
 local param = require("luon.gluon.parameter")
 local util = require("luon.gluon.nn.util")
 
-local HybridBlock = block.HybridBlock
+local Block, HybridBlock = block.Block, block.HybridBlock
+local Sequential, HybridSequential = block.Sequential, block.HybridSequential
 local Parameter = param.new
 local tuple = param.tuple
 local opts, positive_int, known_size, pyrepr = util.opts, util.positive_int, util.known_size, util.pyrepr
@@ -13,6 +17,12 @@ local device_of = util.device_of
 local maybe_act = require("luon.gluon.nn.activations").maybe_act
 
 local nn = {}
+
+-- in_channels as MXNet's reprs print it: 0 while deferred
+local function channels_text(p)
+  local c = p.shape[1]
+  return c and c > 0 and tostring(c) or "0"
+end
 
 -- weight_initializer, bias_initializer='zeros', in_units=0})
 -- weight (units, in_units), bias (units,); y = x . weight^T + bias.
@@ -116,6 +126,159 @@ function BatchNorm:__tostring()
 end
 
 ---------------------------------------------------------------------------
+-- SyncBatchNorm{in_channels=0, num_devices, momentum=0.9, epsilon=1e-5,
+-- center, scale, use_global_stats, the four initializers}: MXNet 1.x's
+-- gluon.contrib.nn.SyncBatchNorm (also nn.SyncBatchNorm), BatchNorm over
+-- axis 1 whose training statistics are those of the whole batch across the
+-- replicas. On one device it is BatchNorm. Across several devices luon
+-- does not synchronise yet: a training-mode forward of a layer whose
+-- parameters live on more than one device is an error rather than
+-- per-device statistics.
+
+local SyncBatchNorm = BatchNorm:extend("SyncBatchNorm")
+nn.SyncBatchNorm = SyncBatchNorm
+function SyncBatchNorm:__init(...)
+  local o = opts("SyncBatchNorm", {"in_channels", "num_devices", "momentum", "epsilon", "center", "scale",
+                                   "use_global_stats", "beta_initializer", "gamma_initializer",
+                                   "running_mean_initializer", "running_variance_initializer"}, ...)
+  self._ndev = o.num_devices ~= nil and core.int_arg(o.num_devices, "SyncBatchNorm", "num_devices", 1) or nil
+  BatchNorm.__init(self, {axis = 1, momentum = o.momentum, epsilon = o.epsilon, center = o.center,
+                          scale = o.scale, use_global_stats = o.use_global_stats,
+                          beta_initializer = o.beta_initializer, gamma_initializer = o.gamma_initializer,
+                          running_mean_initializer = o.running_mean_initializer,
+                          running_variance_initializer = o.running_variance_initializer,
+                          in_channels = o.in_channels})
+end
+function SyncBatchNorm:forward(x)
+  local ndev = self._ndev or #self.gamma:list_data()
+  if ndev > 1 and not self._use_global_stats and require("luon.autograd").is_training() then
+    core.error(("SyncBatchNorm: statistics synchronised across %d devices are not available yet; use " ..
+                "nn.BatchNorm (per-device statistics) or train on one device"):format(ndev))
+  end
+  return BatchNorm.forward(self, x)
+end
+function SyncBatchNorm:__tostring()
+  local c = self.gamma.shape[1]
+  return ("SyncBatchNorm(eps=%s, momentum=%s, fix_gamma=%s, use_global_stats=%s, ndev=%d, in_channels=%s)")
+         :format(pyrepr(self._eps), pyrepr(self._momentum), pyrepr(not self._scale),
+                 pyrepr(self._use_global_stats), self._ndev or math.max(1, npx.num_gpus()),
+                 c and c > 0 and tostring(c) or "None")
+end
+
+---------------------------------------------------------------------------
+-- The normalisations over other axes than the batch: gamma and beta, each
+-- with grad_req 'null' when scale / center is false (they then keep their
+-- initial ones and zeros). in_channels 0: inferred at the first call.
+
+-- A (c,) gamma and beta (c = -1: deferred).
+local function gamma_beta(self, o, c, scale)
+  local function p(name, init, req)
+    return Parameter(name, {shape = {c}, init = init, grad_req = req, allow_deferred_init = true})
+  end
+  self.gamma = p("gamma", o.gamma_initializer or "ones", scale and "write" or "null")
+  self.beta = p("beta", o.beta_initializer or "zeros", o.center ~= false and "write" or "null")
+end
+
+local function eps_arg(o, layer)
+  local eps = o.epsilon == nil and 1e-5 or core.num_arg(o.epsilon, layer, "epsilon")
+  if not (eps >= 0) then core.error(("%s: epsilon must be >= 0, got %s"):format(layer, tostring(eps))) end
+  return eps
+end
+
+-- The size of x's axis (a layer's axis argument, negative from the end).
+local function axis_size(x, axis, layer)
+  local s = x.shape
+  local ax = axis < 0 and axis + #s or axis
+  if ax < 0 or ax >= #s then
+    core.error(("%s: axis %d is out of range for an input of shape %s"):format(layer, axis, tuple(s)))
+  end
+  return s[ax + 1], ax
+end
+
+-- LayerNorm{axis=-1, epsilon=1e-5, center=true, scale=true,
+-- beta_initializer='zeros', gamma_initializer='ones', in_channels=0}:
+-- each position normalised over `axis`; gamma, beta (in_channels,).
+local LayerNorm = HybridBlock:extend("LayerNorm")
+nn.LayerNorm = LayerNorm
+function LayerNorm:__init(...)
+  local o = opts("LayerNorm", {"axis", "epsilon", "center", "scale", "beta_initializer", "gamma_initializer",
+                               "in_channels"}, ...)
+  self._axis = core.int_arg(o.axis or -1, "LayerNorm", "axis")
+  self._eps, self._center, self._scale = eps_arg(o, "LayerNorm"), o.center ~= false, o.scale ~= false
+  self._kw = {axis = self._axis, eps = self._eps}
+  local c = known_size(o.in_channels, "LayerNorm", "in_channels")
+  gamma_beta(self, o, c > 0 and c or -1, self._scale)
+end
+function LayerNorm:infer_shape(x)
+  local c = axis_size(x, self._axis, "LayerNorm")
+  self.gamma.shape, self.beta.shape = {c}, {c}
+end
+function LayerNorm:forward(x)
+  local dev = device_of(x)
+  return npx.layer_norm(x, self.gamma:data(dev), self.beta:data(dev), self._kw)
+end
+function LayerNorm:__tostring()
+  return ("LayerNorm(eps=%s, axis=%s, center=%s, scale=%s, in_channels=%s)")
+         :format(pyrepr(self._eps), pyrepr(self._axis), pyrepr(self._center), pyrepr(self._scale),
+                 channels_text(self.gamma))
+end
+
+-- GroupNorm{num_groups=1, epsilon=1e-5, center=true, scale=true,
+-- beta_initializer='zeros', gamma_initializer='ones'}: x (N, C, ...), each
+-- sample's C/num_groups-channel groups normalised; gamma, beta
+-- (num_groups,) as MXNet 1.x (one per group, not per channel).
+local GroupNorm = HybridBlock:extend("GroupNorm")
+nn.GroupNorm = GroupNorm
+function GroupNorm:__init(...)
+  local o = opts("GroupNorm", {"num_groups", "epsilon", "center", "scale", "beta_initializer",
+                               "gamma_initializer"}, ...)
+  self._groups = positive_int(o.num_groups == nil and 1 or o.num_groups, "GroupNorm", "num_groups")
+  self._eps, self._center, self._scale = eps_arg(o, "GroupNorm"), o.center ~= false, o.scale ~= false
+  self._kw = {num_groups = self._groups, eps = self._eps}
+  gamma_beta(self, o, self._groups, self._scale)
+end
+function GroupNorm:forward(x)
+  local dev = device_of(x)
+  return npx.group_norm(x, self.gamma:data(dev), self.beta:data(dev), self._kw)
+end
+function GroupNorm:__tostring()
+  return ("GroupNorm(eps=%s, num_groups=%d, center=%s, scale=%s)")
+         :format(pyrepr(self._eps), self._groups, pyrepr(self._center), pyrepr(self._scale))
+end
+
+-- InstanceNorm{axis=1, epsilon=1e-5, center=true, scale=false,
+-- beta_initializer='zeros', gamma_initializer='ones', in_channels=0}: x
+-- (N, C, spatial...), each (sample, channel) over its spatial axes, the
+-- channels on `axis`; gamma, beta (in_channels,).
+local InstanceNorm = HybridBlock:extend("InstanceNorm")
+nn.InstanceNorm = InstanceNorm
+function InstanceNorm:__init(...)
+  local o = opts("InstanceNorm", {"axis", "epsilon", "center", "scale", "beta_initializer", "gamma_initializer",
+                                  "in_channels"}, ...)
+  self._axis = core.int_arg(o.axis == nil and 1 or o.axis, "InstanceNorm", "axis")
+  self._eps, self._center, self._scale = eps_arg(o, "InstanceNorm"), o.center ~= false, o.scale == true
+  self._kw = {eps = self._eps}
+  local c = known_size(o.in_channels, "InstanceNorm", "in_channels")
+  gamma_beta(self, o, c > 0 and c or -1, self._scale)
+end
+function InstanceNorm:infer_shape(x)
+  local c = axis_size(x, self._axis, "InstanceNorm")
+  self.gamma.shape, self.beta.shape = {c}, {c}
+end
+function InstanceNorm:forward(x)
+  local dev = device_of(x)
+  local _, ax = axis_size(x, self._axis, "InstanceNorm")
+  if ax == 1 then return npx.instance_norm(x, self.gamma:data(dev), self.beta:data(dev), self._kw) end
+  x = np.swapaxes(x, 1, ax)
+  return np.swapaxes(npx.instance_norm(x, self.gamma:data(dev), self.beta:data(dev), self._kw), 1, ax)
+end
+function InstanceNorm:__tostring()
+  return ("InstanceNorm(eps=%s, axis=%s, center=%s, scale=%s, in_channels=%s)")
+         :format(pyrepr(self._eps), pyrepr(self._axis), pyrepr(self._center), pyrepr(self._scale),
+                 channels_text(self.gamma))
+end
+
+---------------------------------------------------------------------------
 -- Dropout(rate): only while autograd.is_training(); identity otherwise.
 
 local Dropout = HybridBlock:extend("Dropout")
@@ -144,5 +307,97 @@ local Flatten = HybridBlock:extend("Flatten")
 nn.Flatten = Flatten
 function Flatten:forward(x) return npx.batch_flatten(x) end
 function Flatten:__tostring() return "Flatten" end
+
+---------------------------------------------------------------------------
+-- Embedding(input_dim, output_dim, {dtype='float32', weight_initializer,
+-- sparse_grad=false}): weight (input_dim, output_dim); x's indices (any
+-- integer or float dtype, floats truncated, out of range clipped as MXNet
+-- on the CPU) -> x.shape + (output_dim,). The weight's gradient is dense.
+
+local Embedding = HybridBlock:extend("Embedding")
+nn.Embedding = Embedding
+function Embedding:__init(...)
+  local o = opts("Embedding", {"input_dim", "output_dim", "dtype", "weight_initializer", "sparse_grad"}, ...)
+  local n, d = positive_int(o.input_dim, "Embedding", "input_dim"), positive_int(o.output_dim, "Embedding", "output_dim")
+  if o.sparse_grad then
+    core.error("Embedding: sparse_grad = true (a row_sparse gradient) is not available; luon's gradient is dense")
+  end
+  self._dtype = o.dtype or "float32"
+  self._kw = {input_dim = n, output_dim = d}
+  self.weight = Parameter("weight", {shape = {n, d}, dtype = self._dtype, init = o.weight_initializer})
+end
+function Embedding:forward(x) return npx.embedding(x, self.weight:data(device_of(x)), self._kw) end
+function Embedding:__tostring()
+  return ("Embedding(%d -> %d, %s)"):format(self._kw.input_dim, self._kw.output_dim, self._dtype)
+end
+
+---------------------------------------------------------------------------
+-- Identity: its input. Lambda(function) and HybridLambda(function): a Lua
+-- function as a block, or a string naming an np or npx function
+-- (Lambda('tanh')). Concatenate{axis=-1} and HybridConcatenate{axis=-1}:
+-- containers whose children each get the input, their outputs
+-- concatenated along axis (MXNet 2's names for contrib.nn's Concurrent and
+-- HybridConcurrent, which luon also has in gluon.contrib.nn).
+
+local Identity = HybridBlock:extend("Identity")
+nn.Identity = Identity
+function Identity:forward(x) return x end
+
+-- The function a Lambda wraps, and its name for the repr.
+local function lambda_fn(layer, fn)
+  if type(fn) == "function" then return fn, "<lambda>" end
+  if type(fn) ~= "string" then
+    core.error(("%s: expected a function or the name of an np or npx function, got %s")
+               :format(layer, core.show_value(fn)))
+  end
+  local f = rawget(np, fn) or rawget(npx, fn)
+  if type(f) ~= "function" then
+    local names = {}
+    for _, m in ipairs({np, npx}) do
+      for k, v in pairs(m) do if type(v) == "function" then names[#names + 1] = k end end
+    end
+    core.error(("%s: no np or npx function named %s%s"):format(layer, core.show_value(fn), core.did_you_mean(fn, names)))
+  end
+  return f, fn
+end
+
+local Lambda = Block:extend("Lambda")
+nn.Lambda = Lambda
+function Lambda:__init(...)
+  local o = opts("Lambda", {"function"}, ...)
+  self._fn, self._fn_name = lambda_fn("Lambda", o["function"])
+end
+function Lambda:forward(...) return self._fn(...) end
+function Lambda:__tostring() return ("%s(%s)"):format(self._class.__name, self._fn_name) end
+
+local HybridLambda = HybridBlock:extend("HybridLambda")
+nn.HybridLambda = HybridLambda
+function HybridLambda:__init(...)
+  local o = opts("HybridLambda", {"function"}, ...)
+  self._fn, self._fn_name = lambda_fn("HybridLambda", o["function"])
+end
+HybridLambda.__tostring = Lambda.__tostring
+function HybridLambda:forward(...) return self._fn(...) end
+
+local function concat_init(self, layer, ...)
+  local o = opts(layer, {"axis"}, ...)
+  self._axis = core.int_arg(o.axis == nil and -1 or o.axis, layer, "axis")
+end
+local function concat_forward(self, x)
+  local outs = {}
+  for k, n in ipairs(self._child_order) do outs[k] = self._children[n](x) end
+  if #outs == 0 then core.error(("%s: it has no children to concatenate"):format(self._class.__name)) end
+  return np.concatenate(outs, self._axis)
+end
+
+local Concatenate = Sequential:extend("Concatenate")
+nn.Concatenate = Concatenate
+function Concatenate:__init(...) concat_init(self, "Concatenate", ...) end
+Concatenate.forward = concat_forward
+
+local HybridConcatenate = HybridSequential:extend("HybridConcatenate")
+nn.HybridConcatenate = HybridConcatenate
+function HybridConcatenate:__init(...) concat_init(self, "HybridConcatenate", ...) end
+HybridConcatenate.forward = concat_forward
 
 return nn
