@@ -299,6 +299,18 @@ cases.log_softmax = {
   {"axis 1 of (2,3,2)", inputs = function() return {randn({2, 3, 2})} end,
    f = function(x) return raw("log_softmax", {x}, {SOFTMAX_AXIS = 1}) end},
 }
+-- sort (np.sort, npx.topk's values): the gradient goes back to where each
+-- value came from; distinct values, so no tie moves under the differences
+cases.sort = {
+  {"last axis", inputs = function() return {randn({3, 5})} end, f = function(x) return np.sort(x) end},
+  {"axis 0 of a transposed array, descending", inputs = function() return {randn({4, 3})} end,
+   f = function(x) return np.sort(T(x), 0, {descending = true}) end},
+  {"flattened", inputs = function() return {randn({2, 3})} end, f = function(x) return np.sort(x, false) end},
+  {"topk's two largest values", inputs = function() return {randn({4, 6})} end,
+   f = function(x) return npx.topk(x, {k = 2, ret_typ = "value"}) end},
+  {"topk's smallest along axis 0", inputs = function() return {randn({5, 3})} end,
+   f = function(x) return npx.topk(x, {k = 1, axis = 0, ret_typ = "value", is_ascend = true}) end},
+}
 cases.pick = {
   {"last axis", inputs = function() return {randn({3, 4})} end,
    f = function(x) return raw("pick", {x, I({3, 0, 3})}, {PICK_AXIS = -1, PICK_KEEPDIMS = 0, PICK_MODE = 0}) end},
