@@ -303,8 +303,9 @@ function M.install_einsum()
         count[l] = (count[l] or 0) + 1
         local known = size[l]
         if known and known ~= n and known ~= 1 and n ~= 1 then
-          core.error(("einsum: label '%s' has size %d in one place and %d in %s (subscripts '%s')")
-                     :format(l, known, n, which, subscripts))
+          local what = l:match("%a") and ("label '" .. l .. "'") or "an axis of '...'"
+          core.error(("einsum: %s has size %d in one place and %d in %s (subscripts '%s')")
+                     :format(what, known, n, which, subscripts))
         end
         if not known or known == 1 then size[l] = n end
       end

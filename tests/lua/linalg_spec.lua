@@ -106,6 +106,8 @@ for _, dev in ipairs(H.devices()) do
       H.assert_error(function() np.einsum("i,j,k", a, a, a) end, {"einsum", "one or two operands"})
       H.assert_error(function() np.einsum("...i...", a) end, {"einsum", "second ellipsis at position 4"})
       H.assert_error(function() np.einsum("ii", R({2, 3})) end, {"einsum", "label 'i' has size 2", "3 in operand 1"})
+      H.assert_error(function() np.einsum("...ij,...jk->...ik", R({2, 1, 3}), R({3, 3, 2})) end,
+                     {"einsum", "an axis of '...' has size 2 in one place and 3 in operand 2"})
       H.assert_error(function() np.einsum("...i->i", a) end, {"einsum", "output", "no '...'"})
       H.assert_error(function() np.einsum(3, a) end, {"einsum", "subscripts must be a string"})
       H.check(np.einsum("ij->ji", a), a:transpose():totable()) -- still usable
