@@ -3,19 +3,13 @@
  * merge sort per lane: ties keep their order; NaN sorts last, first when
  * descending, as NumPy); sort_grad puts dy back at those positions;
  * searchsorted: a (N,) sorted, v (..) -> int64 (..) insertion points.
+ * float16 and bfloat16 come as float32 copies (LU_HALF, dispatch.c).
  * np.sort, np.argsort, npx.topk and np.unique are built on sort in lua/. */
 #include "steps.h"
 #include <math.h>
 #include <stdlib.h>
 
 #define PAR_GRAIN 16384 /* elements per thread before threads are used */
-
-static luon_status sortable(const char *op, const luon_tensor *x, const char *what) {
-  if (!lu_dtype_valid(x->dtype) || lu_dtype_is_storage_only(x->dtype))
-    return lu_error(LUON_EDTYPE, "%s: %s is %s; float16 and bfloat16 are not supported, cast with "
-                    "astype('float32')", op, what, luon_dtype_name(x->dtype));
-  return LUON_OK;
-}
 
 /* The lanes of t along axis ax: element offset of lane r (the row-major
  * index over t's other axes). */
@@ -50,7 +44,6 @@ luon_status lu_shape_sort(lu_call *c) {
   const luon_tensor *x = c->in[0];
   int ax;
   int64_t k;
-  LU_TRY(sortable("sort", x, "the input"));
   LU_TRY(sort_dims("sort", c->attrs, x->ndim, x->shape, &ax, &k));
   for (int o = 0; o < 2; o++) {
     c->out_ndim[o] = x->ndim;
@@ -167,7 +160,6 @@ luon_status lu_shape_sort_grad(lu_call *c) {
   for (int d = 0; d < nd; d++)
     if (shape[d] < 0)
       return lu_error(LUON_ESHAPE, "sort_grad: negative dimension in shape %s", lu_shape_str(nd, shape));
-  LU_TRY(sortable("sort_grad", dy, "dy"));
   LU_TRY(sort_dims("sort_grad", a, nd, shape, &ax, &k));
   if (ix->dtype != LUON_DTYPE_I64)
     return lu_error(LUON_EDTYPE, "sort_grad: indices are %s, not int64", luon_dtype_name(ix->dtype));
@@ -238,8 +230,6 @@ luon_status lu_grad_sort(lu_grad_call *g) {
  * compared as float64 when either is a float, else as int64. */
 luon_status lu_shape_searchsorted(lu_call *c) {
   const luon_tensor *a = c->in[0], *v = c->in[1];
-  LU_TRY(sortable("searchsorted", a, "a"));
-  LU_TRY(sortable("searchsorted", v, "v"));
   if (a->ndim != 1)
     return lu_error(LUON_ESHAPE, "searchsorted: a must be 1-d (sorted), got shape %s",
                     lu_shape_str(a->ndim, a->shape));

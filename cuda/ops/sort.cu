@@ -1,8 +1,9 @@
 /* sort.cu: sort, sort_grad and searchsorted on the GPU, as core/ops/sort.c.
  * sort: one thread per element, which counts the elements of its lane that
  * sort before it (ties: those before it in the lane) and so knows its place
- * (O(L) per element: correct and simple, not fast for long lanes). Shapes
- * and dtypes come from the shape functions in core/ops/sort.c. */
+ * (O(L) per element: correct and simple, not fast for long lanes). float16
+ * and bfloat16 are read and written as they are (LU_HALF). Shapes and
+ * dtypes come from the shape functions in core/ops/sort.c. */
 #include "kernels.cuh"
 
 /* The lanes along the axis of up to 3 tensors: their other axes and
@@ -40,28 +41,34 @@ __device__ __forceinline__ void lane_offs(const lanes3 &p, int64_t r, int64_t *o
   }
 }
 
+static bool is_float(int32_t dt) {
+  return dt == LUON_DTYPE_F32 || dt == LUON_DTYPE_F64 || dt == LUON_DTYPE_F16 || dt == LUON_DTYPE_BF16;
+}
+
 /* a sorts strictly before b ascending (NaN after everything) */
 template <class T> __device__ __forceinline__ bool less_(T a, T b) {
   if (lu_is_int<T>::v) return a < b;
   return a < b || (b != b && a == a);
 }
 
-/* op 0 x, 1 values, 2 indices; element e = lane e / L, position e % L */
-template <class T> __global__ void k_sort(lanes3 p, const T *x, T *y, int64_t *ix, bool desc) {
+/* op 0 x, 1 values, 2 indices; element e = lane e / L, position e % L.
+ * Values are compared as C (double for floats, 16-bit ones included; int64
+ * for integers) and moved as raw elements E of their size. */
+template <class C, class E> __global__ void k_sort(lanes3 p, const E *x, int32_t dt, E *y, int64_t *ix, bool desc) {
   LU_GRID_LOOP(e, p.nl * p.L) {
     int64_t r = e / p.L, i = e % p.L, o[3];
     lane_offs(p, r, o);
-    const T *v = x + o[0];
-    T me = v[i * p.ast[0]];
+    const E *v = x + o[0];
+    C me = lu_ld<C>(v, dt, i * p.ast[0]);
     int64_t rank = 0;
     for (int64_t j = 0; j < p.L; j++) {
-      T u = v[j * p.ast[0]];
-      bool before = desc ? less_<T>(me, u) : less_<T>(u, me);
-      bool tie = !less_<T>(me, u) && !less_<T>(u, me);
+      C u = lu_ld<C>(v, dt, j * p.ast[0]);
+      bool before = desc ? less_<C>(me, u) : less_<C>(u, me);
+      bool tie = !less_<C>(me, u) && !less_<C>(u, me);
       rank += before || (tie && j < i);
     }
     if (rank < p.k) {
-      y[o[1] + rank * p.ast[1]] = me;
+      y[o[1] + rank * p.ast[1]] = v[i * p.ast[0]];
       ix[o[2] + rank * p.ast[2]] = i;
     }
   }
@@ -76,24 +83,24 @@ luon_status lu_cuda_sort(lu_call *c) {
   lanes3 p;
   lanes_init(&p, ax, ts, 3, x->shape[ax], y->shape[ax]);
   bool desc = c->attrs->i[LU_SORT_DESCENDING] != 0;
+  int32_t dt = x->dtype, es = luon_dtype_size(dt);
+  bool fl = is_float(dt);
   lu_cuda_ctx k;
   LU_TRY(lu_cuda_begin(c, &k));
-  luon_status s = LUON_OK;
   int64_t n = p.nl * p.L;
   if (y->size > 0) {
-#define LAUNCH(T)                                                                                 \
-  k_sort<T><<<lu_blocks(n), LU_THREADS, 0, k.s>>>(p, (const T *)lu_data(x), (T *)lu_data(y),      \
-                                                   (int64_t *)lu_data(ix), desc)
-    switch (x->dtype) {
-    case LUON_DTYPE_F32: LAUNCH(float); break;
-    case LUON_DTYPE_F64: LAUNCH(double); break;
-    case LUON_DTYPE_I32: LAUNCH(int32_t); break;
-    case LUON_DTYPE_I64: LAUNCH(int64_t); break;
-    default: LAUNCH(uint8_t); break; /* uint8, bool */
-    }
+#define LAUNCH(C, E)                                                                              \
+  k_sort<C, E><<<lu_blocks(n), LU_THREADS, 0, k.s>>>(p, (const E *)lu_data(x), dt, (E *)lu_data(y), \
+                                                     (int64_t *)lu_data(ix), desc)
+    if (fl && es == 8) LAUNCH(double, uint64_t);
+    else if (fl && es == 4) LAUNCH(double, uint32_t);
+    else if (fl) LAUNCH(double, uint16_t);
+    else if (es == 8) LAUNCH(int64_t, uint64_t);
+    else if (es == 4) LAUNCH(int64_t, uint32_t);
+    else LAUNCH(int64_t, uint8_t); /* uint8, bool */
 #undef LAUNCH
   }
-  return lu_cuda_end(&k, s);
+  return lu_cuda_end(&k, LUON_OK);
 }
 
 /* op 0 dy, 1 indices, 2 dx (zeroed): dx[lane, ix[i]] = dy[lane, i] */
@@ -127,6 +134,9 @@ luon_status lu_cuda_sort_grad(lu_call *c) {
     else if (es == 4)
       k_sort_grad<uint32_t><<<lu_blocks(n), LU_THREADS, 0, k.s>>>(p, (const uint32_t *)lu_data(dy), ip,
                                                                   (uint32_t *)lu_data(dx));
+    else if (es == 2)
+      k_sort_grad<uint16_t><<<lu_blocks(n), LU_THREADS, 0, k.s>>>(p, (const uint16_t *)lu_data(dy), ip,
+                                                                  (uint16_t *)lu_data(dx));
     else
       k_sort_grad<uint8_t><<<lu_blocks(n), LU_THREADS, 0, k.s>>>(p, (const uint8_t *)lu_data(dy), ip,
                                                                  (uint8_t *)lu_data(dx));
@@ -162,8 +172,7 @@ luon_status lu_cuda_searchsorted(lu_call *c) {
   lu_space_add(&sp, v);
   lu_space_done(&sp);
   bool right = c->attrs->i[LU_SEARCHSORTED_RIGHT] != 0;
-  bool fl = a->dtype == LUON_DTYPE_F32 || a->dtype == LUON_DTYPE_F64 || v->dtype == LUON_DTYPE_F32 ||
-            v->dtype == LUON_DTYPE_F64;
+  bool fl = is_float(a->dtype) || is_float(v->dtype);
   lu_cuda_ctx k;
   LU_TRY(lu_cuda_begin(c, &k));
   if (y->size > 0) {

@@ -207,6 +207,11 @@ both("sort, argsort and topk with ties and NaN", function(d)
           np.sort(data(d, {7, 5}, "int32", 6), 1):astype("float64"),
           npx.topk(x, {k = 3, ret_typ = "mask"}), npx.topk(x, {k = 4, is_ascend = true})}
 end, 0, 0)
+both("sort and topk of float16 and bfloat16 (read and written as they are)", function(d)
+  local x, y = data(d, {9, 13}, "float16", 11), data(d, {9, 13}, "bfloat16", 12)
+  return {np.sort(x), np.argsort(x, 0):astype("float64"), npx.topk(y, {k = 3, ret_typ = "value"}),
+          npx.topk(y, {k = 3, ret_typ = "mask"})}
+end, 0, 0)
 both("searchsorted left and right", function(d)
   local a = np.sort(data(d, {50}, "int32", 9):astype("float64"))
   local v = data(d, {6, 7}, "int32", 10)
