@@ -1,9 +1,10 @@
 /* sort.cu: sort, sort_grad and searchsorted on the GPU, as core/ops/sort.c.
- * sort: one thread per element, which counts the elements of its lane that
- * sort before it (ties: those before it in the lane) and so knows its place
- * (O(L) per element: correct and simple, not fast for long lanes). float16
- * and bfloat16 are read and written as they are (LU_HALF). Shapes and
- * dtypes come from the shape functions in core/ops/sort.c. */
+ * sort: a stable bottom-up merge sort of every lane at once, one thread
+ * per element per pass placing itself by a binary search in the partner
+ * run (log2 L passes over scratch positions), then the first k gathered.
+ * Values compare as double (floats, 16-bit ones included, read and written
+ * as they are: LU_HALF) or int64. Shapes and dtypes come from the shape
+ * functions in core/ops/sort.c. */
 #include "kernels.cuh"
 
 /* The lanes along the axis of up to 3 tensors: their other axes and
@@ -51,26 +52,52 @@ template <class T> __device__ __forceinline__ bool less_(T a, T b) {
   return a < b || (b != b && a == a);
 }
 
-/* op 0 x, 1 values, 2 indices; element e = lane e / L, position e % L.
- * Values are compared as C (double for floats, 16-bit ones included; int64
- * for integers) and moved as raw elements E of their size. */
-template <class C, class E> __global__ void k_sort(lanes3 p, const E *x, int32_t dt, E *y, int64_t *ix, bool desc) {
+/* x's value at position q of the lane starting at element o, as C */
+template <class C> __device__ __forceinline__ C val(const void *x, int32_t dt, int64_t o, int64_t q, int64_t st) {
+  return lu_ld<C>(x, dt, o + q * st);
+}
+
+/* One pass of a bottom-up merge sort of every lane at once: the positions
+ * in `in` (lane r's at r*L) are sorted runs of `width`; each element finds
+ * its place in the merge of its run with the partner run by a binary search
+ * there (a left element goes after the partner's elements that sort
+ * strictly before it, a right one after those that do not sort after it:
+ * ties keep their order) and is written to `out`. desc: the order reversed. */
+template <class C>
+__global__ void k_merge_pass(lanes3 p, const void *x, int32_t dt, bool desc, int64_t width, const int64_t *in,
+                             int64_t *out) {
   LU_GRID_LOOP(e, p.nl * p.L) {
-    int64_t r = e / p.L, i = e % p.L, o[3];
+    int64_t r = e / p.L, q = e % p.L, o[3];
     lane_offs(p, r, o);
-    const E *v = x + o[0];
-    C me = lu_ld<C>(v, dt, i * p.ast[0]);
-    int64_t rank = 0;
-    for (int64_t j = 0; j < p.L; j++) {
-      C u = lu_ld<C>(v, dt, j * p.ast[0]);
-      bool before = desc ? less_<C>(me, u) : less_<C>(u, me);
-      bool tie = !less_<C>(me, u) && !less_<C>(u, me);
-      rank += before || (tie && j < i);
+    const int64_t *lane = in + r * p.L;
+    bool first = width == 1; /* runs of 1: the identity order, `in` unread */
+    int64_t pos = first ? q : lane[q];
+    C me = val<C>(x, dt, o[0], pos, p.ast[0]);
+    int64_t base = q / (2 * width) * (2 * width), mid = base + width < p.L ? base + width : p.L;
+    int64_t end = base + 2 * width < p.L ? base + 2 * width : p.L;
+    bool left = q < mid;
+    int64_t lo = left ? mid : base, hi = left ? end : mid;
+    while (lo < hi) { /* the first partner element that goes after me */
+      int64_t m = lo + (hi - lo) / 2, pm = first ? m : lane[m];
+      C u = val<C>(x, dt, o[0], pm, p.ast[0]);
+      bool u_first = left ? (desc ? less_<C>(me, u) : less_<C>(u, me))    /* strictly before */
+                          : !(desc ? less_<C>(u, me) : less_<C>(me, u));  /* not after */
+      if (u_first) lo = m + 1;
+      else hi = m;
     }
-    if (rank < p.k) {
-      y[o[1] + rank * p.ast[1]] = v[i * p.ast[0]];
-      ix[o[2] + rank * p.ast[2]] = i;
-    }
+    out[r * p.L + base + (q - (left ? base : mid)) + (lo - (left ? mid : base))] = pos;
+  }
+}
+
+/* op 1 values, 2 indices: the first k of each lane's order, moved as raw
+ * elements E */
+template <class E> __global__ void k_sort_out(lanes3 p, const E *x, const int64_t *order, E *y, int64_t *ix) {
+  LU_GRID_LOOP(e, p.nl * p.k) {
+    int64_t r = e / p.k, i = e % p.k, o[3];
+    lane_offs(p, r, o);
+    int64_t pos = p.L == 1 ? 0 : order[r * p.L + i];
+    y[o[1] + i * p.ast[1]] = x[o[0] + pos * p.ast[0]];
+    ix[o[2] + i * p.ast[2]] = pos;
   }
 }
 
@@ -85,22 +112,41 @@ luon_status lu_cuda_sort(lu_call *c) {
   bool desc = c->attrs->i[LU_SORT_DESCENDING] != 0;
   int32_t dt = x->dtype, es = luon_dtype_size(dt);
   bool fl = is_float(dt);
+  if (y->size == 0) return LUON_OK;
   lu_cuda_ctx k;
   LU_TRY(lu_cuda_begin(c, &k));
   int64_t n = p.nl * p.L;
-  if (y->size > 0) {
-#define LAUNCH(C, E)                                                                              \
-  k_sort<C, E><<<lu_blocks(n), LU_THREADS, 0, k.s>>>(p, (const E *)lu_data(x), dt, (E *)lu_data(y), \
-                                                     (int64_t *)lu_data(ix), desc)
-    if (fl && es == 8) LAUNCH(double, uint64_t);
-    else if (fl && es == 4) LAUNCH(double, uint32_t);
-    else if (fl) LAUNCH(double, uint16_t);
-    else if (es == 8) LAUNCH(int64_t, uint64_t);
-    else if (es == 4) LAUNCH(int64_t, uint32_t);
-    else LAUNCH(int64_t, uint8_t); /* uint8, bool */
+  lu_block *blk = NULL;
+  luon_status s = LUON_OK;
+  int64_t *order = NULL;
+  if (p.L > 1) { /* ping-pong order buffers, ceil(log2 L) passes */
+    s = lu_cuda_scratch(k.id, (size_t)(2 * n) * sizeof(int64_t), &blk);
+    if (s == LUON_OK) {
+      int64_t *buf[2] = {(int64_t *)blk->ptr, (int64_t *)blk->ptr + n};
+      int cur = 0;
+      for (int64_t w = 1; w < p.L; w *= 2) {
+        if (fl)
+          k_merge_pass<double><<<lu_blocks(n), LU_THREADS, 0, k.s>>>(p, lu_data(x), dt, desc, w, buf[cur], buf[1 - cur]);
+        else
+          k_merge_pass<int64_t><<<lu_blocks(n), LU_THREADS, 0, k.s>>>(p, lu_data(x), dt, desc, w, buf[cur], buf[1 - cur]);
+        cur = 1 - cur;
+      }
+      order = buf[cur];
+    }
+  }
+  if (s == LUON_OK) {
+    int64_t m = p.nl * p.k;
+#define LAUNCH(E)                                                                                 \
+  k_sort_out<E><<<lu_blocks(m), LU_THREADS, 0, k.s>>>(p, (const E *)lu_data(x), order, (E *)lu_data(y), \
+                                                      (int64_t *)lu_data(ix))
+    if (es == 8) LAUNCH(uint64_t);
+    else if (es == 4) LAUNCH(uint32_t);
+    else if (es == 2) LAUNCH(uint16_t);
+    else LAUNCH(uint8_t);
 #undef LAUNCH
   }
-  return lu_cuda_end(&k, LUON_OK);
+  lu_cuda_scratch_free(blk);
+  return lu_cuda_end(&k, s);
 }
 
 /* op 0 dy, 1 indices, 2 dx (zeroed): dx[lane, ix[i]] = dy[lane, i] */
