@@ -602,32 +602,177 @@ join("concatenate")
 join("stack")
 np.concat = np.concatenate
 
+---------------------------------------------------------------------------
+-- Sorting and searching: the registry's sort op (core/ops/sort.c)
+
+local sort_keys, searchsorted_keys = {"axis", "kind", "order", "descending"}, {"side", "sorter"}
+local unique_keys = {"return_index", "return_inverse", "return_counts", "axis"}
+local sort_kinds = {quicksort = true, mergesort = true, heapsort = true, stable = true}
+
+-- The values and the int64 positions of x sorted along axis (false: the
+-- flattened array, NumPy's axis=None), the first k of them (0: all).
+local function sorted(x, axis, descending, k, fname)
+  if axis == false then x, axis = np.reshape(x, {-1}), 0 end
+  local a = attrs()
+  a.i[S.SORT_AXIS] = core.int_arg(axis, fname, "axis")
+  a.i[S.SORT_DESCENDING] = descending and 1 or 0
+  a.i[S.SORT_K], a.ni = k, S.SORT_K + 1
+  local r = call(op.sort, {x}, a, nil, 2)
+  return r[1], r[2]
+end
+
+-- sort(a, axis=-1, {kind, order, descending}) and argsort: axis false is
+-- NumPy's None (flattened); every kind is the one stable sort.
+local function sort_args(x, axis, kw, fname)
+  check_array(x, fname, 1)
+  if type(axis) == "table" then kw, axis = axis, nil end
+  kw = options(kw, fname, sort_keys)
+  if axis == nil then axis = kw.axis end
+  if axis == nil then axis = -1 end
+  if kw.kind ~= nil and not sort_kinds[kw.kind] then
+    core.error(("%s: kind must be 'quicksort', 'mergesort', 'heapsort' or 'stable', got %s")
+               :format(fname, core.show_value(kw.kind)))
+  end
+  if kw.order ~= nil then
+    core.error(("%s: order names fields of structured arrays, which luon does not have"):format(fname))
+  end
+  return axis, kw.descending
+end
+
+function np.sort(x, axis, kw)
+  local ax, desc = sort_args(x, axis, kw, "sort")
+  return (sorted(x, ax, desc, 0, "sort"))
+end
+
+function np.argsort(x, axis, kw)
+  local ax, desc = sort_args(x, axis, kw, "argsort")
+  local _, idx = sorted(x, ax, desc, 0, "argsort")
+  return idx
+end
+
+-- An int64 array of the Lua list t (0-based values) on device dev.
+local function int64_array(t, dev)
+  local n = #t
+  local buf = ffi.new("int64_t[?]", n > 0 and n or 1)
+  for k = 1, n do buf[k - 1] = t[k] end
+  local sh = ffi.new("int64_t[1]", n)
+  local out = ffi.new("luon_tensor*[1]")
+  core.check(C.luon_tensor_from_host(buf, core.INT64, 1, sh, dev.type_id, dev.device_id, out))
+  return core.wrap(out[0])
+end
+
+-- Whether host values u and w are one value (NaNs are one, as NumPy's unique).
+local function same(u, w) return u == w or (u ~= u and w ~= w) end
+
+-- The runs of equal rows among n rows in the order `order` (1-based list of
+-- 0-based row numbers), equal(i, j) comparing rows i and j: the results of
+-- np.unique as Lua lists (first row of each run, inverse, counts).
+local function runs(order, n, equal)
+  local firsts, inverse, counts = {}, {}, {}
+  for p = 1, n do
+    local r = order[p]
+    if p == 1 or not equal(order[p - 1], r) then
+      firsts[#firsts + 1], counts[#counts + 1] = r, 0
+    end
+    inverse[r + 1] = #firsts - 1
+    counts[#counts] = counts[#counts] + 1
+  end
+  return firsts, inverse, counts
+end
+
+-- unique(ar, {return_index, return_inverse, return_counts, axis}): the
+-- sorted unique values (or slices along axis), then the requested lists
+-- as further results, in NumPy's order. The host reads the sorted values:
+-- the result's length depends on them.
+function np.unique(ar, kw)
+  check_array(ar, "unique", 1)
+  kw = options(kw, "unique", unique_keys)
+  local dev = ar.device
+  local order, n, equal, uniq
+  if kw.axis == nil or kw.axis == false then -- flattened
+    local vals, perm = sorted(ar, false, false, 0, "unique")
+    local v = core.host_values(vals)
+    local p = core.host_values(perm)
+    n, order = vals.size, {}
+    local pos = {} -- row number -> its place in the sorted order
+    for k = 1, n do order[k] = tonumber(p[k - 1]); pos[order[k]] = k - 1 end
+    equal = function(i, j) return same(v[pos[i]], v[pos[j]]) end
+    uniq = function(firsts)
+      local at = {}
+      for k = 1, #firsts do at[k] = pos[firsts[k]] end
+      return np.take(vals, int64_array(at, dev))
+    end
+  else
+    local nd = ar.ndim
+    local axis = core.int_arg(kw.axis, "unique", "axis")
+    if axis < -nd or axis >= nd then
+      core.error(("unique: axis %d is out of bounds for an array of dimension %d"):format(axis, nd))
+    end
+    if axis < 0 then axis = axis + nd end
+    n = ar.shape[axis + 1]
+    local rows = np.reshape(np.swapaxes(ar, 0, axis), {n, -1})
+    local v = core.host_values(rows)
+    local w = n > 0 and rows.size / n or 0
+    local function cmp(i, j) -- row i before row j, lexicographically (NaN last); ties by position
+      for c = 0, w - 1 do
+        local a, b = v[i * w + c], v[j * w + c]
+        if not same(a, b) then return a < b or (b ~= b) end
+      end
+      return i < j
+    end
+    order = {}
+    for k = 1, n do order[k] = k - 1 end
+    table.sort(order, cmp)
+    equal = function(i, j)
+      for c = 0, w - 1 do if not same(v[i * w + c], v[j * w + c]) then return false end end
+      return true
+    end
+    uniq = function(firsts) return np.take(ar, int64_array(firsts, dev), axis) end
+  end
+  local firsts, inverse, counts = runs(order, n, equal)
+  local res = {uniq(firsts)}
+  if kw.return_index then res[#res + 1] = int64_array(firsts, dev) end
+  if kw.return_inverse then res[#res + 1] = int64_array(inverse, dev) end
+  if kw.return_counts then res[#res + 1] = int64_array(counts, dev) end
+  return unpack(res)
+end
+
+-- searchsorted(a, v, {side = 'left', sorter}): a 1-d and sorted (or sorted
+-- by the int64 positions sorter); v an array, or a number (then the result
+-- is a Lua number, as MXNet returns a scalar).
+function np.searchsorted(a, v, kw)
+  check_array(a, "searchsorted", 1)
+  kw = options(kw, "searchsorted", searchsorted_keys)
+  local side = kw.side or "left"
+  if side ~= "left" and side ~= "right" then
+    core.error(("searchsorted: side must be 'left' or 'right', got %s"):format(core.show_value(side)))
+  end
+  if kw.sorter ~= nil then
+    check_array(kw.sorter, "searchsorted", "sorter")
+    local sdt = kw.sorter.dtype
+    if sdt ~= "int64" and sdt ~= "int32" and sdt ~= "uint8" then
+      core.error(("searchsorted: sorter must be an integer array, got %s"):format(sdt))
+    end
+    a = np.take(a, kw.sorter, 0, {mode = "raise"})
+  end
+  local scalar = type(v) == "number"
+  if scalar then v = np.array(v, {device = a.device, dtype = a.dtype})
+  else check_array(v, "searchsorted", 2) end
+  local at = attrs()
+  at.i[S.SEARCHSORTED_RIGHT], at.ni = side == "right" and 1 or 0, S.SEARCHSORTED_RIGHT + 1
+  local r = call(op.searchsorted, {a, v}, at)
+  if scalar then return r:item() end
+  return r
+end
+
 function np.matmul(a, b)
   check_array(a, "matmul", 1)
   check_array(b, "matmul", 2)
   return call(op.matmul, {a, b})
 end
 
--- dot: NumPy's dot for 0-d (multiply), 1-d and 2-d operands (matmul), and
--- N-d with 1-d or 2-d (sum over the last axis of a and the second-to-last of b).
-function np.dot(a, b)
-  check_array(a, "dot", 1)
-  check_array(b, "dot", 2)
-  local na, nb = a.ndim, b.ndim
-  if na == 0 or nb == 0 then return np.multiply(a, b) end
-  if nb <= 2 then return call(op.matmul, {a, b}) end
-  -- b N-d: move b's second-to-last axis to the front and flatten the rest
-  local bs = b.shape
-  local perm = {nb - 2}
-  for k = 0, nb - 1 do if k ~= nb - 2 then perm[#perm + 1] = k end end
-  local b2 = np.reshape(np.transpose(b, perm), {bs[nb - 1], -1})
-  local r = call(op.matmul, {a, b2})
-  local shape = {}
-  local as = a.shape
-  for k = 1, na - 1 do shape[#shape + 1] = as[k] end
-  for k = 1, nb do if k ~= nb - 1 then shape[#shape + 1] = bs[k] end end
-  return np.reshape(r, shape)
-end
+-- dot, vdot, inner, outer, tensordot, einsum: compositions of matmul
+require("luon.np_linalg").install(np)
 
 core.strict_module(np.random, "np.random")
 return core.strict_module(np, "np")

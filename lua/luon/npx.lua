@@ -782,6 +782,51 @@ function npx.pick(x, index, kw)
   return core.call(op.pick, {x, index}, a)
 end
 
+-- topk(data, {axis=-1, k=1, ret_typ='indices', is_ascend=false, dtype='float32'})
+-- as MXNet: axis false is None (the flattened array); k < 1 keeps all;
+-- 'indices' in dtype (float32 by default, as MXNet), 'value', 'both'
+-- (values, indices: two results), 'mask' (data's dtype and shape, 1 at the
+-- k kept). Ties keep their order. The values carry the gradient.
+local topk_keys = {"axis", "k", "ret_typ", "is_ascend", "dtype"}
+local topk_returns = {value = true, indices = true, mask = true, both = true}
+local topk_dtypes = {float16 = true, float32 = true, float64 = true, int32 = true, int64 = true, uint8 = true}
+
+function npx.topk(data, kw)
+  kw = core.options(kw, "topk", topk_keys)
+  need_array(data, "topk", "data")
+  local rt, dt = kw.ret_typ or "indices", kw.dtype or "float32"
+  if not topk_returns[rt] then
+    core.error(("topk: ret_typ must be 'value', 'indices', 'mask' or 'both', got %s"):format(core.show_value(rt)))
+  end
+  if not topk_dtypes[dt] then
+    core.error(("topk: dtype must be one of float16, float32, float64, int32, int64, uint8, got %s")
+               :format(core.show_value(dt)))
+  end
+  local k = core.int_arg(kw.k or 1, "topk", "k")
+  local axis, x = kw.axis, data
+  if axis == nil then axis = -1 end
+  if axis == false then x, axis = np.reshape(data, {-1}), 0 end
+  local a = core.attrs()
+  a.i[S.SORT_AXIS] = core.int_arg(axis, "topk", "axis")
+  a.i[S.SORT_DESCENDING] = kw.is_ascend and 0 or 1
+  a.i[S.SORT_K], a.ni = k < 1 and 0 or k, S.SORT_K + 1
+  local r = core.call(op.sort, {x}, a, nil, 2)
+  local values, idx = r[1], r[2]
+  if rt == "value" then return values end
+  if rt == "indices" then return idx:astype(dt) end
+  if rt == "both" then return values, idx:astype(dt) end
+  -- mask: ones put at the kept positions of x (sort_grad), seen as data
+  local ones = np.ones_like(values)
+  a = core.attrs() -- (ones_like used the shared attrs)
+  a.i[S.SORT_AXIS], a.i[S.SORT_K] = axis, k < 1 and 0 or k
+  core.set_ints(a, x.shape, S.SORT_K + 1, "topk")
+  local mask = core.call(op.sort_grad, {ones, idx}, a)
+  return np.reshape(mask, data.shape)
+end
+
+-- batch_dot(a, b, {transpose_a, transpose_b}): matmul of N-d stacks (np_linalg.lua)
+npx.batch_dot = require("luon.np_linalg").batch_dot
+
 npx.seed = np.random.seed
 
 return core.strict_module(npx, "npx")

@@ -196,6 +196,27 @@ for _, op in ipairs({"argmax", "argmin"}) do
   both(op .. " axis 1 of (13,37)", function(d) return np[op](data(d, {13, 37}), 1):astype("float64") end)
   both(op .. " flattened (13,37)", function(d) return np[op](data(d, {13, 37})):astype("float64") end)
 end
+-- sorting (cuda/ops/sort.cu ranks each element within its lane): ties
+-- (integer values), NaN, a transposed axis, int32, topk's mask (sort_grad)
+both("sort, argsort and topk with ties and NaN", function(d)
+  local h = data(cpu, {13, 9}, "int32", 5):astype("float32")
+  np.full({1, 1}, 0 / 0):copyto(h:slice({2, 3}, {4, 5}))
+  local x = h:as_in_context(d)
+  return {np.sort(x), np.argsort(x):astype("float64"), np.sort(x:transpose(), 0),
+          np.argsort(x:transpose(), 0, {descending = true}):astype("float64"),
+          np.sort(data(d, {7, 5}, "int32", 6), 1):astype("float64"),
+          npx.topk(x, {k = 3, ret_typ = "mask"}), npx.topk(x, {k = 4, is_ascend = true})}
+end, 0, 0)
+both("sort and topk of float16 and bfloat16 (read and written as they are)", function(d)
+  local x, y = data(d, {9, 13}, "float16", 11), data(d, {9, 13}, "bfloat16", 12)
+  return {np.sort(x), np.argsort(x, 0):astype("float64"), npx.topk(y, {k = 3, ret_typ = "value"}),
+          npx.topk(y, {k = 3, ret_typ = "mask"})}
+end, 0, 0)
+both("searchsorted left and right", function(d)
+  local a = np.sort(data(d, {50}, "int32", 9):astype("float64"))
+  local v = data(d, {6, 7}, "int32", 10)
+  return {np.searchsorted(a, v):astype("float64"), np.searchsorted(a, v, {side = "right"}):astype("float64")}
+end, 0, 0)
 for _, op in ipairs({"sum", "max", "min", "prod", "mean"}) do
   both(op .. " int64 over axis 0 of (33,5)", function(d) return np[op](data(d, {33, 5}, "int64"), 0):astype("float64") end)
 end

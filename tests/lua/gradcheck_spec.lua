@@ -189,6 +189,20 @@ cases.matmul = {
   {"(2,2,3) @ (3)", inputs = function() return {randn({2, 2, 3}), randn({3})} end, f = np.matmul},
   {"transposed operands", inputs = function() return {randn({3, 2}), randn({4, 3})} end,
    f = function(a, b) return np.matmul(T(a), T(b)) end},
+  -- the products made of matmul (lua/luon/np_linalg.lua)
+  {"np.dot (2,3,4) with (2,4,3)", inputs = function() return {randn({2, 3, 4}), randn({2, 4, 3})} end, f = np.dot},
+  {"np.tensordot over a pair of axes", inputs = function() return {randn({2, 3, 4}), randn({4, 3, 2})} end,
+   f = function(a, b) return np.tensordot(a, b, {{1, 2}, {1, 0}}) end},
+  {"np.inner, np.outer, np.vdot", inputs = function() return {randn({2, 3}), randn({4, 3})} end,
+   f = function(a, b) return {np.inner(a, b), np.outer(a, b), np.vdot(a, T(b):slice(true, {0, 2}))} end},
+  {"npx.batch_dot transposed", inputs = function() return {randn({2, 4, 3}), randn({2, 2, 4})} end,
+   f = function(a, b) return npx.batch_dot(a, b, {transpose_a = true, transpose_b = true}) end},
+  {"np.einsum with a diagonal, a sum and a batch", inputs = function() return {randn({2, 3, 3}), randn({2, 3, 4})} end,
+   f = function(a, b) return np.einsum("bii,bij->bj", a, b) end},
+  {"np.einsum with an ellipsis and a broadcast batch", inputs = function() return {randn({2, 1, 2, 3}), randn({3, 3, 2})} end,
+   f = function(a, b) return np.einsum("...ij,...jk->...ik", a, b) end},
+  {"np.einsum of one operand: a trace per row", inputs = function() return {randn({2, 3, 3})} end,
+   f = function(a) return np.einsum("ijj->i", a) end},
 }
 
 cases.reshape = {
@@ -400,6 +414,18 @@ cases.log_softmax = {
   {"last axis", inputs = function() return {randn({3, 4})} end, f = function(x) return raw("log_softmax", {x}, {SOFTMAX_AXIS = -1}) end},
   {"axis 1 of (2,3,2)", inputs = function() return {randn({2, 3, 2})} end,
    f = function(x) return raw("log_softmax", {x}, {SOFTMAX_AXIS = 1}) end},
+}
+-- sort (np.sort, npx.topk's values): the gradient goes back to where each
+-- value came from; distinct values, so no tie moves under the differences
+cases.sort = {
+  {"last axis", inputs = function() return {randn({3, 5})} end, f = function(x) return np.sort(x) end},
+  {"axis 0 of a transposed array, descending", inputs = function() return {randn({4, 3})} end,
+   f = function(x) return np.sort(T(x), 0, {descending = true}) end},
+  {"flattened", inputs = function() return {randn({2, 3})} end, f = function(x) return np.sort(x, false) end},
+  {"topk's two largest values", inputs = function() return {randn({4, 6})} end,
+   f = function(x) return npx.topk(x, {k = 2, ret_typ = "value"}) end},
+  {"topk's smallest along axis 0", inputs = function() return {randn({5, 3})} end,
+   f = function(x) return npx.topk(x, {k = 1, axis = 0, ret_typ = "value", is_ascend = true}) end},
 }
 cases.pick = {
   {"last axis", inputs = function() return {randn({3, 4})} end,

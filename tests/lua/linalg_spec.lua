@@ -1,0 +1,116 @@
+-- linalg_spec: np.dot, np.vdot, np.inner, np.outer, np.tensordot,
+-- np.einsum and npx.batch_dot (compositions of matmul in np_linalg.lua):
+-- shapes, dtypes, the forms of their arguments, and the errors of bad
+-- ones. MXNet's own values and gradients are in sort_golden_spec.lua.
+package.path = (debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "") .. "?.lua;" .. package.path
+local H = require("helpers")
+local np, npx = H.np, H.npx
+
+for _, dev in ipairs(H.devices()) do
+  describe("on " .. tostring(dev), function()
+    local function A(t, dt) return np.array(t, {dtype = dt, device = dev}) end
+    local function R(shape, dt) -- 1, 2, 3, ... row-major
+      local n = 1
+      for _, d in ipairs(shape) do n = n * d end
+      return np.arange(1, 1 + n, {device = dev, dtype = dt}):reshape(shape)
+    end
+
+    it("dot: N-d with N-d sums a's last axis with b's second-to-last", function()
+      local a, b = R({2, 3, 4}), R({5, 4, 2})
+      local r = np.dot(a, b)
+      H.assert_shape(r, {2, 3, 5, 2})
+      -- one element by hand: r[1,2,3,1] = sum_k a[1,2,k] b[3,k,1]
+      local s = 0
+      for k = 0, 3 do s = s + (1 + 12 + 2 * 4 + k) * (1 + 3 * 8 + k * 2 + 1) end
+      H.check(r:slice(1, 2, 3, 1), s)
+      H.check(np.dot(A({{1, 2}, {3, 4}}), A({1, 1})), {3, 7})
+      H.check(np.dot(A(2), A({1, 2})), {2, 4})
+      H.check(a:dot(R({4})), np.matmul(a, R({4})):totable())
+      H.check(np.dot(A({1, 2}, "int32"), A({3, 4}, "int32")), 11, {dtype = "int32"})
+    end)
+    it("vdot, inner, outer", function()
+      H.check(np.vdot(A({{1, 2}, {3, 4}}), A({1, 1, 1, 1})), 10, {shape = {}})
+      H.check(np.inner(A({{1, 2}, {3, 4}}), A({{1, 0}, {0, 1}, {1, 1}})), {{1, 2, 3}, {3, 4, 7}})
+      H.check(np.inner(A({1, 2, 3}), A({1, 1, 1})), 6, {shape = {}})
+      H.check(np.outer(A({{1, 2}}), A({1, 10, 100})), {{1, 10, 100}, {2, 20, 200}})
+    end)
+    it("tensordot: an integer or a pair of lists (or integers)", function()
+      local a, b = R({2, 3}), R({3, 2})
+      H.check(np.tensordot(a, b, 1), np.matmul(a, b):totable())
+      H.check(np.tensordot(a, b, {1, 0}), np.matmul(a, b):totable())
+      H.check(np.tensordot(a, b, {{1}, {0}}), np.matmul(a, b):totable())
+      H.check(np.tensordot(a, R({2, 3}), 2), 91)
+      H.check(np.tensordot(a, R({2, 3})), 91)
+      H.assert_shape(np.tensordot(a, b, 0), {2, 3, 3, 2})
+      H.check(np.tensordot(a, b, {{-1}, {-2}}), np.matmul(a, b):totable())
+    end)
+    it("batch_dot: stacks of matrices, transposed on request", function()
+      local a, b = R({2, 3, 4}), R({2, 4, 5})
+      H.check(npx.batch_dot(a, b), np.matmul(a, b):totable(), {shape = {2, 3, 5}})
+      H.check(npx.batch_dot(a:transpose({0, 2, 1}), b, {transpose_a = true}), np.matmul(a, b):totable())
+      H.check(npx.batch_dot(a, b:transpose({0, 2, 1}), {transpose_b = true}), np.matmul(a, b):totable())
+    end)
+    it("einsum: explicit and implicit outputs, traces, diagonals, ellipsis, sums", function()
+      local a, b = R({2, 3}), R({3, 4})
+      H.check(np.einsum("ij,jk->ik", a, b), np.matmul(a, b):totable())
+      H.check(np.einsum("ij,jk", a, b), np.matmul(a, b):totable())
+      H.check(np.einsum("ji", a), a:transpose():totable())
+      H.check(np.einsum("ij", a), a:totable())
+      H.check(np.einsum("ii", R({3, 3})), 15)
+      H.check(np.einsum("ii->i", R({3, 3})), {1, 5, 9})
+      H.check(np.einsum("i,i", A({1, 2}), A({3, 4})), 11)
+      H.check(np.einsum("i,i->i", A({1, 2}), A({3, 4})), {3, 8})
+      H.check(np.einsum("ij->j", a), {5, 7, 9})
+      H.check(np.einsum("ij,ij->", a, a), 91)
+      H.check(np.einsum(" i j , j k -> i k ", a, b), np.matmul(a, b):totable())
+      H.check(np.einsum("...j,jk->...k", R({5, 2, 3}), b), np.matmul(R({5, 2, 3}), b):totable())
+      H.check(np.einsum("...ij->...ji", R({2, 2, 3})), R({2, 2, 3}):transpose({0, 2, 1}):totable())
+      H.check(np.einsum("bij,bjk->bik", R({2, 2, 3}), R({1, 3, 4})), np.matmul(R({2, 2, 3}), R({1, 3, 4})):totable())
+      H.check(np.einsum("iij->j", R({2, 2, 3})), {1 + 10, 2 + 11, 3 + 12})
+      H.check(np.einsum("ij,kl->ikjl", A({{1, 2}}), A({{3}, {4}})), {{{{3}, {6}}, {{4}, {8}}}})
+    end)
+    it("einsum and the products carry gradients through matmul", function()
+      local a, b = R({2, 3}, "float64"), R({3, 4}, "float64")
+      a:attach_grad()
+      b:attach_grad()
+      H.luon.autograd.record(function()
+        local r = np.sum(np.einsum("ij,jk->ik", a, b))
+        r:backward()
+      end)
+      H.check(a.grad, np.matmul(np.ones({2, 4}, {dtype = "float64", device = dev}), b:transpose()):totable())
+      H.check(b.grad, np.matmul(a:transpose(), np.ones({2, 4}, {dtype = "float64", device = dev})):totable())
+    end)
+
+    it("bad arguments are errors naming the function, the position and the values", function()
+      local a, b = R({2, 3}), R({4, 2})
+      H.assert_error(function() np.dot(a, b) end, {"dot", "not aligned", "(2,3)", "(4,2)"})
+      H.assert_error(function() np.dot(R({2, 3, 4}), R({5, 3, 2})) end, {"dot", "4 (dim 2 of a) != 3 (dim 1 of b)"})
+      H.assert_error(function() np.tensordot(a, b, {{1}, {0}}) end,
+                     {"tensordot", "axis 1 of a has size 3 but axis 0 of b has size 4"})
+      H.assert_error(function() np.tensordot(a, b, 3) end, {"tensordot", "axes = 3"})
+      H.assert_error(function() np.tensordot(a, b, {{1, 0}, {0}}) end, {"tensordot", "pair of lists"})
+      H.assert_error(function() np.tensordot(a, b, {{5}, {0}}) end, {"tensordot", "axis 5"})
+      H.assert_error(function() np.tensordot(a, b, "x") end, {"tensordot", "'x'"})
+      H.assert_error(function() np.inner(a, b) end, {"inner", "3 and 2"})
+      H.assert_error(function() np.vdot(a, R({5})) end, {"vdot", "6 and 5 elements"})
+      H.assert_error(function() npx.batch_dot(a, b) end, {"batch_dot", "N >= 3", "(2,3)"})
+      H.assert_error(function() npx.batch_dot(R({2, 3, 4}), R({1, 4, 5})) end, {"batch_dot", "leading batch"})
+      H.assert_error(function() npx.batch_dot(R({2, 3, 4}), R({2, 3, 5})) end, {"batch_dot", "inner dimensions differ: 4 and 3"})
+      H.assert_error(function() npx.batch_dot(R({2, 3, 4}), R({2, 4, 5}), {transpose = true}) end, {"batch_dot", "transpose"})
+      H.assert_error(function() np.einsum("ij,jk->ik", a, b) end, {"einsum", "label 'j' has size 3", "4"})
+      H.assert_error(function() np.einsum("ij,j2->i", a, R({3})) end, {"einsum", "invalid character '2' at position 4"})
+      H.assert_error(function() np.einsum("ij->iz", a) end, {"einsum", "output label 'z'"})
+      H.assert_error(function() np.einsum("ij->ii", a) end, {"einsum", "'i' appears twice"})
+      H.assert_error(function() np.einsum("ijk", a) end, {"einsum", "operand 1 has 2 dimensions", "'ijk'"})
+      H.assert_error(function() np.einsum("i,j", a) end, {"einsum", "2 operand terms but 1 operands"})
+      H.assert_error(function() np.einsum("i,j,k", a, a, a) end, {"einsum", "one or two operands"})
+      H.assert_error(function() np.einsum("...i...", a) end, {"einsum", "second ellipsis at position 4"})
+      H.assert_error(function() np.einsum("ii", R({2, 3})) end, {"einsum", "label 'i' has size 2", "3 in operand 1"})
+      H.assert_error(function() np.einsum("...ij,...jk->...ik", R({2, 1, 3}), R({3, 3, 2})) end,
+                     {"einsum", "an axis of '...' has size 2 in one place and 3 in operand 2"})
+      H.assert_error(function() np.einsum("...i->i", a) end, {"einsum", "output", "no '...'"})
+      H.assert_error(function() np.einsum(3, a) end, {"einsum", "subscripts must be a string"})
+      H.check(np.einsum("ij->ji", a), a:transpose():totable()) -- still usable
+    end)
+  end)
+end
