@@ -16,6 +16,7 @@ local EYE_N, EYE_M, EYE_K = S.EYE_N, S.EYE_M, S.EYE_K
 local RANDOM_SHAPE, RANDOM_LOW, RANDOM_HIGH = S.RANDOM_SHAPE, S.RANDOM_LOW, S.RANDOM_HIGH
 local CLIP_MIN, CLIP_MAX = S.CLIP_MIN, S.CLIP_MAX
 local REDUCE_KEEPDIMS, REDUCE_AXES = S.REDUCE_KEEPDIMS, S.REDUCE_AXES
+local SCAN_AXIS = S.SCAN_AXIS
 local EXPAND_DIMS_AXIS, SQUEEZE_AXES = S.EXPAND_DIMS_AXIS, S.SQUEEZE_AXES
 local SPLIT_AXIS, SPLIT_BOUNDS = S.SPLIT_AXIS, S.SPLIT_BOUNDS
 local TAKE_AXIS, TAKE_MODE = S.TAKE_AXIS, S.TAKE_MODE
@@ -439,6 +440,29 @@ local function arg_reduction(name)
 end
 arg_reduction("argmax")
 arg_reduction("argmin")
+
+-- cumsum(x, axis, {dtype}): no axis flattens x first
+local scan_keys = {"axis", "dtype"}
+local function scan(name)
+  local id = op[name]
+  np[name] = function(x, axis, kw)
+    check_array(x, name, 1)
+    if type(axis) == "table" then kw, axis = axis, nil end
+    kw = options(kw, name, scan_keys)
+    axis = axis == nil and kw.axis or axis
+    local a = attrs()
+    if axis == nil then
+      x, a.i[SCAN_AXIS] = np.reshape(x, {-1}), 0
+    else
+      a.i[SCAN_AXIS] = core.int_arg(axis, name, "axis")
+    end
+    a.ni = SCAN_AXIS + 1
+    if kw.dtype then a.dtype = core.dtype_id(kw.dtype, name) end
+    return call(id, {x}, a)
+  end
+end
+scan("cumsum")
+scan("cumprod")
 
 ---------------------------------------------------------------------------
 -- Shape and layout

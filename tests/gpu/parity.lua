@@ -196,6 +196,16 @@ for _, op in ipairs({"argmax", "argmin"}) do
   both(op .. " axis 1 of (13,37)", function(d) return np[op](data(d, {13, 37}), 1):astype("float64") end)
   both(op .. " flattened (13,37)", function(d) return np[op](data(d, {13, 37})):astype("float64") end)
 end
+-- scans: one thread per lane on the GPU (cuda/ops/scan.cu); integers wrap alike
+for _, op in ipairs({"cumsum", "cumprod"}) do
+  both(op .. " int32 along axis 0 of (33,5), float32 of a transpose, uint8, float16, empty", function(d)
+    return {np[op](data(d, {33, 5}, "int32"), 0):astype("float64"),
+            np[op](data(d, {7, 9}, "float32", 5):transpose(), 0):astype("float64"),
+            np[op](data(d, {300}, "uint8", 6)):astype("float64"),
+            np[op](data(d, {5, 3}, "float16", 7), 1):astype("float64"),
+            np[op](data(d, {0, 3}), 1):astype("float64")}
+  end)
+end
 for _, op in ipairs({"sum", "max", "min", "prod", "mean"}) do
   both(op .. " int64 over axis 0 of (33,5)", function(d) return np[op](data(d, {33, 5}, "int64"), 0):astype("float64") end)
 end

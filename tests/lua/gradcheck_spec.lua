@@ -167,6 +167,25 @@ reduce_cases("prod", function(s) return rand(s, 0.5, 1.5) end)
 table.insert(cases.prod, {"rows with no, one and two zeros",
   inputs = function() return {A({{1.5, 2, 0.5}, {0, 2, 3}, {0, 1.5, 0}})} end,
   f = function(x) return np.prod(x, 1) end})
+cases.cumsum = {
+  {"flattened", inputs = function() return {randn({2, 3})} end, f = function(x) return np.cumsum(x) end},
+  {"axis 0 of a transpose", inputs = function() return {randn({4, 3})} end, f = function(x) return np.cumsum(T(x), 0) end},
+  {"axis -1, float64 of float64", inputs = function() return {randn({2, 3, 4})} end,
+   f = function(x) return np.cumsum(x, -1, {dtype = "float64"}) end},
+  {"NumPy's values along axis 1", check = {},
+   inputs = function() return {A({{1, 2, 3}, {4, 5, 7}})} end, f = function(x) return np.cumsum(x, 1) end,
+   want = {1, 3, 6, 4, 9, 16}},
+}
+cases.cumprod = {
+  {"flattened", inputs = function() return {rand({2, 3}, 0.5, 1.5)} end, f = function(x) return np.cumprod(x) end},
+  {"axis 1 of a transpose", inputs = function() return {randn({4, 3})} end, f = function(x) return np.cumprod(T(x), 1) end},
+  {"lanes with no, one and two zeros", inputs = function() return {A({{1.5, 2, 0.5, 3}, {2, 0, 3, 1.5}, {0, 1.5, 0, 2}})} end,
+   f = function(x) return np.cumprod(x, 1) end},
+  {"a zero first and last, axis 0", inputs = function() return {A({{0, 2}, {1.5, 3}, {2, 0}})} end,
+   f = function(x) return np.cumprod(x, 0) end},
+  {"NumPy's values", check = {}, inputs = function() return {A({1, 2, 3, 0, 5})} end, f = function(x) return np.cumprod(x) end,
+   want = {1, 2, 6, 0, 0}},
+}
 
 cases.matmul = {
   {"(2,3) @ (3,4)", inputs = function() return {randn({2, 3}), randn({3, 4})} end, f = np.matmul},
