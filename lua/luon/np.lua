@@ -645,15 +645,45 @@ local function vector_norm(x, ord, axes, n, keep)
   return safe_root(np.sum(np.power(np.abs(x), ord), axes, o), 1 / ord)
 end
 
+-- x's matrix norms from its singular values: 2 the largest, -2 the
+-- smallest, 'nuc' their sum. The op svd has no gradient: its singular
+-- vectors u_i, v_i are taken as constants, and the norm is computed as the
+-- sum of u_i^T x v_i over the chosen i, the same value, whose gradient is
+-- the sum of u_i v_i^T, the norm's.
+local function singular_norm(x, ord, r, c, keep)
+  local m, n = x.shape[r + 1], x.shape[c + 1]
+  if m == 0 or n == 0 then
+    core.error(("linalg.norm: ord %s of an empty matrix is not defined (shape %s)")
+               :format(core.show_value(ord), core.shape_text(x.shape)))
+  end
+  local perm = {}
+  for k = 0, x.ndim - 1 do
+    if k ~= r and k ~= c then perm[#perm + 1] = k end
+  end
+  perm[#perm + 1], perm[#perm + 2] = r, c
+  local xm = np.transpose(x, perm) -- (..., m, n)
+  if m < n then xm = np.swapaxes(xm, -1, -2) end -- svd takes rows >= columns
+  local usv = call(op.svd, {xm:detach()}, nil, nil, 3)
+  local u, v = usv[1], usv[3] -- (..., m, k), (..., n, k)
+  if ord ~= "nuc" then
+    local i = ord == 2 and 0 or math.min(m, n) - 1
+    u, v = np.take(u, {i}, -1), np.take(v, {i}, -1)
+  end
+  -- sum over a, b, i of u[a, i] x[a, b] v[b, i]
+  local xv = np.sum(np.multiply(np.expand_dims(xm, -1), np.expand_dims(v, -3)), -2) -- (..., m, i)
+  local val = np.sum(np.multiply(u, xv), {-2, -1})
+  if not keep then return val end
+  local shape = {}
+  for k = 1, x.ndim do shape[k] = (k - 1 == r or k - 1 == c) and 1 or x.shape[k] end
+  return np.reshape(val, shape)
+end
+
 -- x's matrix norm over axes r (rows) and c (columns)
 local function matrix_norm(x, ord, r, c, keep)
   if ord == nil or ord == "fro" then
     return safe_root(np.sum(np.multiply(x, x), {r, c}, {keepdims = keep}))
   end
-  if ord == 2 or ord == -2 or ord == "nuc" then
-    core.error(("linalg.norm: ord=%s of a matrix needs its singular values, which luon does not compute yet; "
-                .. "ord nil or 'fro', 1, -1, inf and -inf work"):format(core.show_value(ord)))
-  end
+  if ord == 2 or ord == -2 or ord == "nuc" then return singular_norm(x, ord, r, c, keep) end
   local inner, outer, pick
   if ord == 1 or ord == -1 then inner, outer = r, c
   elseif ord == inf or ord == -inf then inner, outer = c, r

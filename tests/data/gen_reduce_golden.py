@@ -54,6 +54,10 @@ cases = [
     ("norm_ordinf_matrix", lambda: np.linalg.norm(x, ord=inf)),
     ("norm_ord-inf_matrix", lambda: np.linalg.norm(x, ord=-inf)),
     ("norm_ordinf_vector numpy", lambda: onp.linalg.norm(ox[1], ord=inf)),
+    ("norm_ord2_matrix", lambda: np.linalg.norm(x, ord=2)),
+    ("norm_ord-2_matrix", lambda: np.linalg.norm(x, ord=-2)),
+    ("norm_ordnuc_matrix", lambda: np.linalg.norm(x, ord='nuc')),
+    ("norm_ord2_axes10_keepdims", lambda: np.linalg.norm(x.reshape(3, 2, 2), ord=2, axis=(2, 0), keepdims=True)),
 ]
 
 with open(os.path.join(HERE, "reduce_golden.txt"), "w") as f:

@@ -355,6 +355,8 @@ for _, name in ipairs({"nansum", "nanprod", "nanmean"}) do
   local f = np[name]
   table.insert(np_cases[name], {"axis 1 of (3,4)", inputs = function() return {rand({3, 4}, 0.5, 1.5)} end,
     f = function(x) return f(x, 1) end})
+  table.insert(np_cases[name], {"with NaNs (their gradient 0), all axes", inputs = function()
+    return {A({{1.5, nan, 0.75}, {nan, 1.25, 2}})} end, f = function(x) return f(x) end})
 end
 np_cases.average = {
   {"no weights", inputs = function() return {randn({2, 3})} end, f = function(x) return np.average(x) end},
@@ -376,6 +378,10 @@ np_cases["linalg.norm"] = {
    f = function(x) return {norm(x, "fro"), norm(x, 1), norm(x, -1), norm(x, 1 / 0), norm(x, -1 / 0)} end},
   {"matrices over axes {2, 0} of (3,2,4), keepdims", inputs = function() return {randn({3, 2, 4})} end,
    f = function(x) return {norm(x, 1, {2, 0}, true), norm(x, nil, {2, 0})} end},
+  {"matrix 2, -2 and 'nuc' (singular values)", inputs = function() return {randn({3, 2})} end,
+   f = function(x) return {norm(x, 2), norm(x, -2), norm(x, "nuc")} end},
+  {"2 and 'nuc' of wide matrices over axes {0, 2} of (2,3,4), keepdims", inputs = function() return {randn({2, 3, 4})} end,
+   f = function(x) return {norm(x, 2, {0, 2}), norm(x, "nuc", {2, 0}, true), norm(x, -2, {0, 2})} end},
   {"NumPy's values", check = {}, inputs = function() return {A({{1, -2, 3}, {4, 5, -7}})} end,
    f = function(x)
      return np.stack({norm(x), norm(x, 1), norm(x, -1), norm(x, 1 / 0), norm(x, -1 / 0), norm(x[0], 0)})

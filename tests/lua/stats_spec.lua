@@ -67,6 +67,10 @@ for _, dev in ipairs(H.devices()) do
         norm_ordinf_matrix = function() return norm(x, inf) end,
         ["norm_ord-inf_matrix"] = function() return norm(x, -inf) end,
         norm_ordinf_vector = function() return norm(x[1], inf) end,
+        norm_ord2_matrix = function() return norm(x, 2) end,
+        ["norm_ord-2_matrix"] = function() return norm(x, -2) end,
+        norm_ordnuc_matrix = function() return norm(x, "nuc") end,
+        norm_ord2_axes10_keepdims = function() return norm(x:reshape({3, 2, 2}), 2, {2, 0}, true) end,
       }
       it("every golden has a call and matches it", function()
         local g = goldens()
@@ -168,6 +172,35 @@ for _, dev in ipairs(H.devices()) do
       end)
     end)
 
+    describe("svd, the op behind linalg.norm's matrix orders", function()
+      local core = require("luon.core")
+      local function svd(x) return core.call(core.op_ids.svd, {x}, nil, nil, 3) end
+      it("x = U diag(S) V^T, S descending, U and V orthonormal", function()
+        np.random.seed(3)
+        local x = np.random.normal(0, 1, {2, 5, 3}, {dtype = "float64", device = dev})
+        local r = svd(x)
+        local u, sv, v = r[1], r[2], r[3]
+        H.check(u, nil, {shape = {2, 5, 3}, dtype = "float64"})
+        H.check(sv, nil, {shape = {2, 3}})
+        H.check(v, nil, {shape = {2, 3, 3}})
+        local back = np.matmul(np.multiply(u, np.expand_dims(sv, 1)), np.swapaxes(v, 1, 2))
+        H.assert_close(back, x:totable(), 1e-12)
+        H.assert_close(np.matmul(np.swapaxes(u, 1, 2), u), {np.eye(3):totable(), np.eye(3):totable()}, 1e-12)
+        H.assert_close(np.matmul(np.swapaxes(v, 1, 2), v), {np.eye(3):totable(), np.eye(3):totable()}, 1e-12)
+        local s = sv:totable()
+        for b = 1, 2 do assert.is_true(s[b][1] >= s[b][2] and s[b][2] >= s[b][3] and s[b][3] >= 0) end
+        -- a strided float32 view, and a zero matrix
+        local t = svd(np.array({{3, 0, 0}, {0, -4, 0}}, {device = dev}):transpose())[2]
+        H.check(t, {4, 3}, {dtype = "float32"})
+        H.check(svd(np.zeros({3, 2}, D))[2], {0, 0})
+      end)
+      it("refuses integers, 1-d arrays and wide matrices", function()
+        H.assert_error(function() return svd(A({{1, 2}, {3, 4}}, "int32")) end, {"svd", "int32", "float32 and float64"})
+        H.assert_error(function() return svd(A({1, 2})) end, {"svd", "at least 2 dimensions", "(2,)"})
+        H.assert_error(function() return svd(np.zeros({2, 3}, D)) end, {"svd", "(2,3)", "fewer rows (2) than columns (3)"})
+      end)
+    end)
+
     describe("degrees of freedom and empty arrays (NumPy's answers)", function()
       it("ddof >= n divides by 0: inf, or NaN for no spread", function()
         local x = A({{1, 2}, {3, 5}})
@@ -217,8 +250,8 @@ for _, dev in ipairs(H.devices()) do
         H.assert_error(function() return np.cumsum(x, {axes = 0}) end, {"cumsum", "axes"})
         H.assert_error(function() return np.any(x, {dtype = "bool"}) end, {"any", "dtype"})
         H.assert_error(function() return np.var({1, 2}) end, {"var", "argument 1", "ndarray"})
-        H.assert_error(function() return np.linalg.norm(x, 2) end, {"linalg.norm", "singular values"})
-        H.assert_error(function() return np.linalg.norm(x, "nuc") end, {"linalg.norm", "'nuc'"})
+        H.assert_error(function() return np.linalg.norm(np.zeros({0, 3}, D), 2) end, {"linalg.norm", "empty matrix", "(0,3)"})
+        H.assert_error(function() return np.linalg.norm(np.zeros({2, 0}, D), "nuc") end, {"linalg.norm", "'nuc'", "empty"})
         H.assert_error(function() return np.linalg.norm(x, 3) end, {"linalg.norm", "invalid norm order 3", "matrices"})
         H.assert_error(function() return np.linalg.norm(x[0], "bad") end, {"linalg.norm", "'bad'", "vectors"})
         H.assert_error(function() return np.linalg.norm(x[0], nan) end, {"linalg.norm", "nan", "vectors"})
