@@ -684,7 +684,7 @@ local function matrix_norm(x, ord, r, c, keep)
     return safe_root(np.sum(np.multiply(x, x), {r, c}, {keepdims = keep}))
   end
   if ord == 2 or ord == -2 or ord == "nuc" then return singular_norm(x, ord, r, c, keep) end
-  local inner, outer, pick
+  local inner, outer
   if ord == 1 or ord == -1 then inner, outer = r, c
   elseif ord == inf or ord == -inf then inner, outer = c, r
   else
@@ -695,7 +695,7 @@ local function matrix_norm(x, ord, r, c, keep)
     core.error(("linalg.norm: the %s norm of a matrix with no %s is not defined (shape %s)")
                :format(core.show_value(ord), outer == c and "columns" or "rows", core.shape_text(x.shape)))
   end
-  pick = ord > 0 and np.max or np.min
+  local pick = ord > 0 and np.max or np.min
   local s = np.sum(np.abs(x), inner, {keepdims = true})
   local m = pick(s, outer, {keepdims = true})
   if keep then return m end
@@ -732,7 +732,7 @@ function np.linalg.norm(x, ...)
     core.error(("linalg.norm: axis must be an integer or a list of two, got %s")
                :format(type(axis) == "table" and #axis .. " axes" or core.show_value(axis)))
   end
-  local axes = reduced_axes(x, axis, "linalg.norm")
+  reduced_axes(x, axis, "linalg.norm") -- in range, not the same twice
   local r, c = axis[1] < 0 and axis[1] + x.ndim or axis[1], axis[2] < 0 and axis[2] + x.ndim or axis[2]
   return matrix_norm(x, ord, r, c, keep)
 end
