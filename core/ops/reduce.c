@@ -1,5 +1,6 @@
 /* reduce.c: sum, mean, prod, max, min, argmax, argmin over a set of axes of
- * an N-d array of any strides. Not here: cumulative ops, norms, sorting.
+ * an N-d array of any strides. Not here: cumulative ops (scan.c), norms
+ * (np.linalg.norm, written with ops in np.lua), sorting.
  *   out[kept...] = reduce over reduced axes of x[...]; keepdims leaves 1s. */
 #include "steps.h"
 #include <math.h>

@@ -16,6 +16,7 @@ local EYE_N, EYE_M, EYE_K = S.EYE_N, S.EYE_M, S.EYE_K
 local RANDOM_SHAPE, RANDOM_LOW, RANDOM_HIGH = S.RANDOM_SHAPE, S.RANDOM_LOW, S.RANDOM_HIGH
 local CLIP_MIN, CLIP_MAX = S.CLIP_MIN, S.CLIP_MAX
 local REDUCE_KEEPDIMS, REDUCE_AXES = S.REDUCE_KEEPDIMS, S.REDUCE_AXES
+local SCAN_AXIS = S.SCAN_AXIS
 local EXPAND_DIMS_AXIS, SQUEEZE_AXES = S.EXPAND_DIMS_AXIS, S.SQUEEZE_AXES
 local SPLIT_AXIS, SPLIT_BOUNDS = S.SPLIT_AXIS, S.SPLIT_BOUNDS
 local TAKE_AXIS, TAKE_MODE = S.TAKE_AXIS, S.TAKE_MODE
@@ -441,6 +442,303 @@ local function arg_reduction(name)
 end
 arg_reduction("argmax")
 arg_reduction("argmin")
+
+-- The reduced axes of x for fname: axis nil or {} (all), an integer or a list,
+-- each in range and given once, as a sorted list of axes >= 0, and how many
+-- elements go into each result.
+local function reduced_axes(x, axis, fname)
+  local nd, shape = x.ndim, x.shape
+  local list = axis == nil and {} or type(axis) == "number" and {axis} or axis
+  if type(list) ~= "table" then
+    core.error(("%s: axis must be an integer or a list of integers, got %s"):format(fname, core.show_value(axis)))
+  end
+  local seen, out, n = {}, {}, 1
+  if #list == 0 then for k = 0, nd - 1 do out[#out + 1] = k end end -- none: all
+  for k = 1, #list do
+    local ax = list[k]
+    if not core.is_int(ax) or ax < -nd or ax >= nd then
+      core.error(("%s: axis %s is out of bounds for an array of dimension %d"):format(fname, core.show_value(ax), nd))
+    end
+    if ax < 0 then ax = ax + nd end
+    if seen[ax] then core.error(("%s: axis %d appears twice in the axes"):format(fname, ax)) end
+    seen[ax] = true
+    out[#out + 1] = ax
+  end
+  table.sort(out)
+  for k = 1, #out do n = n * shape[out[k] + 1] end
+  return out, n
+end
+
+-- f(x, axis, kw): axis positional or kw.axis, kw read against keys
+local function axis_and_kw(x, axis, kw, fname, keys)
+  check_array(x, fname, 1)
+  if type(axis) == "table" and axis[1] == nil and next(axis) ~= nil then kw, axis = axis, nil end
+  kw = options(kw, fname, keys)
+  return axes_arg(axis, kw, fname), kw
+end
+
+-- A requested result dtype that must be a float one (nil: none).
+local function float_dtype(dt, fname)
+  if dt == nil then return nil end
+  local id = core.dtype_id(dt, fname)
+  if not core.is_float(id) then
+    core.error(("%s: dtype must be a float dtype (float16, bfloat16, float32, float64), got %s")
+               :format(fname, core.show_value(dt)))
+  end
+  return core.dtype_names[id]
+end
+
+-- The float dtype x's statistics are computed and given in: dt, else x's
+-- own when it is a float, else float32 (as mean).
+local function stat_dtype(x, dt)
+  if dt then return dt end
+  return core.is_float(core.dtype_id(x.dtype)) and x.dtype or "float32"
+end
+
+-- sqrt(s) with gradient 0, not NaN, where s is 0 (a norm or std of zeros);
+-- p: the power, 0.5 unless given.
+local function safe_root(s, p)
+  local z = np.equal(s, 0)
+  local r = p and np.power(np.where(z, 1, s), p) or np.sqrt(np.where(z, 1, s))
+  return np.where(z, 0, r)
+end
+
+local stat_keys = {"axis", "dtype", "ddof", "keepdims"}
+-- var and std: sum((x - mean)^2) / (n - ddof), in float (see docs/reference.md)
+local function variance(fname, x, axis, kw)
+  axis, kw = axis_and_kw(x, axis, kw, fname, stat_keys)
+  local axes, n = reduced_axes(x, axis, fname)
+  local ddof = core.int_arg(kw.ddof or 0, fname, "ddof")
+  local dt = stat_dtype(x, float_dtype(kw.dtype, fname))
+  local ct = (dt == "float16" or dt == "bfloat16") and "float32" or dt -- 16-bit: computed in float32
+  local xc = x.dtype == ct and x or x:astype(ct)
+  local d = np.subtract(xc, np.mean(xc, axes, {keepdims = true}))
+  local v = np.divide(np.sum(np.multiply(d, d), axes, {keepdims = kw.keepdims}), math.max(n - ddof, 0))
+  return v, dt
+end
+function np.var(x, axis, kw)
+  local v, dt = variance("var", x, axis, kw)
+  return v.dtype == dt and v or v:astype(dt)
+end
+function np.std(x, axis, kw)
+  local v, dt = variance("std", x, axis, kw)
+  v = safe_root(v)
+  return v.dtype == dt and v or v:astype(dt)
+end
+
+-- cumsum(x, axis, {dtype}): no axis flattens x first
+local scan_keys = {"axis", "dtype"}
+local function scan(name)
+  local id = op[name]
+  np[name] = function(x, axis, kw)
+    check_array(x, name, 1)
+    if type(axis) == "table" then kw, axis = axis, nil end
+    kw = options(kw, name, scan_keys)
+    axis = axis == nil and kw.axis or axis
+    local a = attrs()
+    if axis == nil then
+      x, a.i[SCAN_AXIS] = np.reshape(x, {-1}), 0
+    else
+      a.i[SCAN_AXIS] = core.int_arg(axis, name, "axis")
+    end
+    a.ni = SCAN_AXIS + 1
+    if kw.dtype then a.dtype = core.dtype_id(kw.dtype, name) end
+    return call(id, {x}, a)
+  end
+end
+scan("cumsum")
+scan("cumprod")
+
+-- nansum, nanprod, nanmean: NaNs count as 0 (sum), 1 (prod) or are left
+-- out (mean); x ~= x is NaN
+local function nan_reduction(name, fill, reduce)
+  np[name] = function(x, axis, kw)
+    axis, kw = axis_and_kw(x, axis, kw, name, reduce_keys)
+    reduced_axes(x, axis, name)
+    local o = {keepdims = kw.keepdims, dtype = kw.dtype}
+    if not core.is_float(core.dtype_id(x.dtype)) then return reduce(x, axis, o, nil) end
+    local nan = np.not_equal(x, x)
+    return reduce(np.where(nan, fill, x), axis, o, nan)
+  end
+end
+nan_reduction("nansum", 0, function(x, axis, o) return np.sum(x, axis, o) end)
+nan_reduction("nanprod", 1, function(x, axis, o) return np.prod(x, axis, o) end)
+nan_reduction("nanmean", 0, function(x, axis, o, nan)
+  local dt = stat_dtype(x, float_dtype(o.dtype, "nanmean"))
+  if nan == nil then return np.mean(x, axis, o) end -- integers: no NaN
+  local count = np.sum(np.equal(nan, false), axis, {keepdims = o.keepdims, dtype = dt})
+  return np.divide(np.sum(x, axis, {keepdims = o.keepdims, dtype = dt}), count)
+end)
+
+-- average(a, axis, weights, returned) or keywords: the weighted mean, and
+-- with returned the sum of the weights (of the result's shape) as well
+local average_names = {"axis", "weights", "returned"}
+function np.average(a, ...)
+  check_array(a, "average", 1)
+  local p = core.args("average", average_names, average_names, ...)
+  local axes, n = reduced_axes(a, p.axis, "average")
+  local w = p.weights
+  if w == nil then
+    local avg = np.mean(a, axes)
+    if not p.returned then return avg end
+    return avg, np.full(avg.shape, n, {dtype = avg.dtype, device = a.device})
+  end
+  if not is_array(w) then w = operand(w, "average", 3):copyto(a.device) end
+  local dt = (a.dtype == "float64" or w.dtype == "float64") and "float64" or "float32"
+  a, w = a.dtype == dt and a or a:astype(dt), w.dtype == dt and w or w:astype(dt)
+  if not core.same_shape(a.shape, w.shape) then
+    if type(p.axis) ~= "number" then
+      core.error(("average: axis must be one integer when the shapes of a %s and weights %s differ")
+                 :format(core.shape_text(a.shape), core.shape_text(w.shape)))
+    end
+    if w.ndim ~= 1 or w.shape[1] ~= a.shape[axes[1] + 1] then
+      core.error(("average: weights of shape %s do not fit axis %d of a %s; give 1-d weights of length %d")
+                 :format(core.shape_text(w.shape), p.axis, core.shape_text(a.shape), a.shape[axes[1] + 1]))
+    end
+    local ws = {}
+    for k = 1, a.ndim do ws[k] = k - 1 == axes[1] and w.shape[1] or 1 end
+    w = np.broadcast_to(np.reshape(w, ws), a.shape)
+  end
+  local scl = np.sum(w, axes)
+  local avg = np.divide(np.sum(np.multiply(a, w), axes), scl)
+  if p.returned then return avg, scl end
+  return avg
+end
+
+-- any, all, count_nonzero: over the elements that are not 0 (NaN is not)
+local truth_keys = {"axis", "keepdims"}
+local function truth(name, finish)
+  np[name] = function(x, axis, kw)
+    axis, kw = axis_and_kw(x, axis, kw, name, truth_keys)
+    reduced_axes(x, axis, name)
+    return finish(np.not_equal(x, 0), axis, {keepdims = kw.keepdims})
+  end
+end
+truth("any", function(nz, axis, o) return np.greater(np.sum(nz, axis, o), 0) end)
+truth("all", function(nz, axis, o) return np.equal(np.sum(np.equal(nz, false), axis, o), 0) end)
+truth("count_nonzero", function(nz, axis, o) o.dtype = "int64"; return np.sum(nz, axis, o) end)
+
+---------------------------------------------------------------------------
+-- np.linalg
+
+np.linalg = {}
+
+local norm_names = {"ord", "axis", "keepdims"}
+local inf = math.huge
+
+-- x's vector norm of order ord over the axes in list axes (one, or all of
+-- a flattened x for the 2-norm)
+local function vector_norm(x, ord, axes, n, keep)
+  local o = {keepdims = keep}
+  if ord == nil or ord == 2 or ord == "fro" then
+    return safe_root(np.sum(np.multiply(x, x), axes, o))
+  end
+  if type(ord) ~= "number" or ord ~= ord then
+    core.error(("linalg.norm: invalid norm order %s for vectors (a number, inf, -inf or nil)")
+               :format(core.show_value(ord)))
+  end
+  if (ord == inf or ord == -inf) and n == 0 then
+    core.error("linalg.norm: the inf and -inf norms of an empty vector are not defined (zero-size array)")
+  end
+  if ord == inf then return np.max(np.abs(x), axes, o) end
+  if ord == -inf then return np.min(np.abs(x), axes, o) end
+  if ord == 0 then return np.sum(np.not_equal(x, 0), axes, {keepdims = keep, dtype = x.dtype}) end
+  if ord == 1 then return np.sum(np.abs(x), axes, o) end
+  return safe_root(np.sum(np.power(np.abs(x), ord), axes, o), 1 / ord)
+end
+
+-- x's matrix norms from its singular values: 2 the largest, -2 the
+-- smallest, 'nuc' their sum. The op svd has no gradient: its singular
+-- vectors u_i, v_i are taken as constants, and the norm is computed as the
+-- sum of u_i^T x v_i over the chosen i, the same value, whose gradient is
+-- the sum of u_i v_i^T, the norm's.
+local function singular_norm(x, ord, r, c, keep)
+  local m, n = x.shape[r + 1], x.shape[c + 1]
+  if m == 0 or n == 0 then
+    core.error(("linalg.norm: ord %s of an empty matrix is not defined (shape %s)")
+               :format(core.show_value(ord), core.shape_text(x.shape)))
+  end
+  local perm = {}
+  for k = 0, x.ndim - 1 do
+    if k ~= r and k ~= c then perm[#perm + 1] = k end
+  end
+  perm[#perm + 1], perm[#perm + 2] = r, c
+  local xm = np.transpose(x, perm) -- (..., m, n)
+  if m < n then xm = np.swapaxes(xm, -1, -2) end -- svd takes rows >= columns
+  local usv = call(op.svd, {xm:detach()}, nil, nil, 3)
+  local u, v = usv[1], usv[3] -- (..., m, k), (..., n, k)
+  if ord ~= "nuc" then
+    local i = ord == 2 and 0 or math.min(m, n) - 1
+    u, v = np.take(u, {i}, -1), np.take(v, {i}, -1)
+  end
+  -- sum over a, b, i of u[a, i] x[a, b] v[b, i]
+  local xv = np.sum(np.multiply(np.expand_dims(xm, -1), np.expand_dims(v, -3)), -2) -- (..., m, i)
+  local val = np.sum(np.multiply(u, xv), {-2, -1})
+  if not keep then return val end
+  local shape = {}
+  for k = 1, x.ndim do shape[k] = (k - 1 == r or k - 1 == c) and 1 or x.shape[k] end
+  return np.reshape(val, shape)
+end
+
+-- x's matrix norm over axes r (rows) and c (columns)
+local function matrix_norm(x, ord, r, c, keep)
+  if ord == nil or ord == "fro" then
+    return safe_root(np.sum(np.multiply(x, x), {r, c}, {keepdims = keep}))
+  end
+  if ord == 2 or ord == -2 or ord == "nuc" then return singular_norm(x, ord, r, c, keep) end
+  local inner, outer
+  if ord == 1 or ord == -1 then inner, outer = r, c
+  elseif ord == inf or ord == -inf then inner, outer = c, r
+  else
+    core.error(("linalg.norm: invalid norm order %s for matrices (nil, 'fro', 1, -1, inf or -inf)")
+               :format(core.show_value(ord)))
+  end
+  if x.shape[outer + 1] == 0 then
+    core.error(("linalg.norm: the %s norm of a matrix with no %s is not defined (shape %s)")
+               :format(core.show_value(ord), outer == c and "columns" or "rows", core.shape_text(x.shape)))
+  end
+  local pick = ord > 0 and np.max or np.min
+  local s = np.sum(np.abs(x), inner, {keepdims = true})
+  local m = pick(s, outer, {keepdims = true})
+  if keep then return m end
+  local shape = {}
+  for k = 1, x.ndim do if k - 1 ~= r and k - 1 ~= c then shape[#shape + 1] = x.shape[k] end end
+  return np.reshape(m, shape)
+end
+
+-- norm(x, ord, axis, keepdims) or keywords; integers are taken as float32
+function np.linalg.norm(x, ...)
+  check_array(x, "linalg.norm", 1)
+  local p = core.args("linalg.norm", norm_names, norm_names, ...)
+  local ord, axis, keep = p.ord, p.axis, p.keepdims and true or false
+  if not core.is_float(core.dtype_id(x.dtype)) then x = x:astype("float32") end
+  if axis == nil then
+    if ord == nil then
+      local axes, n = reduced_axes(x, nil, "linalg.norm")
+      return vector_norm(x, nil, axes, n, keep)
+    end
+    if x.ndim == 1 then axis = 0
+    elseif x.ndim == 2 then axis = {0, 1}
+    else
+      core.error(("linalg.norm: ord %s needs a 1-d or 2-d array or an axis, got shape %s")
+                 :format(core.show_value(ord), core.shape_text(x.shape)))
+    end
+  end
+  if type(axis) == "table" and #axis == 1 then axis = axis[1] end
+  if type(axis) == "number" then
+    if ord == "nuc" then core.error("linalg.norm: ord 'nuc' is for matrices (give two axes)") end
+    local axes, n = reduced_axes(x, axis, "linalg.norm")
+    return vector_norm(x, ord, axes, n, keep)
+  end
+  if type(axis) ~= "table" or #axis ~= 2 then
+    core.error(("linalg.norm: axis must be an integer or a list of two, got %s")
+               :format(type(axis) == "table" and #axis .. " axes" or core.show_value(axis)))
+  end
+  reduced_axes(x, axis, "linalg.norm") -- in range, not the same twice
+  local r, c = axis[1] < 0 and axis[1] + x.ndim or axis[1], axis[2] < 0 and axis[2] + x.ndim or axis[2]
+  return matrix_norm(x, ord, r, c, keep)
+end
+core.strict_module(np.linalg, "np.linalg")
 
 ---------------------------------------------------------------------------
 -- Shape and layout

@@ -217,6 +217,26 @@ both("searchsorted left and right", function(d)
   local v = data(d, {6, 7}, "int32", 10)
   return {np.searchsorted(a, v):astype("float64"), np.searchsorted(a, v, {side = "right"}):astype("float64")}
 end, 0, 0)
+-- scans: one thread per lane on the GPU (cuda/ops/scan.cu); integers wrap alike
+for _, op in ipairs({"cumsum", "cumprod"}) do
+  both(op .. " int32 along axis 0 of (33,5), float32 of a transpose, uint8, float16, empty", function(d)
+    return {np[op](data(d, {33, 5}, "int32"), 0):astype("float64"),
+            np[op](data(d, {7, 9}, "float32", 5):transpose(), 0):astype("float64"),
+            np[op](data(d, {300}, "uint8", 6)):astype("float64"),
+            np[op](data(d, {5, 3}, "float16", 7), 1):astype("float64"),
+            np[op](data(d, {0, 3}), 1):astype("float64")}
+  end)
+end
+-- svd: the same rotations in the same order on both (cuda/ops/linalg.cu)
+both("svd of (3,6,4) float64 and of a transposed float32 (5,5): S and U diag(S) V^T", function(d)
+  local out = {}
+  for _, x in ipairs({data(d, {3, 6, 4}, "float64", 8), data(d, {5, 5}, "float32", 9):transpose()}) do
+    local r = core.call(core.op_ids.svd, {x}, nil, nil, 3)
+    out[#out + 1] = r[2]:astype("float64")
+    out[#out + 1] = np.matmul(np.multiply(r[1], np.expand_dims(r[2], -2)), np.swapaxes(r[3], -1, -2)):astype("float64")
+  end
+  return out
+end, 1e-5, 1e-5)
 for _, op in ipairs({"sum", "max", "min", "prod", "mean"}) do
   both(op .. " int64 over axis 0 of (33,5)", function(d) return np[op](data(d, {33, 5}, "int64"), 0):astype("float64") end)
 end

@@ -60,6 +60,7 @@ describe("argument fuzz", function()
     local targets = {}
     functions_of("np", np, targets)
     functions_of("np.random", np.random, targets)
+    functions_of("np.linalg", np.linalg, targets)
     functions_of("npx", npx, targets)
     functions_of("autograd", autograd, targets)
     local gluon = luon.gluon

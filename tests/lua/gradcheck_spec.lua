@@ -176,6 +176,25 @@ reduce_cases("prod", function(s) return rand(s, 0.5, 1.5) end)
 table.insert(cases.prod, {"rows with no, one and two zeros",
   inputs = function() return {A({{1.5, 2, 0.5}, {0, 2, 3}, {0, 1.5, 0}})} end,
   f = function(x) return np.prod(x, 1) end})
+cases.cumsum = {
+  {"flattened", inputs = function() return {randn({2, 3})} end, f = function(x) return np.cumsum(x) end},
+  {"axis 0 of a transpose", inputs = function() return {randn({4, 3})} end, f = function(x) return np.cumsum(T(x), 0) end},
+  {"axis -1, float64 of float64", inputs = function() return {randn({2, 3, 4})} end,
+   f = function(x) return np.cumsum(x, -1, {dtype = "float64"}) end},
+  {"NumPy's values along axis 1", check = {},
+   inputs = function() return {A({{1, 2, 3}, {4, 5, 7}})} end, f = function(x) return np.cumsum(x, 1) end,
+   want = {1, 3, 6, 4, 9, 16}},
+}
+cases.cumprod = {
+  {"flattened", inputs = function() return {rand({2, 3}, 0.5, 1.5)} end, f = function(x) return np.cumprod(x) end},
+  {"axis 1 of a transpose", inputs = function() return {randn({4, 3})} end, f = function(x) return np.cumprod(T(x), 1) end},
+  {"lanes with no, one and two zeros", inputs = function() return {A({{1.5, 2, 0.5, 3}, {2, 0, 3, 1.5}, {0, 1.5, 0, 2}})} end,
+   f = function(x) return np.cumprod(x, 1) end},
+  {"a zero first and last, axis 0", inputs = function() return {A({{0, 2}, {1.5, 3}, {2, 0}})} end,
+   f = function(x) return np.cumprod(x, 0) end},
+  {"NumPy's values", check = {}, inputs = function() return {A({1, 2, 3, 0, 5})} end, f = function(x) return np.cumprod(x) end,
+   want = {1, 2, 6, 0, 0}},
+}
 
 cases.matmul = {
   {"(2,3) @ (3,4)", inputs = function() return {randn({2, 3}), randn({3, 4})} end, f = np.matmul},
@@ -434,6 +453,69 @@ cases.pick = {
    f = function(x) return raw("pick", {x, I({0, 5, -1, 2})}, {PICK_AXIS = 0, PICK_KEEPDIMS = 1, PICK_MODE = 1}) end},
 }
 
+-- np functions written with registry ops (np.lua): their gradients come
+-- from their ops' rules, checked the same way, by function name.
+local np_cases = {}
+local function stat_cases(name)
+  local f = np[name]
+  np_cases[name] = {
+    {"all axes", inputs = function() return {randn({2, 3, 4})} end, f = function(x) return f(x) end},
+    {"axis 1, ddof 1", inputs = function() return {randn({2, 3, 4})} end, f = function(x) return f(x, 1, {ddof = 1}) end},
+    {"axes {0, 2}, keepdims, of a transpose", inputs = function() return {randn({4, 3, 2})} end,
+     f = function(x) return f(x:transpose(), {0, 2}, {keepdims = true}) end},
+  }
+end
+stat_cases("var")
+stat_cases("std")
+table.insert(np_cases.std, {"a constant row has gradient 0, not NaN",
+  inputs = function() return {A({{2, 2, 2}, {1, 2, 4}})} end, f = function(x) return np.std(x, 1) end})
+local nan = 0 / 0
+np_cases.nansum = {{"NaN left out, axis 1", check = {},
+  inputs = function() return {A({{1, nan, 3}, {nan, nan, 2}})} end, f = function(x) return np.nansum(x, 1) end,
+  want = {4, 2}}}
+np_cases.nanprod = {{"NaN left out, axis 0", check = {},
+  inputs = function() return {A({{1.5, nan, 3}, {2, nan, nan}})} end, f = function(x) return np.nanprod(x, 0) end,
+  want = {3, 1, 3}}}
+np_cases.nanmean = {{"NaN left out, all NaN is NaN", check = {},
+  inputs = function() return {A({{1, nan, 3}, {nan, nan, nan}})} end, f = function(x) return np.nanmean(x, 1) end,
+  want = {2, nan}}}
+for _, name in ipairs({"nansum", "nanprod", "nanmean"}) do
+  local f = np[name]
+  table.insert(np_cases[name], {"axis 1 of (3,4)", inputs = function() return {rand({3, 4}, 0.5, 1.5)} end,
+    f = function(x) return f(x, 1) end})
+  table.insert(np_cases[name], {"with NaNs (their gradient 0), all axes", inputs = function()
+    return {A({{1.5, nan, 0.75}, {nan, 1.25, 2}})} end, f = function(x) return f(x) end})
+end
+np_cases.average = {
+  {"no weights", inputs = function() return {randn({2, 3})} end, f = function(x) return np.average(x) end},
+  {"1-d weights along axis 1", inputs = function() return {randn({2, 3}), rand({3}, 0.5, 2)} end,
+   f = function(x, w) return np.average(x, 1, w) end},
+  {"weights of a's shape, returned", inputs = function() return {randn({2, 3}), rand({2, 3}, 0.5, 2)} end,
+   f = function(x, w) return {np.average(x, 0, w, true)} end},
+}
+local norm = np.linalg.norm
+np_cases["linalg.norm"] = {
+  {"flattened 2-norm of (2,3,2)", inputs = function() return {randn({2, 3, 2})} end, f = function(x) return norm(x) end},
+  {"2-norm of zeros has gradient 0", inputs = function() return {A({0, 0, 0})} end, f = function(x) return norm(x) end},
+  {"ord 1, axis 1", inputs = function() return {randn({2, 3})} end, f = function(x) return norm(x, 1, 1) end},
+  {"ord inf and -inf of a vector", inputs = function() return {A({0.5, -3, 2})} end,
+   f = function(x) return {norm(x, 1 / 0), norm(x, -1 / 0)} end},
+  {"ord 3 and 0.5, keepdims", inputs = function() return {rand({2, 3}, 0.5, 2)} end,
+   f = function(x) return {norm(x, 3, -1, true), norm(x, 0.5, 0)} end},
+  {"matrix fro, 1, -1, inf, -inf", inputs = function() return {A({{1, -2.5, 3}, {4, 5, -7.5}})} end,
+   f = function(x) return {norm(x, "fro"), norm(x, 1), norm(x, -1), norm(x, 1 / 0), norm(x, -1 / 0)} end},
+  {"matrices over axes {2, 0} of (3,2,4), keepdims", inputs = function() return {randn({3, 2, 4})} end,
+   f = function(x) return {norm(x, 1, {2, 0}, true), norm(x, nil, {2, 0})} end},
+  {"matrix 2, -2 and 'nuc' (singular values)", inputs = function() return {randn({3, 2})} end,
+   f = function(x) return {norm(x, 2), norm(x, -2), norm(x, "nuc")} end},
+  {"2 and 'nuc' of wide matrices over axes {0, 2} of (2,3,4), keepdims", inputs = function() return {randn({2, 3, 4})} end,
+   f = function(x) return {norm(x, 2, {0, 2}), norm(x, "nuc", {2, 0}, true), norm(x, -2, {0, 2})} end},
+  {"NumPy's values", check = {}, inputs = function() return {A({{1, -2, 3}, {4, 5, -7}})} end,
+   f = function(x)
+     return np.stack({norm(x), norm(x, 1), norm(x, -1), norm(x, 1 / 0), norm(x, -1 / 0), norm(x[0], 0)})
+   end, want = {10.198039027185569, 10, 5, 16, 6, 3}},
+}
+
 ---------------------------------------------------------------------------
 -- The check
 
@@ -527,6 +609,15 @@ describe("gradient check", function()
     end
     assert(#problems == 0, table.concat(problems, "\n"))
   end)
+
+  local np_names = {}
+  for name in pairs(np_cases) do np_names[#np_names + 1] = name end
+  table.sort(np_names)
+  for _, name in ipairs(np_names) do
+    for _, case in ipairs(np_cases[name]) do
+      it("np." .. name .. ": " .. case[1], function() run_case("np." .. name, case) end)
+    end
+  end
 
   local names = {}
   for name in pairs(cases) do names[#names + 1] = name end
