@@ -81,13 +81,16 @@ static inline float mxrint_f(float x) { float a = floorf(x), b = ceilf(x); retur
 static inline double mxrint_d(double x) { double a = floor(x), b = ceil(x); return x - a <= b - x ? a : b; }
 #define MXRINT(x) _Generic((x), float: mxrint_f, double: mxrint_d, default: keep_i)(x)
 /* round to p[0] decimals, halves to even (NumPy's): x scaled by p[1] =
- * 10^|decimals|, rounded, scaled back; integers exactly */
+ * 10^|decimals|, rounded, scaled back; x itself when the scaled value
+ * overflows (no digit to drop), a signed 0 when it rounds to 0 (for a scale
+ * past the dtype's range too); integers exactly */
 static inline float round_f(float x, const double *p) {
-  float k = (float)p[1];
-  return p[0] == 0 ? rintf(x) : p[0] > 0 ? rintf(x * k) / k : rintf(x / k) * k;
+  float k = (float)p[1], y = p[0] > 0 ? x * k : x / k, r = rintf(y);
+  return p[0] == 0 ? rintf(x) : p[0] > 0 ? (isfinite(y) ? r / k : x) : (r == 0 ? r : r * k);
 }
 static inline double round_d(double x, const double *p) {
-  return p[0] == 0 ? rint(x) : p[0] > 0 ? rint(x * p[1]) / p[1] : rint(x / p[1]) * p[1];
+  double k = p[1], y = p[0] > 0 ? x * k : x / k, r = rint(y);
+  return p[0] == 0 ? rint(x) : p[0] > 0 ? (isfinite(y) ? r / k : x) : (r == 0 ? r : r * k);
 }
 static inline int64_t round_i(int64_t x, const double *p) {
   if (p[0] >= 0) return x;

@@ -137,7 +137,7 @@ template <class T> __device__ __forceinline__ T log1p_(T x) {
     else return (T)fn((double)x, (double)y);                                           \
   }
 LIBM(sin) LIBM(cos) LIBM(tan) LIBM(asin) LIBM(acos) LIBM(atan) LIBM(sinh) LIBM(cosh)
-LIBM(asinh) LIBM(acosh) LIBM(atanh) LIBM(log10) LIBM(expm1) LIBM(cbrt)
+LIBM(asinh) LIBM(acosh) LIBM(atanh) LIBM(log10) LIBM(expm1) LIBM(cbrt) LIBM(rint)
 LIBM2(atan2) LIBM2(hypot)
 /* rounding: floats through libm (fN), integers unchanged */
 #define ROUNDING(fn)                                                                   \
@@ -314,11 +314,9 @@ struct Round {
   static const int arity = 1;
   double d, k;
   template <class T> __device__ __forceinline__ T operator()(T x) const {
-    if constexpr (std::is_same<T, float>::value) {
-      float kf = (float)k;
-      return d == 0 ? rintf(x) : d > 0 ? rintf(x * kf) / kf : rintf(x / kf) * kf;
-    } else if constexpr (std::is_same<T, double>::value) {
-      return d == 0 ? rint(x) : d > 0 ? rint(x * k) / k : rint(x / k) * k;
+    if constexpr (std::is_floating_point<T>::value) {
+      T kt = (T)k, y = d > 0 ? x * kt : x / kt, r = rint_(y);
+      return d == 0 ? rint_(x) : d > 0 ? (isfinite(y) ? r / kt : x) : (r == 0 ? r : r * kt);
     } else {
       if (d >= 0) return x;
       if (d < -18) return (T)0;

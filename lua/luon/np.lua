@@ -380,6 +380,10 @@ function np.round(x, decimals, kw)
   if type(decimals) == "table" then kw, decimals = decimals, nil end
   kw = options(kw, "round", round_keys)
   if not is_array(x) then x = operand(x, "round", 1) end
+  if decimals ~= nil and kw.decimals ~= nil then
+    core.error(("round: decimals given twice, as %s and {decimals = %s}"):format(core.show_value(decimals),
+                                                                               core.show_value(kw.decimals)))
+  end
   if decimals == nil then decimals = kw.decimals or 0 end
   local a = attrs()
   a.i[S.ROUND_DECIMALS], a.ni = core.int_arg(decimals, "round", "decimals"), S.ROUND_DECIMALS + 1
