@@ -63,8 +63,8 @@ static inline uint8_t iabs8(uint8_t x) { return x; }
   _Generic((x), float: fabsf, double: fabs, int32_t: iabs32, int64_t: iabs64, \
            default: iabs8)(x)
 
-/* libm's f for float (fN) and double (f): the per-element math of np's
- * elementwise functions, read on floats only (integers compute in float32). */
+/* libm's fn: fnf on float, fn on double (the math of np's elementwise
+ * functions; their integer inputs compute in float32). */
 #define LIBM(fn, x) _Generic((x), float: fn##f, default: fn)(x)
 #define LIBM2(fn, x, y) _Generic((x), float: fn##f, default: fn)(x, y)
 
@@ -109,16 +109,17 @@ static inline int64_t imod(int64_t x, int64_t y) {
   int64_t r = irem(x, y);
   return r != 0 && (r < 0) != (y < 0) ? r + y : r;
 }
-static inline float fmod_f(float x, float y) {
+/* Floats: mod has y's sign, x mod 0 is 0 (MXNet's; NumPy's is NaN). */
+static inline float mod_f(float x, float y) {
   float r = fmodf(x, y);
   return y == 0 ? 0 : r != 0 && (r < 0) != (y < 0) ? r + y : r;
 }
-static inline double fmod_d(double x, double y) {
+static inline double mod_d(double x, double y) {
   double r = fmod(x, y);
   return y == 0 ? 0 : r != 0 && (r < 0) != (y < 0) ? r + y : r;
 }
 #define FMOD(x, y) _Generic((x), float: fmodf, double: fmod, default: irem)(x, y)
-#define MOD(x, y) _Generic((x), float: fmod_f, double: fmod_d, default: imod)(x, y)
+#define MOD(x, y) _Generic((x), float: mod_f, double: mod_d, default: imod)(x, y)
 /* The lowest value of integer type T (0 for unsigned): 1/0 of integers. */
 #define INT_LOWEST(T) ((T)-1 < 0 ? (T)(INT64_MIN >> (64 - 8 * (int)sizeof(T))) : (T)0)
 #define IS_FLOAT_T(T) ((T)0.5 != 0)
