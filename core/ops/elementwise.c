@@ -63,6 +63,67 @@ static inline uint8_t iabs8(uint8_t x) { return x; }
   _Generic((x), float: fabsf, double: fabs, int32_t: iabs32, int64_t: iabs64, \
            default: iabs8)(x)
 
+/* libm's fn: fnf on float, fn on double (the math of np's elementwise
+ * functions; their integer inputs compute in float32). */
+#define LIBM(fn, x) _Generic((x), float: fn##f, default: fn)(x)
+#define LIBM2(fn, x, y) _Generic((x), float: fn##f, default: fn)(x, y)
+
+static inline bool inf_f(float x) { return isinf(x); }
+static inline bool inf_d(double x) { return isinf(x); }
+static inline bool inf_i(int64_t x) { (void)x; return false; }
+#define ISINF(x) _Generic((x), float: inf_f, double: inf_d, default: inf_i)(x)
+
+/* Rounding of integers: unchanged (they are read as int64, which holds each). */
+static inline int64_t keep_i(int64_t x) { return x; }
+#define INTEGRAL(fn, x) _Generic((x), float: fn##f, double: fn, default: keep_i)(x)
+/* MXNet's rint: the nearer of floor and ceil, floor on a tie (halves go down) */
+static inline float mxrint_f(float x) { float a = floorf(x), b = ceilf(x); return x - a <= b - x ? a : b; }
+static inline double mxrint_d(double x) { double a = floor(x), b = ceil(x); return x - a <= b - x ? a : b; }
+#define MXRINT(x) _Generic((x), float: mxrint_f, double: mxrint_d, default: keep_i)(x)
+/* round to p[0] decimals, halves to even (NumPy's): x scaled by p[1] =
+ * 10^|decimals|, rounded, scaled back; x itself when the scaled value
+ * overflows (no digit to drop), a signed 0 when it rounds to 0 (for a scale
+ * past the dtype's range too); integers exactly */
+static inline float round_f(float x, const double *p) {
+  float k = (float)p[1], y = p[0] > 0 ? x * k : x / k, r = rintf(y);
+  return p[0] == 0 ? rintf(x) : p[0] > 0 ? (isfinite(y) ? r / k : x) : (r == 0 ? r : r * k);
+}
+static inline double round_d(double x, const double *p) {
+  double k = p[1], y = p[0] > 0 ? x * k : x / k, r = rint(y);
+  return p[0] == 0 ? rint(x) : p[0] > 0 ? (isfinite(y) ? r / k : x) : (r == 0 ? r : r * k);
+}
+static inline int64_t round_i(int64_t x, const double *p) {
+  if (p[0] >= 0) return x;
+  if (p[0] < -18) return 0; /* 10^19 is past every int64 */
+  int64_t k = (int64_t)p[1], q = x / k, r = x % k;
+  uint64_t twice = 2 * (uint64_t)(r < 0 ? -r : r);
+  if (twice > (uint64_t)k || (twice == (uint64_t)k && (q & 1))) q += x < 0 ? -1 : 1;
+  return (int64_t)((uint64_t)q * (uint64_t)k);
+}
+#define ROUND(x, p) _Generic((x), float: round_f, double: round_d, default: round_i)(x, p)
+
+/* Integer remainders (int64 holds every integer dtype): x mod 0 is 0, as
+ * NumPy and MXNet; irem has x's sign (C's %, fmod), imod y's (floor). */
+static inline int64_t irem(int64_t x, int64_t y) { return y == 0 || y == -1 ? 0 : x % y; }
+static inline int64_t imod(int64_t x, int64_t y) {
+  int64_t r = irem(x, y);
+  return r != 0 && (r < 0) != (y < 0) ? r + y : r;
+}
+/* Floats: mod has y's sign, x mod 0 is 0 (MXNet's; NumPy's is NaN). */
+static inline float mod_f(float x, float y) {
+  float r = fmodf(x, y);
+  return y == 0 ? 0 : r != 0 && (r < 0) != (y < 0) ? r + y : r;
+}
+static inline double mod_d(double x, double y) {
+  double r = fmod(x, y);
+  return y == 0 ? 0 : r != 0 && (r < 0) != (y < 0) ? r + y : r;
+}
+#define FMOD(x, y) _Generic((x), float: fmodf, double: fmod, default: irem)(x, y)
+#define MOD(x, y) _Generic((x), float: mod_f, double: mod_d, default: imod)(x, y)
+/* The lowest value of integer type T (0 for unsigned): 1/0 of integers. */
+#define INT_LOWEST(T) ((T)-1 < 0 ? (T)(INT64_MIN >> (64 - 8 * (int)sizeof(T))) : (T)0)
+#define IS_FLOAT_T(T) ((T)0.5 != 0)
+
 /* Binary ops: result type R_op(T) and value E_op(suffix, T, U, x, y). */
 #define R_ARITH(T) T
 #define R_CMP(T) uint8_t
@@ -79,6 +140,19 @@ static inline uint8_t iabs8(uint8_t x) { return x; }
 #define E_greater_equal(s, T, U, x, y) ((x) >= (y))
 #define E_less(s, T, U, x, y) ((x) < (y))
 #define E_less_equal(s, T, U, x, y) ((x) <= (y))
+#define E_arctan2(s, T, U, x, y) LIBM2(atan2, x, y)
+#define E_hypot(s, T, U, x, y) LIBM2(hypot, x, y)
+#define E_fmod(s, T, U, x, y) ((T)FMOD(x, y))
+#define E_mod(s, T, U, x, y) ((T)MOD(x, y))
+/* copysign: MXNet's, by comparisons (-0 counts as positive, a NaN flips x) */
+#define E_copysign(s, T, U, x, y)                                              \
+  (((x) >= 0 && (y) >= 0) || ((x) < 0 && (y) < 0) ? (x) : (T)(-(U)(x)))
+#define E_logical_and(s, T, U, x, y) ((x) != 0 && (y) != 0)
+#define E_logical_or(s, T, U, x, y) ((x) != 0 || (y) != 0)
+#define E_logical_xor(s, T, U, x, y) (((x) != 0) != ((y) != 0))
+#define E_bitwise_and(s, T, U, x, y) ((T)((U)(x) & (U)(y)))
+#define E_bitwise_or(s, T, U, x, y) ((T)((U)(x) | (U)(y)))
+#define E_bitwise_xor(s, T, U, x, y) ((T)((U)(x) ^ (U)(y)))
 
 /* o[i] = x OP y over n elements: vv two arrays, vs y one value, sv x one value. */
 typedef void (*bin_fn)(int64_t n, const void *a, const void *b, void *o);
@@ -124,6 +198,17 @@ BIN_KERNELS(greater, DEF_CMP, ALL_TYPES)
 BIN_KERNELS(greater_equal, DEF_CMP, ALL_TYPES)
 BIN_KERNELS(less, DEF_CMP, ALL_TYPES)
 BIN_KERNELS(less_equal, DEF_CMP, ALL_TYPES)
+BIN_KERNELS(arctan2, DEF_ARITH, FLOAT_TYPES) /* integers compute in float32 */
+BIN_KERNELS(hypot, DEF_ARITH, FLOAT_TYPES)
+BIN_KERNELS(fmod, DEF_ARITH, ALL_TYPES)    /* bool refused by the shape check */
+BIN_KERNELS(mod, DEF_ARITH, ALL_TYPES)
+BIN_KERNELS(copysign, DEF_ARITH, ALL_TYPES)
+BIN_KERNELS(logical_and, DEF_CMP, ALL_TYPES)
+BIN_KERNELS(logical_or, DEF_CMP, ALL_TYPES)
+BIN_KERNELS(logical_xor, DEF_CMP, ALL_TYPES)
+BIN_KERNELS(bitwise_and, DEF_ARITH, INT_TYPES)
+BIN_KERNELS(bitwise_or, DEF_ARITH, INT_TYPES)
+BIN_KERNELS(bitwise_xor, DEF_ARITH, INT_TYPES)
 
 /* Unary ops: o[i] = E_op(suffix, T, U, x); p = op parameters (clip bounds as T). */
 typedef void (*un_fn)(int64_t n, const void *a, void *o, const void *p);
@@ -139,18 +224,53 @@ typedef void (*un_fn)(int64_t n, const void *a, void *o, const void *p);
 #define E_sigmoid(s, T, U, x) ((T)1 / ((T)1 + EXP(-(x)))) /* exp overflow gives 0, not NaN */
 #define E_relu(s, T, U, x) ((x) < 0 ? (T)0 : (x))          /* keeps NaN */
 #define E_clip(s, T, U, x) ((x) < lo ? lo : (x) > hi ? hi : (x))
-#define DEF_UN(op, s, T, U)                                                    \
+#define E_sin(s, T, U, x) LIBM(sin, x)
+#define E_cos(s, T, U, x) LIBM(cos, x)
+#define E_tan(s, T, U, x) LIBM(tan, x)
+#define E_arcsin(s, T, U, x) LIBM(asin, x)
+#define E_arccos(s, T, U, x) LIBM(acos, x)
+#define E_arctan(s, T, U, x) LIBM(atan, x)
+#define E_sinh(s, T, U, x) LIBM(sinh, x)
+#define E_cosh(s, T, U, x) LIBM(cosh, x)
+#define E_arcsinh(s, T, U, x) LIBM(asinh, x)
+#define E_arccosh(s, T, U, x) LIBM(acosh, x)
+#define E_arctanh(s, T, U, x) LIBM(atanh, x)
+#define E_log10(s, T, U, x) LIBM(log10, x)
+#define E_log1p(s, T, U, x) LIBM(log1p, x)
+#define E_expm1(s, T, U, x) LIBM(expm1, x)
+#define E_cbrt(s, T, U, x) LIBM(cbrt, x)
+#define E_deg2rad(s, T, U, x) ((x) * (T)(M_PI / 180))
+#define E_rad2deg(s, T, U, x) ((x) * (T)(180 / M_PI))
+/* integers: 1/x truncated (1 and -1 give themselves, the rest 0), 1/0 the lowest */
+#define E_reciprocal(s, T, U, x) (IS_FLOAT_T(T) || (x) != 0 ? (T)((T)1 / (x)) : INT_LOWEST(T))
+#define E_floor(s, T, U, x) ((T)INTEGRAL(floor, x))
+#define E_ceil(s, T, U, x) ((T)INTEGRAL(ceil, x))
+#define E_trunc(s, T, U, x) ((T)INTEGRAL(trunc, x))
+#define E_rint(s, T, U, x) ((T)MXRINT(x))
+#define E_round(s, T, U, x) ((T)ROUND(x, (const double *)p))
+#define E_isnan(s, T, U, x) ISNAN(x)
+#define E_isinf(s, T, U, x) ISINF(x)
+#define E_isfinite(s, T, U, x) (!ISNAN(x) && !ISINF(x))
+#define E_isposinf(s, T, U, x) (ISINF(x) && (x) > 0)
+#define E_isneginf(s, T, U, x) (ISINF(x) && (x) < 0)
+#define E_logical_not(s, T, U, x) ((x) == 0)
+#define E_bitwise_not(s, T, U, x) ((T)(DT_##s == LUON_DTYPE_BOOL ? !(x) : ~(U)(x)))
+#define DEF_UN_R(op, s, T, U, R)                                               \
   TC static void op##_##s(int64_t n, const void *pa, void *po, const void *p) { \
     const T *restrict a = pa;                                                  \
-    T *restrict o = po;                                                        \
+    R(T) *restrict o = po;                                                     \
     const T lo = p ? ((const T *)p)[0] : 0, hi = p ? ((const T *)p)[1] : 0;    \
     (void)lo, (void)hi;                                                        \
     for (int64_t i = 0; i < n; i++) o[i] = E_##op(s, T, U, a[i]);              \
   }
+#define DEF_UN(op, s, T, U) DEF_UN_R(op, s, T, U, R_ARITH)
+#define DEF_PRED(op, s, T, U) DEF_UN_R(op, s, T, U, R_CMP) /* bool results */
 #define UN_ENTRY(op, s, T, U) [DT_##s] = op##_##s,
-#define UN_KERNELS(op, TYPES)                                                  \
-  TYPES(DEF_UN, op)                                                            \
+#define UN_KERNELS_OF(op, DEF, TYPES)                                          \
+  TYPES(DEF, op)                                                               \
   static const un_fn K_##op[LUON_DTYPE_COUNT] = {TYPES(UN_ENTRY, op)};
+#define UN_KERNELS(op, TYPES) UN_KERNELS_OF(op, DEF_UN, TYPES)
+#define PRED_KERNELS(op, TYPES) UN_KERNELS_OF(op, DEF_PRED, TYPES)
 
 UN_KERNELS(negative, ALL_TYPES)
 UN_KERNELS(abs, ALL_TYPES)
@@ -164,6 +284,36 @@ UN_KERNELS(tanh, FLOAT_TYPES)
 UN_KERNELS(sigmoid, FLOAT_TYPES)
 UN_KERNELS(relu, ALL_TYPES)
 UN_KERNELS(clip, ALL_TYPES)
+UN_KERNELS(sin, FLOAT_TYPES) /* sin..rad2deg: integers compute in float32 */
+UN_KERNELS(cos, FLOAT_TYPES)
+UN_KERNELS(tan, FLOAT_TYPES)
+UN_KERNELS(arcsin, FLOAT_TYPES)
+UN_KERNELS(arccos, FLOAT_TYPES)
+UN_KERNELS(arctan, FLOAT_TYPES)
+UN_KERNELS(sinh, FLOAT_TYPES)
+UN_KERNELS(cosh, FLOAT_TYPES)
+UN_KERNELS(arcsinh, FLOAT_TYPES)
+UN_KERNELS(arccosh, FLOAT_TYPES)
+UN_KERNELS(arctanh, FLOAT_TYPES)
+UN_KERNELS(log10, FLOAT_TYPES)
+UN_KERNELS(log1p, FLOAT_TYPES)
+UN_KERNELS(expm1, FLOAT_TYPES)
+UN_KERNELS(cbrt, FLOAT_TYPES)
+UN_KERNELS(deg2rad, FLOAT_TYPES)
+UN_KERNELS(rad2deg, FLOAT_TYPES)
+UN_KERNELS(reciprocal, ALL_TYPES) /* reciprocal..round: bool refused by the shape check */
+UN_KERNELS(floor, ALL_TYPES)
+UN_KERNELS(ceil, ALL_TYPES)
+UN_KERNELS(trunc, ALL_TYPES)
+UN_KERNELS(rint, ALL_TYPES)
+UN_KERNELS(round, ALL_TYPES)
+PRED_KERNELS(isnan, ALL_TYPES)
+PRED_KERNELS(isinf, ALL_TYPES)
+PRED_KERNELS(isfinite, ALL_TYPES)
+PRED_KERNELS(isposinf, ALL_TYPES)
+PRED_KERNELS(isneginf, ALL_TYPES)
+PRED_KERNELS(logical_not, ALL_TYPES)
+UN_KERNELS(bitwise_not, INT_TYPES)
 #pragma GCC diagnostic pop
 
 /* where: o[i] = c[i] ? x[i] : y[i], c bytes (0 false). */
@@ -355,7 +505,9 @@ static luon_status check_out(lu_call *c, const char *name, int32_t dt) {
 
 /* ---- binary ops ------------------------------------------------------------- */
 
-enum { B_ARITH, B_DIV, B_CMP, B_SUB };
+/* B_FLOAT: integers are read as float32; B_CMP: bool results; B_SUB, B_NUM:
+ * bool refused */
+enum { B_ARITH, B_FLOAT, B_CMP, B_SUB, B_NUM };
 typedef struct binop {
   const char *name;
   int kind;
@@ -366,7 +518,7 @@ typedef struct binop {
 /* The dtype both inputs are read as. */
 static int32_t bin_dtype(const binop *b, int32_t da, int32_t db) {
   int32_t t = da == db ? da : lu_dtype_promote(da, db);
-  return b->kind == B_DIV && !lu_dtype_is_float(t) ? LUON_DTYPE_F32 : t;
+  return b->kind == B_FLOAT && !lu_dtype_is_float(t) ? LUON_DTYPE_F32 : t;
 }
 
 /* (..a) op (..b) -> broadcast shape */
@@ -378,6 +530,10 @@ static luon_status bin_shape(lu_call *c, const binop *b) {
   if (b->kind == B_SUB && t == LUON_DTYPE_BOOL)
     return lu_error(LUON_EDTYPE, "subtract: boolean subtract is not supported, use logical_xor "
                     "or not_equal instead (inputs bool %s and bool %s)",
+                    lu_shape_str(x->ndim, x->shape), lu_shape_str(y->ndim, y->shape));
+  if (b->kind == B_NUM && t == LUON_DTYPE_BOOL)
+    return lu_error(LUON_EDTYPE, "%s: not supported for bool (inputs bool %s and bool %s); "
+                    "convert them to a number dtype first (astype)", b->name,
                     lu_shape_str(x->ndim, x->shape), lu_shape_str(y->ndim, y->shape));
   if (!lu_dtype_valid(t) || !b->k[t].vv)
     return lu_error(LUON_EDTYPE, "%s: not supported for %s and %s", b->name,
@@ -406,7 +562,7 @@ static luon_status bin_run(lu_call *c, const binop *b) {
 BINOP(add, B_ARITH, GRAIN_CHEAP)
 BINOP(subtract, B_SUB, GRAIN_CHEAP)
 BINOP(multiply, B_ARITH, GRAIN_CHEAP)
-BINOP(divide, B_DIV, GRAIN_CHEAP)
+BINOP(divide, B_FLOAT, GRAIN_CHEAP)
 BINOP(power, B_ARITH, GRAIN_MATH)
 BINOP(maximum, B_ARITH, GRAIN_CHEAP)
 BINOP(minimum, B_ARITH, GRAIN_CHEAP)
@@ -416,10 +572,24 @@ BINOP(greater, B_CMP, GRAIN_CHEAP)
 BINOP(greater_equal, B_CMP, GRAIN_CHEAP)
 BINOP(less, B_CMP, GRAIN_CHEAP)
 BINOP(less_equal, B_CMP, GRAIN_CHEAP)
+BINOP(arctan2, B_FLOAT, GRAIN_MATH)
+BINOP(hypot, B_FLOAT, GRAIN_MATH)
+BINOP(fmod, B_NUM, GRAIN_MATH)
+BINOP(mod, B_NUM, GRAIN_MATH)
+BINOP(copysign, B_NUM, GRAIN_CHEAP)
+BINOP(logical_and, B_CMP, GRAIN_CHEAP)
+BINOP(logical_or, B_CMP, GRAIN_CHEAP)
+BINOP(logical_xor, B_CMP, GRAIN_CHEAP)
+BINOP(bitwise_and, B_ARITH, GRAIN_CHEAP)
+BINOP(bitwise_or, B_ARITH, GRAIN_CHEAP)
+BINOP(bitwise_xor, B_ARITH, GRAIN_CHEAP)
 
 /* ---- unary ops -------------------------------------------------------------- */
 
-enum { U_KEEP, U_FLOAT, U_NEG, U_CLIP };
+/* U_KEEP: the input's dtype; U_FLOAT: integers and bool give float32; U_NEG,
+ * U_NUM: bool refused; U_PRED: bool results; U_CLIP, U_ROUND: with their
+ * attributes (U_ROUND: bool refused) */
+enum { U_KEEP, U_FLOAT, U_NEG, U_CLIP, U_NUM, U_PRED, U_ROUND };
 typedef struct unop {
   const char *name;
   int kind;
@@ -438,12 +608,24 @@ static luon_status un_shape(lu_call *c, const unop *u) {
   if (u->kind == U_NEG && t == LUON_DTYPE_BOOL)
     return lu_error(LUON_EDTYPE, "negative: not supported for bool (input bool %s); use "
                     "logical_not instead", lu_shape_str(x->ndim, x->shape));
+  if ((u->kind == U_NUM || u->kind == U_ROUND) && t == LUON_DTYPE_BOOL)
+    return lu_error(LUON_EDTYPE, "%s: not supported for bool (input bool %s); convert it to a "
+                    "number dtype first (astype)", u->name, lu_shape_str(x->ndim, x->shape));
   if (!lu_dtype_valid(t) || !u->k[t])
     return lu_error(LUON_EDTYPE, "%s: not supported for %s", u->name, luon_dtype_name(x->dtype));
   c->out_ndim[0] = x->ndim;
   memcpy(c->out_shape[0], x->shape, sizeof(int64_t) * (size_t)x->ndim);
-  c->out_dtype[0] = t;
+  c->out_dtype[0] = u->kind == U_PRED ? LUON_DTYPE_BOOL : t;
   return LUON_OK;
+}
+
+/* round's decimals (attrs i[ROUND_DECIMALS], left out: 0) and 10^|decimals|
+ * in e->pbuf, as doubles. */
+static void round_param(ew *e, const luon_attrs *a) {
+  double d = a->ni > LU_ROUND_DECIMALS ? (double)a->i[LU_ROUND_DECIMALS] : 0;
+  e->pbuf[0] = d;
+  e->pbuf[1] = pow(10, fabs(d));
+  e->param = e->pbuf;
 }
 
 /* attrs f[0], f[1] as two values of dtype dt in e->pbuf. */
@@ -480,12 +662,14 @@ static luon_status un_run(lu_call *c, const unop *u) {
   e.kind = EW_UN;
   e.nin = 1;
   int32_t t = un_dtype(u, c->in[0]->dtype);
-  e.want[0] = e.odt = t;
+  e.want[0] = t;
+  e.odt = u->kind == U_PRED ? LUON_DTYPE_BOOL : t;
   e.uf = u->k[t];
   e.grain = u->grain;
   e.param = NULL;
   if (u->kind == U_CLIP) clip_bounds(&e, t, c->attrs->f);
-  LU_TRY(check_out(c, u->name, t));
+  if (u->kind == U_ROUND) round_param(&e, c->attrs);
+  LU_TRY(check_out(c, u->name, e.odt));
   return run(c, &e);
 }
 
@@ -505,6 +689,36 @@ UNOP(tanh, U_FLOAT, GRAIN_MATH)
 UNOP(sigmoid, U_FLOAT, GRAIN_MATH)
 UNOP(relu, U_KEEP, GRAIN_CHEAP)
 UNOP(clip, U_CLIP, GRAIN_CHEAP)
+UNOP(sin, U_FLOAT, GRAIN_MATH)
+UNOP(cos, U_FLOAT, GRAIN_MATH)
+UNOP(tan, U_FLOAT, GRAIN_MATH)
+UNOP(arcsin, U_FLOAT, GRAIN_MATH)
+UNOP(arccos, U_FLOAT, GRAIN_MATH)
+UNOP(arctan, U_FLOAT, GRAIN_MATH)
+UNOP(sinh, U_FLOAT, GRAIN_MATH)
+UNOP(cosh, U_FLOAT, GRAIN_MATH)
+UNOP(arcsinh, U_FLOAT, GRAIN_MATH)
+UNOP(arccosh, U_FLOAT, GRAIN_MATH)
+UNOP(arctanh, U_FLOAT, GRAIN_MATH)
+UNOP(log10, U_FLOAT, GRAIN_MATH)
+UNOP(log1p, U_FLOAT, GRAIN_MATH)
+UNOP(expm1, U_FLOAT, GRAIN_MATH)
+UNOP(cbrt, U_FLOAT, GRAIN_MATH)
+UNOP(deg2rad, U_FLOAT, GRAIN_CHEAP)
+UNOP(rad2deg, U_FLOAT, GRAIN_CHEAP)
+UNOP(reciprocal, U_NUM, GRAIN_CHEAP)
+UNOP(floor, U_NUM, GRAIN_CHEAP)
+UNOP(ceil, U_NUM, GRAIN_CHEAP)
+UNOP(trunc, U_NUM, GRAIN_CHEAP)
+UNOP(rint, U_NUM, GRAIN_CHEAP)
+UNOP(round, U_ROUND, GRAIN_MATH)
+UNOP(isnan, U_PRED, GRAIN_CHEAP)
+UNOP(isinf, U_PRED, GRAIN_CHEAP)
+UNOP(isfinite, U_PRED, GRAIN_CHEAP)
+UNOP(isposinf, U_PRED, GRAIN_CHEAP)
+UNOP(isneginf, U_PRED, GRAIN_CHEAP)
+UNOP(logical_not, U_PRED, GRAIN_CHEAP)
+UNOP(bitwise_not, U_KEEP, GRAIN_CHEAP)
 
 /* ---- where ------------------------------------------------------------------ */
 
@@ -658,21 +872,30 @@ luon_status lu_grad_abs(lu_grad_call *g) {
   END;
 }
 
-/* sign: piecewise constant, dx = zeros of x's shape */
-luon_status lu_grad_sign(lu_grad_call *g) {
+/* Zeros of t's shape, dtype and device: the gradient of a piecewise constant. */
+static luon_tensor *zeros_like(lu_steps *e, const luon_tensor *t) {
+  luon_attrs z;
+  memset(&z, 0, sizeof z);
+  z.dtype = t->dtype;
+  z.dev_type = t->dev.type;
+  z.dev_id = t->dev.id;
+  z.ni = LU_FULL_SHAPE + t->ndim;
+  memcpy(z.i + LU_FULL_SHAPE, t->shape, sizeof(int64_t) * (size_t)t->ndim);
+  return lu_steps_run(e, LU_OP_full, &z, NULL, NULL, NULL);
+}
+
+/* sign, and the rounding ops floor..round: piecewise constant, dx = 0 (MXNet's) */
+static luon_status grad_zero(lu_grad_call *g) {
   BEGIN;
-  if (wants(g, 0)) {
-    luon_attrs z;
-    memset(&z, 0, sizeof z);
-    z.dtype = x->dtype;
-    z.dev_type = x->dev.type;
-    z.dev_id = x->dev.id;
-    z.ni = LU_FULL_SHAPE + x->ndim;
-    memcpy(z.i + LU_FULL_SHAPE, x->shape, sizeof(int64_t) * (size_t)x->ndim);
-    GIVE(0, lu_steps_run(&e, LU_OP_full, &z, NULL, NULL, NULL));
-  }
+  if (wants(g, 0)) GIVE(0, zeros_like(&e, x));
   END;
 }
+luon_status lu_grad_sign(lu_grad_call *g) { return grad_zero(g); }
+luon_status lu_grad_floor(lu_grad_call *g) { return grad_zero(g); }
+luon_status lu_grad_ceil(lu_grad_call *g) { return grad_zero(g); }
+luon_status lu_grad_trunc(lu_grad_call *g) { return grad_zero(g); }
+luon_status lu_grad_rint(lu_grad_call *g) { return grad_zero(g); }
+luon_status lu_grad_round(lu_grad_call *g) { return grad_zero(g); }
 
 /* exp: dx = dy * out */
 luon_status lu_grad_exp(lu_grad_call *g) {
@@ -741,6 +964,167 @@ luon_status lu_grad_clip(lu_grad_call *g) {
     if (!isnan(hi)) dx = R3(where, R2(less, x, K(hi, x)), dx, K(0, dy));
     GIVE(0, dx);
   }
+  END;
+}
+
+/* sin: dx = dy cos(x) */
+luon_status lu_grad_sin(lu_grad_call *g) {
+  BEGIN;
+  if (wants(g, 0)) GIVE(0, R2(multiply, dy, R1(cos, x)));
+  END;
+}
+
+/* cos: dx = -dy sin(x) */
+luon_status lu_grad_cos(lu_grad_call *g) {
+  BEGIN;
+  if (wants(g, 0)) GIVE(0, R1(negative, R2(multiply, dy, R1(sin, x))));
+  END;
+}
+
+/* tan: dx = dy (1 + out^2) */
+luon_status lu_grad_tan(lu_grad_call *g) {
+  BEGIN;
+  if (wants(g, 0)) GIVE(0, R2(multiply, dy, R2(add, R1(square, out), K(1, dy))));
+  END;
+}
+
+/* arcsin: dx = dy / sqrt(1 - x^2); arccos the same, negated */
+luon_status lu_grad_arcsin(lu_grad_call *g) {
+  BEGIN;
+  if (wants(g, 0)) GIVE(0, R2(divide, dy, R1(sqrt, R2(subtract, K(1, dy), R1(square, x)))));
+  END;
+}
+luon_status lu_grad_arccos(lu_grad_call *g) {
+  BEGIN;
+  if (wants(g, 0))
+    GIVE(0, R1(negative, R2(divide, dy, R1(sqrt, R2(subtract, K(1, dy), R1(square, x))))));
+  END;
+}
+
+/* arctan: dx = dy / (1 + x^2) */
+luon_status lu_grad_arctan(lu_grad_call *g) {
+  BEGIN;
+  if (wants(g, 0)) GIVE(0, R2(divide, dy, R2(add, R1(square, x), K(1, dy))));
+  END;
+}
+
+/* sinh: dx = dy cosh(x); cosh: dx = dy sinh(x) */
+luon_status lu_grad_sinh(lu_grad_call *g) {
+  BEGIN;
+  if (wants(g, 0)) GIVE(0, R2(multiply, dy, R1(cosh, x)));
+  END;
+}
+luon_status lu_grad_cosh(lu_grad_call *g) {
+  BEGIN;
+  if (wants(g, 0)) GIVE(0, R2(multiply, dy, R1(sinh, x)));
+  END;
+}
+
+/* arcsinh: dx = dy / sqrt(x^2 + 1); arccosh: dx = dy / sqrt(x^2 - 1) */
+luon_status lu_grad_arcsinh(lu_grad_call *g) {
+  BEGIN;
+  if (wants(g, 0)) GIVE(0, R2(divide, dy, R1(sqrt, R2(add, R1(square, x), K(1, dy)))));
+  END;
+}
+luon_status lu_grad_arccosh(lu_grad_call *g) {
+  BEGIN;
+  if (wants(g, 0)) GIVE(0, R2(divide, dy, R1(sqrt, R2(subtract, R1(square, x), K(1, dy)))));
+  END;
+}
+
+/* arctanh: dx = dy / (1 - x^2) */
+luon_status lu_grad_arctanh(lu_grad_call *g) {
+  BEGIN;
+  if (wants(g, 0)) GIVE(0, R2(divide, dy, R2(subtract, K(1, dy), R1(square, x))));
+  END;
+}
+
+/* log10: dx = dy / (x ln 10) = (dy / x) log10(e) */
+luon_status lu_grad_log10(lu_grad_call *g) {
+  BEGIN;
+  if (wants(g, 0)) GIVE(0, R2(multiply, R2(divide, dy, x), K(M_LOG10E, dy)));
+  END;
+}
+
+/* log1p: dx = dy / (1 + x) */
+luon_status lu_grad_log1p(lu_grad_call *g) {
+  BEGIN;
+  if (wants(g, 0)) GIVE(0, R2(divide, dy, R2(add, x, K(1, dy))));
+  END;
+}
+
+/* expm1: dx = dy exp(x) (not out + 1, which loses the small values) */
+luon_status lu_grad_expm1(lu_grad_call *g) {
+  BEGIN;
+  if (wants(g, 0)) GIVE(0, R2(multiply, dy, R1(exp, x)));
+  END;
+}
+
+/* cbrt: dx = dy / (3 out^2) */
+luon_status lu_grad_cbrt(lu_grad_call *g) {
+  BEGIN;
+  if (wants(g, 0)) GIVE(0, R2(divide, dy, R2(multiply, R1(square, out), K(3, dy))));
+  END;
+}
+
+/* deg2rad: dx = dy pi/180; rad2deg: dx = dy 180/pi */
+luon_status lu_grad_deg2rad(lu_grad_call *g) {
+  BEGIN;
+  if (wants(g, 0)) GIVE(0, R2(multiply, dy, K(M_PI / 180, dy)));
+  END;
+}
+luon_status lu_grad_rad2deg(lu_grad_call *g) {
+  BEGIN;
+  if (wants(g, 0)) GIVE(0, R2(multiply, dy, K(180 / M_PI, dy)));
+  END;
+}
+
+/* reciprocal: dx = -dy out^2 */
+luon_status lu_grad_reciprocal(lu_grad_call *g) {
+  BEGIN;
+  if (wants(g, 0)) GIVE(0, R1(negative, R2(multiply, dy, R1(square, out))));
+  END;
+}
+
+/* arctan2(x, y): dx = dy y / (x^2 + y^2), d(y) = -dy x / (x^2 + y^2) */
+luon_status lu_grad_arctan2(lu_grad_call *g) {
+  BEGIN;
+  luon_tensor *q = R2(divide, dy, R2(add, R1(square, x), R1(square, y)));
+  if (wants(g, 0)) GIVE(0, R2(multiply, q, y));
+  if (wants(g, 1)) GIVE(1, R1(negative, R2(multiply, q, x)));
+  END;
+}
+
+/* hypot: dx = dy x / out, d(y) = dy y / out */
+luon_status lu_grad_hypot(lu_grad_call *g) {
+  BEGIN;
+  luon_tensor *q = R2(divide, dy, out);
+  if (wants(g, 0)) GIVE(0, R2(multiply, q, x));
+  if (wants(g, 1)) GIVE(1, R2(multiply, q, y));
+  END;
+}
+
+/* fmod = x - trunc(x / y) y: dx = dy, d(y) = -dy trunc(x / y); mod the
+ * same with floor (MXNet's rules) */
+static luon_status grad_rem(lu_grad_call *g, int32_t rounding) {
+  BEGIN;
+  if (wants(g, 0)) GIVE(0, dy);
+  if (wants(g, 1))
+    GIVE(1, R1(negative, R2(multiply, dy, lu_steps_run(&e, rounding, NULL, R2(divide, x, y), NULL, NULL))));
+  END;
+}
+luon_status lu_grad_fmod(lu_grad_call *g) { return grad_rem(g, LU_OP_trunc); }
+luon_status lu_grad_mod(lu_grad_call *g) { return grad_rem(g, LU_OP_floor); }
+
+/* copysign: dx = dy where x and y have the same sign (x >= 0 as y >= 0),
+ * -dy where not; d(y) = 0 (MXNet's rule) */
+luon_status lu_grad_copysign(lu_grad_call *g) {
+  BEGIN;
+  if (wants(g, 0)) {
+    luon_tensor *same = R2(equal, R2(greater_equal, x, K(0, x)), R2(greater_equal, y, K(0, y)));
+    GIVE(0, R3(where, same, dy, R1(negative, dy)));
+  }
+  if (wants(g, 1)) GIVE(1, zeros_like(&e, y));
   END;
 }
 

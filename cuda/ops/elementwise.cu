@@ -134,6 +134,82 @@ template <class T> __device__ __forceinline__ T erf_(T x) {
 #define SELU_ALPHA 1.6732632423543772848170429916717
 #define SQRT1_2 0.70710678118654752440084436210485
 #define RSQRT_2PI 0.39894228040143267793994605993438
+/* libm's fN for float, f for double: fn_(x) */
+#define LIBM(fn)                                                                       \
+  template <class T> __device__ __forceinline__ T fn##_(T x) {                         \
+    if constexpr (std::is_same<T, float>::value) return fn##f(x);                      \
+    else return (T)fn((double)x);                                                      \
+  }
+#define LIBM2(fn)                                                                      \
+  template <class T> __device__ __forceinline__ T fn##_(T x, T y) {                    \
+    if constexpr (std::is_same<T, float>::value) return fn##f(x, y);                   \
+    else return (T)fn((double)x, (double)y);                                           \
+  }
+LIBM(sin) LIBM(cos) LIBM(tan) LIBM(asin) LIBM(acos) LIBM(atan) LIBM(sinh) LIBM(cosh)
+LIBM(asinh) LIBM(acosh) LIBM(atanh) LIBM(log10) LIBM(expm1) LIBM(cbrt) LIBM(rint)
+LIBM2(atan2) LIBM2(hypot)
+/* rounding: floats through libm (fN), integers unchanged */
+#define ROUNDING(fn)                                                                   \
+  template <class T> __device__ __forceinline__ T fn##_(T x) {                         \
+    if constexpr (std::is_same<T, float>::value) return fn##f(x);                      \
+    else if constexpr (std::is_same<T, double>::value) return fn(x);                   \
+    else return x;                                                                     \
+  }
+ROUNDING(floor) ROUNDING(ceil) ROUNDING(trunc)
+/* MXNet's rint: the nearer of floor and ceil, floor on a tie */
+template <class T> __device__ __forceinline__ T mxrint_(T x) {
+  if constexpr (std::is_floating_point<T>::value) {
+    T a = floor_(x), b = ceil_(x);
+    return x - a <= b - x ? a : b;
+  } else {
+    return x;
+  }
+}
+template <class T> __device__ __forceinline__ bool isinf_(T x) {
+  if constexpr (std::is_floating_point<T>::value) return isinf(x);
+  else return false;
+}
+/* x mod 0 is 0; rem has x's sign (C's %, fmod), mod y's (floor): core's irem, imod */
+template <class T> __device__ __forceinline__ T rem_(T x, T y) {
+  if constexpr (std::is_same<T, float>::value) return fmodf(x, y);
+  else if constexpr (std::is_same<T, double>::value) return fmod(x, y);
+  else return y == 0 || (std::is_signed<T>::value && y == (T)-1) ? (T)0 : (T)(x % y);
+}
+template <class T> __device__ __forceinline__ T mod_(T x, T y) {
+  if (y == 0) return (T)0;
+  T r = rem_(x, y);
+  return r != 0 && (r < 0) != (y < 0) ? (T)(r + y) : r;
+}
+/* MXNet's copysign, by comparisons (-0 counts as positive, a NaN flips x) */
+template <class T> __device__ __forceinline__ T copysign_(T x, T y) {
+  return (x >= 0 && y >= 0) || (x < 0 && y < 0) ? x : (T)((typename twin<T>::U)0 - (typename twin<T>::U)x);
+}
+/* integers: 1/x truncated, 1/0 the lowest value (0 for unsigned) */
+template <class T> __device__ __forceinline__ T recip_(T x) {
+  if constexpr (std::is_floating_point<T>::value) return (T)1 / x;
+  else if (x != 0) return (T)((T)1 / x);
+  else return std::is_signed<T>::value ? (T)(INT64_MIN >> (64 - 8 * (int)sizeof(T))) : (T)0;
+}
+
+/* bitwise ops of integers and bool (the core refuses floats, whose
+ * instances only compile) */
+#define BITOP(fn, EXPR)                                                                \
+  template <class T> __device__ __forceinline__ T fn(T x, T y) {                       \
+    if constexpr (std::is_integral<T>::value) {                                        \
+      typedef typename twin<T>::U U;                                                   \
+      return (T)(EXPR);                                                                \
+    } else {                                                                           \
+      return x;                                                                        \
+    }                                                                                  \
+  }
+BITOP(band_, (U)x & (U)y)
+BITOP(bor_, (U)x | (U)y)
+BITOP(bxor_, (U)x ^ (U)y)
+template <class T> __device__ __forceinline__ T bnot_(T x, bool is_bool) {
+  if constexpr (std::is_integral<T>::value) return is_bool ? (T)(x == 0) : (T)~(typename twin<T>::U)x;
+  else return x;
+}
+
 /* integer power by squaring, wrapping; negative exponents as 1/x^-y truncated */
 __device__ __forceinline__ int64_t ipow(int64_t x, int64_t y) {
   if (y < 0) return x == 1 ? 1 : x == -1 ? (y & 1 ? -1 : 1) : 0;
@@ -198,6 +274,71 @@ UN(Elu, (T)(x > 0 ? x : (T)s * (exp_(x) - (T)1)))
 UN(Selu, (T)((T)SELU_LAMBDA * (x > 0 ? x : (T)SELU_ALPHA * (exp_(x) - (T)1))))
 UN(Gelu, (T)((T)0.5 * x * ((T)1 + erf_(x * (T)SQRT1_2))))
 UN(Ident, x)
+UN(Sin, sin_(x))
+UN(Cos, cos_(x))
+UN(Tan, tan_(x))
+UN(Arcsin, asin_(x))
+UN(Arccos, acos_(x))
+UN(Arctan, atan_(x))
+UN(Sinh, sinh_(x))
+UN(Cosh, cosh_(x))
+UN(Arcsinh, asinh_(x))
+UN(Arccosh, acosh_(x))
+UN(Arctanh, atanh_(x))
+UN(Log10, log10_(x))
+UN(Log1p, log1p_(x))
+UN(Expm1, expm1_(x))
+UN(Cbrt, cbrt_(x))
+UN(Deg2rad, (T)(x * (T)(M_PI / 180)))
+UN(Rad2deg, (T)(x * (T)(180 / M_PI)))
+UN(Reciprocal, recip_(x))
+UN(Floor, floor_(x))
+UN(Ceil, ceil_(x))
+UN(Trunc, trunc_(x))
+UN(Rint, mxrint_(x))
+UN(BitNot, bnot_(x, s != 0)) /* s = 1: bool, whose ~ is not */
+BIN(Arctan2, atan2_(x, y))
+BIN(Hypot, hypot_(x, y))
+BIN(Fmod, rem_(x, y))
+BIN(Mod, mod_(x, y))
+BIN(Copysign, copysign_(x, y))
+BIN(And, (bool)(x != 0 && y != 0))
+BIN(Or, (bool)(x != 0 || y != 0))
+BIN(Xor, (bool)((x != 0) != (y != 0)))
+BIN(BitAnd, band_(x, y))
+BIN(BitOr, bor_(x, y))
+BIN(BitXor, bxor_(x, y))
+/* predicates: a truth value of x */
+#define PRED(NAME, EXPR)                                                               \
+  struct NAME {                                                                        \
+    static const int arity = 1;                                                        \
+    double s;                                                                          \
+    template <class T> __device__ __forceinline__ bool operator()(T x) const { return EXPR; } \
+  };
+PRED(IsNan, isnan_(x))
+PRED(IsInf, isinf_(x))
+PRED(IsFinite, !isnan_(x) && !isinf_(x))
+PRED(IsPosInf, isinf_(x) && x > 0)
+PRED(IsNegInf, isinf_(x) && x < 0)
+PRED(LogicalNot, x == 0)
+/* round to d decimals, halves to even: x scaled by k = 10^|d| (core's round_f, round_d, round_i) */
+struct Round {
+  static const int arity = 1;
+  double d, k;
+  template <class T> __device__ __forceinline__ T operator()(T x) const {
+    if constexpr (std::is_floating_point<T>::value) {
+      T kt = (T)k, y = d > 0 ? x * kt : x / kt, r = rint_(y);
+      return d == 0 ? rint_(x) : d > 0 ? (isfinite(y) ? r / kt : x) : (r == 0 ? r : r * kt);
+    } else {
+      if (d >= 0) return x;
+      if (d < -18) return (T)0;
+      int64_t v = (int64_t)x, kk = (int64_t)k, q = v / kk, r = v % kk;
+      uint64_t twice = 2 * (uint64_t)(r < 0 ? -r : r);
+      if (twice > (uint64_t)kk || (twice == (uint64_t)kk && (q & 1))) q += v < 0 ? -1 : 1;
+      return (T)(int64_t)((uint64_t)q * (uint64_t)kk);
+    }
+  }
+};
 struct Abs {
   static const int arity = 1;
   double s;
@@ -345,6 +486,9 @@ static int32_t bin_ct(const lu_call *c) {
   luon_status lu_cuda_##op(lu_call *c) { return map_op(c, bin_ct(c), F{0}, false); }
 #define UNARY(op, F, FLOATS)                                                          \
   luon_status lu_cuda_##op(lu_call *c) { return map_op(c, c->out[0]->dtype, F{0}, FLOATS); }
+/* unary predicates read x as its own dtype (their output is bool) */
+#define PREDICATE(op, F)                                                              \
+  luon_status lu_cuda_##op(lu_call *c) { return map_op(c, c->in[0]->dtype, F{0}, false); }
 
 BINARY(add, Add, false)
 BINARY(subtract, Sub, false)
@@ -371,6 +515,45 @@ UNARY(tanh, Tanh, true)
 UNARY(sigmoid, Sigmoid, true)
 UNARY(relu, Relu, false)
 UNARY(softrelu, SoftRelu, true)
+UNARY(sin, Sin, true)
+UNARY(cos, Cos, true)
+UNARY(tan, Tan, true)
+UNARY(arcsin, Arcsin, true)
+UNARY(arccos, Arccos, true)
+UNARY(arctan, Arctan, true)
+UNARY(sinh, Sinh, true)
+UNARY(cosh, Cosh, true)
+UNARY(arcsinh, Arcsinh, true)
+UNARY(arccosh, Arccosh, true)
+UNARY(arctanh, Arctanh, true)
+UNARY(log10, Log10, true)
+UNARY(log1p, Log1p, true)
+UNARY(expm1, Expm1, true)
+UNARY(cbrt, Cbrt, true)
+UNARY(deg2rad, Deg2rad, true)
+UNARY(rad2deg, Rad2deg, true)
+UNARY(reciprocal, Reciprocal, false)
+UNARY(floor, Floor, false)
+UNARY(ceil, Ceil, false)
+UNARY(trunc, Trunc, false)
+UNARY(rint, Rint, false)
+PREDICATE(isnan, IsNan)
+PREDICATE(isinf, IsInf)
+PREDICATE(isfinite, IsFinite)
+PREDICATE(isposinf, IsPosInf)
+PREDICATE(isneginf, IsNegInf)
+PREDICATE(logical_not, LogicalNot)
+BINARY(arctan2, Arctan2, true)
+BINARY(hypot, Hypot, true)
+BINARY(fmod, Fmod, false)
+BINARY(mod, Mod, false)
+BINARY(copysign, Copysign, false)
+COMPARE(logical_and, And)
+COMPARE(logical_or, Or)
+COMPARE(logical_xor, Xor)
+BINARY(bitwise_and, BitAnd, false)
+BINARY(bitwise_or, BitOr, false)
+BINARY(bitwise_xor, BitXor, false)
 BINARY(relu_grad, GRelu, true)
 BINARY(sigmoid_grad, GSigmoid, true)
 BINARY(tanh_grad, GTanh, true)
@@ -407,6 +590,17 @@ luon_status lu_cuda_clip(lu_call *c) {
   k.ilo = lu_clip_int_bound(f[0], true, mn, mx);
   k.ihi = lu_clip_int_bound(f[1], false, mn, mx);
   return map_op(c, dt, k, false);
+}
+
+luon_status lu_cuda_bitwise_not(lu_call *c) {
+  int32_t dt = c->out[0]->dtype;
+  return map_op(c, dt, BitNot{dt == LUON_DTYPE_BOOL ? 1.0 : 0.0}, false);
+}
+
+luon_status lu_cuda_round(lu_call *c) {
+  const luon_attrs *a = c->attrs;
+  double d = a->ni > LU_ROUND_DECIMALS ? (double)a->i[LU_ROUND_DECIMALS] : 0;
+  return map_op(c, c->out[0]->dtype, Round{d, pow(10, fabs(d))}, false);
 }
 
 luon_status lu_cuda_where(lu_call *c) {

@@ -214,7 +214,7 @@ end
 ---------------------------------------------------------------------------
 -- The metatype
 
-local add, sub, mul, div, pow = np.add, np.subtract, np.multiply, np.divide, np.power
+local add, sub, mul, div, pow, mod = np.add, np.subtract, np.multiply, np.divide, np.power, np.mod
 local neg_id = core.op_ids.negative
 local call1 = core.call1
 
@@ -267,6 +267,7 @@ local mt = {
   __mul = mul,
   __div = div,
   __pow = pow,
+  __mod = mod, -- Lua's % is NumPy's mod: the remainder takes the divisor's sign
   __unm = function(x) return call1(neg_id, not_pointer(x)) end,
   __len = function(x)
     local info = info_of(not_pointer(x))
@@ -277,11 +278,10 @@ local mt = {
   __concat = function(a, b) return tostring(a) .. tostring(b) end,
   __eq = eq,
   -- Lua turns what < and <= return into one boolean, so they cannot be
-  -- NumPy's elementwise comparisons; %, and assignment to x[i] or x.name,
-  -- have no ndarray meaning here: each says what to use instead
+  -- NumPy's elementwise comparisons, and assignment to x.name has no
+  -- ndarray meaning here: each says what to use instead
   __lt = function() core.error("ndarray: Lua's < and > give one boolean, not an array: use np.less(x, y) or np.greater(x, y) (and :item() for one value)") end,
   __le = function() core.error("ndarray: Lua's <= and >= give one boolean, not an array: use np.less_equal(x, y) or np.greater_equal(x, y) (and :item() for one value)") end,
-  __mod = function() core.error("ndarray: % is not defined for arrays (luon has no elementwise remainder)") end,
   __newindex = function(x, k, v)
     if type(k) ~= "string" then return indexing.set(x, k, v) end -- x[i], x[{...}], x[idx], x[mask] = v
     core.error(("ndarray: cannot set field %s: arrays are FFI objects with fixed fields (keep extra data in a table)")

@@ -308,12 +308,16 @@ local int_range = {[core.UINT8] = {0, 256, "0", "255"},
                    [core.INT64] = {-2 ^ 63, 2 ^ 63, "-2^63", "2^63-1"}}
 
 local function scalar_for(v, x, fname)
-  if type(v) == "boolean" then v = v and 1 or 0 end
+  local info = core.info_of(x)
+  local dt
+  if type(v) == "boolean" then
+    v = v and 1 or 0
+    if info.dtype == core.BOOL then dt = core.BOOL end -- beside a bool array it stays bool, as NumPy
+  end
   if type(v) ~= "number" then
     core.error(("%s: operands must be ndarrays or numbers, got %s"):format(fname, type(v)))
   end
-  local info = core.info_of(x)
-  local dt = with_scalar(info.dtype, v)
+  dt = dt or with_scalar(info.dtype, v)
   local range = int_range[dt]
   if range and (v < range[1] or v >= range[2]) then
     -- MXNet wraps it (uint8 + 300 is 44 + 1), NumPy 2 raises: so do we
@@ -367,6 +371,28 @@ for _, name in ipairs(core.ops_with("np_map")) do
 end
 np.true_divide = np.divide
 np.absolute = np.abs
+np.fix = np.trunc -- both round toward zero
+np.degrees, np.radians = np.rad2deg, np.deg2rad
+np.invert = np.bitwise_not
+np.remainder = np.mod
+
+-- round(x, decimals) or round(x, {decimals = d}): halves to even; decimals < 0
+-- rounds to tens, hundreds...
+local round_keys = {"decimals"}
+function np.round(x, decimals, kw)
+  if type(decimals) == "table" then kw, decimals = decimals, nil end
+  kw = options(kw, "round", round_keys)
+  if not is_array(x) then x = operand(x, "round", 1) end
+  if decimals ~= nil and kw.decimals ~= nil then
+    core.error(("round: decimals given twice, as %s and {decimals = %s}"):format(core.show_value(decimals),
+                                                                               core.show_value(kw.decimals)))
+  end
+  if decimals == nil then decimals = kw.decimals or 0 end
+  local a = attrs()
+  a.i[S.ROUND_DECIMALS], a.ni = core.int_arg(decimals, "round", "decimals"), S.ROUND_DECIMALS + 1
+  return call1(op.round, x, a)
+end
+np.around, np.round_ = np.round, np.round
 
 function np.clip(x, a_min, a_max)
   check_array(x, "clip", 1)

@@ -462,6 +462,59 @@ static void test_unary(void) {
   luon_tensor_release(x);
 }
 
+/* np's elementwise math against libm in float64; integers give float32 for
+ * the math, keep their dtype for the rounding ops; bool is refused there. */
+static double u_d2r(double x) { return x * (M_PI / 180); }
+static double u_r2d(double x) { return x * (180 / M_PI); }
+static double u_rcp(double x) { return 1 / x; }
+
+static void test_math(void) {
+  static const struct { const char *name; ref1 f; bool keeps_int; } ops[] = {
+      {"sin", sin, false},     {"cos", cos, false},       {"tan", tan, false},
+      {"arcsin", asin, false}, {"arccos", acos, false},   {"arctan", atan, false},
+      {"sinh", sinh, false},   {"cosh", cosh, false},     {"arcsinh", asinh, false},
+      {"arccosh", acosh, false}, {"arctanh", atanh, false}, {"log10", log10, false},
+      {"log1p", log1p, false}, {"expm1", expm1, false},   {"cbrt", cbrt, false},
+      {"deg2rad", u_d2r, false}, {"rad2deg", u_r2d, false}, {"reciprocal", u_rcp, true},
+      {"floor", floor, true},  {"ceil", ceil, true},      {"trunc", trunc, true},
+  };
+  double v[8] = {-2.5, -0.5, 0, 0.3, 0.5, 1.5, 4, NAN}, iv[4] = {-3, 0, 2, 7};
+  int64_t s8[1] = {8}, s4[1] = {4};
+  luon_tensor *x = make(LUON_DTYPE_F64, 1, s8, v), *xi = make(LUON_DTYPE_I32, 1, s4, iv);
+  for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++) {
+    double want[8];
+    for (int k = 0; k < 8; k++) want[k] = ops[o].f(v[k]);
+    luon_tensor *r = call1(ops[o].name, x, NULL);
+    if (r) check_values(r, want, 8, 1e-15, ops[o].name);
+    luon_tensor_release(r);
+    r = call1(ops[o].name, xi, NULL);
+    if (r) {
+      int32_t dt = info(r).dtype, wdt = ops[o].keeps_int ? LUON_DTYPE_I32 : LUON_DTYPE_F32;
+      CHECK(dt == wdt, "%s of int32 gives %s", ops[o].name, luon_dtype_name(dt));
+      if (!ops[o].keeps_int) {
+        for (int k = 0; k < 4; k++) want[k] = (float)ops[o].f(iv[k]);
+        check_values(r, want, 4, 1e-6, ops[o].name);
+      }
+    }
+    luon_tensor_release(r);
+  }
+  /* bool: the rounding ops refuse it, naming the op and the dtype */
+  double bv[2] = {1, 0};
+  int64_t s2[1] = {2};
+  luon_tensor *b = make(LUON_DTYPE_BOOL, 1, s2, bv), *r = NULL;
+  CHECK(call("floor", 1, &b, NULL, &r) == LUON_EDTYPE, "floor of bool");
+  CHECK(strstr(luon_last_error(), "floor") && strstr(luon_last_error(), "bool"), "message: %s",
+        luon_last_error());
+  luon_tensor *fl = make(LUON_DTYPE_F32, 1, s2, bv), *in2[2] = {fl, fl};
+  CHECK(call("bitwise_and", 2, in2, NULL, &r) == LUON_EDTYPE, "bitwise_and of float32");
+  CHECK(strstr(luon_last_error(), "bitwise_and") && strstr(luon_last_error(), "float32"), "message: %s",
+        luon_last_error());
+  luon_tensor_release(fl);
+  luon_tensor_release(b);
+  luon_tensor_release(x);
+  luon_tensor_release(xi);
+}
+
 
 static void test_clip(void) {
   int lo = test_slot("CLIP_MIN"), hi = test_slot("CLIP_MAX");
@@ -741,6 +794,7 @@ int main(void) {
   test_size0();
   test_promotion();
   test_unary();
+  test_math();
   test_clip();
   test_where();
   test_copy();

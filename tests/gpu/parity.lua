@@ -192,6 +192,21 @@ for _, op in ipairs({"equal", "not_equal", "greater", "greater_equal", "less", "
     return np[op](data(d, {7, 5}, "float32", 3):transpose(), data(d, {5, 1}, "float32", 4)):astype("float64")
   end, op == "power" and 2e-6 or nil)
 end
+-- np's elementwise math without a gradient, and its integer kernels
+for _, op in ipairs({"logical_and", "logical_or", "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor",
+                     "mod", "fmod", "copysign"}) do
+  both(op .. " int32 (7,5) with (5)", function(d)
+    return np[op](data(d, {7, 5}, "int32", 1), data(d, {5}, "int32", 2)):astype("float64")
+  end)
+end
+for _, op in ipairs({"isnan", "isinf", "isfinite", "isposinf", "isneginf", "logical_not", "bitwise_not",
+                     "floor", "rint", "round", "reciprocal"}) do
+  both(op .. " int32 transposed (5,7)", function(d) return np[op](data(d, {7, 5}, "int32", 5):transpose()):astype("float64") end)
+end
+both("round float32 to -1 and 2 decimals", function(d)
+  local x = data(d, {7, 5}, "float32", 6)
+  return {np.round(x, -1):astype("float64"), np.round(x, 2):astype("float64")}
+end)
 for _, op in ipairs({"argmax", "argmin"}) do
   both(op .. " axis 1 of (13,37)", function(d) return np[op](data(d, {13, 37}), 1):astype("float64") end)
   both(op .. " flattened (13,37)", function(d) return np[op](data(d, {13, 37})):astype("float64") end)

@@ -96,6 +96,27 @@ binary_cases("multiply")
 binary_cases("divide", 0.5, 2)
 binary_cases("maximum")
 binary_cases("minimum")
+binary_cases("arctan2")
+binary_cases("hypot")
+binary_cases("fmod", 0.5, 2)
+binary_cases("mod", 0.5, 2)
+binary_cases("copysign")
+table.insert(cases.mod, {"negative operands", inputs = function() return {rand({2, 3}, -2, -0.5), rand({3}, 0.5, 2)} end,
+  f = np.mod})
+table.insert(cases.fmod, {"negative operands", inputs = function() return {rand({2, 3}, -2, -0.5), rand({3}, 0.5, 2)} end,
+  f = np.fmod})
+local function values2(name, label, x, y, want)
+  table.insert(cases[name], {label, check = {}, f = np[name], want = want,
+    inputs = function() return {A(x), A(y)} end})
+end
+local inf2, nan2 = 1 / 0, 0 / 0
+values2("arctan2", "signed zeros and infinities", {0, -0.0, 0, -0.0, 1, -1, inf2, nan2},
+  {0, 0, -0.0, -0.0, -inf2, -inf2, inf2, 1}, {0, -0.0, math.pi, -math.pi, math.pi, -math.pi, math.pi / 4, nan2})
+values2("hypot", "inf beats NaN", {inf2, nan2, 3, -3}, {nan2, -inf2, 4, 4}, {inf2, inf2, 5, 5})
+values2("fmod", "sign of x; by 0 NaN", {5, -5, 5, -5, inf2, 1}, {3, 3, -3, -3, 3, 0}, {2, -2, 2, -2, nan2, nan2})
+values2("mod", "sign of y; by 0 zero (MXNet's)", {5, -5, 5, -5, inf2, 1, -1}, {3, 3, -3, -3, 3, 0, inf2},
+  {2, 1, -1, -2, nan2, 0, inf2})
+values2("copysign", "MXNet's: -0 counts as positive", {3, -3, 0, -0.0, nan2}, {-1, 1, -0.0, 2, 1}, {-3, 3, 0, -0.0, nan2})
 cases.power = {
   {"positive base", inputs = function() return {rand({2, 3}, 0.5, 2), randn({2, 3})} end, f = np.power},
   {"broadcast exponent", inputs = function() return {rand({2, 3}, 0.5, 2), randn({3})} end, f = np.power},
@@ -122,6 +143,59 @@ table.insert(cases.log2, {"NumPy's values: log2(0) = -inf, of a negative NaN", c
   inputs = function() return {A({8, 0.5, 1, 0, -0.0, -1, 1 / 0, -1 / 0, 0 / 0})} end, f = np.log2,
   want = {3, -1, 0, -1 / 0, -1 / 0, 0 / 0, 1 / 0, 0 / 0, 0 / 0}})
 unary_cases("sqrt", np.sqrt, 0.5, 3)
+-- np's elementwise math, on the domains where each is smooth
+unary_cases("sin", np.sin)
+unary_cases("cos", np.cos)
+unary_cases("tan", np.tan, -1.2, 1.2)
+unary_cases("arcsin", np.arcsin, -0.9, 0.9)
+unary_cases("arccos", np.arccos, -0.9, 0.9)
+unary_cases("arctan", np.arctan)
+unary_cases("sinh", np.sinh)
+unary_cases("cosh", np.cosh)
+unary_cases("arcsinh", np.arcsinh)
+unary_cases("arccosh", np.arccosh, 1.2, 3)
+unary_cases("arctanh", np.arctanh, -0.9, 0.9)
+unary_cases("log10", np.log10, 0.5, 3)
+unary_cases("log1p", np.log1p, -0.5, 2)
+unary_cases("expm1", np.expm1)
+unary_cases("cbrt", np.cbrt, 0.5, 3)
+unary_cases("deg2rad", np.deg2rad)
+unary_cases("rad2deg", np.rad2deg)
+unary_cases("reciprocal", np.reciprocal, 0.5, 2)
+-- the rounding ops: zero gradient (finite differences away from the steps)
+unary_cases("floor", np.floor)
+unary_cases("ceil", np.ceil)
+unary_cases("trunc", np.trunc)
+unary_cases("rint", np.rint)
+unary_cases("round", np.round)
+table.insert(cases.round, {"2 decimals", inputs = function() return {randn({2, 3})} end,
+  f = function(x) return np.round(x, 2) end})
+local inf, nan = 1 / 0, 0 / 0
+local halves = {0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 0.49999999999999994, -0.0, 3, inf, -inf, nan}
+local function values_case(name, label, xs, f, want)
+  table.insert(cases[name], {label, check = {}, f = f, want = want,
+    inputs = function() local r = {} for k, v in ipairs(xs) do r[k] = A(v) end return r end})
+end
+values_case("floor", "halves, -0, inf, NaN", {halves}, np.floor, {0, 1, 2, -1, -2, -3, 0, -0.0, 3, inf, -inf, nan})
+values_case("ceil", "halves, -0, inf, NaN", {halves}, np.ceil, {1, 2, 3, -0.0, -1, -2, 1, -0.0, 3, inf, -inf, nan})
+values_case("trunc", "halves, -0, inf, NaN", {halves}, np.trunc, {0, 1, 2, -0.0, -1, -2, 0, -0.0, 3, inf, -inf, nan})
+values_case("round", "halves to even", {halves}, np.round, {0, 2, 2, -0.0, -2, -2, 0, -0.0, 3, inf, -inf, nan})
+values_case("round", "decimals -1: tens, halves to even", {{0.25, 0.35, -0.25, 15, 25, -15, 1234}},
+  function(x) return np.round(x, -1) end, {0, 0, -0.0, 20, 20, -20, 1230})
+-- MXNet's rint: ties go down, to the floor (NumPy's goes to even)
+values_case("rint", "MXNet's: halves toward -inf", {halves}, np.rint, {0, 1, 2, -1, -2, -3, 0, -0.0, 3, inf, -inf, nan})
+values_case("reciprocal", "0, -0, inf", {{0, -0.0, inf, -inf, 4, nan}}, np.reciprocal, {inf, -inf, 0, -0.0, 0.25, nan})
+values_case("arcsin", "outside [-1, 1]: NaN", {{1, -1, 0, 2, -2, nan}}, np.arcsin,
+  {math.pi / 2, -math.pi / 2, 0, nan, nan, nan})
+values_case("arccosh", "below 1: NaN", {{1, 0.5, inf}}, np.arccosh, {0, nan, inf})
+values_case("arctanh", "+-1: +-inf, beyond NaN", {{1, -1, 0, 2}}, np.arctanh, {inf, -inf, 0, nan})
+values_case("log10", "0, negatives, powers of ten", {{0, -1, 1000, 0.01, inf}}, np.log10, {-inf, nan, 3, -2, inf})
+values_case("log1p", "-1, below -1", {{-1, -2, 0, inf}}, np.log1p, {-inf, nan, 0, inf})
+values_case("expm1", "+-inf", {{-inf, inf, 0}}, np.expm1, {-1, inf, 0})
+values_case("cbrt", "negatives, inf", {{-8, 27, -inf, -0.0}}, np.cbrt, {-2, 3, -inf, -0.0})
+values_case("tan", "0, -0", {{0, -0.0}}, np.tan, {0, -0.0})
+values_case("sinh", "+-inf", {{inf, -inf}}, np.sinh, {inf, -inf})
+values_case("cosh", "+-inf", {{inf, -inf}}, np.cosh, {inf, inf})
 unary_cases("square", np.square)
 unary_cases("tanh", np.tanh)
 unary_cases("sigmoid", npx.sigmoid)
