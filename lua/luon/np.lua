@@ -715,10 +715,10 @@ function np.roll(a, shift, axis, kw)
   return moved and y or a:copy()
 end
 
--- A shape list for reshape: shape with n1 entries of one after position k.
-local function shape_with(parts)
+-- A copy of a list (a shape that the caller goes on changing).
+local function copy_list(t)
   local s = {}
-  for _, v in ipairs(parts) do s[#s + 1] = v end
+  for k = 1, #t do s[k] = t[k] end
   return s
 end
 
@@ -756,7 +756,7 @@ function np.tile(A, reps)
   for d = 1, nd do
     if r[d] ~= 1 then
       shape[d] = shape[d] * r[d]
-      y = replicate(y, d - 1, r[d], true, shape_with(shape))
+      y = replicate(y, d - 1, r[d], true, copy_list(shape))
       moved = true
     end
   end
