@@ -511,6 +511,27 @@ static inline double lu_u64_to_unit(uint32_t hi, uint32_t lo) {
   return (double)((((uint64_t)hi << 32) | lo) >> 11) * (1.0 / 9007199254740992.0);
 }
 
+/* ---- pad's index map (core/ops/layout.c, cuda/ops/layout.cu) ------------- */
+
+/* pad's modes (luon_ops.def), NumPy's names */
+enum { LU_PAD_CONSTANT, LU_PAD_EDGE, LU_PAD_REFLECT, LU_PAD_SYMMETRIC, LU_PAD_MODES };
+/* Which element of an axis of length n (n >= 1 unless mode is constant)
+ * position p of the padded axis shows, `before` added in front: an index
+ * in [0, n), or -1 for the constant. reflect mirrors about the end
+ * elements (period 2(n-1)), symmetric about the ends (period 2n), as
+ * NumPy's pad, also for widths longer than the axis. */
+static inline LU_HOST_DEVICE int64_t lu_pad_src(int64_t p, int64_t n, int64_t before, int mode) {
+  int64_t i = p - before;
+  if (i >= 0 && i < n) return i;
+  if (mode == LU_PAD_CONSTANT) return -1;
+  if (mode == LU_PAD_EDGE || n == 1) return i < 0 ? 0 : n - 1;
+  int64_t period = mode == LU_PAD_REFLECT ? 2 * (n - 1) : 2 * n;
+  i %= period;
+  if (i < 0) i += period;
+  if (i < n) return i;
+  return mode == LU_PAD_REFLECT ? period - i : period - 1 - i;
+}
+
 /* ---- the CUDA backend (cuda/, loaded with dlopen) ----------------------- */
 
 /* What the core lends the backend (libluon_cuda.so does not link

@@ -47,7 +47,10 @@ end
 for _, name in ipairs(core.ops_with("method")) do -- the registry's LU_METHOD ops
   methods[name] = np[name] or error("luon_ops.def: " .. name .. " is LU_METHOD but np." .. name .. " does not exist")
 end
-for _, name in ipairs({"swapaxes", "dot", "ravel", "argsort", "var", "std", "cumsum", "any", "all"}) do methods[name] = np[name] end -- Lua-level functions
+for _, name in ipairs({"swapaxes", "dot", "ravel", "argsort", "var", "std", "cumsum", "any", "all", "tile", "flip",
+                      "repeat", "repeat_interleave"}) do -- Lua-level functions
+  methods[name] = np[name]
+end
 methods.flatten = np.ravel
 
 function methods.astype(x, dtype, kw)

@@ -1089,6 +1089,323 @@ function np.searchsorted(a, v, kw)
   return r
 end
 
+-- Layout: pad, diag, tril and triu are registry ops (core/ops/layout.c);
+-- flip is a view (slice with step -1), and roll, tile, repeat and meshgrid
+-- are compositions of slice, concatenate, reshape, broadcast_to and take,
+-- exact, with those ops' gradients, each making one copy per axis it moves.
+
+local OMIT = -9223372036854775807LL - 1 -- slice's "omitted" (INT64_MIN)
+local SLICE_BEGIN, SLICE_END, SLICE_STEP = S.SLICE_BEGIN, S.SLICE_END, S.SLICE_STEP
+local SLICE_W = SLICE_STEP + 1
+
+-- axis as an index in [0, nd), or an error naming fname
+local function axis_in(axis, nd, fname)
+  core.int_arg(axis, fname, "axis")
+  if axis < -nd or axis >= nd then
+    core.error(("%s: axis %d is out of bounds for an array of dimension %d"):format(fname, axis, nd))
+  end
+  return axis < 0 and axis + nd or axis
+end
+
+-- A list of distinct axes (a number or a list), each in [0, nd); nil: all.
+local function axes_in(axis, nd, fname)
+  if axis == nil then
+    local all = {}
+    for d = 1, nd do all[d] = d - 1 end
+    return all
+  end
+  if type(axis) ~= "table" then axis = {axis} end
+  local out, seen = {}, {}
+  for k = 1, #axis do
+    local ax = axis_in(axis[k], nd, fname)
+    if seen[ax] then core.error(("%s: repeated axis %d in %s"):format(fname, axis[k], core.show_value(axis))) end
+    seen[ax] = true
+    out[k] = ax
+  end
+  return out
+end
+
+-- x sliced along axes: ranges[ax] = {begin, end, step} (nil entries: the whole axis)
+local function cut(x, ranges)
+  local a = attrs()
+  local last = -1
+  for ax in pairs(ranges) do last = math.max(last, ax) end
+  for d = 0, last do
+    local r = ranges[d]
+    local k = d * SLICE_W
+    a.i[k + SLICE_BEGIN] = r and r[1] or OMIT
+    a.i[k + SLICE_END] = r and r[2] or OMIT
+    a.i[k + SLICE_STEP] = r and r[3] or 1
+  end
+  a.ni = (last + 1) * SLICE_W
+  return call(op.slice, {x}, a)
+end
+
+-- flip(m, axis=nil | int | list): a view with the axes reversed (NumPy's
+-- flip is a view too; MXNet's a copy)
+function np.flip(m, axis, kw)
+  check_array(m, "flip", 1)
+  if type(axis) == "table" and axis[1] == nil and next(axis) ~= nil then kw, axis = axis, nil end
+  kw = options(kw, "flip", axis_keys)
+  if axis == nil then axis = kw.axis end
+  local ranges = {}
+  for _, ax in ipairs(axes_in(axis, m.ndim, "flip")) do ranges[ax] = {OMIT, OMIT, -1} end
+  return cut(m, ranges)
+end
+function np.flipud(m)
+  check_array(m, "flipud", 1)
+  if m.ndim < 1 then core.error("flipud: the array must be at least 1-d, got a 0-d array") end
+  return np.flip(m, 0)
+end
+function np.fliplr(m)
+  check_array(m, "fliplr", 1)
+  if m.ndim < 2 then
+    core.error(("fliplr: the array must be at least 2-d, got shape %s"):format(core.shape_text(m.shape)))
+  end
+  return np.flip(m, 1)
+end
+
+-- roll(a, shift, axis=nil): a with its elements moved by shift along the
+-- axes (a list of shifts with a list of axes, one shift for all of them);
+-- without axes, along the flattened array, then reshaped back. Each axis:
+-- the two pieces joined in their new order (slice + concatenate).
+function np.roll(a, shift, axis, kw)
+  check_array(a, "roll", 1)
+  if type(axis) == "table" and axis[1] == nil and next(axis) ~= nil then kw, axis = axis, nil end
+  kw = options(kw, "roll", axis_keys)
+  if axis == nil then axis = kw.axis end
+  if axis == nil then
+    if type(shift) == "table" then
+      core.error("roll: shift must be an integer when axis is nil (the array is rolled flattened)")
+    end
+    core.int_arg(shift, "roll", "shift")
+    return np.reshape(np.roll(np.reshape(a, {-1}), shift, 0), a.shape)
+  end
+  local axes = axes_in(axis, a.ndim, "roll")
+  local shifts = type(shift) == "table" and shift or {}
+  if type(shift) == "table" then
+    if type(axis) ~= "table" or #shift ~= #axes then
+      core.error(("roll: shift %s and axis %s must be lists of the same length"):format(
+        core.show_value(shift), core.show_value(axis)))
+    end
+  else
+    for k = 1, #axes do shifts[k] = shift end
+  end
+  local y, moved = a, false
+  for k, ax in ipairs(axes) do
+    local s, n = core.int_arg(shifts[k], "roll", "shift"), a.shape[ax + 1]
+    s = n > 0 and s % n or 0
+    if s ~= 0 then
+      y = np.concatenate({cut(y, {[ax] = {n - s, n, 1}}), cut(y, {[ax] = {0, n - s, 1}})}, ax)
+      moved = true
+    end
+  end
+  return moved and y or a:copy()
+end
+
+-- A copy of a list (a shape that the caller goes on changing).
+local function copy_list(t)
+  local s = {}
+  for k = 1, #t do s[k] = t[k] end
+  return s
+end
+
+-- x with axis ax (length n) made (outer, n, inner) and broadcast to r
+-- copies, before (tile) or after (repeat) the axis, then reshaped to
+-- shape: one copy.
+local function replicate(x, ax, r, before, shape)
+  local xs = x.shape
+  local outer, inner = 1, 1
+  for d = 1, ax do outer = outer * xs[d] end
+  for d = ax + 2, #xs do inner = inner * xs[d] end
+  local n = xs[ax + 1]
+  local from = before and {outer, 1, n, inner} or {outer, n, 1, inner}
+  local to = before and {outer, r, n, inner} or {outer, n, r, inner}
+  return np.reshape(np.broadcast_to(np.reshape(x, from), to), shape)
+end
+
+-- tile(A, reps): A repeated reps[d] times along each axis (reps an integer
+-- or a list; the shorter of A's shape and reps padded with ones in front)
+function np.tile(A, reps)
+  check_array(A, "tile", 1)
+  if type(reps) == "number" then reps = {reps} end
+  if type(reps) ~= "table" then core.error(("tile: reps must be an integer or a list of them, got %s")
+                                           :format(core.show_value(reps))) end
+  for k = 1, #reps do core.int_arg(reps[k], "tile", "each of reps", 0) end
+  local nd = math.max(#reps, A.ndim)
+  if nd > 8 then core.error(("tile: the result would have %d dimensions, at most 8 are supported"):format(nd)) end
+  local shape, r = {}, {}
+  for d = 1, nd do
+    shape[d] = d > nd - A.ndim and A.shape[d - (nd - A.ndim)] or 1
+    r[d] = d > nd - #reps and reps[d - (nd - #reps)] or 1
+  end
+  local y = np.reshape(A, shape)
+  local moved = false
+  for d = 1, nd do
+    if r[d] ~= 1 then
+      shape[d] = shape[d] * r[d]
+      y = replicate(y, d - 1, r[d], true, copy_list(shape))
+      moved = true
+    end
+  end
+  return moved and y or y:copy()
+end
+
+-- repeat(a, repeats, axis=nil): each element repeats[i] times along axis
+-- (an integer, or a list with one count per element: NumPy's; MXNet 1.9.1
+-- takes an integer only); without an axis, of the flattened array.
+-- np["repeat"] (a Lua keyword), np.repeat_interleave (PyTorch's name).
+np["repeat"] = function(a, repeats, axis, kw)
+  check_array(a, "repeat", 1)
+  if type(axis) == "table" then kw, axis = axis, nil end
+  kw = options(kw, "repeat", axis_keys)
+  if axis == nil then axis = kw.axis end
+  if axis == nil then a, axis = np.reshape(a, {-1}), 0 end
+  local ax = axis_in(axis, a.ndim, "repeat")
+  local n = a.shape[ax + 1]
+  if type(repeats) == "table" and #repeats == 1 then repeats = repeats[1] end
+  if type(repeats) == "number" then
+    core.int_arg(repeats, "repeat", "repeats", 0)
+    local shape = a.shape
+    shape[ax + 1] = n * repeats
+    return replicate(a, ax, repeats, false, shape)
+  end
+  if type(repeats) ~= "table" then
+    core.error(("repeat: repeats must be an integer or a list of them, got %s"):format(core.show_value(repeats)))
+  end
+  if #repeats ~= n then
+    core.error(("repeat: %d repeats given for axis %d of length %d (shape %s)")
+               :format(#repeats, ax, n, core.shape_text(a.shape)))
+  end
+  local idx = {}
+  for i = 1, n do
+    for _ = 1, core.int_arg(repeats[i], "repeat", "each of repeats", 0) do idx[#idx + 1] = i - 1 end
+  end
+  local t = #idx > 0 and np.array(idx, {dtype = "int64", device = a.device})
+            or np.zeros({0}, {dtype = "int64", device = a.device})
+  return np.take(a, t, ax)
+end
+np.repeat_interleave = np["repeat"]
+
+-- pad(x, pad_width, mode='constant', {constant_values=0, reflect_type='even'}):
+-- pad_width as NumPy's: n, {n}, {before, after}, {{before, after}} (every
+-- axis) or one {before, after} per axis. mode as a keyword too.
+local pad_modes = {constant = 0, edge = 1, reflect = 2, symmetric = 3}
+local pad_keys = {"mode", "constant_values", "reflect_type"}
+
+local function width_pair(v, fname)
+  if type(v) == "number" then v = {v, v} end
+  if type(v) ~= "table" or (#v ~= 1 and #v ~= 2) then
+    core.error(("%s: each pad width must be an integer or a {before, after} pair, got %s")
+               :format(fname, core.show_value(v)))
+  end
+  local b, e = v[1], v[#v]
+  return core.int_arg(b, fname, "a pad width", 0), core.int_arg(e, fname, "a pad width", 0)
+end
+
+-- pad's widths as a flat list (before, after per axis) for nd axes.
+local function pad_widths(pw, nd, fname)
+  local pairs_ = {}
+  if type(pw) == "number" or (type(pw) == "table" and #pw >= 1 and type(pw[1]) == "number") then
+    if type(pw) == "table" and #pw > 2 then
+      core.error(("%s: pad_width %s: a flat list holds one width or (before, after); give one "
+                  .. "{before, after} per axis as a list of pairs"):format(fname, "{" .. table.concat(core.map_show(pw), ", ") .. "}"))
+    end
+    local b, e = width_pair(pw, fname)
+    for d = 1, nd do pairs_[d] = {b, e} end
+  elseif type(pw) == "table" and #pw == 1 then
+    local b, e = width_pair(pw[1], fname)
+    for d = 1, nd do pairs_[d] = {b, e} end
+  elseif type(pw) == "table" and #pw == nd then
+    for d = 1, nd do pairs_[d] = {width_pair(pw[d], fname)} end
+  else
+    core.error(("%s: pad_width must be an integer, {before, after} or one {before, after} per axis "
+                .. "(%d axes), got %s"):format(fname, nd, type(pw) == "table" and ("a list of " .. #pw) or core.show_value(pw)))
+  end
+  local flat = {}
+  for d = 1, nd do flat[2 * d - 1], flat[2 * d] = pairs_[d][1], pairs_[d][2] end
+  return flat
+end
+
+function np.pad(x, pad_width, mode, kw)
+  check_array(x, "pad", 1)
+  if type(mode) == "table" then kw, mode = mode, nil end
+  kw = options(kw, "pad", pad_keys)
+  mode = mode or kw.mode or "constant"
+  local id = pad_modes[mode]
+  if not id then
+    core.error(("pad: mode %s is not supported (luon has 'constant', 'edge', 'reflect', 'symmetric'%s)")
+               :format(core.show_value(mode), (mode == "maximum" or mode == "minimum") and "; MXNet's "
+               .. mode .. " is not implemented" or ""))
+  end
+  if kw.constant_values ~= nil and mode ~= "constant" then
+    core.error(("pad: constant_values is an option of mode 'constant', not %s"):format(core.show_value(mode)))
+  end
+  if kw.reflect_type ~= nil and (kw.reflect_type ~= "even" or (mode ~= "reflect" and mode ~= "symmetric")) then
+    core.error(("pad: reflect_type can only be 'even' (with mode 'reflect' or 'symmetric'), got %s")
+               :format(core.show_value(kw.reflect_type)))
+  end
+  local widths = pad_widths(pad_width, x.ndim, "pad")
+  local a = attrs()
+  a.i[S.PAD_MODE] = id
+  core.set_ints(a, widths, S.PAD_WIDTHS, "pad")
+  a.f[S.PAD_VALUE] = core.num_arg(kw.constant_values or 0, "pad", "constant_values")
+  return call(op.pad, {x}, a)
+end
+
+-- diag(v, k=0): 1-d -> a matrix with v on diagonal k; 2-d -> diagonal k
+function np.diag(v, k)
+  check_array(v, "diag", 1)
+  local a = attrs()
+  a.i[S.DIAG_K], a.ni = core.int_arg(k or 0, "diag", "k"), S.DIAG_K + 1
+  return call(op.diag, {v}, a)
+end
+
+-- tril(m, k=0), triu(m, k=0): the last two axes' lower / upper triangle
+for _, name in ipairs({"tril", "triu"}) do
+  local id = op[name]
+  np[name] = function(m, k)
+    check_array(m, name, 1)
+    local a = attrs()
+    a.i[S.TRI_K], a.ni = core.int_arg(k or 0, name, "k"), S.TRI_K + 1
+    return call(id, {m}, a)
+  end
+end
+
+-- meshgrid(x1, x2, ..., {indexing='xy', sparse=false}): coordinate arrays,
+-- one per input (each flattened), as multiple return values. 'xy' swaps
+-- the first two axes of the result (Cartesian), 'ij' does not (matrix).
+-- Each result is its own array (a copy of a broadcast), as MXNet's.
+function np.meshgrid(...)
+  local kw, n = core.kw(...)
+  kw = options(kw, "meshgrid", {"indexing", "sparse"})
+  local indexing = kw.indexing or "xy"
+  if indexing ~= "xy" and indexing ~= "ij" then
+    core.error(("meshgrid: indexing must be 'xy' or 'ij', got %s"):format(core.show_value(indexing)))
+  end
+  if n > 8 then core.error(("meshgrid: %d arrays, at most 8 (the result's dimensions)"):format(n)) end
+  local xs, full = {}, {}
+  for k = 1, n do
+    xs[k] = np.reshape(check_array((select(k, ...)), "meshgrid", k), {-1})
+    full[k] = xs[k].shape[1]
+  end
+  local pos = {}
+  for k = 1, n do pos[k] = k end
+  if indexing == "xy" and n >= 2 then
+    pos[1], pos[2] = 2, 1
+    full[1], full[2] = full[2], full[1]
+  end
+  local outs = {}
+  for k = 1, n do
+    local s = {}
+    for d = 1, n do s[d] = 1 end
+    s[pos[k]] = xs[k].shape[1]
+    local y = np.reshape(xs[k], s)
+    outs[k] = kw.sparse and y:copy() or np.broadcast_to(y, full):copy()
+  end
+  return unpack(outs, 1, n)
+end
+
 function np.matmul(a, b)
   check_array(a, "matmul", 1)
   check_array(b, "matmul", 2)

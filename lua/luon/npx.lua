@@ -827,6 +827,166 @@ end
 -- batch_dot(a, b, {transpose_a, transpose_b}): matmul of N-d stacks (np_linalg.lua)
 npx.batch_dot = require("luon.np_linalg").batch_dot
 
+-- reshape(a, newshape, {reverse=false, order='C'}): np.reshape with
+-- MXNet's codes in newshape: -1 inferred (one at most), -2 copy an input
+-- dimension, -3 drop an input dimension of size 1, -4 copy the rest of the
+-- input dimensions, -5 the product of two input dimensions, -6 split an
+-- input dimension in the two values after it (one may be -1); reverse:
+-- the codes read from the right. A view where strides allow, as
+-- np.reshape (MXNet copies).
+-- (src and target reversed for reverse = true; `shown` says the call.)
+local function reshape_codes(src, target, shown)
+  local function fail(why)
+    core.error(("reshape: cannot reshape %s: %s"):format(shown, why))
+  end
+  local out, unknown, known, si, i = {}, nil, 1, 1, 1
+  while i <= #target do
+    local t = target[i]
+    if t == -1 then
+      unknown = #out + 1
+      out[unknown] = -1
+      si = si + 1
+    elseif t == -2 then
+      if si > #src then fail("-2 copies an input dimension but none is left") end
+      known = known * src[si]
+      out[#out + 1] = src[si]
+      si = si + 1
+    elseif t == -3 then
+      if si > #src or src[si] ~= 1 then
+        fail(("-3 skips an input dimension of size 1, but %s"):format(si > #src and "none is left"
+             or ("dimension " .. (si - 1) .. " has size " .. src[si])))
+      end
+      si = si + 1
+    elseif t == -4 then
+      while si <= #src do
+        known = known * src[si]
+        out[#out + 1] = src[si]
+        si = si + 1
+      end
+    elseif t == -5 then
+      if si + 1 > #src then fail("-5 multiplies two input dimensions but fewer are left") end
+      known = known * src[si] * src[si + 1]
+      out[#out + 1] = src[si] * src[si + 1]
+      si = si + 2
+    elseif t == -6 then
+      if i + 2 > #target then fail("-6 must be followed by the two sizes it splits into") end
+      if si > #src then fail("-6 splits an input dimension but none is left") end
+      local d0, d1, d2 = src[si], target[i + 1], target[i + 2]
+      si, i = si + 1, i + 2
+      if d1 < -1 or d2 < -1 then fail("the sizes after -6 must be >= 0 or -1") end
+      if d1 == -1 and d2 == -1 then fail("the two sizes after -6 cannot both be -1") end
+      if d1 == -1 then d1 = d2 ~= 0 and math.floor(d0 / d2) or -1 end
+      if d2 == -1 then d2 = d1 ~= 0 and math.floor(d0 / d1) or -1 end
+      if d1 < 0 or d2 < 0 or d1 * d2 ~= d0 then
+        fail(("-6 cannot split dimension %d of size %d into (%d, %d)"):format(si - 2, d0, target[i - 1], target[i]))
+      end
+      known = known * d0
+      out[#out + 1], out[#out + 2] = d1, d2
+    elseif t >= 0 then
+      known = known * t
+      out[#out + 1] = t
+      si = si + 1
+    else
+      fail(("code %d is not one of -1 to -6"):format(t))
+    end
+    i = i + 1
+  end
+  local size = 1
+  for k = 1, #src do size = size * src[k] end
+  if unknown then
+    if known == 0 or size % known ~= 0 then fail("the sizes do not divide the array's size " .. size) end
+    out[unknown] = size / known
+  end
+  local total = 1
+  for k = 1, #out do total = total * out[k] end
+  if total ~= size then fail(("the result would have %d elements, not %d"):format(total, size)) end
+  return out
+end
+
+local reshape_keys = {"reverse", "order"}
+function npx.reshape(a, newshape, kw)
+  kw = core.options(kw, "reshape", reshape_keys)
+  need_array(a, "reshape", "a")
+  if type(newshape) == "number" then newshape = {newshape} end
+  if type(newshape) ~= "table" then
+    core.error(("reshape: newshape must be an integer or a list of them, got %s"):format(core.show_value(newshape)))
+  end
+  if kw.order ~= nil and kw.order ~= "C" then
+    core.error(("reshape: order must be 'C', got %s"):format(core.show_value(kw.order)))
+  end
+  local target, minus1 = {}, 0
+  for k = 1, #newshape do
+    target[k] = core.int_arg(newshape[k], "reshape", "each of newshape", -6)
+    if target[k] == -1 then minus1 = minus1 + 1 end
+  end
+  if minus1 > 1 then
+    core.error(("reshape: only one dimension can be -1 (inferred), got %s"):format(
+      "(" .. table.concat(target, ",") .. ")"))
+  end
+  local src = a.shape
+  local shown = ("array of shape %s into (%s)%s"):format(core.shape_text(src), table.concat(target, ","),
+                                                      kw.reverse and " with reverse = true" or "")
+  if kw.reverse then
+    local rs, rt = {}, {}
+    for k = 1, #src do rs[k] = src[#src + 1 - k] end
+    for k = 1, #target do rt[k] = target[#target + 1 - k] end
+    local r = reshape_codes(rs, rt, shown)
+    local out = {}
+    for k = 1, #r do out[k] = r[#r + 1 - k] end
+    return np.reshape(a, out)
+  end
+  return np.reshape(a, reshape_codes(src, target, shown))
+end
+
+-- one_hot(indices, depth, {on_value=1, off_value=0, dtype='float32'}):
+-- indices' shape + (depth,), on_value at each index (truncated toward
+-- zero), off_value elsewhere and for indices outside [0, depth) or NaN
+local one_hot_keys = {"depth", "on_value", "off_value", "dtype"}
+local HALF, BF16 = core.dtype_ids.float16, core.dtype_ids.bfloat16
+function npx.one_hot(indices, depth, kw)
+  if type(depth) == "table" then kw, depth = depth, nil end
+  kw = core.options(kw, "one_hot", one_hot_keys)
+  if not is_array(indices) then indices = np.array(indices, {dtype = "int64"}) end
+  depth = depth or kw.depth
+  if depth == nil then core.error("one_hot: depth is required") end
+  local dt = core.info_of(indices).dtype
+  if dt == HALF or dt == BF16 then indices = indices:astype("float32") end
+  local a = core.attrs()
+  a.i[S.ONE_HOT_DEPTH], a.ni = core.int_arg(depth, "one_hot", "depth", 0), S.ONE_HOT_DEPTH + 1
+  a.f[S.ONE_HOT_ON] = core.num_arg(kw.on_value == nil and 1 or kw.on_value, "one_hot", "on_value")
+  a.f[S.ONE_HOT_OFF] = core.num_arg(kw.off_value == nil and 0 or kw.off_value, "one_hot", "off_value")
+  a.dtype = core.dtype_id(kw.dtype, "one_hot") or core.FLOAT32
+  return core.call(op.one_hot, {indices}, a)
+end
+
+-- sequence_mask(data, sequence_length, {use_sequence_length=false,
+-- value=0, axis=0}): data (T, B, ...) (axis 0) or (B, T, ...) (axis 1)
+-- with the steps t >= sequence_length[b] (truncated toward zero) set to
+-- value; without use_sequence_length, a copy of data (MXNet's default)
+local seqmask_keys = {"use_sequence_length", "value", "axis"}
+function npx.sequence_mask(data, sequence_length, kw)
+  if type(sequence_length) == "table" and not is_array(sequence_length) then kw, sequence_length = sequence_length, nil end
+  kw = core.options(kw, "sequence_mask", seqmask_keys)
+  need_array(data, "sequence_mask", "data")
+  if not kw.use_sequence_length then
+    if sequence_length ~= nil then
+      core.error("sequence_mask: sequence_length is given but use_sequence_length is false (MXNet's default); "
+                 .. "pass {use_sequence_length = true}")
+    end
+    return data:copy()
+  end
+  need_array(sequence_length, "sequence_mask", "sequence_length")
+  local dt = core.info_of(data).dtype
+  if (dt == HALF or dt == BF16) and core.is_float(core.info_of(sequence_length).dtype) then
+    -- float lengths would make the 16-bit data's result float32 (dtype promotion)
+    sequence_length = sequence_length:astype("int64")
+  end
+  local a = core.attrs() -- after astype, which fills the shared attrs too
+  a.i[S.SEQMASK_AXIS], a.ni = core.int_arg(kw.axis or 0, "sequence_mask", "axis"), S.SEQMASK_AXIS + 1
+  a.f[S.SEQMASK_VALUE] = core.num_arg(kw.value or 0, "sequence_mask", "value")
+  return core.call(op.sequence_mask, {data, sequence_length}, a)
+end
+
 npx.seed = np.random.seed
 
 return core.strict_module(npx, "npx")

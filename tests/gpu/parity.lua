@@ -427,6 +427,30 @@ report("take raise mode: the same error for an out-of-range index on both device
   end
   if msgs[1] ~= msgs[2] then return ("cpu: %s; gpu: %s"):format(msgs[1], msgs[2]) end
 end)())
+-- the layout ops (core/ops/layout.c) move bytes: every dtype, 16-bit ones
+-- included, exactly; one_hot (no gradient) with float, NaN and int indices
+both("pad, diag, tril, triu, sequence_mask of int32, uint8, bool and float16; one_hot", function(d)
+  local x = data(d, {5, 7}, "float32", 16)
+  local r = {}
+  for _, dt in ipairs({"int32", "uint8", "bool", "float16"}) do
+    local y = x:astype(dt)
+    for _, mode in ipairs({"constant", "edge", "reflect", "symmetric"}) do
+      r[#r + 1] = np.pad(y:transpose(), {{2, 9}, {1, 3}}, mode)
+    end
+    r[#r + 1] = np.pad(y, 1, {constant_values = 3.7})
+    r[#r + 1] = np.diag(y, 2)
+    r[#r + 1] = np.diag(np.diag(y, -1), -1)
+    r[#r + 1] = np.tril(y:transpose(), 1)
+    r[#r + 1] = np.triu(y:slice(1), -1)
+    r[#r + 1] = npx.sequence_mask(y, on(d, {0, 2, 9, -1, 3}), {use_sequence_length = true, axis = 1, value = -2.5})
+  end
+  r[#r + 1] = npx.one_hot(on(d, {-8.7, -0.5, 0.9, 4.2, 6.99, 12, 0 / 0}), 7)
+  r[#r + 1] = npx.one_hot(np.array({{-1, 0}, {6, 7}}, {dtype = "int32", device = d}), 7,
+                          {on_value = 2.5, off_value = -1, dtype = "int64"})
+  r[#r + 1] = npx.one_hot(on(d, {1, 3}), 4, {dtype = "float16"})
+  for k = 1, #r do r[k] = r[k]:astype("float64") end
+  return r
+end, 0, 0)
 both("pick with float32 and int32 indices, clip and wrap, keepdims, along axis 0 of a transpose", function(d)
   local x = data(d, {4, 6}, "float32", 15)
   local fi = on(d, {-3.5, 0.2, 2.9, 3.1, 9, 0 / 0})

@@ -346,6 +346,56 @@ cases.stack = {
    f = function(a, b) return np.stack({a, b}, 1) end},
 }
 
+-- layout (core/ops/layout.c), and the compositions of np/npx under the ops
+-- they are made of (their gradients are those ops')
+local function padded(width, mode, kw) return function(x) return np.pad(x, width, mode, kw) end end
+cases.pad = {
+  {"constant, uneven widths", inputs = function() return {randn({2, 3})} end,
+   f = padded({{1, 2}, {0, 1}}, "constant", {constant_values = 0.5})},
+  {"edge, widths past the axis", inputs = function() return {randn({2, 3})} end, f = padded({{1, 3}, {4, 2}}, "edge")},
+  {"reflect, widths past the axis, of a transpose", inputs = function() return {randn({3, 2})} end,
+   f = function(x) return np.pad(T(x), {{3, 1}, {2, 5}}, "reflect") end},
+  {"symmetric (2,3,2), one axis unpadded", inputs = function() return {randn({2, 3, 2})} end,
+   f = padded({{1, 0}, {0, 0}, {3, 2}}, "symmetric")},
+  {"reflect on a size-1 axis", inputs = function() return {randn({1, 3})} end, f = padded({{2, 1}, {1, 1}}, "reflect")},
+}
+cases.diag = {
+  {"1-d, k = 1", inputs = function() return {randn({3})} end, f = function(x) return np.diag(x, 1) end},
+  {"1-d, k = -2", inputs = function() return {randn({2})} end, f = function(x) return np.diag(x, -2) end},
+  {"2-d (3,4), k = 1", inputs = function() return {randn({3, 4})} end, f = function(x) return np.diag(x, 1) end},
+  {"2-d transposed, k = -1", inputs = function() return {randn({4, 3})} end, f = function(x) return np.diag(T(x), -1) end},
+}
+cases.tril = {
+  {"(3,4), k = 0", inputs = function() return {randn({3, 4})} end, f = function(x) return np.tril(x) end},
+  {"(2,3,3) transposed, k = -1", inputs = function() return {randn({3, 3, 2})} end,
+   f = function(x) return np.tril(T(x), -1) end},
+  {"1-d, k = 1", inputs = function() return {randn({3})} end, f = function(x) return np.tril(x, 1) end},
+}
+cases.triu = {
+  {"(3,4), k = 1", inputs = function() return {randn({3, 4})} end, f = function(x) return np.triu(x, 1) end},
+  {"1-d, k = -1", inputs = function() return {randn({3})} end, f = function(x) return np.triu(x, -1) end},
+}
+cases.sequence_mask = {
+  {"axis 0, value -1", inputs = function() return {randn({4, 2, 3})} end,
+   f = function(x) return npx.sequence_mask(x, A({1, 3}), {use_sequence_length = true, value = -1}) end},
+  {"axis 1 of a transpose, int64 lengths", inputs = function() return {randn({3, 2})} end,
+   f = function(x) return npx.sequence_mask(T(x), I({0, 2}), {use_sequence_length = true, axis = 1}) end},
+}
+table.insert(cases.broadcast_to, {"np.tile (reshape, broadcast_to, reshape per axis)",
+  inputs = function() return {randn({2, 3})} end, f = function(x) return np.tile(x, {2, 1, 3}) end})
+table.insert(cases.broadcast_to, {"np.repeat by an integer, axis 1 of a transpose",
+  inputs = function() return {randn({3, 2})} end, f = function(x) return np["repeat"](T(x), 2, 1) end})
+table.insert(cases.broadcast_to, {"np.meshgrid, xy",
+  inputs = function() return {randn({3}), randn({2})} end, f = function(a, b) return {np.meshgrid(a, b)} end})
+table.insert(cases.take, {"np.repeat with a count per element (take of repeated indices)",
+  inputs = function() return {randn({3, 2})} end, f = function(x) return np.repeat_interleave(x, {2, 0, 1}, 0) end})
+table.insert(cases.slice, {"np.flip, axes 0 and 2 (a view)",
+  inputs = function() return {randn({2, 3, 2})} end, f = function(x) return np.flip(x, {0, 2}) end})
+table.insert(cases.concatenate, {"np.roll along two axes (slices joined)",
+  inputs = function() return {randn({3, 4})} end, f = function(x) return np.roll(x, {1, -3}, {0, 1}) end})
+table.insert(cases.reshape, {"npx.reshape with -6, -1 and -4",
+  inputs = function() return {randn({6, 2, 2})} end, f = function(x) return npx.reshape(x, {-6, 2, -1, -4}) end})
+
 -- Neural-network ops through the registry (attrs as in core/luon_ops.def).
 cases.conv2d = {
   {"stride 1 pad 1 with bias", inputs = function() return {randn({2, 3, 5, 5}), randn({4, 3, 3, 3}), randn({4})} end,

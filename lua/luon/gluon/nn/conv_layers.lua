@@ -227,4 +227,47 @@ end
 ---------------------------------------------------------------------------
 -- BatchNorm{axis=1, momentum=0.9, epsilon=1e-5, center=true, scale=true,
 -- use_global_stats=false, beta_initializer='zeros', gamma_initializer='ones',
+---------------------------------------------------------------------------
+-- ReflectionPad2D(padding=0): (N, C, H, W) padded by the reflection of its
+-- edges (np.pad's 'reflect' mode). padding: an int (every side) or MXNet
+-- 1.x's 8-tuple pad_width (0, 0, 0, 0, top, bottom, left, right). As
+-- MXNet's pad operator, each width must be smaller than its axis.
+
+local np = require("luon.np")
+local ReflectionPad2D = HybridBlock:extend("ReflectionPad2D")
+nn.ReflectionPad2D = ReflectionPad2D
+function ReflectionPad2D:__init(...)
+  local o = opts("ReflectionPad2D", {"padding"}, ...)
+  local p = o.padding == nil and 0 or o.padding
+  if type(p) == "number" then
+    core.int_arg(p, "ReflectionPad2D", "padding", 0)
+    p = {0, 0, 0, 0, p, p, p, p}
+  end
+  if type(p) ~= "table" or #p ~= 8 then
+    core.error(("ReflectionPad2D: padding must be an integer or 8 integers (0, 0, 0, 0, top, bottom, left, right), got %s")
+               :format(type(p) == "table" and ("a list of " .. #p) or core.show_value(p)))
+  end
+  for k = 1, 8 do core.int_arg(p[k], "ReflectionPad2D", "each padding width", 0) end
+  if p[1] ~= 0 or p[2] ~= 0 or p[3] ~= 0 or p[4] ~= 0 then
+    core.error(("ReflectionPad2D: padding (%s) must be zero on the first two axes (N, C)"):format(table.concat(p, ", ")))
+  end
+  self._padding = {p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8]}
+  self._width = {{0, 0}, {0, 0}, {p[5], p[6]}, {p[7], p[8]}}
+end
+function ReflectionPad2D:forward(x)
+  core.array_arg(x, "ReflectionPad2D", "the input")
+  local s = x.shape
+  if #s ~= 4 then
+    core.error(("ReflectionPad2D: the input must be 4-d (N, C, H, W), got shape %s"):format(core.shape_text(s)))
+  end
+  for d = 3, 4 do
+    local w = self._width[d]
+    if w[1] >= s[d] or w[2] >= s[d] then
+      core.error(("ReflectionPad2D: padding (%d, %d) of axis %d must be smaller than its size %d (input shape %s)")
+                 :format(w[1], w[2], d - 1, s[d], core.shape_text(s)))
+    end
+  end
+  return np.pad(x, self._width, "reflect")
+end
+
 return nn
