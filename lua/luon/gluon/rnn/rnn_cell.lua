@@ -181,14 +181,13 @@ local function gates_of(a, G)
   return np.split(a, G, 1)
 end
 
+local act_names = {tanh = true, sigmoid = true, relu = true, softrelu = true}
 local function act_fn(name, what, v)
-  local f = type(v) == "string" and (v == "tanh" and np.tanh or v == "sigmoid" and npx.sigmoid or
-                                     v == "relu" and npx.relu or v == "softrelu" and npx.softrelu)
-  if not f then
+  if not act_names[v] then
     core.error(("%s: %s must be 'tanh', 'sigmoid', 'relu' or 'softrelu', got %s"):format(name, what,
                core.show_value(v)))
   end
-  return f
+  return function(x) return npx.activation(x, v) end
 end
 
 -- RNNCell(hidden_size, {activation='tanh', initializers, input_size=0}):
