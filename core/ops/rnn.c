@@ -94,9 +94,9 @@ static luon_status check_rnn(const char *op, const lu_call *c, int nin, int lstm
       return lu_error(LUON_EDTYPE, "%s: input %d is %s but x is %s; they must match", op, k + 1,
                       luon_dtype_name(t->dtype), luon_dtype_name(x->dtype));
   }
-  if (x->ndim != 3)
-    return lu_error(LUON_ESHAPE, "%s: x must be (seq_len, batch, input_size), got shape %s", op,
-                    lu_shape_str(x->ndim, x->shape));
+  if (x->ndim != 3 || x->shape[2] < 1)
+    return lu_error(LUON_ESHAPE, "%s: x must be (seq_len, batch, input_size) with input_size >= 1, got shape %s",
+                    op, lu_shape_str(x->ndim, x->shape));
   int64_t D = bidir ? 2 : 1, hs[3] = {L * D, x->shape[1], H};
   if (!same_shape(h0, 3, hs))
     return lu_error(LUON_ESHAPE, "%s: the state has shape %s; expected %s (layers * directions, batch, "

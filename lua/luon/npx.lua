@@ -474,11 +474,11 @@ function npx.rnn(data, parameters, state, state_cell, kw)
   if p == 0 or L == 1 or C.luon_autograd_is_training() == 0 then
     outs = rnn_call(data, parameters, state, state_cell, mode, L, bidir, H)
   else -- a layer at a time, dropout between: each layer's weights, then its biases
-    local D, G, I = bidir and 2 or 1, rnn_gates[mode], data.shape[3]
+    local D, G, I = bidir and 2 or 1, rnn_gates[mode], data.shape[3] or 0
     local wtotal = 0
     for l = 0, L - 1 do wtotal = wtotal + D * G * H * ((l == 0 and I or D * H) + H) end
-    if parameters.ndim ~= 1 or parameters.shape[1] ~= wtotal + 2 * L * D * G * H then
-      outs = rnn_call(data, parameters, state, state_cell, mode, L, bidir, H) -- its shape error
+    if data.ndim ~= 3 or parameters.ndim ~= 1 or parameters.shape[1] ~= wtotal + 2 * L * D * G * H then
+      rnn_call(data, parameters, state, state_cell, mode, L, bidir, H) -- the op's shape error
     end
     local x, hs, cs, wo = data, {}, {}, 0
     for l = 0, L - 1 do

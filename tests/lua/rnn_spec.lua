@@ -283,6 +283,22 @@ describe("gluon.rnn layers", function()
     autograd.record(function() y = net(x) end)
     H.assert_shape(y, {5, 2, 4})
     assert.is_false(H.close(y, a:totable(), 1e-6))
+    -- a layer at a time (p > 0 while training) equals the fused call: a
+    -- dropout that keeps everything (p tiny) leaves the same outputs
+    for _, mode in ipairs({"lstm", "gru"}) do
+      local G = mode == "lstm" and 4 or 3
+      local P = 2 * G * 3 * (2 + 3 + 2) + 2 * G * 3 * (6 + 3 + 2)
+      local xs, ps = np.random.uniform(-1, 1, {4, 2, 2}), np.random.uniform(-0.5, 0.5, {P})
+      local h0 = np.random.uniform(-1, 1, {4, 2, 3})
+      local c0 = mode == "lstm" and np.random.uniform(-1, 1, {4, 2, 3}) or nil
+      local kw = {mode = mode, state_size = 3, num_layers = 2, bidirectional = true, state_outputs = true}
+      local y0, h1, c1 = npx.rnn(xs, ps, h0, c0, kw)
+      kw.p = 1e-12
+      local y2, h2, c2 = autograd.record(function() return npx.rnn(xs, ps, h0, c0, kw) end)
+      H.assert_close(y2, y0:totable(), 1e-6)
+      H.assert_close(h2, h1:totable(), 1e-6)
+      if c1 then H.assert_close(c2, c1:totable(), 1e-6) end
+    end
   end)
 
   it("train: one SGD step lowers the loss", function()
@@ -352,6 +368,11 @@ describe("gluon.rnn bad input", function()
     H.assert_error(function() npx.rnn(x, np.ones({165}), h, {mode = "gru", state_size = 5, num_layers = 1,
                                                              use_sequence_length = true}) end,
                    {"rnn", "use_sequence_length", "not supported"})
+    H.assert_error(function() npx.rnn(np.ones({3, 2, 0}), np.ones({165}), h, {mode = "gru", state_size = 5, num_layers = 1}) end,
+                   {"rnn", "input_size >= 1", "(3,2,0)"})
+    H.assert_error(function() autograd.record(function()
+      return npx.rnn(np.ones({3, 2}), np.ones({165}), h, {mode = "gru", state_size = 5, num_layers = 2, p = 0.5})
+    end) end, {"rnn", "x must be (seq_len, batch, input_size)"})
     local y = npx.rnn(x, np.ones({165}), h, {mode = "gru", state_size = 5, num_layers = 1})
     H.assert_shape(y, {3, 2, 5})
   end)
