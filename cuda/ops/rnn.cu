@@ -6,7 +6,8 @@
  * GRU r, z, n with the same n), and the weight gradient back out. The
  * forward leaves the CPU-layout reserve zero; rnn_grad runs cuDNN's
  * training forward again for its own reserve space, then the backward.
- * Not here: dropout (the layers call the op a layer at a time for it). */
+ * FMA math (no TF32) unless LUON_CUDA_TF32=1. Not here: dropout (the
+ * layers call the op a layer at a time for it). */
 #include "kernels.cuh"
 #include <cudnn.h>
 #include <pthread.h>
@@ -123,6 +124,8 @@ static luon_status setup(lu_cuda_ctx &k, const lu_call *c, rnn_ctx *r) {
   if (g->T > INT32_MAX || g->N > INT32_MAX || g->In > INT32_MAX || g->H > INT32_MAX)
     return lu_cuda_seterr(LUON_EUNSUPPORTED, "%s: dimensions beyond 2^31 on the GPU", k.op);
   int dims[3] = {g->L * g->D, (int)g->N, (int)g->H}, strides[3] = {(int)(g->N * g->H), (int)g->H, 1};
+  /* FMA math (no TF32) unless LUON_CUDA_TF32=1, as conv.cu */
+  cudnnMathType_t math = lu_cuda_flag("LUON_CUDA_TF32") ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH;
   int *lens = NULL;
   TRY(handle(k.id, k.s, k.op, &r->h));
   DNN(cudnnCreateDropoutDescriptor(&r->dd));
@@ -130,7 +133,7 @@ static luon_status setup(lu_cuda_ctx &k, const lu_call *c, rnn_ctx *r) {
   DNN(cudnnCreateRNNDescriptor(&r->rd));
   DNN(cudnnSetRNNDescriptor_v8(r->rd, CUDNN_RNN_ALGO_STANDARD, cell, CUDNN_RNN_DOUBLE_BIAS,
                                g->D == 2 ? CUDNN_BIDIRECTIONAL : CUDNN_UNIDIRECTIONAL, CUDNN_LINEAR_INPUT, ddt,
-                               ddt, CUDNN_DEFAULT_MATH, (int32_t)g->In, (int32_t)g->H, (int32_t)g->H, g->L,
+                               ddt, math, (int32_t)g->In, (int32_t)g->H, (int32_t)g->H, g->L,
                                r->dd, CUDNN_RNN_PADDED_IO_DISABLED));
   lens = (int *)malloc(sizeof(int) * (size_t)(g->N > 0 ? g->N : 1));
   if (!lens) return lu_cuda_seterr(LUON_ENOMEM, "%s: out of host memory", k.op);
