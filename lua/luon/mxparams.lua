@@ -208,6 +208,18 @@ local function fits(p, a)
   return true
 end
 
+-- MXNet 1.9.1's save_parameters writes a fused RNN layer's parameters
+-- under its unfused cells' names: _unfused.0.i2h_weight, and when
+-- bidirectional _unfused.0.l_cell.i2h_weight; luon's names are the
+-- layer's own (l0_i2h_weight, r0_...), as MXNet's attributes.
+function M.rnn_name(name)
+  local pre, l, d, rest = name:match("^(.-)_unfused%.(%d+)%.([lr])_cell%.(%a+2%a_%a+)$")
+  if pre then return pre .. d .. l .. "_" .. rest end
+  pre, l, rest = name:match("^(.-)_unfused%.(%d+)%.(%a+2%a_%a+)$")
+  if pre then return pre .. "l" .. l .. "_" .. rest end
+  return name
+end
+
 -- load_parameters' names: when a file names its parameters as MXNet 1.x's
 -- collect_params().save and export do ('resnetv10_conv0_weight',
 -- 'arg:dense0_bias': a global prefix, no '.'), and none of them is one of

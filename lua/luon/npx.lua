@@ -987,6 +987,83 @@ function npx.sequence_mask(data, sequence_length, kw)
   return core.call(op.sequence_mask, {data, sequence_length}, a)
 end
 
+-- rnn(data, parameters, state, state_cell, {mode=, state_size=, num_layers=,
+-- bidirectional=false, state_outputs=false, p=0}): MXNet's fused RNN
+-- (rnn_relu, rnn_tanh, lstm, gru) over data (T, N, I) with MXNet's flat
+-- parameters (for each layer and direction i2h and h2h weights, then the
+-- biases) and the states (L*D, N, H); state_cell is the LSTM's (leave it out
+-- otherwise). Returns out, or out, hy[, cy] with state_outputs (MXNet: a list).
+-- p: dropout on each layer's output but the last, while training (the op
+-- then runs a layer at a time). Sequence lengths, projections and state
+-- clipping are not supported (an error).
+local rnn_keys = {"mode", "state_size", "num_layers", "bidirectional", "state_outputs", "p",
+                  "use_sequence_length", "projection_size", "lstm_state_clip_min", "lstm_state_clip_max",
+                  "lstm_state_clip_nan", "sequence_length"}
+local rnn_modes = {rnn_relu = 0, rnn_tanh = 1, lstm = 2, gru = 3}
+local rnn_gates = {rnn_relu = 1, rnn_tanh = 1, lstm = 4, gru = 3}
+
+-- The op on one stack of layers; outs: y, hy, cy.
+local function rnn_call(x, params, h0, c0, mode, L, bidir, H)
+  local a = core.attrs()
+  a.i[S.RNN_MODE], a.i[S.RNN_LAYERS], a.i[S.RNN_BIDIR], a.i[S.RNN_HIDDEN] = rnn_modes[mode], L, bidir and 1 or 0, H
+  a.ni = S.RNN_HIDDEN + 1
+  return core.call(op.rnn, c0 and {x, params, h0, c0} or {x, params, h0}, a, nil, 4)
+end
+
+function npx.rnn(data, parameters, state, state_cell, kw)
+  if kw == nil and type(state_cell) == "table" and not is_array(state_cell) then kw, state_cell = state_cell, nil end
+  kw = core.options(kw, "rnn", rnn_keys)
+  need_array(data, "rnn", "data")
+  need_array(parameters, "rnn", "parameters")
+  need_array(state, "rnn", "state")
+  local mode = kw.mode
+  if rnn_modes[mode] == nil then
+    core.error(("rnn: mode must be 'rnn_relu', 'rnn_tanh', 'lstm' or 'gru', got %s"):format(core.show_value(mode)))
+  end
+  if (mode == "lstm") ~= (state_cell ~= nil) then
+    core.error(mode == "lstm" and "rnn: mode 'lstm' needs state_cell" or
+               ("rnn: state_cell is only for mode 'lstm', got mode '%s'"):format(mode))
+  end
+  if state_cell ~= nil then need_array(state_cell, "rnn", "state_cell") end
+  for _, k in ipairs({"use_sequence_length", "sequence_length", "projection_size", "lstm_state_clip_min",
+                      "lstm_state_clip_max"}) do
+    if kw[k] ~= nil and kw[k] ~= false then
+      core.error(("rnn: %s is not supported in luon (leave it out)"):format(k))
+    end
+  end
+  if kw.lstm_state_clip_nan then core.error("rnn: lstm_state_clip_nan is not supported in luon (leave it out)") end
+  local H = core.int_arg(kw.state_size, "rnn", "state_size", 1)
+  local L = core.int_arg(kw.num_layers, "rnn", "num_layers", 1)
+  local bidir = kw.bidirectional == true
+  local p = core.num_arg(kw.p or 0, "rnn", "p")
+  if not (p >= 0 and p < 1) then core.error(("rnn: p must be in [0, 1), got %s"):format(tostring(p))) end
+  local outs
+  if p == 0 or L == 1 or C.luon_autograd_is_training() == 0 then
+    outs = rnn_call(data, parameters, state, state_cell, mode, L, bidir, H)
+  else -- a layer at a time, dropout between: each layer's weights, then its biases
+    local D, G, I = bidir and 2 or 1, rnn_gates[mode], data.shape[3] or 0
+    local wtotal = 0
+    for l = 0, L - 1 do wtotal = wtotal + D * G * H * ((l == 0 and I or D * H) + H) end
+    if data.ndim ~= 3 or parameters.ndim ~= 1 or parameters.shape[1] ~= wtotal + 2 * L * D * G * H then
+      rnn_call(data, parameters, state, state_cell, mode, L, bidir, H) -- the op's shape error
+    end
+    local x, hs, cs, wo = data, {}, {}, 0
+    for l = 0, L - 1 do
+      local wn, bo = D * G * H * ((l == 0 and I or D * H) + H), wtotal + l * D * 2 * G * H
+      local pl = np.concatenate({parameters[{{wo, wo + wn}}], parameters[{{bo, bo + D * 2 * G * H}}]})
+      wo = wo + wn
+      local o = rnn_call(x, pl, state[{{l * D, (l + 1) * D}}], state_cell and state_cell[{{l * D, (l + 1) * D}}],
+                         mode, 1, bidir, H)
+      hs[l + 1], cs[l + 1] = o[2], o[3]
+      x = l < L - 1 and npx.dropout(o[1], {p = p}) or o[1]
+    end
+    outs = {x, np.concatenate(hs, 0), state_cell and np.concatenate(cs, 0)}
+  end
+  if not kw.state_outputs then return outs[1] end
+  if mode == "lstm" then return outs[1], outs[2], outs[3] end
+  return outs[1], outs[2]
+end
+
 npx.seed = np.random.seed
 
 return core.strict_module(npx, "npx")

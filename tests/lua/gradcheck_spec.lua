@@ -642,6 +642,30 @@ np_cases["linalg.norm"] = {
 
 ---------------------------------------------------------------------------
 -- The check
+-- rnn: x (T, N, I), MXNet's flat params, h0[, c0] (L*D, N, H) -> y, hy[, cy]
+-- (the reserve unchecked); modes 0 rnn_relu 1 rnn_tanh 2 lstm 3 gru
+local function rnn_case(label, mode, L, bidir, T, N, I, H)
+  local D, G = bidir and 2 or 1, ({1, 1, 4, 3})[mode + 1]
+  local P = 0
+  for l = 0, L - 1 do P = P + D * G * H * ((l == 0 and I or D * H) + H + 2) end
+  return {label, inputs = function()
+    local xs = {randn({T, N, I}), rand({P}, -0.8, 0.8), randn({L * D, N, H})}
+    if mode == 2 then xs[4] = randn({L * D, N, H}) end
+    return xs
+  end, f = function(...)
+    local o = raw("rnn", {...}, {RNN_MODE = mode, RNN_LAYERS = L, RNN_BIDIR = bidir and 1 or 0, RNN_HIDDEN = H}, nil, 4)
+    if mode == 2 then return {o[1], o[2], o[3]} end
+    return {o[1], o[2]}
+  end}
+end
+cases.rnn = {
+  rnn_case("relu, 2 layers", 0, 2, false, 3, 2, 3, 2),
+  rnn_case("tanh, bidirectional", 1, 1, true, 3, 2, 3, 2),
+  rnn_case("lstm, 2 layers, bidirectional", 2, 2, true, 3, 2, 3, 2),
+  rnn_case("gru, 2 layers, bidirectional", 3, 2, true, 3, 2, 2, 3),
+  rnn_case("lstm, one step, batch 1", 2, 1, false, 1, 1, 2, 3),
+}
+
 
 local function as_list(v) if core.is_array(v) then return {v} end return v end
 

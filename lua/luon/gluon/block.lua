@@ -638,7 +638,7 @@ function Block:load_parameters(path, ...)
       core.error(("load_parameters: %s holds arrays without names (MXNet's mx.nd.save of a list); "
                   .. "parameters load from named arrays"):format(path))
     end
-    local name = e.name:gsub("^arg:", ""):gsub("^aux:", "")
+    local name = require("luon.mxparams").rnn_name((e.name:gsub("^arg:", ""):gsub("^aux:", "")))
     loaded[name] = e.array
     file_names[k] = name
   end

@@ -1,5 +1,5 @@
 -- luon.gluon: MXNet Gluon's namespace. nn, Parameter and the Block classes
--- load with it; loss, metric, data, utils, Trainer and optimizer load on
+-- load with it; rnn, loss, metric, data, utils, Trainer and optimizer load on
 -- first use (each is its own module under luon.gluon), and so does
 -- model_zoo (model_zoo.vision: MXNet's image classifiers) and contrib
 -- (contrib.nn: MXNet 1.x's names for Concurrent, Identity, SyncBatchNorm).
@@ -18,6 +18,7 @@ local gluon = {
 -- Loaded on first use; an unknown name is an error naming the close ones.
 local function module(name) return function() return require(name) end end
 return core.strict_module(gluon, "gluon", {
+  rnn = module("luon.gluon.rnn"),
   loss = module("luon.gluon.loss"),
   metric = module("luon.gluon.metric"),
   data = module("luon.gluon.data"),
