@@ -17,6 +17,10 @@ local arr = require("luon.ndarray")
 -- after each call; these are not called at all.
 local skip = {
   ["npx.with_device"] = true, -- runs its function argument: covered by device_spec
+  -- write the file their first argument names (a bad value "abc" is a fine
+  -- file name): their bad input is npy_spec's
+  ["npx.save"] = true, ["npx.savez"] = true, ["npx.savez_compressed"] = true,
+  ["np.save"] = true, ["np.savez"] = true, ["np.savez_compressed"] = true,
 }
 
 local function bad_values()
