@@ -4,6 +4,8 @@
  * heuristics (the _v7 queries) or, under LUON_CUDNN_AUTOTUNE=1, measured,
  * chosen once per problem and kept with its descriptors in a bounded
  * per-GPU cache (keycache.h); workspace from the core's caching allocator;
+ * where cuDNN has no algorithm (float64 with some dilations or groups), a
+ * direct kernel per direction (slow, sums in double);
  * FMA math (no TF32) unless LUON_CUDA_TF32=1; float16 and bfloat16 data with
  * float32 compute (tensor cores allowed). Operands are made dense first when
  * they are not. The forward's bias and conv2d's fused relu (i[7] = 1) are
@@ -83,6 +85,7 @@ typedef struct plan {
 } plan;
 
 enum { PLAN_CACHE = 1024 }; /* plans per GPU; the least recently used go first */
+enum { DIRECT = -1 };       /* a plan's algo: the direct kernels, cuDNN having none */
 
 static void plan_free(void *v) {
   plan *p = (plan *)v;
@@ -274,22 +277,148 @@ static luon_status search(const operands *o, const conv_key *key, plan **out) {
   return s;
 }
 
+/* ---- direct kernels: where cuDNN has no algorithm ------------------------------------ */
+
+/* The problem as 3-d (a 2-d one has depth 1): sizes and per-axis geometry
+ * (depth, height, width). */
+typedef struct geo {
+  int64_t N, C, O, G;
+  int64_t in[3], k[3], out[3], st[3], pad[3], dil[3];
+} geo;
+
+static geo geo_of(const conv_key *key) {
+  geo g;
+  int ns = key->nd - 2, off = 3 - ns;
+  g.N = key->x[0], g.C = key->x[1], g.O = key->w[0], g.G = key->groups;
+  for (int d = 0; d < 3; d++) g.in[d] = g.k[d] = g.out[d] = g.st[d] = g.dil[d] = 1, g.pad[d] = 0;
+  for (int d = 0; d < ns; d++) {
+    g.in[off + d] = key->x[2 + d], g.k[off + d] = key->w[2 + d], g.out[off + d] = key->y[2 + d];
+    g.st[off + d] = key->stride[d], g.pad[off + d] = key->pad[d], g.dil[off + d] = key->dil[d];
+  }
+  return g;
+}
+
+/* y (N,O,OD,OH,OW) = x (N,C,D,H,W) * w (O,C/G,KD,KH,KW): a thread per output,
+ * the sum in double; any float dtype dt. */
+__global__ void k_direct_fwd(geo g, const void *x, const void *w, void *y, int32_t dt) {
+  int64_t P = g.out[0] * g.out[1] * g.out[2], Cg = g.C / g.G, Og = g.O / g.G;
+  LU_GRID_LOOP(i, g.N * g.O * P) {
+    int64_t ow = i % g.out[2], oh = i / g.out[2] % g.out[1], od = i / (g.out[2] * g.out[1]) % g.out[0];
+    int64_t o = i / P % g.O, n = i / P / g.O, c0 = o / Og * Cg;
+    double acc = 0;
+    for (int64_t c = 0; c < Cg; c++)
+      for (int64_t kd = 0; kd < g.k[0]; kd++) {
+        int64_t id = od * g.st[0] - g.pad[0] + kd * g.dil[0];
+        if (id < 0 || id >= g.in[0]) continue;
+        for (int64_t kh = 0; kh < g.k[1]; kh++) {
+          int64_t ih = oh * g.st[1] - g.pad[1] + kh * g.dil[1];
+          if (ih < 0 || ih >= g.in[1]) continue;
+          for (int64_t kw = 0; kw < g.k[2]; kw++) {
+            int64_t iw = ow * g.st[2] - g.pad[2] + kw * g.dil[2];
+            if (iw < 0 || iw >= g.in[2]) continue;
+            acc += lu_ld<double>(x, dt, (((n * g.C + c0 + c) * g.in[0] + id) * g.in[1] + ih) * g.in[2] + iw) *
+                   lu_ld<double>(w, dt, (((o * Cg + c) * g.k[0] + kd) * g.k[1] + kh) * g.k[2] + kw);
+          }
+        }
+      }
+    lu_st(y, dt, i, acc);
+  }
+}
+
+/* dx (N,C,D,H,W) from dy (N,O,OD,OH,OW) and w: a thread per input element,
+ * over the outputs it fed (i + pad - k*dil = out*stride). */
+__global__ void k_direct_data(geo g, const void *dy, const void *w, void *dx, int32_t dt) {
+  int64_t P = g.in[0] * g.in[1] * g.in[2], Cg = g.C / g.G, Og = g.O / g.G;
+  LU_GRID_LOOP(i, g.N * g.C * P) {
+    int64_t iw = i % g.in[2], ih = i / g.in[2] % g.in[1], id = i / (g.in[2] * g.in[1]) % g.in[0];
+    int64_t ci = i / P % g.C, n = i / P / g.C, c = ci % Cg, o0 = ci / Cg * Og;
+    double acc = 0;
+    for (int64_t o = o0; o < o0 + Og; o++)
+      for (int64_t kd = 0; kd < g.k[0]; kd++) {
+        int64_t td = id + g.pad[0] - kd * g.dil[0], od = td / g.st[0];
+        if (td < 0 || td % g.st[0] || od >= g.out[0]) continue;
+        for (int64_t kh = 0; kh < g.k[1]; kh++) {
+          int64_t th = ih + g.pad[1] - kh * g.dil[1], oh = th / g.st[1];
+          if (th < 0 || th % g.st[1] || oh >= g.out[1]) continue;
+          for (int64_t kw = 0; kw < g.k[2]; kw++) {
+            int64_t tw = iw + g.pad[2] - kw * g.dil[2], ow = tw / g.st[2];
+            if (tw < 0 || tw % g.st[2] || ow >= g.out[2]) continue;
+            acc += lu_ld<double>(dy, dt, (((n * g.O + o) * g.out[0] + od) * g.out[1] + oh) * g.out[2] + ow) *
+                   lu_ld<double>(w, dt, (((o * Cg + c) * g.k[0] + kd) * g.k[1] + kh) * g.k[2] + kw);
+          }
+        }
+      }
+    lu_st(dx, dt, i, acc);
+  }
+}
+
+/* dw (O,C/G,KD,KH,KW) from x and dy: a thread per weight, over the batch
+ * and every output position. */
+__global__ void k_direct_filter(geo g, const void *x, const void *dy, void *dw, int32_t dt) {
+  int64_t K = g.k[0] * g.k[1] * g.k[2], Cg = g.C / g.G, Og = g.O / g.G;
+  LU_GRID_LOOP(i, g.O * Cg * K) {
+    int64_t kw = i % g.k[2], kh = i / g.k[2] % g.k[1], kd = i / (g.k[2] * g.k[1]) % g.k[0];
+    int64_t c = i / K % Cg, o = i / K / Cg, ci = o / Og * Cg + c;
+    double acc = 0;
+    for (int64_t n = 0; n < g.N; n++)
+      for (int64_t od = 0; od < g.out[0]; od++) {
+        int64_t id = od * g.st[0] - g.pad[0] + kd * g.dil[0];
+        if (id < 0 || id >= g.in[0]) continue;
+        for (int64_t oh = 0; oh < g.out[1]; oh++) {
+          int64_t ih = oh * g.st[1] - g.pad[1] + kh * g.dil[1];
+          if (ih < 0 || ih >= g.in[1]) continue;
+          for (int64_t ow = 0; ow < g.out[2]; ow++) {
+            int64_t iw = ow * g.st[2] - g.pad[2] + kw * g.dil[2];
+            if (iw < 0 || iw >= g.in[2]) continue;
+            acc += lu_ld<double>(dy, dt, (((n * g.O + o) * g.out[0] + od) * g.out[1] + oh) * g.out[2] + ow) *
+                   lu_ld<double>(x, dt, (((n * g.C + ci) * g.in[0] + id) * g.in[1] + ih) * g.in[2] + iw);
+          }
+        }
+      }
+    lu_st(dw, dt, i, acc);
+  }
+}
+
+/* The convolution by the direct kernels (the plan's algo DIRECT): slow but
+ * any dtype, dilation and groups; the operands are dense. */
+static luon_status direct(const operands *o, const conv_key *key, cudaStream_t st) {
+  geo g = geo_of(key);
+  int64_t n = 1;
+  const int32_t *shape = o->kind == C_FWD ? key->y : o->kind == C_DATA ? key->x : key->w;
+  for (int i = 0; i < key->nd; i++) n *= shape[i];
+  if (o->kind == C_FWD) k_direct_fwd<<<lu_blocks(n), LU_THREADS, 0, st>>>(g, o->in0, o->in1, o->out, o->dt);
+  else if (o->kind == C_DATA) k_direct_data<<<lu_blocks(n), LU_THREADS, 0, st>>>(g, o->in0, o->in1, o->out, o->dt);
+  else k_direct_filter<<<lu_blocks(n), LU_THREADS, 0, st>>>(g, o->in0, o->in1, o->out, o->dt);
+  return LUON_OK; /* lu_cuda_end checks the launch */
+}
+
 /* Run the convolution through key's cached plan, or a fresh one (then
  * cached); a cached plan that no longer runs (its workspace cannot be had,
- * say) is dropped and chosen afresh. */
-static luon_status convolve(const operands *o, const conv_key *key) {
+ * say) is dropped and chosen afresh. Where cuDNN has no algorithm (float64
+ * with some dilations and groups) the direct kernels run, and the plan
+ * remembers that. */
+static luon_status convolve(const operands *o, const conv_key *key, cudaStream_t st) {
   pthread_once(&plans_once, plans_init);
   kc_cache *cache = &plans[o->id];
   kc_entry *e = kc_get(cache, key);
   if (e) {
     const plan *p = (const plan *)e->val;
     bool next = false;
-    luon_status s = attempt(o, p, p->algo, p->wsbytes, &next);
+    luon_status s = p->algo == DIRECT ? direct(o, key, st) : attempt(o, p, p->algo, p->wsbytes, &next);
     kc_release(cache, e, s != LUON_OK);
     if (s == LUON_OK || !next) return s;
   }
   plan *p = NULL;
-  LU_TRY(search(o, key, &p));
+  luon_status s = search(o, key, &p);
+  if (s == LUON_EUNSUPPORTED) {
+    p = (plan *)calloc(1, sizeof(plan)); /* no descriptors: none are needed */
+    if (p) p->algo = DIRECT;
+    s = direct(o, key, st);
+  }
+  if (s != LUON_OK || !p) {
+    plan_free(p);
+    return s;
+  }
   e = kc_put(cache, key, p);
   if (e) kc_release(cache, e, 0);
   else plan_free(p); /* out of memory for the entry: the work is done anyway */
@@ -362,7 +491,7 @@ static luon_status conv(lu_call *c, int kind) {
   if (s == LUON_OK) s = handle(k.id, k.s, k.op, &o.h);
   if (s != LUON_OK) goto done;
   o.in0 = in0, o.in1 = in1;
-  s = convolve(&o, &key);
+  s = convolve(&o, &key, k.s);
   if (s == LUON_OK && kind == C_FWD) bias_relu(lu_data(c->out[0]), dt, bias, yt, relu, k.s);
 done:
   lu_cuda_scratch_free(b0);
