@@ -1,8 +1,9 @@
 /* nn.cu: softmax / log_softmax and their gradients along an axis, pick and
  * pick_grad (the cross-entropy gather), and dropout with core/ops/nn.c's
  * Philox scheme (element j keeps when word j%4 of (key, start + j/4) is at
- * least p), on the GPU. One thread per lane along the axis: correctness
- * over speed. The activations live in elementwise.cu's generic family. */
+ * least p), on the GPU. Softmax takes a warp per row (a block per row
+ * beyond 1024 columns); pick and dropout a thread per element. The
+ * activations live in elementwise.cu's generic family. */
 #include "kernels.cuh"
 #include <math.h>
 
@@ -19,9 +20,36 @@ template <class T> __device__ __forceinline__ T ex(T x) {
   else return exp(x);
 }
 
-/* op 0 out, 1 x (or y), 2 dy */
-template <class T> __global__ void k_softmax(lanes l, int kind) {
-  LU_GRID_LOOP(i, l.s.n) {
+/* The max (NaN-free partials: NaN never wins a comparison) or the sum of v
+ * over the TPR threads of a row: warp shuffles, then, for a block per row,
+ * across its warps through sh (one slot per warp). Every thread of the row
+ * gets the result. */
+template <int TPR> __device__ __forceinline__ double row_reduce(double v, bool max, double *sh) {
+  for (int o = 16; o > 0; o >>= 1) {
+    double u = __shfl_xor_sync(0xffffffffu, v, o);
+    v = max ? (u > v ? u : v) : v + u;
+  }
+  if (TPR == 32) return v;
+  __syncthreads(); /* sh's earlier readers are done */
+  if (threadIdx.x % 32 == 0) sh[threadIdx.x / 32] = v;
+  __syncthreads();
+  v = sh[0];
+  for (int w = 1; w < TPR / 32; w++) v = max ? (sh[w] > v ? sh[w] : v) : v + sh[w];
+  return v;
+}
+
+/* Rows of length l.len along the axis, TPR threads each: a warp per row
+ * (TPR 32, LU_THREADS / 32 rows per block) or a block per row (TPR
+ * LU_THREADS). Thread t takes columns t, t + TPR, ...; the max and the sum
+ * (in double, as the CPU) are reduced across the row.
+ * op 0 out, 1 x (or y), 2 dy */
+template <class T, int TPR> __global__ void k_softmax(lanes l, int kind) {
+  __shared__ double sh[LU_THREADS / 32];
+  const int rows = LU_THREADS / TPR;
+  const int t = (int)threadIdx.x % TPR;
+  for (int64_t base = (int64_t)blockIdx.x * rows; base < l.s.n; base += (int64_t)gridDim.x * rows) {
+    int64_t i = base + threadIdx.x / TPR;
+    if (i >= l.s.n) continue; /* a whole warp (TPR 32 only: a block's row always exists) */
     int64_t o[LU_MAX_OPS];
     lu_offsets(l.s, i, o);
     T *y = (T *)l.s.p[0] + o[0];
@@ -30,27 +58,42 @@ template <class T> __global__ void k_softmax(lanes l, int kind) {
     int64_t L = l.len, sy = l.ast[0], sx = l.ast[1], sd = l.ast[2];
     double acc = 0;
     if (kind == S_SOFTMAX || kind == S_LOG_SOFTMAX) {
-      T mx = -INFINITY;
-      for (int64_t j = 0; j < L; j++) mx = x[j * sx] > mx ? x[j * sx] : mx;
-      for (int64_t j = 0; j < L; j++) {
+      double m = -INFINITY;
+      for (int64_t j = t; j < L; j += TPR) m = (double)x[j * sx] > m ? (double)x[j * sx] : m;
+      T mx = (T)row_reduce<TPR>(m, true, sh);
+      for (int64_t j = t; j < L; j += TPR) {
         T e = ex<T>(x[j * sx] - mx);
         acc += e;
         if (kind == S_SOFTMAX) y[j * sy] = e;
       }
+      acc = row_reduce<TPR>(acc, false, sh);
       if (kind == S_SOFTMAX) {
         acc = 1 / acc;
-        for (int64_t j = 0; j < L; j++) y[j * sy] *= (T)acc;
+        for (int64_t j = t; j < L; j += TPR) y[j * sy] *= (T)acc;
       } else {
         acc = (double)mx + log(acc);
-        for (int64_t j = 0; j < L; j++) y[j * sy] = (T)((double)x[j * sx] - acc);
+        for (int64_t j = t; j < L; j += TPR) y[j * sy] = (T)((double)x[j * sx] - acc);
       }
     } else if (kind == S_SOFTMAX_GRAD) { /* y * (dy - sum(dy * y)) */
-      for (int64_t j = 0; j < L; j++) acc += (double)x[j * sx] * d[j * sd];
-      for (int64_t j = 0; j < L; j++) y[j * sy] = x[j * sx] * (d[j * sd] - (T)acc);
+      for (int64_t j = t; j < L; j += TPR) acc += (double)x[j * sx] * d[j * sd];
+      acc = row_reduce<TPR>(acc, false, sh);
+      for (int64_t j = t; j < L; j += TPR) y[j * sy] = x[j * sx] * (d[j * sd] - (T)acc);
     } else { /* dy - exp(y) * sum(dy) */
-      for (int64_t j = 0; j < L; j++) acc += d[j * sd];
-      for (int64_t j = 0; j < L; j++) y[j * sy] = d[j * sd] - ex<T>(x[j * sx]) * (T)acc;
+      for (int64_t j = t; j < L; j += TPR) acc += d[j * sd];
+      acc = row_reduce<TPR>(acc, false, sh);
+      for (int64_t j = t; j < L; j += TPR) y[j * sy] = d[j * sd] - ex<T>(x[j * sx]) * (T)acc;
     }
+  }
+}
+
+/* A warp per row up to 1024 columns, a block per row beyond. */
+template <class T> static void softmax_launch(const lanes &l, int kind, cudaStream_t st) {
+  int64_t n = l.s.n;
+  if (l.len <= 1024) {
+    int64_t b = (n + LU_THREADS / 32 - 1) / (LU_THREADS / 32);
+    k_softmax<T, 32><<<(unsigned)(b > 65536 ? 65536 : b), LU_THREADS, 0, st>>>(l, kind);
+  } else {
+    k_softmax<T, LU_THREADS><<<(unsigned)(n > 65536 ? 65536 : n), LU_THREADS, 0, st>>>(l, kind);
   }
 }
 
@@ -90,7 +133,7 @@ static luon_status softmax_run(lu_call *c, int kind) {
   LU_TRY(lu_cuda_begin(c, &k));
   luon_status s = LUON_OK;
   if (y->size > 0)
-    LU_DISPATCH_FLOAT(y->dtype, T, (k_softmax<T><<<lu_blocks(l.s.n), LU_THREADS, 0, k.s>>>(l, kind)),
+    LU_DISPATCH_FLOAT(y->dtype, T, softmax_launch<T>(l, kind, k.s),
                       s = lu_cuda_seterr(LUON_EDTYPE, "%s: float32 or float64 only", k.op))
   return lu_cuda_end(&k, s);
 }

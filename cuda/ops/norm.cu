@@ -1,7 +1,8 @@
 /* norm.cu: batch normalisation over a channel axis and its backward on the
- * GPU: one block per channel, statistics in double with core/ops/norm.c's
- * two passes (mean, then squares about it), running statistics updated in
- * place when training. A plain kernel rather than cuDNN, so that any axis,
+ * GPU: each channel split over several blocks (partial sums in scratch,
+ * summed in a fixed order by every block of the channel), statistics in
+ * double with core/ops/norm.c's two passes (mean, then squares about it),
+ * running statistics updated in place when training. A plain kernel rather than cuDNN, so that any axis,
  * any strides and float64 give the CPU's numbers. */
 #include "kernels.cuh"
 
@@ -41,32 +42,62 @@ __device__ void block_sum2(double &a, double &b) {
   __syncthreads();
 }
 
-/* v: 0 gamma, 1 beta, 2 running_mean, 3 running_var, 4 mean out, 5 invstd out */
-template <class T> __global__ void k_bn_fwd(bnp p) {
-  int64_t c = blockIdx.x;
+/* Channel c = blockIdx.x's elements in gridDim.y slices, block (c, s) taking
+ * i = s*B + t, step S*B (B threads, S slices). */
+#define CHAN_LOOP(i)                                                                  \
+  for (int64_t i = (int64_t)blockIdx.y * blockDim.x + threadIdx.x; i < p.m;           \
+       i += (int64_t)gridDim.y * blockDim.x)
+
+/* The sum over channel c's slices of partial k (part[(k*C + c)*S + s]), in
+ * slice order: every block of the channel gets the same number. */
+__device__ __forceinline__ double chan_sum(const double *part, int64_t C, int64_t c, int k) {
+  int64_t S = gridDim.y;
+  double v = 0;
+  for (int64_t s = 0; s < S; s++) v += part[(k * C + c) * S + s];
+  return v;
+}
+
+/* Slice partial sums into part (k = 0, 1): pass 0, the forward's first, x;
+ * pass 1, its second, (x - mean)^2 (into k 1; mean from pass 0's sums);
+ * pass 2, the backward's, dy and dy * (x - mean) (mean from v[1]). */
+template <class T> __global__ void k_bn_part(bnp p, double *part, int pass) {
+  int64_t c = blockIdx.x, C = gridDim.x, S = gridDim.y;
+  const T *x = (const T *)p.s.p[0] + c * p.ast[0];
+  const T *dy = pass == 2 ? (const T *)p.s.p[1] + c * p.ast[1] : NULL;
+  double mean = pass == 1 ? chan_sum(part, C, c, 0) / (double)p.m : pass == 2 ? vget<T>(p, 1, c) : 0;
+  double a = 0, b = 0;
+  CHAN_LOOP(i) {
+    int64_t o[LU_MAX_OPS];
+    lu_offsets(p.s, i, o);
+    double v = (double)x[o[0]];
+    if (pass == 0) a += v;
+    else if (pass == 1) b += (v - mean) * (v - mean);
+    else {
+      double d = (double)dy[o[1]];
+      a += d;
+      b += d * (v - mean);
+    }
+  }
+  block_sum2(a, b);
+  if (threadIdx.x == 0) {
+    if (pass != 1) part[c * S + blockIdx.y] = a;
+    if (pass != 0) part[(C + c) * S + blockIdx.y] = b;
+  }
+}
+
+/* v: 0 gamma, 1 beta, 2 running_mean, 3 running_var, 4 mean out, 5 invstd out;
+ * part: k_bn_part's passes 0 and 1 (batch statistics, m > 0 only) */
+template <class T> __global__ void k_bn_fwd(bnp p, const double *part) {
+  int64_t c = blockIdx.x, C = gridDim.x;
   const T *x = (const T *)p.s.p[0] + c * p.ast[0];
   T *y = (T *)p.s.p[1] + c * p.ast[1];
+  bool lead = blockIdx.y == 0 && threadIdx.x == 0; /* writes the channel's vectors */
   double mean, var;
   if (p.batch) {
     if (p.m > 0) {
-      double s0 = 0, dummy = 0;
-      for (int64_t i = threadIdx.x; i < p.m; i += blockDim.x) {
-        int64_t o[LU_MAX_OPS];
-        lu_offsets(p.s, i, o);
-        s0 += (double)x[o[0]];
-      }
-      block_sum2(s0, dummy);
-      mean = s0 / (double)p.m;
-      double s1 = 0;
-      for (int64_t i = threadIdx.x; i < p.m; i += blockDim.x) {
-        int64_t o[LU_MAX_OPS];
-        lu_offsets(p.s, i, o);
-        double d = (double)x[o[0]] - mean;
-        s1 += d * d;
-      }
-      block_sum2(s1, dummy);
-      var = s1 / (double)p.m;
-      if (threadIdx.x == 0) {
+      mean = chan_sum(part, C, c, 0) / (double)p.m;
+      var = chan_sum(part, C, c, 1) / (double)p.m;
+      if (lead) {
         vset<T>(p, 2, c, p.mom * vget<T>(p, 2, c) + (1 - p.mom) * mean);
         vset<T>(p, 3, c, p.mom * vget<T>(p, 3, c) + (1 - p.mom) * var);
       }
@@ -79,37 +110,30 @@ template <class T> __global__ void k_bn_fwd(bnp p) {
     var = vget<T>(p, 3, c);
   }
   double invstd = 1 / sqrt(var + p.eps);
-  if (threadIdx.x == 0) {
+  if (lead) {
     vset<T>(p, 4, c, mean);
     vset<T>(p, 5, c, invstd);
   }
   double a = vget<T>(p, 0, c) * invstd, d = vget<T>(p, 1, c) - a * mean;
   const T ca = (T)a, cd = (T)d;
-  for (int64_t i = threadIdx.x; i < p.m; i += blockDim.x) {
+  CHAN_LOOP(i) {
     int64_t o[LU_MAX_OPS];
     lu_offsets(p.s, i, o);
     y[o[1]] = ca * x[o[0]] + cd;
   }
 }
 
-/* v: 0 gamma, 1 mean, 2 invstd, 3 dgamma out, 4 dbeta out */
-template <class T> __global__ void k_bn_bwd(bnp p) {
-  int64_t c = blockIdx.x;
+/* v: 0 gamma, 1 mean, 2 invstd, 3 dgamma out, 4 dbeta out; part: k_bn_part's
+ * pass 2 (m > 0 only) */
+template <class T> __global__ void k_bn_bwd(bnp p, const double *part) {
+  int64_t c = blockIdx.x, C = gridDim.x;
   const T *x = (const T *)p.s.p[0] + c * p.ast[0];
   const T *dy = (const T *)p.s.p[1] + c * p.ast[1];
   T *dx = (T *)p.s.p[2] + c * p.ast[2];
   double mean = vget<T>(p, 1, c), gamma = vget<T>(p, 0, c), invstd = vget<T>(p, 2, c);
-  double s0 = 0, s1 = 0;
-  for (int64_t i = threadIdx.x; i < p.m; i += blockDim.x) {
-    int64_t o[LU_MAX_OPS];
-    lu_offsets(p.s, i, o);
-    double d = (double)dy[o[1]];
-    s0 += d;
-    s1 += d * ((double)x[o[0]] - mean);
-  }
-  block_sum2(s0, s1);
+  double s0 = p.m > 0 ? chan_sum(part, C, c, 0) : 0, s1 = p.m > 0 ? chan_sum(part, C, c, 1) : 0;
   double dbeta = s0, dgamma = s1 * invstd, m = (double)p.m;
-  if (threadIdx.x == 0) {
+  if (blockIdx.y == 0 && threadIdx.x == 0) {
     vset<T>(p, 3, c, dgamma);
     vset<T>(p, 4, c, dbeta);
   }
@@ -119,7 +143,7 @@ template <class T> __global__ void k_bn_bwd(bnp p) {
     d = -a * dbeta / m - b * mean;
   }
   const T ca = (T)a, cb = (T)b, cd = (T)d;
-  for (int64_t i = threadIdx.x; i < p.m; i += blockDim.x) {
+  CHAN_LOOP(i) {
     int64_t o[LU_MAX_OPS];
     lu_offsets(p.s, i, o);
     dx[o[2]] = ca * dy[o[1]] + cb * x[o[0]] + cd;
@@ -140,19 +164,44 @@ static void chan_init(bnp *p, int axis, luon_tensor *const *t, int nt) {
   p->m = x->shape[axis] ? x->size / x->shape[axis] : 0;
 }
 
+/* Slices per channel: enough blocks in all (about 512) to fill a large GPU
+ * when channels are few, each slice at least 16 elements per thread. */
+static int64_t slices(int64_t C, int64_t m) {
+  int64_t by_work = (m + LU_THREADS * 16 - 1) / (LU_THREADS * 16), by_fill = (512 + C - 1) / C;
+  int64_t S = by_work < by_fill ? by_work : by_fill;
+  return S < 1 ? 1 : S > 65535 ? 65535 : S;
+}
+
+template <class T> static void bn_kernels(const bnp &p, bool fwd, dim3 g, double *part, cudaStream_t st) {
+  if (fwd) {
+    if (p.batch && p.m > 0) {
+      k_bn_part<T><<<g, LU_THREADS, 0, st>>>(p, part, 0);
+      k_bn_part<T><<<g, LU_THREADS, 0, st>>>(p, part, 1);
+    }
+    k_bn_fwd<T><<<g, LU_THREADS, 0, st>>>(p, part);
+  } else {
+    if (p.m > 0) k_bn_part<T><<<g, LU_THREADS, 0, st>>>(p, part, 2);
+    k_bn_bwd<T><<<g, LU_THREADS, 0, st>>>(p, part);
+  }
+}
+
+/* Channels over grid x, each split in slices over grid y; the slices'
+ * partial sums (two per slice) in scratch. */
 static luon_status launch(lu_call *c, bnp *p, bool fwd, int64_t C) {
   lu_cuda_ctx k;
   LU_TRY(lu_cuda_begin(c, &k));
   luon_status s = LUON_OK;
-  if (C > 0) {
-    if (C > INT32_MAX) s = lu_cuda_seterr(LUON_EUNSUPPORTED, "%s: too many channels", k.op);
-    else if (fwd)
-      LU_DISPATCH_FLOAT(c->in[0]->dtype, T, (k_bn_fwd<T><<<(unsigned)C, LU_THREADS, 0, k.s>>>(*p)),
-                        s = lu_cuda_seterr(LUON_EDTYPE, "%s: float32 or float64 only", k.op))
-    else
-      LU_DISPATCH_FLOAT(c->in[0]->dtype, T, (k_bn_bwd<T><<<(unsigned)C, LU_THREADS, 0, k.s>>>(*p)),
+  lu_block *b = NULL;
+  if (C > INT32_MAX) s = lu_cuda_seterr(LUON_EUNSUPPORTED, "%s: too many channels", k.op);
+  else if (C > 0) {
+    int64_t S = slices(C, p->m);
+    s = lu_cuda_scratch(k.id, sizeof(double) * 2 * (size_t)C * (size_t)S, &b);
+    dim3 g((unsigned)C, (unsigned)S);
+    if (s == LUON_OK)
+      LU_DISPATCH_FLOAT(c->in[0]->dtype, T, bn_kernels<T>(*p, fwd, g, (double *)b->ptr, k.s),
                         s = lu_cuda_seterr(LUON_EDTYPE, "%s: float32 or float64 only", k.op))
   }
+  lu_cuda_scratch_free(b);
   return lu_cuda_end(&k, s);
 }
 

@@ -611,5 +611,40 @@ both("matmul float16 x int32 computes in float32 (3 x 2049 is 6148 in float16)",
   return {y:astype("float64")}
 end, 0, 0)
 
+-- The backend's fast paths, forward and backward in float64: softmax's warp
+-- per row and, beyond 1024 columns, its block per row; batch_norm with few
+-- channels over many elements (each channel split over several blocks); a
+-- convolution with dilation and groups, run twice (the second call through
+-- the cached cuDNN plan, or cuDNN's missing algorithm's direct kernels).
+local function fast(label, shapes, f)
+  local ok, err = pcall(run, label, {label, inputs = function()
+    local xs = {}
+    for k, sh in ipairs(shapes) do xs[k] = data(cpu, sh, "float64", 30 + k) end
+    return xs
+  end, f = f})
+  if not ok then err = "error: " .. tostring(err) end
+  report(label, err)
+end
+for _, cols in ipairs({1, 37, 1024, 1025, 3001}) do
+  for _, op in ipairs({"softmax", "log_softmax"}) do
+    fast(op .. " over " .. cols .. " columns", {{5, cols}}, function(x) return npx[op](x, {axis = -1}) end)
+  end
+end
+fast("softmax over axis 0 of (2000,3), strided rows", {{2000, 3}}, function(x) return npx.softmax(x, {axis = 0}) end)
+fast("batch_norm (16,3,40,40) training: channels split over blocks", {{16, 3, 40, 40}, {3}, {3}},
+     function(x, g, b)
+       local rm, rv = np.zeros({3}, {dtype = "float64"}), np.ones({3}, {dtype = "float64"})
+       return bn_call(x, g, b, rm, rv, 1, 1, 0)[1]
+     end)
+for round = 1, 2 do
+  fast("conv2d and conv3d float64, dilation and groups, call " .. round, {{2, 4, 11, 10}, {6, 2, 3, 2}, {1, 4, 6, 7, 5}, {4, 2, 2, 3, 2}},
+       function(x, w, x3, w3)
+         return {npx.convolution(x, w, nil, {kernel = {3, 2}, num_filter = 6, stride = {2, 1}, dilate = {2, 3},
+                                             pad = {1, 0}, num_group = 2, no_bias = true}),
+                 npx.convolution(x3, w3, nil, {kernel = {2, 3, 2}, num_filter = 4, stride = {1, 2, 1},
+                                               dilate = {2, 1, 2}, pad = {1, 1, 0}, num_group = 2, no_bias = true})}
+       end)
+end
+
 say(("parity: %d passed, %d failed, %d skipped"):format(passed, failed, skipped))
 os.exit(failed == 0 and 0 or 1)
