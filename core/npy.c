@@ -136,6 +136,10 @@ luon_status luon_npz_save(const char *path, int32_t n, const char *const *names,
       if (strcmp(names[i], names[j]) == 0)
         return fail(LUON_EINVAL, "npz", path, "the name '%s' is given twice", names[i]);
   }
+  if (n == 0) { /* libzip drops an archive with no entries: the end record alone, as NumPy writes */
+    static const unsigned char eocd[22] = {'P', 'K', 5, 6};
+    return write_whole("npz", path, eocd, sizeof eocd);
+  }
   zip_error_t ze;
   zip_error_init(&ze);
   zip_source_t *mem = zip_source_buffer_create(NULL, 0, 0, &ze);

@@ -149,18 +149,45 @@ local function full(shape, value, kw, fname)
   return call(op.full, {}, a)
 end
 
-function np.zeros(shape, kw) return full(shape, 0, kw or {}, "zeros") end
-function np.ones(shape, kw) return full(shape, 1, kw or {}, "ones") end
-function np.full(shape, value, kw)
+-- The arguments of zeros, ones, empty and full in MXNet's order (shape,
+-- [fill_value,] dtype, order, ctx), positional or keywords: np.zeros({2, 3},
+-- "int32"), np.zeros{shape = {2, 3}, dtype = "int32"}; np.zeros({}) is 0-d.
+local function creation_args(fname, names, ...)
+  local o
+  if select("#", ...) == 1 and type(...) == "table" and next((...)) == nil then
+    o = {shape = {}}
+  else
+    o = core.args(fname, names, names, ...)
+  end
+  if o.shape == nil then core.error(("%s: shape is required"):format(fname)) end
+  if o.order ~= nil and o.order ~= "C" then
+    core.error(("%s: order must be 'C' (luon's arrays are row-major), got %s"):format(fname, core.show_value(o.order)))
+  end
+  return o, {dtype = o.dtype, device = o.device, ctx = o.ctx}
+end
+local creation_names = {"shape", "dtype", "order", "ctx", "device"}
+local full_names = {"shape", "fill_value", "dtype", "order", "ctx", "device"}
+
+function np.zeros(...)
+  local o, kw = creation_args("zeros", creation_names, ...)
+  return full(o.shape, 0, kw, "zeros")
+end
+function np.ones(...)
+  local o, kw = creation_args("ones", creation_names, ...)
+  return full(o.shape, 1, kw, "ones")
+end
+function np.full(...)
+  local o, kw = creation_args("full", full_names, ...)
+  local value = o.fill_value
   if type(value) == "boolean" then value = value and 1 or 0 end
   if type(value) ~= "number" then
-    core.error(("full: fill value must be a number, got %s"):format(type(value)))
+    core.error(("full: fill_value must be a number, got %s"):format(core.show_value(value)))
   end
-  return full(shape, value, kw or {}, "full")
+  return full(o.shape, value, kw, "full")
 end
-function np.empty(shape, kw)
-  kw = options(kw, "empty", base_kw)
-  shape = core.shape_arg(shape, "empty")
+function np.empty(...)
+  local o, kw = creation_args("empty", creation_names, ...)
+  local shape = core.shape_arg(o.shape, "empty")
   local dev = core.resolve_device(core.device_of(kw, "empty"), "empty")
   local dt = core.dtype_id(kw.dtype, "empty") or core.FLOAT32
   local sh = ffi.new("int64_t[8]")
@@ -186,10 +213,18 @@ function np.full_like(x, value, kw)
   return np.full(x.shape, value, {dtype = kw.dtype or x.dtype, device = core.device_of(kw, "full_like") or x.device})
 end
 
--- arange(stop) | arange(start, stop) | arange(start, stop, step), then kw.
+-- arange(stop) | arange(start, stop) | arange(start, stop, step [, dtype]),
+-- then kw.
 function np.arange(...)
   local kw, n = kw_of(...)
-  local a1, a2, a3 = ...
+  local a1, a2, a3, a4 = ...
+  if n >= 4 then
+    if n > 4 then core.error(("arange: at most 4 positional arguments (start, stop, step, dtype), got %d"):format(n)) end
+    if kw.dtype ~= nil then core.error("arange: dtype given twice (positional and keyword)") end
+    local k2 = {}
+    for k, v in pairs(kw) do k2[k] = v end
+    k2.dtype, kw, n = a4, k2, 3
+  end
   local start, stop, step
   if n <= 1 then start, stop, step = 0, a1, 1
   else start, stop, step = a1, a2, (n >= 3 and a3) or 1 end
@@ -883,7 +918,7 @@ function np.take(x, indices, axis, kw)
   axis = axis == nil and kw.axis or axis
   if not is_array(indices) then indices = np.array(indices, {dtype = "int64", device = x.device}) end
   local modes = {clip = 0, wrap = 1, raise = 2}
-  local mode = modes[kw.mode or "clip"]
+  local mode = modes[kw.mode or "raise"] -- MXNet's and NumPy's default
   if not mode then core.error(("take: mode must be 'clip', 'wrap' or 'raise', got %s"):format(tostring(kw.mode))) end
   local a = attrs()
   a.i[TAKE_AXIS] = axis == nil and -999 or core.int_arg(axis, "take", "axis")
@@ -1077,6 +1112,10 @@ function np.searchsorted(a, v, kw)
     if sdt ~= "int64" and sdt ~= "int32" and sdt ~= "uint8" then
       core.error(("searchsorted: sorter must be an integer array, got %s"):format(sdt))
     end
+    if kw.sorter.ndim ~= 1 or kw.sorter.shape[1] ~= a.size then
+      core.error(("searchsorted: sorter must be 1-d with one position per element of a (%d), got shape %s")
+                 :format(a.size, core.shape_text(kw.sorter.shape)))
+    end
     a = np.take(a, kw.sorter, 0, {mode = "raise"})
   end
   local scalar = type(v) == "number"
@@ -1226,7 +1265,12 @@ end
 
 -- tile(A, reps): A repeated reps[d] times along each axis (reps an integer
 -- or a list; the shorter of A's shape and reps padded with ones in front)
-function np.tile(A, reps)
+function np.tile(...)
+  local A, reps = ...
+  if not (select("#", ...) == 2 and type(reps) == "table" and next(reps) == nil) then -- tile(A, {}): no reps
+    local o = core.args("tile", {"A", "reps"}, {"A", "reps"}, ...)
+    A, reps = o.A, o.reps
+  end
   check_array(A, "tile", 1)
   if type(reps) == "number" then reps = {reps} end
   if type(reps) ~= "table" then core.error(("tile: reps must be an integer or a list of them, got %s")
@@ -1331,6 +1375,9 @@ function np.pad(x, pad_width, mode, kw)
   check_array(x, "pad", 1)
   if type(mode) == "table" then kw, mode = mode, nil end
   kw = options(kw, "pad", pad_keys)
+  if mode ~= nil and kw.mode ~= nil and mode ~= kw.mode then
+    core.error(("pad: mode given twice, %s and %s"):format(core.show_value(mode), core.show_value(kw.mode)))
+  end
   mode = mode or kw.mode or "constant"
   local id = pad_modes[mode]
   if not id then

@@ -225,7 +225,7 @@ describe("errors", function()
 
   it("an error found deep inside luon is reported at the caller's line", function()
     -- np.full raises it, called by full_like; Parameter's check by the layer's constructor
-    fails(function() local r = np.full_like(a, "x"); return r end, {"full: fill value must be a number"})
+    fails(function() local r = np.full_like(a, "x"); return r end, {"full: fill_value must be a number"})
     fails(function() local r = H.luon.gluon.nn.Dense(3, {activaton = "relu"}); return r end,
           {"Dense: unknown argument 'activaton'", "did you mean 'activation'?"})
     fails(function() local r = H.luon.init.Uniform{scal = 1}; return r end, {"Uniform: unknown argument 'scal'"})

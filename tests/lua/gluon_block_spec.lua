@@ -45,12 +45,12 @@ describe("the tutorial's LeafNetwork", function()
   it("builds, prints, initializes deferred, summarises and runs forward", function()
     local net = leaf_network()
     local repr = tostring(net)
-    assert.truthy(repr:find("LeafNetwork(\n  (conv1): HybridSequential(\n    (0): Conv2D(-1 -> 32, " ..
+    assert.truthy(repr:find("LeafNetwork(\n  (conv1): HybridSequential(\n    (0): Conv2D(None -> 32, " ..
                             "kernel_size=(2, 2), stride=(1, 1), Activation(relu))", 1, true), repr)
     assert.truthy(repr:find("(1): MaxPool2D(size=(4, 4), stride=(2, 2), padding=(0, 0), ceil_mode=False, " ..
                             "global_pool=False, pool_type=max, layout=NCHW)", 1, true), repr)
     assert.truthy(repr:find("(flatten): Flatten\n", 1, true), repr)
-    assert.truthy(repr:find("(dense3): Dense(-1 -> 2, linear)\n)", 1, true), repr)
+    assert.truthy(repr:find("(dense3): Dense(None -> 2, linear)\n)", 1, true), repr)
     assert.truthy(repr:find("(1): Dropout(p = 0.2, axes=())", 1, true), repr)
     assert.same(leaf_names, net:collect_params():keys())
 

@@ -202,6 +202,7 @@ for _, dev in ipairs(H.devices()) do
         {function() return np.pad(x(2, 3), 1, "reflect", {reflect_type = "odd"}) end, {"pad", "reflect_type", "odd"}},
         {function() return np.pad(x(2, 3), 1, {constant_values = "a"}) end, {"pad", "constant_values", "'a'"}},
         {function() return np.pad(x(2, 3), 1, {mdoe = "edge"}) end, {"pad", "mdoe", "did you mean 'mode'"}},
+        {function() return np.pad(x(2, 3), 1, "constant", {mode = "edge"}) end, {"pad", "mode given twice"}},
         {function() return np.pad(np.zeros({0, 2}, D), 1, "reflect") end, {"pad", "empty axis 0", "reflect"}},
         {function() return np.diag(x(2, 2, 2)) end, {"diag", "1-d or 2-d", "(2,2,2)"}},
         {function() return np.diag(x(2), 0.5) end, {"diag", "k", "0.5"}},

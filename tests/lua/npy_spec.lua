@@ -52,6 +52,10 @@ for _, dev in ipairs(H.devices()) do
       npx.save(p1, a.T) -- a view: written row-major
       npx.savez(p2, b, c, {w = a, v = c})
       npx.savez_compressed(p3, {z = np.zeros({64, 64}, {device = dev})})
+      local p4 = tmp(".npz")
+      npx.savez(p4) -- no arrays: an empty archive, as NumPy writes
+      assert.is_nil(next(npx.load(p4)))
+      os.remove(p4)
       local check = ([==[
 import numpy as np
 a = np.load('%s'); assert a.dtype == np.float32 and a.shape == (4, 3), a

@@ -199,8 +199,8 @@ for _, dev in ipairs(H.devices()) do
         H.check(np.take(m, {1}, 0), {{3, 4, 5}}, {shape = {1, 3}})
         H.check(np.take(m, {1}, {axis = -2}), {{3, 4, 5}})
       end)
-      it("clips by default", function()
-        H.check(np.take(x, {-1, 7}), {10, 40})
+      it("raises by default (MXNet's and NumPy's mode), clips when asked", function()
+        H.assert_error(function() np.take(x, {-1, 7}) end, {"take", "7"})
         H.check(np.take(x, {-1, 7}, {mode = "clip"}), {10, 40})
       end)
       it("wraps", function()
@@ -247,3 +247,10 @@ for _, dev in ipairs(H.devices()) do
     end)
   end)
 end
+
+describe("np.take's default mode", function()
+  it("is 'raise', as MXNet's and NumPy's", function()
+    H.assert_error(function() np.take(np.arange(5), np.array({0, 7})) end, {"take", "7"})
+    H.check(np.take(np.arange(5), np.array({7}), {mode = "clip"}), {4})
+  end)
+end)

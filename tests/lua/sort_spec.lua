@@ -159,6 +159,8 @@ for _, dev in ipairs(H.devices()) do
                      {"searchsorted", "side", "'middle'"})
       H.assert_error(function() np.searchsorted(A({1, 2}), A({1}), {sorter = A({0, 1})}) end,
                      {"searchsorted", "sorter", "float32"})
+      H.assert_error(function() np.searchsorted(A({1, 2, 3}), A({1}), {sorter = A({0, 1}, "int64")}) end,
+                     {"searchsorted", "one position per element of a (3)", "(2,)"})
       H.assert_error(function() np.searchsorted(A({1, 2}), "x") end, {"searchsorted", "ndarray"})
       H.assert_error(function() np.unique(x, {axis = 2}) end, {"unique", "axis 2"})
       H.assert_error(function() np.unique(x, {return_indices = true}) end, {"unique", "return_indices"})

@@ -69,7 +69,8 @@ end
 
 function Dense:__tostring()
   local s = self.weight.shape
-  return ("%s(%s -> %d, %s)"):format(self._class.__name, s[2], s[1], self.act and tostring(self.act) or "linear")
+  return ("%s(%s -> %d, %s)"):format(self._class.__name, s[2] > 0 and s[2] or "None", s[1],
+                                     self.act and tostring(self.act) or "linear")
 end
 
 ---------------------------------------------------------------------------
@@ -122,7 +123,8 @@ end
 function BatchNorm:__tostring()
   return ("%s(axis=%s, eps=%s, momentum=%s, fix_gamma=%s, use_global_stats=%s, in_channels=%s)")
          :format(self._class.__name, pyrepr(self._axis), pyrepr(self._eps), pyrepr(self._momentum),
-                 pyrepr(not self._scale), pyrepr(self._use_global_stats), self.gamma.shape[1])
+                 pyrepr(not self._scale), pyrepr(self._use_global_stats),
+                 self.gamma.shape[1] > 0 and self.gamma.shape[1] or "None")
 end
 
 ---------------------------------------------------------------------------

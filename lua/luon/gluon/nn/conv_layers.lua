@@ -127,8 +127,11 @@ local function convolution(name, n, transposed)
   -- prints it), and no output_padding (MXNet's repr never shows it).
   function cls:__tostring()
     local w = self.weight.shape
-    local s = ("%s(%s -> %s, kernel_size=%s, stride=%s"):format(self._class.__name, w[2] == 0 and "None" or w[2],
-              w[1], tuple(self._kernel), tuple(self._stride))
+    -- an unknown size (-1 until the first call) is MXNet's None, or 0 where
+    -- MXNet's transposed layers print its placeholder
+    local function dim(v) return v > 0 and v or (w[1] == v and "0" or "None") end
+    local s = ("%s(%s -> %s, kernel_size=%s, stride=%s"):format(self._class.__name, dim(w[2]), dim(w[1]),
+              tuple(self._kernel), tuple(self._stride))
     if not all_equal(self._pad, 0) then s = s .. ", padding=" .. tuple(self._pad) end
     if not all_equal(self._dilate, 1) then s = s .. ", dilation=" .. tuple(self._dilate) end
     if self._groups ~= 1 then s = s .. ", groups=" .. self._groups end
