@@ -466,8 +466,14 @@ void lu_signals_block(sigset_t *old);
 
 /* ---- random ------------------------------------------------------------ */
 
+/* Host and device functions (the CUDA backend includes this header). */
+#ifdef __CUDACC__
+#define LU_HOST_DEVICE __host__ __device__
+#else
+#define LU_HOST_DEVICE
+#endif
 /* The splitmix64 finaliser: a well-mixed 64-bit hash of z (seeds, keys). */
-static inline uint64_t lu_mix64(uint64_t z) {
+static inline LU_HOST_DEVICE uint64_t lu_mix64(uint64_t z) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
   return z ^ (z >> 31);
@@ -481,11 +487,6 @@ uint64_t lu_rng_reserve(lu_device dev, uint64_t n, uint64_t *key);
 /* Four 32-bit random words for (key, counter): Philox-4x32-10, one
  * function for the CPU and the GPU kernels, so that one seed gives the same
  * numbers on every device. */
-#ifdef __CUDACC__
-#define LU_HOST_DEVICE __host__ __device__
-#else
-#define LU_HOST_DEVICE
-#endif
 static inline LU_HOST_DEVICE void lu_philox(uint64_t key, uint64_t counter, uint32_t out[4]) {
   uint32_t c0 = (uint32_t)counter, c1 = (uint32_t)(counter >> 32), c2 = 0, c3 = 0;
   uint32_t k0 = (uint32_t)key, k1 = (uint32_t)(key >> 32);
