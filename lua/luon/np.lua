@@ -25,7 +25,8 @@ local np = {}
 np.random = {}
 
 -- dtype constants: np.float32 == "float32"
-for _, name in ipairs({"float32", "float64", "float16", "bfloat16", "int32", "int64", "uint8", "bool"}) do
+for _, name in ipairs({"float32", "float64", "float16", "bfloat16", "int32", "int64", "int8", "int16", "uint8",
+                       "uint16", "bool"}) do
   np[name] = name
 end
 np.bool_ = "bool"
@@ -515,6 +516,9 @@ end
 -- The integers each integer dtype holds: lowest, one past the highest (a
 -- double holds 2^63, not 2^63-1), then as text.
 local int_range = {[core.UINT8] = {0, 256, "0", "255"},
+                   [core.INT8] = {-128, 128, "-128", "127"},
+                   [core.INT16] = {-2 ^ 15, 2 ^ 15, "-32768", "32767"},
+                   [core.UINT16] = {0, 2 ^ 16, "0", "65535"},
                    [core.INT32] = {-2 ^ 31, 2 ^ 31, "-2^31", "2^31-1"},
                    [core.INT64] = {-2 ^ 63, 2 ^ 63, "-2^63", "2^63-1"}}
 
