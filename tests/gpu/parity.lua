@@ -337,10 +337,20 @@ both("NaN, infinities and out-of-range values through elementwise ops and astype
   for _, op in ipairs({"equal", "not_equal", "greater", "greater_equal", "less", "less_equal"}) do
     r[#r + 1] = np[op](x, y)
   end
-  for _, dt in ipairs({"int32", "int64", "uint8", "bool", "float16", "bfloat16"}) do
+  for _, dt in ipairs({"int32", "int64", "uint8", "bool", "float16", "bfloat16", "int8", "int16", "uint16"}) do
     r[#r + 1] = x:astype(dt)
     r[#r + 1] = on(d, special, "float64"):astype(dt)
   end
+  for k = 1, #r do r[k] = r[k]:astype("float64") end
+  return r
+end, 0, 0)
+both("int8, int16 and uint16 arithmetic wraps, mixed integers promote as NumPy", function(d)
+  local a = np.array({127, -128, -1, 100, 0, 7}, {dtype = "int8", device = d})
+  local s = np.array({32767, -32768, 200, -1, 0, 300}, {dtype = "int16", device = d})
+  local u = np.array({65535, 0, 300, 1, 255, 40000}, {dtype = "uint16", device = d})
+  local b = np.array({200, 255, 0, 1, 128, 9}, {dtype = "uint8", device = d})
+  local r = {a + a, a * a, -a, np.abs(a), np.sign(a), np.power(a, 3), a + b, s * s, s - u, u * u, u + u,
+             np.maximum(a, s), np.clip(a, -5, 300), np.divide(s, a), np.sum(a), np.max(u), np.argmin(s)}
   for k = 1, #r do r[k] = r[k]:astype("float64") end
   return r
 end, 0, 0)
