@@ -132,23 +132,24 @@ luon_status lu_cpu_random_normal(lu_call *c) { return generate(c, gen_normal); }
 
 /* ---- randint ------------------------------------------------------------ */
 
-/* () -> the shape, integers uniform on [LOW, HIGH); int64 by default. The
+/* () -> the shape, integers uniform on [LOW, HIGH); int64 by default, any
+ * integer dtype whose range holds [LOW, HIGH). The
  * range is kept in scratch_i[0] (low) and scratch_i[1] (high - low). */
 luon_status lu_shape_random_randint(lu_call *c) {
   LU_TRY(shape_from_attrs(c, "random_randint", LU_RANDOM_SHAPE, LUON_DTYPE_I64));
   double lo = c->attrs->f[LU_RANDOM_LOW], hi = c->attrs->f[LU_RANDOM_HIGH];
   int32_t dt = c->out_dtype[0];
-  if (dt != LUON_DTYPE_I32 && dt != LUON_DTYPE_I64 && dt != LUON_DTYPE_U8)
-    return lu_error(LUON_EDTYPE, "random_randint: dtype %s is not supported, use int32, int64 or uint8",
-                    luon_dtype_name(dt));
+  int64_t min, max;
+  if (dt == LUON_DTYPE_BOOL || !lu_dtype_int_range(dt, &min, &max))
+    return lu_error(LUON_EDTYPE, "random_randint: dtype %s is not supported, use an integer dtype (int8, "
+                    "int16, int32, int64, uint8, uint16)", luon_dtype_name(dt));
   if (!(lo >= -9.2e18 && lo <= 9.2e18 && hi >= -9.2e18 && hi <= 9.2e18))
     return lu_error(LUON_EINVAL, "random_randint: low %g and high %g must be finite 64-bit integers", lo, hi);
   int64_t l = (int64_t)lo, h = (int64_t)hi;
   if (h <= l)
     return lu_error(LUON_EINVAL, "random_randint: high %lld must be greater than low %lld", (long long)h,
                     (long long)l);
-  int64_t min = dt == LUON_DTYPE_U8 ? 0 : dt == LUON_DTYPE_I32 ? INT32_MIN : INT64_MIN;
-  int64_t max = dt == LUON_DTYPE_U8 ? 256 : dt == LUON_DTYPE_I32 ? (int64_t)INT32_MAX + 1 : INT64_MAX;
+  if (max < INT64_MAX) max += 1; /* high is exclusive */
   if (l < min || h > max)
     return lu_error(LUON_EINVAL, "random_randint: [low, high) = [%lld, %lld) is out of range for %s",
                     (long long)l, (long long)h, luon_dtype_name(dt));
@@ -164,9 +165,7 @@ static void gen_randint(const lu_call *c, uint64_t key, uint64_t ctr, int64_t n,
   for (int64_t j = 0; j < n; j++) {
     lu_philox(key, ctr + (uint64_t)j, r);
     uint64_t v = lo + below(r[0], r[1], range); /* wraps to the signed value */
-    if (dt == LUON_DTYPE_I64) ((int64_t *)dst)[j] = (int64_t)v;
-    else if (dt == LUON_DTYPE_I32) ((int32_t *)dst)[j] = (int32_t)(int64_t)v;
-    else ((uint8_t *)dst)[j] = (uint8_t)v;
+    lu_store_int(dst, dt, j, (int64_t)v);
   }
 }
 

@@ -73,9 +73,7 @@ __global__ void k_random(lu_space s, rnd r) {
     } else {
       uint64_t x = (uint64_t)w[0] << 32 | w[1];
       uint64_t v = r.lo + __umul64hi(x, r.range);
-      if (dt == LUON_DTYPE_I64) ((int64_t *)s.p[0])[o[0]] = (int64_t)v;
-      else if (dt == LUON_DTYPE_I32) ((int32_t *)s.p[0])[o[0]] = (int32_t)(int64_t)v;
-      else ((uint8_t *)s.p[0])[o[0]] = (uint8_t)v;
+      lu_st(s.p[0], dt, o[0], (int64_t)v); /* any integer dtype, wrapping as the CPU's lu_store_int */
     }
   }
 }

@@ -67,6 +67,20 @@ for _, dev in ipairs(H.devices()) do
         assert.equal(3, hi)
         H.check(np.random.randint(0, 10, {3}, {dtype = "int32", device = dev}), nil, {dtype = "int32"})
       end)
+      it("any integer dtype whose range holds [low, high)", function()
+        for _, c in ipairs({{"int8", -128, 128}, {"int16", -32768, 32768}, {"uint16", 0, 65536}, {"uint8", 0, 256}}) do
+          local x = np.random.randint(c[2], c[3], {4000}, {dtype = c[1], device = dev})
+          H.check(x, nil, {dtype = c[1]})
+          local mean, _, lo, hi = stats(x)
+          assert.is_true(lo >= c[2] and hi < c[3], ("%s: range [%g, %g]"):format(c[1], lo, hi))
+          local mid, w = (c[2] + c[3] - 1) / 2, c[3] - c[2]
+          assert.is_true(math.abs(mean - mid) < 0.03 * w, ("%s: mean %g"):format(c[1], mean))
+        end
+        H.assert_error(function() return np.random.randint(0, 200, {2}, {dtype = "int8", device = dev}) end,
+                       {"random_randint", "[0, 200) is out of range for int8"})
+        H.assert_error(function() return np.random.randint(0, 2, {2}, {dtype = "bool", device = dev}) end,
+                       {"random_randint", "dtype bool is not supported", "int8"})
+      end)
       it("negative ranges", function()
         local _, _, lo, hi = stats(np.random.randint(-2, 0, {1000}, D))
         assert.equal(-2, lo)
