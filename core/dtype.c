@@ -1,4 +1,5 @@
-/* dtype.c: dtype names, sizes, promotion, and conversion between dtypes
+/* dtype.c: dtype names, sizes, and conversion between dtypes (promotion
+ * is lu_dtype_promote, inline in internal.h)
  * (float16/bfloat16 are storage types: ops compute on them in float32, the
  * dispatcher converting for the CPU kernels; see dispatch.c). */
 #include "internal.h"
@@ -6,10 +7,8 @@
 
 /* ORDER luon_dtype */
 static const char *const names[LUON_DTYPE_COUNT] = {
-    NULL, "float32", "float64", "float16", "bfloat16", "int32", "int64", "uint8", "bool"};
-static const int32_t sizes[LUON_DTYPE_COUNT] = {0, 4, 8, 2, 2, 4, 8, 1, 1};
-/* promotion rank: bool < uint8 < int32 < int64 < f16 < bf16 < f32 < f64 */
-static const int rank[LUON_DTYPE_COUNT] = {0, 7, 8, 5, 6, 3, 4, 2, 1};
+    NULL, "float32", "float64", "float16", "bfloat16", "int32", "int64", "uint8", "bool", "int8", "int16", "uint16"};
+static const int32_t sizes[LUON_DTYPE_COUNT] = {0, 4, 8, 2, 2, 4, 8, 1, 1, 1, 2, 2};
 
 bool lu_dtype_valid(int32_t dt) { return dt > 0 && dt < LUON_DTYPE_COUNT; }
 const char *luon_dtype_name(int32_t dt) { return lu_dtype_valid(dt) ? names[dt] : NULL; }
@@ -19,15 +18,6 @@ bool lu_dtype_is_storage_only(int32_t dt) {
   return dt == LUON_DTYPE_F16 || dt == LUON_DTYPE_BF16;
 }
 bool lu_dtype_has_grad(int32_t dt) { return lu_dtype_is_float(dt) || lu_dtype_is_storage_only(dt); }
-
-int32_t lu_dtype_promote(int32_t a, int32_t b) {
-  if (a == b) return a;
-  bool fa = lu_dtype_is_float(a) || lu_dtype_is_storage_only(a);
-  bool fb = lu_dtype_is_float(b) || lu_dtype_is_storage_only(b);
-  if (fa != fb) return fa ? a : b;  /* int with float: the float */
-  if (lu_dtype_is_storage_only(a) && lu_dtype_is_storage_only(b)) return LUON_DTYPE_F32;
-  return rank[a] > rank[b] ? a : b;
-}
 
 float lu_half_to_float(uint16_t h) {
   uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff, f;
@@ -95,22 +85,15 @@ static inline double load(const void *p, int32_t dt, int64_t i) {
   case LUON_DTYPE_F64: return ((const double *)p)[i];
   case LUON_DTYPE_F16: return lu_half_to_float(((const uint16_t *)p)[i]);
   case LUON_DTYPE_BF16: return lu_bf16_to_float(((const uint16_t *)p)[i]);
-  case LUON_DTYPE_I32: return ((const int32_t *)p)[i];
-  case LUON_DTYPE_I64: return (double)((const int64_t *)p)[i];
-  case LUON_DTYPE_U8: return ((const uint8_t *)p)[i];
   case LUON_DTYPE_BOOL: return ((const uint8_t *)p)[i] != 0;
+  case LUON_DTYPE_I64: return (double)((const int64_t *)p)[i];
   }
-  return 0;
+  return (double)lu_load_int(p, dt, i);
 }
 
 static inline bool is_int(int32_t dt) {
-  return dt == LUON_DTYPE_I32 || dt == LUON_DTYPE_I64 || dt == LUON_DTYPE_U8;
-}
-
-static inline int64_t load_int(const void *p, int32_t dt, int64_t i) {
-  if (dt == LUON_DTYPE_I32) return ((const int32_t *)p)[i];
-  if (dt == LUON_DTYPE_I64) return ((const int64_t *)p)[i];
-  return ((const uint8_t *)p)[i];
+  int64_t mn, mx;
+  return dt != LUON_DTYPE_BOOL && lu_dtype_int_range(dt, &mn, &mx);
 }
 
 static inline int64_t to_i64(double v) {
@@ -126,10 +109,8 @@ static inline void store(void *p, int32_t dt, int64_t i, double v) {
   case LUON_DTYPE_F64: ((double *)p)[i] = v; break;
   case LUON_DTYPE_F16: ((uint16_t *)p)[i] = lu_float_to_half((float)v); break;
   case LUON_DTYPE_BF16: ((uint16_t *)p)[i] = lu_float_to_bf16((float)v); break;
-  case LUON_DTYPE_I32: ((int32_t *)p)[i] = (int32_t)to_i64(v); break;
-  case LUON_DTYPE_I64: ((int64_t *)p)[i] = to_i64(v); break;
-  case LUON_DTYPE_U8: ((uint8_t *)p)[i] = (uint8_t)to_i64(v); break;
   case LUON_DTYPE_BOOL: ((uint8_t *)p)[i] = v != 0; break;
+  default: lu_store_int(p, dt, i, to_i64(v)); break;
   }
 }
 
@@ -147,12 +128,7 @@ void lu_convert(void *dst, int32_t ddt, const void *src, int32_t sdt, int64_t n)
     return;
   }
   if (is_int(sdt) && is_int(ddt)) { /* exact, unlike via double (int64 past 2^53), wrapping as C casts */
-    for (int64_t i = 0; i < n; i++) {
-      int64_t v = load_int(src, sdt, i);
-      if (ddt == LUON_DTYPE_I32) ((int32_t *)dst)[i] = (int32_t)v;
-      else if (ddt == LUON_DTYPE_I64) ((int64_t *)dst)[i] = v;
-      else ((uint8_t *)dst)[i] = (uint8_t)v;
-    }
+    for (int64_t i = 0; i < n; i++) lu_store_int(dst, ddt, i, lu_load_int(src, sdt, i));
     return;
   }
   for (int64_t i = 0; i < n; i++) store(dst, ddt, i, load(src, sdt, i));

@@ -167,8 +167,64 @@ bool lu_dtype_is_float(int32_t dt);   /* f32, f64: the float dtypes kernels comp
 bool lu_dtype_is_storage_only(int32_t dt);
 /* Any float dtype, 16-bit ones included: those gradients flow through. */
 bool lu_dtype_has_grad(int32_t dt);
-/* Result dtype of a binary op on a and b (NumPy-like promotion). */
-int32_t lu_dtype_promote(int32_t a, int32_t b);
+/* The range of an integer dtype, bool's 0 to 1; false for the floats.
+ * Inline, as lu_dtype_promote: the CUDA backend's host side uses them. */
+static inline bool lu_dtype_int_range(int32_t dt, int64_t *mn, int64_t *mx) {
+  switch (dt) {
+  case LUON_DTYPE_BOOL: *mn = 0, *mx = 1; return true;
+  case LUON_DTYPE_U8: *mn = 0, *mx = UINT8_MAX; return true;
+  case LUON_DTYPE_I8: *mn = INT8_MIN, *mx = INT8_MAX; return true;
+  case LUON_DTYPE_I16: *mn = INT16_MIN, *mx = INT16_MAX; return true;
+  case LUON_DTYPE_U16: *mn = 0, *mx = UINT16_MAX; return true;
+  case LUON_DTYPE_I32: *mn = INT32_MIN, *mx = INT32_MAX; return true;
+  case LUON_DTYPE_I64: *mn = INT64_MIN, *mx = INT64_MAX; return true;
+  default: return false;
+  }
+}
+/* Result dtype of a binary op on a and b. A float beside an integer or
+ * bool wins (MXNet's rule: int32 + float32 is float32, where NumPy widens
+ * to float64); two 16-bit floats give float32. Two integers as NumPy: the
+ * wider of one signedness; of a signed and an unsigned, the signed when
+ * wider, else the signed of twice the unsigned's width (int8 + uint8 =
+ * int16, int16 + uint16 = int32, int32 + uint16 = int32); bool gives way. */
+static inline int32_t lu_dtype_promote(int32_t a, int32_t b) {
+  if (a == b) return a;
+  bool sa = a == LUON_DTYPE_F16 || a == LUON_DTYPE_BF16, sb = b == LUON_DTYPE_F16 || b == LUON_DTYPE_BF16;
+  bool fa = sa || a == LUON_DTYPE_F32 || a == LUON_DTYPE_F64, fb = sb || b == LUON_DTYPE_F32 || b == LUON_DTYPE_F64;
+  if (fa != fb) return fa ? a : b;
+  if (sa && sb) return LUON_DTYPE_F32;
+  if (fa) return a == LUON_DTYPE_F64 || b == LUON_DTYPE_F64 ? LUON_DTYPE_F64 : LUON_DTYPE_F32;
+  if (a == LUON_DTYPE_BOOL) return b;
+  if (b == LUON_DTYPE_BOOL) return a;
+  int64_t mna, mxa, mnb, mxb;
+  if (!lu_dtype_int_range(a, &mna, &mxa) || !lu_dtype_int_range(b, &mnb, &mxb)) return 0;
+  if ((mna < 0) == (mnb < 0)) return mxa > mxb ? a : b;
+  int64_t smx = mna < 0 ? mxa : mxb, umx = mna < 0 ? mxb : mxa; /* the signed one's max, the unsigned's */
+  if (smx > umx) return mna < 0 ? a : b;
+  return umx == UINT8_MAX ? LUON_DTYPE_I16 : umx == UINT16_MAX ? LUON_DTYPE_I32 : LUON_DTYPE_I64;
+}
+/* Element i of an integer (or bool) buffer as int64, and v stored into
+ * one, wrapping as C casts do. */
+static inline int64_t lu_load_int(const void *p, int32_t dt, int64_t i) {
+  switch (dt) {
+  case LUON_DTYPE_I32: return ((const int32_t *)p)[i];
+  case LUON_DTYPE_I64: return ((const int64_t *)p)[i];
+  case LUON_DTYPE_I8: return ((const int8_t *)p)[i];
+  case LUON_DTYPE_I16: return ((const int16_t *)p)[i];
+  case LUON_DTYPE_U16: return ((const uint16_t *)p)[i];
+  default: return ((const uint8_t *)p)[i];
+  }
+}
+static inline void lu_store_int(void *p, int32_t dt, int64_t i, int64_t v) {
+  switch (dt) {
+  case LUON_DTYPE_I32: ((int32_t *)p)[i] = (int32_t)v; break;
+  case LUON_DTYPE_I64: ((int64_t *)p)[i] = v; break;
+  case LUON_DTYPE_I8: ((int8_t *)p)[i] = (int8_t)v; break;
+  case LUON_DTYPE_I16: ((int16_t *)p)[i] = (int16_t)v; break;
+  case LUON_DTYPE_U16: ((uint16_t *)p)[i] = (uint16_t)v; break;
+  default: ((uint8_t *)p)[i] = (uint8_t)v; break;
+  }
+}
 /* clip's bound v (NaN: none) as an integer within [mn, mx], for the CPU
  * kernel and the CUDA backend's host side (builtins: no math.h here). */
 static inline int64_t lu_clip_int_bound(double v, bool lower, int64_t mn, int64_t mx) {
@@ -466,8 +522,14 @@ void lu_signals_block(sigset_t *old);
 
 /* ---- random ------------------------------------------------------------ */
 
+/* Host and device functions (the CUDA backend includes this header). */
+#ifdef __CUDACC__
+#define LU_HOST_DEVICE __host__ __device__
+#else
+#define LU_HOST_DEVICE
+#endif
 /* The splitmix64 finaliser: a well-mixed 64-bit hash of z (seeds, keys). */
-static inline uint64_t lu_mix64(uint64_t z) {
+static inline LU_HOST_DEVICE uint64_t lu_mix64(uint64_t z) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
   return z ^ (z >> 31);
@@ -481,11 +543,6 @@ uint64_t lu_rng_reserve(lu_device dev, uint64_t n, uint64_t *key);
 /* Four 32-bit random words for (key, counter): Philox-4x32-10, one
  * function for the CPU and the GPU kernels, so that one seed gives the same
  * numbers on every device. */
-#ifdef __CUDACC__
-#define LU_HOST_DEVICE __host__ __device__
-#else
-#define LU_HOST_DEVICE
-#endif
 static inline LU_HOST_DEVICE void lu_philox(uint64_t key, uint64_t counter, uint32_t out[4]) {
   uint32_t c0 = (uint32_t)counter, c1 = (uint32_t)(counter >> 32), c2 = 0, c3 = 0;
   uint32_t k0 = (uint32_t)key, k1 = (uint32_t)(key >> 32);
@@ -611,10 +668,13 @@ typedef struct lu_cuda_backend {
   luon_status (*nccl_destroy)(void *comm, double timeout_s);
   lu_kernel_fn kernels[LU_OP_COUNT]; /* NULL: the op has no CUDA kernel */
 } lu_cuda_backend;
-/* The vtable's layout: bump it with any change above. The core asks for
- * its own in b->abi before luon_cuda_init; a backend of another layout is
- * refused by name (device.c), never half used. */
-#define LU_CUDA_ABI 5
+/* The vtable's layout: bump it with any change above, and with any new
+ * dtype (a backend that does not know one would read it as another). The
+ * core asks for its own in b->abi before luon_cuda_init; a backend of
+ * another layout is refused by name (device.c), never half used.
+ * 5: int8, int16, uint16; 6: nccl_version is a function (NCCL loaded at the
+ * first collective). */
+#define LU_CUDA_ABI 6
 /* Entry point of libluon_cuda.so. */
 typedef luon_status (*lu_cuda_init_fn)(lu_cuda_backend *b);
 extern lu_cuda_backend lu_cuda;   /* zeroed when the backend is absent */

@@ -50,7 +50,10 @@ typedef enum luon_dtype {
   LUON_DTYPE_I64 = 6,
   LUON_DTYPE_U8 = 7,
   LUON_DTYPE_BOOL = 8,    /* one byte, 0 or 1 */
-  LUON_DTYPE_COUNT = 9
+  LUON_DTYPE_I8 = 9,
+  LUON_DTYPE_I16 = 10,
+  LUON_DTYPE_U16 = 11,
+  LUON_DTYPE_COUNT = 12
 } luon_dtype;
 
 /* Name ("float32") and element size of a dtype; NULL/0 when invalid. */

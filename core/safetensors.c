@@ -18,7 +18,7 @@
 
 /* ORDER luon_dtype: safetensors' names of luon's dtypes. */
 static const char *const st_dtype[LUON_DTYPE_COUNT] = {NULL, "F32", "F64", "F16", "BF16",
-                                                       "I32", "I64", "U8", "BOOL"};
+                                                       "I32", "I64", "U8", "BOOL", "I8", "I16", "U16"};
 
 static const char *errstr(int e, char *buf, size_t n) { return strerror_r(e, buf, n); }
 
@@ -509,7 +509,7 @@ static bool read_entry(st_reader *H, const cJSON *entry, st_entry *e) {
         if (strcmp(f->valuestring, st_dtype[k]) == 0) e->dtype = k;
       if (!e->dtype)
         return bad(H, "tensor '%.200s' has dtype '%.40s', which luon does not read "
-                      "(F32, F64, F16, BF16, I32, I64, U8, BOOL)", e->name, f->valuestring);
+                      "(F32, F64, F16, BF16, I32, I64, I16, I8, U16, U8, BOOL)", e->name, f->valuestring);
     } else if (bit == 2) {
       int nd;
       if (!read_int_list(H, f, e->shape, LU_MAXD, &nd, e->name, "shape")) return false;

@@ -304,6 +304,7 @@ static bool nccl_type(int32_t dtype, ncclDataType_t *t) {
   case LUON_DTYPE_BF16: *t = ncclBfloat16; return true;
   case LUON_DTYPE_I32: *t = ncclInt32; return true;
   case LUON_DTYPE_I64: *t = ncclInt64; return true;
+  case LUON_DTYPE_I8: *t = ncclInt8; return true;
   case LUON_DTYPE_U8:
   case LUON_DTYPE_BOOL: *t = ncclUint8; return true;
   default: return false;

@@ -50,6 +50,9 @@ template <class T> __device__ __forceinline__ T lu_ld(const void *p, int32_t dt,
   case LUON_DTYPE_I32: return lu_from_i<T>(((const int32_t *)p)[i]);
   case LUON_DTYPE_I64: return lu_from_i<T>(((const int64_t *)p)[i]);
   case LUON_DTYPE_U8: return lu_from_i<T>(((const uint8_t *)p)[i]);
+  case LUON_DTYPE_I8: return lu_from_i<T>(((const int8_t *)p)[i]);
+  case LUON_DTYPE_I16: return lu_from_i<T>(((const int16_t *)p)[i]);
+  case LUON_DTYPE_U16: return lu_from_i<T>(((const uint16_t *)p)[i]);
   default: return (T)(((const uint8_t *)p)[i] != 0);
   }
 }
@@ -63,6 +66,8 @@ __device__ __forceinline__ bool lu_ld_truth(const void *p, int32_t dt, int64_t i
   case LUON_DTYPE_BF16: return __bfloat162float(((const __nv_bfloat16 *)p)[i]) != 0;
   case LUON_DTYPE_I32: return ((const int32_t *)p)[i] != 0;
   case LUON_DTYPE_I64: return ((const int64_t *)p)[i] != 0;
+  case LUON_DTYPE_I16:
+  case LUON_DTYPE_U16: return ((const uint16_t *)p)[i] != 0;
   default: return ((const uint8_t *)p)[i] != 0;
   }
 }
@@ -78,6 +83,9 @@ template <class V> __device__ __forceinline__ void lu_st(void *p, int32_t dt, in
   case LUON_DTYPE_I32: ((int32_t *)p)[i] = vi ? (int32_t)(int64_t)v : (int32_t)lu_to_i64((double)v); break;
   case LUON_DTYPE_I64: ((int64_t *)p)[i] = vi ? (int64_t)v : lu_to_i64((double)v); break;
   case LUON_DTYPE_U8: ((uint8_t *)p)[i] = vi ? (uint8_t)(int64_t)v : (uint8_t)lu_to_i64((double)v); break;
+  case LUON_DTYPE_I8: ((int8_t *)p)[i] = vi ? (int8_t)(int64_t)v : (int8_t)lu_to_i64((double)v); break;
+  case LUON_DTYPE_I16: ((int16_t *)p)[i] = vi ? (int16_t)(int64_t)v : (int16_t)lu_to_i64((double)v); break;
+  case LUON_DTYPE_U16: ((uint16_t *)p)[i] = vi ? (uint16_t)(int64_t)v : (uint16_t)lu_to_i64((double)v); break;
   default: ((uint8_t *)p)[i] = v != (V)0; break;
   }
 }
@@ -145,6 +153,9 @@ static inline unsigned lu_blocks(int64_t n) {
   case LUON_DTYPE_I64: { typedef int64_t T; STMT; } break;                          \
   case LUON_DTYPE_U8:                                                               \
   case LUON_DTYPE_BOOL: { typedef uint8_t T; STMT; } break;                         \
+  case LUON_DTYPE_I8: { typedef int8_t T; STMT; } break;                            \
+  case LUON_DTYPE_I16: { typedef int16_t T; STMT; } break;                          \
+  case LUON_DTYPE_U16: { typedef uint16_t T; STMT; } break;                         \
   default: DEFAULT;                                                                 \
   }
 #define LU_DISPATCH_FLOAT(DT, T, STMT, DEFAULT)                                     \

@@ -17,11 +17,15 @@
 /* ---- per-dtype loops ------------------------------------------------------- */
 
 /* X(op, suffix, C type, unsigned twin): integer math wraps through the twin
- * instead of overflowing; bool computes in bytes and stores 0 or 1. */
+ * instead of overflowing (the narrow types' twin is uint32_t: a uint16_t
+ * would be promoted to int, whose product can overflow); bool computes in
+ * bytes and stores 0 or 1. */
 #define FLOAT_TYPES(X, op) X(op, f32, float, float) X(op, f64, double, double)
 #define INT_TYPES(X, op)                                                       \
   X(op, i32, int32_t, uint32_t) X(op, i64, int64_t, uint64_t)                 \
-  X(op, u8, uint8_t, uint8_t) X(op, b8, uint8_t, uint8_t)
+  X(op, u8, uint8_t, uint8_t) X(op, b8, uint8_t, uint8_t)                    \
+  X(op, i8, int8_t, uint32_t) X(op, i16, int16_t, uint32_t)                  \
+  X(op, u16, uint16_t, uint32_t)
 #define ALL_TYPES(X, op) FLOAT_TYPES(X, op) INT_TYPES(X, op)
 #define DT_f32 LUON_DTYPE_F32
 #define DT_f64 LUON_DTYPE_F64
@@ -29,12 +33,18 @@
 #define DT_i64 LUON_DTYPE_I64
 #define DT_u8 LUON_DTYPE_U8
 #define DT_b8 LUON_DTYPE_BOOL
+#define DT_i8 LUON_DTYPE_I8
+#define DT_i16 LUON_DTYPE_I16
+#define DT_u16 LUON_DTYPE_U16
 #define FIX_f32(v) (v)
 #define FIX_f64(v) (v)
 #define FIX_i32(v) (v)
 #define FIX_i64(v) (v)
 #define FIX_u8(v) (v)
 #define FIX_b8(v) ((v) != 0)
+#define FIX_i8(v) (v)
+#define FIX_i16(v) (v)
+#define FIX_u16(v) (v)
 
 static inline bool nan_f(float x) { return isnan(x); }
 static inline bool nan_d(double x) { return isnan(x); }
@@ -58,10 +68,12 @@ static inline int64_t ipow(int64_t x, int64_t y) {
 
 static inline int32_t iabs32(int32_t x) { return x < 0 ? (int32_t)(0u - (uint32_t)x) : x; }
 static inline int64_t iabs64(int64_t x) { return x < 0 ? (int64_t)(0u - (uint64_t)x) : x; }
-static inline uint8_t iabs8(uint8_t x) { return x; }
+static inline int8_t iabs8(int8_t x) { return x < 0 ? (int8_t)(0u - (uint32_t)x) : x; }
+static inline int16_t iabs16(int16_t x) { return x < 0 ? (int16_t)(0u - (uint32_t)x) : x; }
+static inline uint16_t uabs(uint16_t x) { return x; } /* uint8_t and uint16_t */
 #define ABS(x)                                                                 \
   _Generic((x), float: fabsf, double: fabs, int32_t: iabs32, int64_t: iabs64, \
-           default: iabs8)(x)
+           int8_t: iabs8, int16_t: iabs16, default: uabs)(x)
 
 /* libm's fn: fnf on float, fn on double (the math of np's elementwise
  * functions; their integer inputs compute in float32). */
@@ -641,18 +653,13 @@ static void clip_bounds(ew *e, int32_t dt, const double *f) {
     ((double *)p)[0] = isnan(lo) ? -INFINITY : lo;
     ((double *)p)[1] = isnan(hi) ? INFINITY : hi;
     break;
-  case LUON_DTYPE_I32:
-    ((int32_t *)p)[0] = (int32_t)lu_clip_int_bound(lo, true, INT32_MIN, INT32_MAX);
-    ((int32_t *)p)[1] = (int32_t)lu_clip_int_bound(hi, false, INT32_MIN, INT32_MAX);
+  default: { /* the integers and bool, as their own type */
+    int64_t mn = 0, mx = 0;
+    lu_dtype_int_range(dt, &mn, &mx);
+    lu_store_int(p, dt, 0, lu_clip_int_bound(lo, true, mn, mx));
+    lu_store_int(p, dt, 1, lu_clip_int_bound(hi, false, mn, mx));
     break;
-  case LUON_DTYPE_I64:
-    ((int64_t *)p)[0] = lu_clip_int_bound(lo, true, INT64_MIN, INT64_MAX);
-    ((int64_t *)p)[1] = lu_clip_int_bound(hi, false, INT64_MIN, INT64_MAX);
-    break;
-  default: /* uint8, bool */
-    ((uint8_t *)p)[0] = (uint8_t)lu_clip_int_bound(lo, true, 0, dt == LUON_DTYPE_BOOL ? 1 : 255);
-    ((uint8_t *)p)[1] = (uint8_t)lu_clip_int_bound(hi, false, 0, dt == LUON_DTYPE_BOOL ? 1 : 255);
-    break;
+  }
   }
   e->param = p;
 }

@@ -40,10 +40,12 @@ static luon_status dims(const luon_tensor *a, const luon_tensor *b, mm *p) {
   return LUON_OK;
 }
 
-/* Integer results are int32 or int64 (bool and uint8 count in int64). */
+/* Integer results are int32 or int64 (bool and the 8- and 16-bit
+ * integers count in int64). */
 static int32_t result_dtype(int32_t a, int32_t b) {
   int32_t t = lu_dtype_promote(a, b);
-  return t == LUON_DTYPE_BOOL || t == LUON_DTYPE_U8 ? LUON_DTYPE_I64 : t;
+  return t == LUON_DTYPE_BOOL || t == LUON_DTYPE_U8 || t == LUON_DTYPE_I8 || t == LUON_DTYPE_I16 ||
+                 t == LUON_DTYPE_U16 ? LUON_DTYPE_I64 : t;
 }
 
 luon_status lu_shape_matmul(lu_call *c) {

@@ -499,7 +499,7 @@ static bool reduced_shape_of(const luon_tensor *t, int ndim, const int64_t *xsha
 static luon_status index_dtype(const char *op, const luon_tensor *idx) {
   switch (idx->dtype) {
   case LUON_DTYPE_F32: case LUON_DTYPE_F64: case LUON_DTYPE_I32: case LUON_DTYPE_I64:
-  case LUON_DTYPE_U8:
+  case LUON_DTYPE_U8: case LUON_DTYPE_I8: case LUON_DTYPE_I16: case LUON_DTYPE_U16:
     return LUON_OK;
   default:
     return lu_error(LUON_EDTYPE, "%s: index is %s; use an integer or float dtype", op,
@@ -512,11 +512,9 @@ static int64_t pick_pos(const char *p, int32_t dt, int64_t L, int mode) {
   int64_t k;
   double v;
   switch (dt) {
-  case LUON_DTYPE_I32: k = *(const int32_t *)p; goto integer;
-  case LUON_DTYPE_I64: k = *(const int64_t *)p; goto integer;
-  case LUON_DTYPE_U8: k = *(const uint8_t *)p; goto integer;
   case LUON_DTYPE_F32: v = *(const float *)p; break;
-  default: v = *(const double *)p; break;
+  case LUON_DTYPE_F64: v = *(const double *)p; break;
+  default: k = lu_load_int(p, dt, 0); goto integer;
   }
   v = trunc(v);
   if (isnan(v)) return 0;

@@ -192,6 +192,9 @@ GEN_OPS(F, f64, double)
 GEN_OPS(I, i32, int32_t)
 GEN_OPS(I, i64, int64_t)
 GEN_OPS(I, u8, uint8_t)
+GEN_OPS(I, i8, int8_t)
+GEN_OPS(I, i16, int16_t)
+GEN_OPS(I, u16, uint16_t)
 
 /* (n) contiguous float32 -> their sum. Blocks of 512 are summed in 32 float
  * lanes (16 elements per lane), block results in double: 1e6 ones is exact. */
@@ -234,11 +237,14 @@ static void fold_fast_sum_f64(acc *a, const char *p, int64_t n, int64_t s, int64
   else fold_SUM_f64(a, p, n, s, k0);
 }
 
-/* ORDER luon_dtype: -, f32, f64, f16, bf16, i32, i64, u8, bool (bool reads as 0/1 bytes) */
+/* ORDER luon_dtype: -, f32, f64, f16, bf16, i32, i64, u8, bool (bool reads
+ * as 0/1 bytes), i8, i16, u16 */
 #define ROW(OP) {NULL, fold_##OP##_f32, fold_##OP##_f64, NULL, NULL, fold_##OP##_i32, \
-                 fold_##OP##_i64, fold_##OP##_u8, fold_##OP##_u8}
+                 fold_##OP##_i64, fold_##OP##_u8, fold_##OP##_u8, fold_##OP##_i8,   \
+                 fold_##OP##_i16, fold_##OP##_u16}
 #define COL(OP) {NULL, col_##OP##_f32, col_##OP##_f64, NULL, NULL, col_##OP##_i32, \
-                 col_##OP##_i64, col_##OP##_u8, col_##OP##_u8}
+                 col_##OP##_i64, col_##OP##_u8, col_##OP##_u8, col_##OP##_i8,       \
+                 col_##OP##_i16, col_##OP##_u16}
 /* ORDER LU_R_SUM.. */
 static const fold_fn folds[LU_R_COUNT][LUON_DTYPE_COUNT] = {
     ROW(SUM), ROW(SUM), ROW(PROD), ROW(MAX), ROW(MIN), ROW(ARGMAX), ROW(ARGMIN)};

@@ -13,27 +13,14 @@
 /* luon_dtype_size is called by lu_data (internal.h); this hidden copy keeps
  * libluon_cuda.so free of references into libluon.so. ORDER luon_dtype */
 extern "C" int32_t luon_dtype_size(int32_t dt) {
-  static const int32_t sizes[LUON_DTYPE_COUNT] = {0, 4, 8, 2, 2, 4, 8, 1, 1};
+  static const int32_t sizes[LUON_DTYPE_COUNT] = {0, 4, 8, 2, 2, 4, 8, 1, 1, 1, 2, 2};
   return dt > 0 && dt < LUON_DTYPE_COUNT ? sizes[dt] : 0;
 }
-
-static bool is_float(int32_t dt) { return dt == LUON_DTYPE_F32 || dt == LUON_DTYPE_F64; }
 
 /* The type a kernel computes in for results of dtype dt: float32 for the
  * 16-bit floats (lu_ld and lu_st convert on load and store), else dt. */
 static int32_t compute_dtype(int32_t dt) {
   return dt == LUON_DTYPE_F16 || dt == LUON_DTYPE_BF16 ? LUON_DTYPE_F32 : dt;
-}
-
-/* core/dtype.c's lu_dtype_promote. */
-static int32_t promote(int32_t a, int32_t b) {
-  static const int rank[LUON_DTYPE_COUNT] = {0, 7, 8, 5, 6, 3, 4, 2, 1};
-  if (a == b) return a;
-  bool sa = a == LUON_DTYPE_F16 || a == LUON_DTYPE_BF16, sb = b == LUON_DTYPE_F16 || b == LUON_DTYPE_BF16;
-  bool fa = is_float(a) || sa, fb = is_float(b) || sb;
-  if (fa != fb) return fa ? a : b;
-  if (sa && sb) return LUON_DTYPE_F32;
-  return rank[a] > rank[b] ? a : b;
 }
 
 /* ---- index spaces ------------------------------------------------------------------ */
@@ -108,10 +95,14 @@ void lu_space_done(lu_space *s) {
 
 /* ---- functors ------------------------------------------------------------------------- */
 
-/* integer arithmetic wraps through the unsigned twin */
+/* integer arithmetic wraps through the unsigned twin (uint32_t for the
+ * narrow types: uint16_t would be promoted to int, whose product overflows) */
 template <class T> struct twin { typedef T U; };
 template <> struct twin<int32_t> { typedef uint32_t U; };
 template <> struct twin<int64_t> { typedef uint64_t U; };
+template <> struct twin<int8_t> { typedef uint32_t U; };
+template <> struct twin<int16_t> { typedef uint32_t U; };
+template <> struct twin<uint16_t> { typedef uint32_t U; };
 
 template <class T> __device__ __forceinline__ bool isnan_(T x) {
   if constexpr (std::is_floating_point<T>::value) return x != x;
@@ -344,7 +335,7 @@ struct Abs {
   double s;
   template <class T> __device__ __forceinline__ T operator()(T x) const {
     if constexpr (std::is_floating_point<T>::value) return x < 0 ? -x : (x == 0 ? (T)0 : x);
-    else if constexpr (std::is_same<T, uint8_t>::value) return x;
+    else if constexpr (std::is_unsigned<T>::value) return x;
     else return x < 0 ? (T)((typename twin<T>::U)0 - (typename twin<T>::U)x) : x;
   }
 };
@@ -443,7 +434,7 @@ __global__ void k_copy_truth(lu_space s) {
 
 static luon_status no_dtype(const char *op, int32_t dt) {
   static const char *const names[LUON_DTYPE_COUNT] = {/* ORDER luon_dtype */
-      "?", "float32", "float64", "float16", "bfloat16", "int32", "int64", "uint8", "bool"};
+      "?", "float32", "float64", "float16", "bfloat16", "int32", "int64", "uint8", "bool", "int8", "int16", "uint16"};
   return lu_cuda_seterr(LUON_EDTYPE, "%s: no CUDA kernel for %s", op,
                         names[dt > 0 && dt < LUON_DTYPE_COUNT ? dt : 0]);
 }
@@ -477,7 +468,7 @@ template <class F> static luon_status map_op(lu_call *c, int32_t ct, F f, bool f
 /* The dtype binary inputs are read as: the output's, or their promotion
  * for comparisons (whose output is bool). */
 static int32_t bin_ct(const lu_call *c) {
-  return promote(c->in[0]->dtype, c->in[1]->dtype);
+  return lu_dtype_promote(c->in[0]->dtype, c->in[1]->dtype);
 }
 
 #define BINARY(op, F, FLOATS)                                                         \
@@ -584,9 +575,7 @@ luon_status lu_cuda_clip(lu_call *c) {
   k.hi = isnan(f[LU_CLIP_MAX]) ? INFINITY : f[LU_CLIP_MAX];
   if (dt == LUON_DTYPE_F32) k.lo = (float)k.lo, k.hi = (float)k.hi;
   int64_t mn = INT64_MIN, mx = INT64_MAX;
-  if (dt == LUON_DTYPE_I32) mn = INT32_MIN, mx = INT32_MAX;
-  if (dt == LUON_DTYPE_U8) mn = 0, mx = 255;
-  if (dt == LUON_DTYPE_BOOL) mn = 0, mx = 1;
+  lu_dtype_int_range(dt, &mn, &mx);
   k.ilo = lu_clip_int_bound(f[0], true, mn, mx);
   k.ihi = lu_clip_int_bound(f[1], false, mn, mx);
   return map_op(c, dt, k, false);
@@ -637,6 +626,9 @@ luon_status lu_cuda_copy_space(lu_space *sp, cudaStream_t s) {
   case LUON_DTYPE_I32: k_map<int32_t, Ident><<<g, LU_THREADS, 0, s>>>(*sp, Ident{0}); break;
   case LUON_DTYPE_I64: k_map<int64_t, Ident><<<g, LU_THREADS, 0, s>>>(*sp, Ident{0}); break;
   case LUON_DTYPE_U8: k_map<uint8_t, Ident><<<g, LU_THREADS, 0, s>>>(*sp, Ident{0}); break;
+  case LUON_DTYPE_I8: k_map<int8_t, Ident><<<g, LU_THREADS, 0, s>>>(*sp, Ident{0}); break;
+  case LUON_DTYPE_I16: k_map<int16_t, Ident><<<g, LU_THREADS, 0, s>>>(*sp, Ident{0}); break;
+  case LUON_DTYPE_U16: k_map<uint16_t, Ident><<<g, LU_THREADS, 0, s>>>(*sp, Ident{0}); break;
   default: return no_dtype("copy", odt);
   }
   return LUON_OK;

@@ -68,7 +68,8 @@ end
 
 local dtype_ids = {float32 = C.LUON_DTYPE_F32, float64 = C.LUON_DTYPE_F64, float16 = C.LUON_DTYPE_F16,
                    bfloat16 = C.LUON_DTYPE_BF16, int32 = C.LUON_DTYPE_I32, int64 = C.LUON_DTYPE_I64,
-                   uint8 = C.LUON_DTYPE_U8, bool = C.LUON_DTYPE_BOOL}
+                   uint8 = C.LUON_DTYPE_U8, bool = C.LUON_DTYPE_BOOL, int8 = C.LUON_DTYPE_I8,
+                   int16 = C.LUON_DTYPE_I16, uint16 = C.LUON_DTYPE_U16}
 local dtype_names = {}
 for name, id in pairs(dtype_ids) do dtype_names[id] = name end
 -- aliases NumPy users type
@@ -78,10 +79,12 @@ dtype_ids.bool_ = dtype_ids.bool
 -- the C element type of each dtype (16-bit floats are raw bits)
 local ctypes = {[dtype_ids.float32] = "float", [dtype_ids.float64] = "double", [dtype_ids.float16] = "uint16_t",
                 [dtype_ids.bfloat16] = "uint16_t", [dtype_ids.int32] = "int32_t", [dtype_ids.int64] = "int64_t",
-                [dtype_ids.uint8] = "uint8_t", [dtype_ids.bool] = "uint8_t"}
+                [dtype_ids.uint8] = "uint8_t", [dtype_ids.bool] = "uint8_t", [dtype_ids.int8] = "int8_t",
+                [dtype_ids.int16] = "int16_t", [dtype_ids.uint16] = "uint16_t"}
 M.dtype_ids, M.dtype_names, M.ctypes = dtype_ids, dtype_names, ctypes
 M.FLOAT32, M.FLOAT64, M.FLOAT16, M.BFLOAT16 = dtype_ids.float32, dtype_ids.float64, dtype_ids.float16, dtype_ids.bfloat16
 M.INT32, M.INT64, M.UINT8, M.BOOL = dtype_ids.int32, dtype_ids.int64, dtype_ids.uint8, dtype_ids.bool
+M.INT8, M.INT16, M.UINT16 = dtype_ids.int8, dtype_ids.int16, dtype_ids.uint16
 
 -- The enum value of a dtype given by name (or enum); nil stays nil.
 function M.dtype_id(dt, fname)
@@ -89,7 +92,7 @@ function M.dtype_id(dt, fname)
   local id = dtype_ids[dt] or (dtype_names[dt] and dt)
   if not id then
     error(("%s: unknown dtype %s (expected one of float32, float64, float16, bfloat16, " ..
-           "int32, int64, uint8, bool)"):format(fname or "dtype", tostring(dt)))
+           "int32, int64, int8, int16, uint8, uint16, bool)"):format(fname or "dtype", tostring(dt)))
   end
   return id
 end

@@ -23,7 +23,8 @@ local function array_text(a)
 end
 
 local HALF, BF16 = core.dtype_ids.float16, core.dtype_ids.bfloat16
-local int_dtypes = {[core.INT32] = true, [core.INT64] = true, [core.UINT8] = true}
+local int_dtypes = {[core.INT32] = true, [core.INT64] = true, [core.UINT8] = true, [core.INT8] = true,
+                    [core.INT16] = true, [core.UINT16] = true}
 
 ---------------------------------------------------------------------------
 -- Parsing a key into one entry per axis

@@ -28,7 +28,8 @@ np.random = {}
 for name, f in pairs(require("luon.serialize").npx) do np[name] = f end
 
 -- dtype constants: np.float32 == "float32"
-for _, name in ipairs({"float32", "float64", "float16", "bfloat16", "int32", "int64", "uint8", "bool"}) do
+for _, name in ipairs({"float32", "float64", "float16", "bfloat16", "int32", "int64", "int8", "int16", "uint8",
+                       "uint16", "bool"}) do
   np[name] = name
 end
 np.bool_ = "bool"
@@ -323,6 +324,220 @@ function np.random.shuffle(x)
   core.check(C.luon_tensor_copy(x.t, y.t))
 end
 
+-- The distributions below take numbers for their parameters (luon draws
+-- each with one set of them); an array parameter is an error that says how
+-- to get the same draw from numbers.
+local function param(v, fname, what, spelled)
+  if type(v) ~= "number" then
+    if is_array(v) then
+      core.error(("%s: %s must be a number, got an ndarray; for an array of %s use %s")
+                 :format(fname, what, what, spelled))
+    end
+    core.error(("%s: %s must be a number, got %s"):format(fname, what, core.show_value(v)))
+  end
+  if v ~= v then core.error(("%s: %s is NaN"):format(fname, what)) end
+  return v
+end
+local rand_keys = {"dtype", "device", "ctx"}
+
+-- randn(d0, d1, ..., kw): standard normal of shape (d0, d1, ...); rand the
+-- same, uniform on [0, 1). No dimensions: a 0-d array.
+local function dims(fname, ...)
+  local kw, n = kw_of(...)
+  local shape = {}
+  for k = 1, n do shape[k] = core.int_arg(select(k, ...), fname, "dimension " .. k, 0) end
+  return shape, options(kw, fname, rand_keys)
+end
+function np.random.randn(...)
+  local shape, kw = dims("random.randn", ...)
+  return np.random.normal(0, 1, shape, kw)
+end
+function np.random.rand(...)
+  local shape, kw = dims("random.rand", ...)
+  return np.random.uniform(0, 1, shape, kw)
+end
+
+-- permutation(x): a shuffled copy of x's rows; permutation(n): 0..n-1
+-- (int64) in a random order.
+function np.random.permutation(x, kw)
+  if is_array(x) then
+    options(kw, "random.permutation", {})
+    return call(op.random_permute, {x})
+  end
+  kw = options(kw, "random.permutation", {"device", "ctx"})
+  local n = core.int_arg(x, "random.permutation", "x (an ndarray or a count)", 0)
+  return call(op.random_permute, {np.arange(n, {dtype = "int64", device = core.device_of(kw, "random.permutation")})})
+end
+
+-- gamma(shape, scale=1, size, {dtype, device})
+function np.random.gamma(...)
+  local fname = "random.gamma"
+  local kw = core.args(fname, {"shape", "scale", "size"}, {"shape", "scale", "size", "dtype", "device", "ctx"}, ...)
+  local alpha = param(kw.shape, fname, "shape", "np.random.gamma(shape, 1, size) per shape value")
+  local scale = param(kw.scale == nil and 1 or kw.scale, fname, "scale", "np.random.gamma(shape, 1, size) * scale")
+  local a = device_attrs(attrs(), {dtype = kw.dtype, device = kw.device, ctx = kw.ctx}, fname)
+  core.set_ints(a, core.shape_arg(kw.size or {}, fname), S.GAMMA_SHAPE, fname)
+  a.f[S.GAMMA_ALPHA], a.f[S.GAMMA_SCALE] = alpha, scale
+  return call(op.random_gamma, {}, a)
+end
+
+-- exponential(scale=1, size, {device}): -scale log(1 - u), u uniform on
+-- [0, 1) in float64; float32.
+function np.random.exponential(...)
+  local fname = "random.exponential"
+  local kw = core.args(fname, {"scale", "size"}, {"scale", "size", "device", "ctx"}, ...)
+  local scale = param(kw.scale == nil and 1 or kw.scale, fname, "scale", "np.random.exponential(1, size) * scale")
+  if scale < 0 then core.error(("%s: scale %s must be non-negative"):format(fname, scale)) end
+  local u = np.random.uniform(0, 1, kw.size or {}, {dtype = "float64", device = core.device_of(kw, fname)})
+  return (np.log(1 - u) * -scale):astype("float32")
+end
+
+-- logistic(loc=0, scale=1, size, {device}): loc + scale log(u / (1 - u)),
+-- u uniform on [2^-53, 1) in float64 (both logs finite); float32.
+function np.random.logistic(...)
+  local fname = "random.logistic"
+  local kw = core.args(fname, {"loc", "scale", "size"}, {"loc", "scale", "size", "device", "ctx"}, ...)
+  local loc = param(kw.loc == nil and 0 or kw.loc, fname, "loc", "np.random.logistic(0, scale, size) + loc")
+  local scale = param(kw.scale == nil and 1 or kw.scale, fname, "scale", "np.random.logistic(0, 1, size) * scale")
+  if scale < 0 then core.error(("%s: scale %s must be non-negative"):format(fname, scale)) end
+  local u = np.random.uniform(2^-53, 1, kw.size or {}, {dtype = "float64", device = core.device_of(kw, fname)})
+  return (np.log(u / (1 - u)) * scale + loc):astype("float32")
+end
+
+-- beta(a, b, size, {dtype, device}): x / (x + y), x ~ Gamma(a), y ~ Gamma(b)
+-- drawn in float64.
+function np.random.beta(...)
+  local fname = "random.beta"
+  local kw = core.args(fname, {"a", "b", "size"}, {"a", "b", "size", "dtype", "device", "ctx"}, ...)
+  local a = param(kw.a, fname, "a", "np.random.beta(a, b, size) per value")
+  local b = param(kw.b, fname, "b", "np.random.beta(a, b, size) per value")
+  if not (a > 0 and b > 0) then core.error(("%s: a = %s and b = %s must be positive"):format(fname, a, b)) end
+  local g = {dtype = "float64", device = core.device_of(kw, fname)}
+  local x = np.random.gamma(a, 1, kw.size or {}, g)
+  local y = np.random.gamma(b, 1, kw.size or {}, g)
+  return (x / (x + y)):astype(kw.dtype or "float32")
+end
+
+-- Probabilities given as a Lua list or an ndarray: their values on the
+-- host (checked finite and non-negative) and an ndarray of them on dev.
+local function probs(p, fname, what, dev)
+  local t, arr
+  if is_array(p) then
+    if p.ndim ~= 1 then
+      core.error(("%s: %s must be 1-dimensional, got shape %s"):format(fname, what, core.shape_text(p.shape)))
+    end
+    t, arr = p:astype("float64"):totable(), p
+  elseif type(p) == "table" then
+    t = p
+  else
+    core.error(("%s: %s must be a list of probabilities or an ndarray, got %s"):format(fname, what, core.show_value(p)))
+  end
+  if #t == 0 then core.error(("%s: %s is empty"):format(fname, what)) end
+  for k = 1, #t do
+    local v = t[k]
+    if type(v) ~= "number" or not (v >= 0 and v <= 1) then
+      core.error(("%s: %s[%d] = %s is not a probability in [0, 1]"):format(fname, what, k - 1, core.show_value(v)))
+    end
+  end
+  if not arr or arr.dtype ~= "float64" or arr.device ~= dev then
+    arr = np.array(t, {dtype = "float64", device = dev})
+  end
+  return t, arr
+end
+
+-- multinomial(n, pvals, size, {device}): counts (size..., k), int64, of n
+-- draws each; pvals[k-1] takes what the others leave (NumPy's rule), so
+-- sum(pvals[:-1]) must be at most 1.
+function np.random.multinomial(...)
+  local fname = "random.multinomial"
+  local kw = core.args(fname, {"n", "pvals", "size"}, {"n", "pvals", "size", "device", "ctx"}, ...)
+  local n = core.int_arg(kw.n, fname, "n", 0)
+  local dev = core.resolve_device(core.device_of(kw, fname) or (is_array(kw.pvals) and kw.pvals.device) or nil, fname)
+  local t, pv = probs(kw.pvals, fname, "pvals", dev)
+  local s = 0
+  for k = 1, #t - 1 do s = s + t[k] end
+  if s > 1 + 1e-12 then core.error(("%s: sum(pvals[:-1]) = %.17g is more than 1"):format(fname, s)) end
+  local a = attrs()
+  a.i[S.MULTINOMIAL_N] = n
+  core.set_ints(a, core.shape_arg(kw.size or {}, fname), S.MULTINOMIAL_SHAPE, fname)
+  return call(op.random_multinomial, {pv}, a)
+end
+
+-- choice(a, size, replace=true, p, {device}): from 0..a-1 (a an integer) or
+-- from the 1-d array a; p the probabilities (summing to 1). Without
+-- replacement and without p: the first values of a permutation; with p:
+-- one at a time on the host, each drawn from what is left.
+function np.random.choice(...)
+  local fname = "random.choice"
+  local kw = core.args(fname, {"a", "size", "replace", "p"}, {"a", "size", "replace", "p", "device", "ctx"}, ...)
+  local a, n = kw.a
+  if is_array(a) then
+    if a.ndim ~= 1 then core.error(("%s: a must be 1-dimensional, got shape %s"):format(fname, core.shape_text(a.shape))) end
+    n = a.shape[1]
+    if n == 0 then core.error(("%s: a is empty; it needs at least one value"):format(fname)) end
+  else
+    n = core.int_arg(a, fname, "a (an ndarray or a positive count)", 1)
+  end
+  local dev = core.resolve_device(core.device_of(kw, fname) or (is_array(a) and a.device) or
+                                  (is_array(kw.p) and kw.p.device) or nil, fname)
+  local size = core.shape_arg(kw.size or {}, fname)
+  local replace = kw.replace
+  if replace == nil then replace = true end
+  if type(replace) ~= "boolean" then core.error(("%s: replace must be true or false, got %s"):format(fname, core.show_value(replace))) end
+  local t, pv
+  if kw.p ~= nil then
+    t, pv = probs(kw.p, fname, "p", dev)
+    if #t ~= n then core.error(("%s: p has %d probabilities but a has %d values"):format(fname, #t, n)) end
+    local sum = 0
+    for k = 1, n do sum = sum + t[k] end
+    local atol = is_array(kw.p) and kw.p.dtype ~= "float64" and 3.5e-4 or 1.5e-8
+    if math.abs(sum - 1) > atol then core.error(("%s: probabilities p sum to %.10g, not 1"):format(fname, sum)) end
+  end
+  local k = 1
+  for d = 1, #size do k = k * size[d] end
+  local idx
+  if replace and not t then
+    idx = np.random.randint(0, n, size, {device = dev})
+  elseif replace then
+    local at = attrs()
+    core.set_ints(at, size, S.CHOICE_SHAPE, fname)
+    idx = call(op.random_choice, {pv}, at)
+  else
+    if k > n then
+      core.error(("%s: cannot take a larger sample (%d) than the population (%d) without replacement"):format(fname, k, n))
+    end
+    if k == 0 then
+      idx = np.zeros(size, {dtype = "int64", device = dev})
+    elseif not t then
+      idx = call(op.random_permute, {np.arange(n, {dtype = "int64", device = dev})}):slice({0, k}):reshape(size)
+    else
+      local left, nonzero = {}, 0
+      for j = 1, n do left[j] = t[j]; if t[j] > 0 then nonzero = nonzero + 1 end end
+      if nonzero < k then
+        core.error(("%s: p has %d non-zero probabilities, fewer than the %d values asked without replacement")
+                   :format(fname, nonzero, k))
+      end
+      local u = np.random.uniform(0, 1, {k}, {dtype = "float64", device = dev}):totable()
+      local out = {}
+      for d = 1, k do
+        local total = 0
+        for j = 1, n do total = total + left[j] end
+        local target, s, pick = u[d] * total, 0, nil
+        for j = 1, n do
+          if left[j] > 0 then
+            s, pick = s + left[j], j
+            if target < s then break end
+          end
+        end
+        out[d], left[pick] = pick - 1, 0
+      end
+      idx = np.array(out, {dtype = "int64", device = dev}):reshape(size)
+    end
+  end
+  if is_array(a) then return np.take(a, idx) end
+  return idx
+end
+
 ---------------------------------------------------------------------------
 -- Elementwise
 
@@ -339,6 +554,9 @@ end
 -- The integers each integer dtype holds: lowest, one past the highest (a
 -- double holds 2^63, not 2^63-1), then as text.
 local int_range = {[core.UINT8] = {0, 256, "0", "255"},
+                   [core.INT8] = {-128, 128, "-128", "127"},
+                   [core.INT16] = {-2 ^ 15, 2 ^ 15, "-32768", "32767"},
+                   [core.UINT16] = {0, 2 ^ 16, "0", "65535"},
                    [core.INT32] = {-2 ^ 31, 2 ^ 31, "-2^31", "2^31-1"},
                    [core.INT64] = {-2 ^ 63, 2 ^ 63, "-2^63", "2^63-1"}}
 

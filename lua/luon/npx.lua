@@ -1066,4 +1066,43 @@ end
 
 npx.seed = np.random.seed
 
+npx.random = {}
+-- bernoulli(prob, logit, size, {dtype, device}): 1 with probability prob
+-- (or sigmoid(logit)), else 0, float32 unless dtype says otherwise; prob
+-- and logit are numbers or arrays (size left out: the array's shape). A
+-- draw is u < prob, u uniform on [0, 1) in float64.
+function npx.random.bernoulli(...)
+  local fname = "random.bernoulli"
+  local kw = core.args(fname, {"prob", "logit", "size"}, {"prob", "logit", "size", "dtype", "device", "ctx"}, ...)
+  local p, logit = kw.prob, kw.logit
+  if (p == nil) == (logit == nil) then
+    core.error(("%s: give exactly one of prob and logit, got %s"):format(fname,
+               p == nil and "neither" or "both"))
+  end
+  local given = p == nil and logit or p
+  local what = p == nil and "logit" or "prob"
+  if type(given) == "number" then
+    if given ~= given then core.error(("%s: %s is NaN"):format(fname, what)) end
+    if p ~= nil and not (p >= 0 and p <= 1) then
+      core.error(("%s: prob %s is not a probability in [0, 1]"):format(fname, p))
+    end
+    if logit ~= nil then p = 1 / (1 + math.exp(-logit)) end
+  elseif is_array(given) then
+    local v = given:astype("float64")
+    local lo, hi = np.min(v):item(), np.max(v):item()
+    if lo ~= lo or hi ~= hi then core.error(("%s: %s holds NaN"):format(fname, what)) end
+    if p ~= nil and not (lo >= 0 and hi <= 1) then
+      core.error(("%s: prob holds values from %s to %s, expected probabilities in [0, 1]"):format(fname, lo, hi))
+    end
+    if logit ~= nil then p = npx.sigmoid(logit:astype("float64")) end
+  else
+    core.error(("%s: %s must be a number or an ndarray, got %s"):format(fname, what, core.show_value(given)))
+  end
+  local dev = core.device_of(kw, fname) or (is_array(given) and given.device) or nil
+  local size = kw.size or (is_array(given) and given.shape) or {}
+  local u = np.random.uniform(0, 1, size, {dtype = "float64", device = dev})
+  return np.less(u, p):astype(kw.dtype or "float32")
+end
+core.strict_module(npx.random, "npx.random")
+
 return core.strict_module(npx, "npx")

@@ -323,6 +323,34 @@ gpu_only("random_randint on the device: [0, 100), mean 49.5", function()
   local m, _, lo, hi = stats(np.random.randint(0, 100, {100001}, {device = gpu}))
   assert(lo >= 0 and hi <= 99 and math.abs(m - 49.5) < 0.5, ("mean %g range [%g, %g]"):format(m, lo, hi))
 end)
+gpu_only("random_gamma on the device: shapes 2.5 and 0.5, mean k, var k", function()
+  np.random.seed(126)
+  for _, k in ipairs({2.5, 0.5}) do
+    local m, var, lo = stats(np.random.gamma(k, 1, {100001}, {device = gpu, dtype = "float64"}))
+    assert(lo >= 0 and math.abs(m - k) < 0.03 * k and math.abs(var - k) < 0.06 * k,
+           ("shape %g: mean %g var %g min %g"):format(k, m, var, lo))
+  end
+end)
+gpu_only("random_choice on the device: shares of p (0.1, 0.2, 0, 0.7)", function()
+  np.random.seed(127)
+  local v, n = host(np.random.choice(4, {100001}, {p = {0.1, 0.2, 0, 0.7}, device = gpu}):astype("float64"))
+  local c = {[0] = 0, 0, 0, 0}
+  for j = 0, n - 1 do c[v[j]] = c[v[j]] + 1 end
+  assert(c[2] == 0 and math.abs(c[0] / n - 0.1) < 0.005 and math.abs(c[1] / n - 0.2) < 0.005,
+         ("counts %d %d %d %d"):format(c[0], c[1], c[2], c[3]))
+end)
+gpu_only("random_multinomial on the device: rows sum to n, shares of pvals", function()
+  np.random.seed(128)
+  local v, n = host(np.random.multinomial(9, {0.25, 0.25, 0.5}, {20001}, {device = gpu}):astype("float64"))
+  local tot = {[0] = 0, 0, 0}
+  for j = 0, n - 1, 3 do
+    assert(v[j] + v[j + 1] + v[j + 2] == 9, "a row sums to " .. v[j] + v[j + 1] + v[j + 2])
+    for k = 0, 2 do tot[k] = tot[k] + v[j + k] end
+  end
+  local all = 9 * n / 3
+  assert(math.abs(tot[0] / all - 0.25) < 0.005 and math.abs(tot[2] / all - 0.5) < 0.005,
+         ("shares %g %g %g"):format(tot[0] / all, tot[1] / all, tot[2] / all))
+end)
 gpu_only("dropout on the device: y = x * mask, mask in {0, 1/(1-p)}, keep rate 1-p", function()
   np.random.seed(5)
   local x = data(gpu, {101, 103}, "float64")
@@ -365,10 +393,20 @@ both("NaN, infinities and out-of-range values through elementwise ops and astype
   for _, op in ipairs({"equal", "not_equal", "greater", "greater_equal", "less", "less_equal"}) do
     r[#r + 1] = np[op](x, y)
   end
-  for _, dt in ipairs({"int32", "int64", "uint8", "bool", "float16", "bfloat16"}) do
+  for _, dt in ipairs({"int32", "int64", "uint8", "bool", "float16", "bfloat16", "int8", "int16", "uint16"}) do
     r[#r + 1] = x:astype(dt)
     r[#r + 1] = on(d, special, "float64"):astype(dt)
   end
+  for k = 1, #r do r[k] = r[k]:astype("float64") end
+  return r
+end, 0, 0)
+both("int8, int16 and uint16 arithmetic wraps, mixed integers promote as NumPy", function(d)
+  local a = np.array({127, -128, -1, 100, 0, 7}, {dtype = "int8", device = d})
+  local s = np.array({32767, -32768, 200, -1, 0, 300}, {dtype = "int16", device = d})
+  local u = np.array({65535, 0, 300, 1, 255, 40000}, {dtype = "uint16", device = d})
+  local b = np.array({200, 255, 0, 1, 128, 9}, {dtype = "uint8", device = d})
+  local r = {a + a, a * a, -a, np.abs(a), np.sign(a), np.power(a, 3), a + b, s * s, s - u, u * u, u + u,
+             np.maximum(a, s), np.clip(a, -5, 300), np.divide(s, a), np.sum(a), np.max(u), np.argmin(s)}
   for k = 1, #r do r[k] = r[k]:astype("float64") end
   return r
 end, 0, 0)
