@@ -437,7 +437,7 @@ luon_status luon_safetensors_get(luon_safetensors *h, int32_t i, int32_t dev_typ
 void luon_safetensors_close(luon_safetensors *h);
 /* NumPy's .npy (one array) and .npz (a zip of .npy files, one per name)
  * (core/npy.c). Saving writes a new file and renames it into place, as
- * safetensors; dtypes float16/32/64, int32/64, uint8, bool (bfloat16 has no
+ * safetensors; dtypes float16/32/64, int8/16/32/64, uint8/16, bool (bfloat16 has no
  * NumPy dtype: LUON_EDTYPE). Loading reads .npy versions 1.0 to 3.0, either
  * byte order, C or Fortran order, into a new row-major tensor (+1);
  * LUON_EFORMAT naming the file (and entry) and the fault, LUON_EIO when

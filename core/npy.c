@@ -46,6 +46,9 @@ static const char *npy_type(int32_t dtype) {
   case LUON_DTYPE_I64: return "i8";
   case LUON_DTYPE_U8: return "u1";
   case LUON_DTYPE_BOOL: return "b1";
+  case LUON_DTYPE_I8: return "i1";
+  case LUON_DTYPE_I16: return "i2";
+  case LUON_DTYPE_U16: return "u2";
   default: return NULL;
   }
 }
@@ -261,12 +264,13 @@ static bool parse_dict(const char *t, size_t n, npy_header *h, char *why, size_t
         return snprintf(why, wn, "descr '%s' has no byte order", d), false;
       static const struct { const char *s; int32_t dt; } types[] = {
           {"f4", LUON_DTYPE_F32}, {"f8", LUON_DTYPE_F64}, {"f2", LUON_DTYPE_F16}, {"i4", LUON_DTYPE_I32},
-          {"i8", LUON_DTYPE_I64}, {"u1", LUON_DTYPE_U8},  {"b1", LUON_DTYPE_BOOL}};
+          {"i8", LUON_DTYPE_I64}, {"u1", LUON_DTYPE_U8},  {"b1", LUON_DTYPE_BOOL}, {"i1", LUON_DTYPE_I8},
+          {"i2", LUON_DTYPE_I16}, {"u2", LUON_DTYPE_U16}};
       h->dtype = 0;
       for (size_t k = 0; k < sizeof types / sizeof types[0]; k++)
         if (strcmp(ty, types[k].s) == 0) h->dtype = types[k].dt;
       if (!h->dtype)
-        return snprintf(why, wn, "dtype '%s' is not one luon reads (f2 f4 f8 i4 i8 u1 b1)", d), false;
+        return snprintf(why, wn, "dtype '%s' is not one luon reads (f2 f4 f8 i1 i2 i4 i8 u1 u2 b1)", d), false;
       h->swap = order == '>' && luon_dtype_size(h->dtype) > 1;
       have_descr = true;
     } else if (strcmp(key, "fortran_order") == 0 && !have_order) {

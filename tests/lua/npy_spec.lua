@@ -50,7 +50,7 @@ for _, dev in ipairs(H.devices()) do
       local c = np.arange(5, {dtype = "int64", device = dev})
       local p1, p2, p3 = tmp(".npy"), tmp(".npz"), tmp(".npz")
       npx.save(p1, a.T) -- a view: written row-major
-      npx.savez(p2, b, c, {w = a, v = c})
+      npx.savez(p2, b, c, {w = a, v = c, i8 = (c - 3):astype("int8"), u16 = c:astype("uint16")})
       npx.savez_compressed(p3, {z = np.zeros({64, 64}, {device = dev})})
       local p4 = tmp(".npz")
       npx.savez(p4) -- no arrays: an empty archive, as NumPy writes
@@ -60,7 +60,9 @@ for _, dev in ipairs(H.devices()) do
 import numpy as np
 a = np.load('%s'); assert a.dtype == np.float32 and a.shape == (4, 3), a
 assert (a == (np.arange(12).reshape(3, 4) / 8).T).all()
-z = np.load('%s'); assert sorted(z.keys()) == ['arr_0', 'arr_1', 'v', 'w'], list(z.keys())
+z = np.load('%s'); assert sorted(z.keys()) == ['arr_0', 'arr_1', 'i8', 'u16', 'v', 'w'], list(z.keys())
+assert z['i8'].dtype == np.int8 and z['i8'].tolist() == [-3, -2, -1, 0, 1], z['i8']
+assert z['u16'].dtype == np.uint16 and z['u16'].tolist() == [0, 1, 2, 3, 4]
 assert z['arr_0'].dtype == np.bool_ and z['arr_0'].tolist() == [[True, False]]
 assert z['arr_1'].dtype == np.int64 and z['arr_1'].tolist() == [0, 1, 2, 3, 4]
 assert z['w'].shape == (3, 4)
@@ -77,6 +79,8 @@ print('numpy ok')
       local z = npx.load(p2, {device = dev})
       H.check(z.arr_1, {0, 1, 2, 3, 4}, {dtype = "int64"})
       H.check(z.w, a:totable())
+      H.check(z.i8, {-3, -2, -1, 0, 1}, {dtype = "int8"})
+      H.check(z.u16, {0, 1, 2, 3, 4}, {dtype = "uint16"})
       for _, p in ipairs({p1, p2, p3}) do os.remove(p) end
     end)
   end)
