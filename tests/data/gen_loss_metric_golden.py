@@ -76,7 +76,8 @@ L2, P2 = A([1, 0, 0, 1]), A([[0.9, 0.1], [0.4, 0.6], [0.7, 0.3], [0.1, 0.9]])
 def metric_value(m, updates):
     for labels, preds in updates:
         m.update(labels, preds)
-    return m.get()[1]
+    v = m.get()[1]
+    return v[1] if isinstance(v, list) else v  # a composite's second value
 
 two = [([L1], [P1]), ([L2], [P2])]
 reg = [([p[0]], [q[0]]), ([p[1:].reshape((-1,))], [q[1:].reshape((-1,))])]
@@ -93,6 +94,8 @@ metric_cases = [
     ("Perplexity_none", lambda: metric_value(mx.metric.Perplexity(None), two)),
     ("Perplexity_ignore0", lambda: metric_value(mx.metric.Perplexity(0), two)),
     ("PearsonCorrelation", lambda: metric_value(mx.metric.PearsonCorrelation(), reg)),
+    ("PearsonCorrelation_micro", lambda: metric_value(mx.metric.PearsonCorrelation(average='micro'), reg)),
+    ("Composite_acc_f1", lambda: metric_value(mx.metric.create(['acc', 'f1']), two)),
 ]
 
 with open(os.path.join(HERE, 'loss_metric_golden.txt'), 'w') as f:
