@@ -1,6 +1,7 @@
 -- luon.gluon.metric: Gluon's evaluation metrics (Accuracy, TopKAccuracy,
 -- Loss, CrossEntropy, Perplexity, MAE, MSE, RMSE, F1, MCC,
--- PearsonCorrelation, CustomMetric, CompositeEvalMetric). update() sums on
+-- PearsonCorrelation, BinaryAccuracy, CustomMetric, CompositeEvalMetric,
+-- Torch, Caffe). update() sums on
 -- the devices where the labels live and, but for F1, MCC and
 -- PearsonCorrelation, does not wait for them; get() reads those sums once
 -- and returns (name, value), NaN before any update, as MXNet.
@@ -229,6 +230,49 @@ function LossMetric:update(...)
   for k, pred in ipairs(preds) do
     if not is_array(pred) then core.error(("Loss.update: preds[%d] is not an ndarray"):format(k)) end
     self:_accumulate(np.sum(pred, {dtype = "float64"}), pred.size)
+  end
+end
+
+-- Torch and Caffe: Loss under the names MXNet 1.9.1 gives its dummy metrics.
+for _, cname in ipairs({"Torch", "Caffe"}) do
+  local cls = class(cname, LossMetric)
+  metric[cname] = cls
+  function cls:__init(...)
+    local a = parse_args(cname, {"name"}, {name = true, output_names = true, label_names = true}, ...)
+    EvalMetric.__init(self, a.name or cname:lower())
+  end
+end
+
+---------------------------------------------------------------------------
+-- BinaryAccuracy{name = 'binary_accuracy', threshold = 0.5} (MXNet 2's;
+-- 1.9.1 has none): a prediction is class 1 where it is > threshold; both
+-- flattened; count the matches with the labels.
+
+local BinaryAccuracy = class("BinaryAccuracy", EvalMetric)
+metric.BinaryAccuracy = BinaryAccuracy
+
+function BinaryAccuracy:__init(...)
+  local a = parse_args("BinaryAccuracy", {"name", "output_names", "label_names", "threshold"},
+                       {name = true, output_names = true, label_names = true, threshold = true}, ...)
+  local t = a.threshold == nil and 0.5 or a.threshold
+  if type(t) ~= "number" or t ~= t then
+    core.error(("BinaryAccuracy: threshold must be a number, got %s"):format(core.show_value(t)))
+  end
+  self.threshold = t
+  EvalMetric.__init(self, a.name or "binary_accuracy")
+end
+
+function BinaryAccuracy:update(...)
+  local labels, preds = check_label_shapes("BinaryAccuracy", ...)
+  for k = 1, #labels do
+    local label, pred = labels[k], preds[k]
+    local n = label.size
+    if pred.size ~= n then
+      core.error(("BinaryAccuracy.update: shape of labels %s does not match shape of predictions %s")
+                 :format(shape_text(label.shape), shape_text(pred.shape)))
+    end
+    local yhat = np.greater(np.reshape(pred:to_device(label.device), {-1}), self.threshold)
+    self:_accumulate(np.sum(np.equal(as_int(yhat), as_int(np.reshape(label, {-1})))), n)
   end
 end
 
@@ -636,7 +680,8 @@ local registry = {
   f1 = metric.F1, mcc = metric.MCC, perplexity = Perplexity,
   pearsoncorrelation = PearsonCorrelation, pearsonr = PearsonCorrelation,
   composite = CompositeEvalMetric, compositeevalmetric = CompositeEvalMetric,
-  custommetric = CustomMetric,
+  custommetric = CustomMetric, torch = metric.Torch, caffe = metric.Caffe,
+  binaryaccuracy = BinaryAccuracy, binary_accuracy = BinaryAccuracy,
 }
 
 -- create(name, ...): the metric of that name or alias (any case), built with
