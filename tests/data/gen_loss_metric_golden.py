@@ -95,6 +95,7 @@ metric_cases = [
     ("Perplexity_ignore0", lambda: metric_value(mx.metric.Perplexity(0), two)),
     ("PearsonCorrelation", lambda: metric_value(mx.metric.PearsonCorrelation(), reg)),
     ("PearsonCorrelation_micro", lambda: metric_value(mx.metric.PearsonCorrelation(average='micro'), reg)),
+    ("NegativeLogLikelihood", lambda: metric_value(mx.metric.NegativeLogLikelihood(), two)),
     ("Composite_acc_f1", lambda: metric_value(mx.metric.create(['acc', 'f1']), two)),
 ]
 

@@ -185,6 +185,16 @@ for _, dev in ipairs(H.devices()) do
         close("Perplexity_ignore0", value(metric.create("perplexity", {ignore_label = 0}), two()))
         assert.equal("perplexity", metric.Perplexity().name)
       end)
+      it("NegativeLogLikelihood", function()
+        close("NegativeLogLikelihood", value(metric.NegativeLogLikelihood(), two()))
+        close("NegativeLogLikelihood", value(metric.create("nll_loss"), two()))
+        assert.equal("nll-loss", metric.NegativeLogLikelihood().name)
+        H.assert_error(function() metric.NegativeLogLikelihood():update(A({0, 2}), A({{0.5, 0.5}, {0.5, 0.5}})) end,
+                       {"NegativeLogLikelihood.update", "1 label is outside [0, 2)"})
+        H.assert_error(function() metric.NegativeLogLikelihood():update(A({0}), A({0.5, 0.5})) end,
+                       {"NegativeLogLikelihood.update", "(1,)", "(2,)"})
+        H.assert_error(function() metric.NegativeLogLikelihood{eps = "x"} end, {"NegativeLogLikelihood", "eps"})
+      end)
       it("PearsonCorrelation, macro and micro", function()
         close("PearsonCorrelation", value(metric.PearsonCorrelation(), reg()))
         close("PearsonCorrelation_micro", value(metric.PearsonCorrelation{average = "micro"}, reg()))

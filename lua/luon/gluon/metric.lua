@@ -1,6 +1,6 @@
 -- luon.gluon.metric: Gluon's evaluation metrics (Accuracy, TopKAccuracy,
 -- Loss, CrossEntropy, Perplexity, MAE, MSE, RMSE, F1, MCC,
--- PearsonCorrelation, BinaryAccuracy, CustomMetric, CompositeEvalMetric,
+-- PearsonCorrelation, NegativeLogLikelihood, BinaryAccuracy, CustomMetric, CompositeEvalMetric,
 -- Torch, Caffe). update() sums on
 -- the devices where the labels live and, but for F1, MCC and
 -- PearsonCorrelation, does not wait for them; get() reads those sums once
@@ -353,6 +353,47 @@ function CrossEntropy:update(...)
 end
 
 ---------------------------------------------------------------------------
+-- NegativeLogLikelihood{eps = 1e-12, name = 'nll-loss'}: the mean of
+-- -log(p[label] + eps) over the rows of (N, classes) predictions. A label
+-- outside [0, classes) is an error in update() (one sync per call).
+
+local NegativeLogLikelihood = class("NegativeLogLikelihood", EvalMetric)
+metric.NegativeLogLikelihood = NegativeLogLikelihood
+
+function NegativeLogLikelihood:__init(...)
+  local a = parse_args("NegativeLogLikelihood", {"eps", "name"},
+                       {eps = true, name = true, output_names = true, label_names = true}, ...)
+  local eps = a.eps == nil and 1e-12 or a.eps
+  if type(eps) ~= "number" or eps ~= eps then
+    core.error(("NegativeLogLikelihood: eps must be a number, got %s"):format(core.show_value(eps)))
+  end
+  self.eps = eps
+  EvalMetric.__init(self, a.name or "nll-loss")
+end
+
+function NegativeLogLikelihood:update(...)
+  local cname = "NegativeLogLikelihood"
+  local labels, preds = check_label_shapes(cname, ...)
+  for k = 1, #labels do
+    local label, pred = labels[k], preds[k]
+    if pred.ndim ~= 2 or label.size ~= pred.shape[1] then
+      core.error(("%s.update: predictions must be (N, classes) and labels N values, got labels %s and predictions %s")
+                 :format(cname, shape_text(label.shape), shape_text(pred.shape)))
+    end
+    pred = pred:to_device(label.device)
+    local y = np.reshape(as_int(label), {-1})
+    local classes = pred.shape[2]
+    local bad = np.sum(np.logical_or(np.less(y, 0), np.greater_equal(y, classes))):item()
+    if bad > 0 then
+      core.error(("%s.update: %d label%s outside [0, %d), the classes of the predictions %s")
+                 :format(cname, bad, bad == 1 and " is" or "s are", classes, shape_text(pred.shape)))
+    end
+    local p = npx.pick(pred, y, {axis = 1, keepdims = false}):astype("float64")
+    self:_accumulate(np.negative(np.sum(np.log(np.add(p, self.eps)))), label.size)
+  end
+end
+
+---------------------------------------------------------------------------
 -- Perplexity{ignore_label, axis = -1}: exp of CrossEntropy's mean with eps
 -- 1e-10 (MXNet's). ignore_label nil counts every label (MXNet's None).
 
@@ -680,6 +721,7 @@ local registry = {
   f1 = metric.F1, mcc = metric.MCC, perplexity = Perplexity,
   pearsoncorrelation = PearsonCorrelation, pearsonr = PearsonCorrelation,
   composite = CompositeEvalMetric, compositeevalmetric = CompositeEvalMetric,
+  negativeloglikelihood = NegativeLogLikelihood, nll_loss = NegativeLogLikelihood,
   custommetric = CustomMetric, torch = metric.Torch, caffe = metric.Caffe,
   binaryaccuracy = BinaryAccuracy, binary_accuracy = BinaryAccuracy,
 }
