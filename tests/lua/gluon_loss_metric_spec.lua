@@ -1,7 +1,8 @@
 -- gluon_loss_metric_spec: the losses (HuberLoss, HingeLoss, SquaredHingeLoss,
 -- LogisticLoss, KLDivLoss, CosineEmbeddingLoss, TripletLoss, PoissonNLLLoss,
 -- SigmoidBCELoss's pos_weight) and metrics (MSE, MAE, RMSE, F1, MCC,
--- Perplexity, PearsonCorrelation, CompositeEvalMetric, create) against
+-- Perplexity, NegativeLogLikelihood, PearsonCorrelation, BinaryAccuracy (by
+-- hand: MXNet 2's), CustomMetric, CompositeEvalMetric, create) against
 -- MXNet 1.9.1's values in tests/data/loss_metric_golden.txt
 -- (gen_loss_metric_golden.py), on every device; bad input. The losses'
 -- gradients are checked in gradcheck_spec.

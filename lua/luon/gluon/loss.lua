@@ -1,8 +1,9 @@
 -- luon.gluon.loss: Gluon's losses, written with registry ops so autograd
 -- differentiates them. A loss object is called as loss(pred, label,
 -- sample_weight) and returns one value per sample, shape (batch,): the mean
--- over every axis but batch_axis. Not here: reductions over the batch
--- (Trainer.step divides by the batch size).
+-- over every axis but batch_axis (as MXNet: KLDivLoss and TripletLoss sum,
+-- CosineEmbeddingLoss gives (batch, 1), PoissonNLLLoss one 0-d mean). Not
+-- here: reductions over the batch (Trainer.step divides by the batch size).
 local core = require("luon.core")
 local np = require("luon.np")
 local npx = require("luon.npx")
@@ -252,8 +253,9 @@ end
 
 -- The losses of the form f(pred, label) averaged over the non-batch axes,
 -- label reshaped like pred: HuberLoss, HingeLoss, SquaredHingeLoss,
--- LogisticLoss. spec: the class name, its positional argument names, its
--- options with their defaults, and f(self, pred, label).
+-- LogisticLoss: the class name, its positional argument names, its
+-- options with their defaults (numbers checked), and f(self, pred, label);
+-- a class may add _check(self) for its options' ranges.
 local function elementwise_loss(name, names, defaults, f)
   local cls = class(name, Loss)
   loss[name] = cls
@@ -265,7 +267,7 @@ local function elementwise_loss(name, names, defaults, f)
     for k, d in pairs(defaults) do
       if type(d) == "number" then self["_" .. k] = number_opt(a, k, d, name) else self["_" .. k] = a[k] or d end
     end
-    if self.__check then self:__check() end
+    if self._check then self:_check() end
   end
   function cls:forward(pred, label, sample_weight)
     check_inputs(name, pred, label)
@@ -286,7 +288,7 @@ elementwise_loss("HuberLoss", {"rho", "weight", "batch_axis"}, {rho = 1}, functi
   return np.where(np.greater(d, self._rho), np.subtract(d, 0.5 * self._rho),
                   np.multiply(np.square(d), 0.5 / self._rho))
 end)
-function loss.HuberLoss:__check()
+function loss.HuberLoss:_check()
   if self._rho <= 0 then
     core.error(("HuberLoss: rho must be > 0, got %s"):format(core.show_value(self._rho)))
   end
@@ -311,7 +313,7 @@ elementwise_loss("LogisticLoss", {"weight", "batch_axis", "label_format"}, {labe
   if self._label_format == "signed" then label = np.divide(np.add(label, 1), 2) end
   return np.add(np.subtract(relu(pred), np.multiply(pred, label)), softrelu(np.negative(np.abs(pred))))
 end)
-function loss.LogisticLoss:__check()
+function loss.LogisticLoss:_check()
   local f = self._label_format
   if f ~= "signed" and f ~= "binary" then
     core.error(("LogisticLoss: label_format must be 'signed' or 'binary', got %s"):format(core.show_value(f)))
