@@ -640,6 +640,50 @@ np_cases["linalg.norm"] = {
    end, want = {10.198039027185569, 10, 5, 16, 6, 3}},
 }
 
+-- gluon losses built from np/npx ops (gluon/loss.lua): the gradients with
+-- respect to the predictions (and labels where they are real-valued)
+local gloss = require("luon.gluon.loss")
+local signs = function() return A({{1, -1, -1}, {1, 1, -1}}) end
+local loss_cases = {
+  HuberLoss = {{"rho 1 and 0.5, sample_weight, away from the kink", inputs = function()
+    return {A({{0.2, -2.1, 0.7}, {1.6, -0.3, 3}}), A({{0.5, 0.4, -0.6}, {-0.1, 0.1, 0.8}})} end,
+    f = function(x, y) return {gloss.HuberLoss()(x, y), gloss.HuberLoss{rho = 0.5}(x, y, A({{2}, {0.5}}))} end}},
+  HingeLoss = {{"margin 1 and 2", check = {1}, inputs = function()
+    return {A({{0.3, -2.1, 0.7}, {1.6, -0.35, 3.2}}), signs()} end,
+    f = function(x, y) return {gloss.HingeLoss()(x, y), gloss.HingeLoss{margin = 2}(x, y)} end}},
+  SquaredHingeLoss = {{"margin 1, weight 3", check = {1}, inputs = function()
+    return {A({{0.3, -2.1, 0.7}, {1.6, -0.35, 3.2}}), signs()} end,
+    f = function(x, y) return gloss.SquaredHingeLoss{weight = 3}(x, y) end}},
+  LogisticLoss = {{"signed and binary", check = {1}, inputs = function()
+    return {randn({2, 3}), signs()} end,
+    f = function(x, y)
+      return {gloss.LogisticLoss()(x, y), gloss.LogisticLoss{label_format = "binary"}(x, (y + 1) / 2)}
+    end}},
+  KLDivLoss = {{"from log-probabilities and from logits", inputs = function()
+    return {randn({2, 3}), rand({2, 3}, 0.1, 0.9)} end,
+    f = function(x, y)
+      return {gloss.KLDivLoss()(x, y), gloss.KLDivLoss{from_logits = false, axis = 0}(x, y)}
+    end}},
+  CosineEmbeddingLoss = {{"labels 1, -1, -1, margin -0.9 (every -1 pair active)", check = {1, 2}, inputs = function()
+    return {randn({3, 4}), randn({3, 4}), A({1, -1, -1})} end,
+    f = function(x, y, l) return gloss.CosineEmbeddingLoss{margin = -0.9}(x, y, l) end}},
+  TripletLoss = {{"margin 5 (every sample active)", inputs = function()
+    return {randn({2, 3}), randn({2, 3}), randn({2, 3})} end,
+    f = function(x, pos, neg) return gloss.TripletLoss{margin = 5}(x, pos, neg) end}},
+  PoissonNLLLoss = {{"logits, probabilities, compute_full", check = {1}, inputs = function()
+    return {rand({2, 3}, 0.2, 1.5), A({{0, 1, 2}, {3, 0, 4}})} end,
+    f = function(x, y)
+      return {gloss.PoissonNLLLoss()(x, y), gloss.PoissonNLLLoss{from_logits = false}(x, y),
+              gloss.PoissonNLLLoss{compute_full = true}(x, y)}
+    end}},
+  SigmoidBinaryCrossEntropyLoss = {{"pos_weight, logits and probabilities", check = {1}, inputs = function()
+    return {rand({2, 3}, 0.1, 0.9), A({{0, 1, 1}, {1, 0, 0}})} end,
+    f = function(x, y)
+      local pw = A({{0.5, 2, 3}})
+      return {gloss.SigmoidBCELoss()(x, y, nil, pw), gloss.SigmoidBCELoss{from_sigmoid = true}(x, y, nil, pw)}
+    end}},
+}
+
 ---------------------------------------------------------------------------
 -- The check
 -- rnn: x (T, N, I), MXNet's flat params, h0[, c0] (L*D, N, H) -> y, hy[, cy]
@@ -764,6 +808,15 @@ describe("gradient check", function()
   for _, name in ipairs(np_names) do
     for _, case in ipairs(np_cases[name]) do
       it("np." .. name .. ": " .. case[1], function() run_case("np." .. name, case) end)
+    end
+  end
+
+  local loss_names = {}
+  for name in pairs(loss_cases) do loss_names[#loss_names + 1] = name end
+  table.sort(loss_names)
+  for _, name in ipairs(loss_names) do
+    for _, case in ipairs(loss_cases[name]) do
+      it("gluon.loss." .. name .. ": " .. case[1], function() run_case("gluon.loss." .. name, case) end)
     end
   end
 

@@ -1,8 +1,9 @@
 -- luon.gluon.loss: Gluon's losses, written with registry ops so autograd
 -- differentiates them. A loss object is called as loss(pred, label,
 -- sample_weight) and returns one value per sample, shape (batch,): the mean
--- over every axis but batch_axis. Not here: reductions over the batch
--- (Trainer.step divides by the batch size).
+-- over every axis but batch_axis (as MXNet: KLDivLoss and TripletLoss sum,
+-- CosineEmbeddingLoss gives (batch, 1), PoissonNLLLoss one 0-d mean). Not
+-- here: reductions over the batch (Trainer.step divides by the batch size).
 local core = require("luon.core")
 local np = require("luon.np")
 local npx = require("luon.npx")
@@ -50,8 +51,9 @@ local function apply_weighting(l, weight, sample_weight)
   return l
 end
 
--- The mean over every axis but batch_axis: shape (batch,).
-local function batch_mean(l, batch_axis, name)
+-- The mean (or with reduce = np.sum, the sum) over every axis but
+-- batch_axis: shape (batch,).
+local function batch_mean(l, batch_axis, name, reduce)
   local shape = l.shape
   local nd = #shape
   local ax = batch_axis < 0 and batch_axis + nd or batch_axis
@@ -68,7 +70,7 @@ local function batch_mean(l, batch_axis, name)
     end
   end
   if rest == 1 then return np.reshape(l, {shape[ax + 1]}) end
-  return np.mean(l, axes)
+  return (reduce or np.mean)(l, axes)
 end
 
 local function check_inputs(name, pred, label)
@@ -230,6 +232,234 @@ function SigmoidBinaryCrossEntropyLoss:forward(pred, label, sample_weight, pos_w
   end
   l = apply_weighting(l, self._weight, sample_weight)
   return batch_mean(l, self._batch_axis, name)
+end
+
+---------------------------------------------------------------------------
+-- A number option (nil: its default); NaN and non-numbers are errors.
+local function number_opt(a, key, default, name)
+  local v = a[key]
+  if v == nil then return default end
+  if type(v) ~= "number" or v ~= v then
+    core.error(("%s: %s must be a number, got %s"):format(name, key, core.show_value(v)))
+  end
+  return v
+end
+
+local function check_sample_weight(name, sample_weight)
+  if sample_weight ~= nil and not is_array(sample_weight) then
+    core.error(("%s: sample_weight must be an ndarray or nil, got %s"):format(name, type(sample_weight)))
+  end
+end
+
+-- The losses of the form f(pred, label) averaged over the non-batch axes,
+-- label reshaped like pred: HuberLoss, HingeLoss, SquaredHingeLoss,
+-- LogisticLoss: the class name, its positional argument names, its
+-- options with their defaults (numbers checked), and f(self, pred, label);
+-- a class may add _check(self) for its options' ranges.
+local function elementwise_loss(name, names, defaults, f)
+  local cls = class(name, Loss)
+  loss[name] = cls
+  local known = {}
+  for _, k in ipairs(names) do known[k] = true end
+  function cls:__init(...)
+    local a = parse_args(name, names, known, ...)
+    Loss.__init(self, a.weight, a.batch_axis or 0)
+    for k, d in pairs(defaults) do
+      if type(d) == "number" then self["_" .. k] = number_opt(a, k, d, name) else self["_" .. k] = a[k] or d end
+    end
+    if self._check then self:_check() end
+  end
+  function cls:forward(pred, label, sample_weight)
+    check_inputs(name, pred, label)
+    check_sample_weight(name, sample_weight)
+    label = reshape_like(label, pred, name)
+    local l = apply_weighting(f(self, pred, label), self._weight, sample_weight)
+    return batch_mean(l, self._batch_axis, name)
+  end
+  return cls
+end
+
+---------------------------------------------------------------------------
+-- HuberLoss{rho = 1, weight, batch_axis = 0}:
+--   |d| - rho/2 where |d| > rho, else d^2 / (2 rho); d = label - pred
+
+elementwise_loss("HuberLoss", {"rho", "weight", "batch_axis"}, {rho = 1}, function(self, pred, label)
+  local d = np.abs(np.subtract(label, pred))
+  return np.where(np.greater(d, self._rho), np.subtract(d, 0.5 * self._rho),
+                  np.multiply(np.square(d), 0.5 / self._rho))
+end)
+function loss.HuberLoss:_check()
+  if self._rho <= 0 then
+    core.error(("HuberLoss: rho must be > 0, got %s"):format(core.show_value(self._rho)))
+  end
+end
+
+-- HingeLoss{margin = 1, weight, batch_axis = 0}: max(0, margin - pred * label)
+elementwise_loss("HingeLoss", {"margin", "weight", "batch_axis"}, {margin = 1}, function(self, pred, label)
+  return relu(np.subtract(self._margin, np.multiply(pred, label)))
+end)
+
+-- SquaredHingeLoss{margin = 1, weight, batch_axis = 0}: max(0, margin - pred * label)^2
+elementwise_loss("SquaredHingeLoss", {"margin", "weight", "batch_axis"}, {margin = 1}, function(self, pred, label)
+  return np.square(relu(np.subtract(self._margin, np.multiply(pred, label))))
+end)
+
+-- LogisticLoss{weight, batch_axis = 0, label_format = 'signed'}: the
+-- sigmoid cross-entropy of logits, labels in {-1, 1} ('signed', mapped to
+-- {0, 1}) or {0, 1} ('binary'):
+--   max(x, 0) - x z + log(1 + exp(-|x|))
+elementwise_loss("LogisticLoss", {"weight", "batch_axis", "label_format"}, {label_format = "signed"},
+                 function(self, pred, label)
+  if self._label_format == "signed" then label = np.divide(np.add(label, 1), 2) end
+  return np.add(np.subtract(relu(pred), np.multiply(pred, label)), softrelu(np.negative(np.abs(pred))))
+end)
+function loss.LogisticLoss:_check()
+  local f = self._label_format
+  if f ~= "signed" and f ~= "binary" then
+    core.error(("LogisticLoss: label_format must be 'signed' or 'binary', got %s"):format(core.show_value(f)))
+  end
+end
+
+---------------------------------------------------------------------------
+-- KLDivLoss{from_logits = true, axis = -1, weight, batch_axis = 0}:
+--   label * (log(label + 1e-12) - pred), pred log-probabilities (log_softmax
+--   over axis of pred unless from_logits), summed (as MXNet 1.9.1 does, not
+--   averaged) over the non-batch axes
+
+local KLDivLoss = class("KLDivLoss", Loss)
+loss.KLDivLoss = KLDivLoss
+
+function KLDivLoss:__init(...)
+  local a = parse_args("KLDivLoss", {"from_logits", "axis", "weight", "batch_axis"},
+                       {from_logits = true, axis = true, weight = true, batch_axis = true}, ...)
+  Loss.__init(self, a.weight, a.batch_axis or 0)
+  self._from_logits = flag(a, "from_logits", true, "KLDivLoss")
+  self._axis = core.int_arg(a.axis or -1, "KLDivLoss", "axis")
+end
+
+function KLDivLoss:forward(pred, label, sample_weight)
+  local name = "KLDivLoss"
+  check_inputs(name, pred, label)
+  check_sample_weight(name, sample_weight)
+  if not same_shape(pred.shape, label.shape) then
+    core.error(("%s: label of shape %s does not match the prediction's shape %s")
+               :format(name, shape_text(label.shape), shape_text(pred.shape)))
+  end
+  if not self._from_logits then pred = log_softmax(pred, self._axis) end
+  local l = np.multiply(label, np.subtract(np.log(np.add(label, 1e-12)), pred))
+  l = apply_weighting(l, self._weight, sample_weight)
+  return batch_mean(l, self._batch_axis, name, np.sum)
+end
+
+---------------------------------------------------------------------------
+-- CosineEmbeddingLoss{weight, batch_axis = 0, margin = 0}, called as
+-- loss(input1, input2, label, sample_weight) with label (N,) of 1 or -1:
+--   1 - cos(x1, x2) where label is 1, max(0, cos(x1, x2) - margin) where -1,
+--   cos over the last axis with the norms' product clipped below at 1e-12.
+--   Returns shape (N, 1), as MXNet does.
+
+local CosineEmbeddingLoss = class("CosineEmbeddingLoss", Loss)
+loss.CosineEmbeddingLoss = CosineEmbeddingLoss
+
+function CosineEmbeddingLoss:__init(...)
+  local name = "CosineEmbeddingLoss"
+  local a = parse_args(name, {"weight", "batch_axis", "margin"},
+                       {weight = true, batch_axis = true, margin = true}, ...)
+  Loss.__init(self, a.weight, a.batch_axis or 0)
+  self._margin = number_opt(a, "margin", 0, name)
+end
+
+function CosineEmbeddingLoss:forward(input1, input2, label, sample_weight)
+  local name = "CosineEmbeddingLoss"
+  check_inputs(name, input1, input2)
+  if not is_array(label) then core.error(("%s: label must be an ndarray, got %s"):format(name, type(label))) end
+  check_sample_weight(name, sample_weight)
+  input1 = reshape_like(input1, input2, name)
+  if input2.ndim == 0 or label.size * input2.shape[input2.ndim] ~= input2.size then
+    core.error(("%s: label of shape %s does not give one value per row of the inputs %s (expected %d labels)")
+               :format(name, shape_text(label.shape), shape_text(input2.shape),
+                       input2.ndim == 0 and 1 or input2.size / input2.shape[input2.ndim]))
+  end
+  label = np.reshape(label, {-1, 1})
+  local n1 = np.reshape(np.linalg.norm(input1, nil, -1), {-1, 1})
+  local n2 = np.reshape(np.linalg.norm(input2, nil, -1), {-1, 1})
+  local dot = np.reshape(np.sum(np.multiply(input1, input2), -1), {-1, 1})
+  local cos = np.divide(dot, np.maximum(np.multiply(n1, n2), 1e-12))
+  local pos = np.multiply(np.subtract(1, cos), np.equal(label, 1))
+  local neg = relu(np.multiply(np.equal(label, -1), np.subtract(cos, self._margin)))
+  return apply_weighting(np.add(pos, neg), self._weight, sample_weight)
+end
+
+---------------------------------------------------------------------------
+-- TripletLoss{margin = 1, weight, batch_axis = 0}, called as
+-- loss(pred, positive, negative):
+--   max(0, sum(|positive - pred|^2 - |negative - pred|^2) + margin), the sum
+--   over the non-batch axes; no sample_weight (as MXNet).
+
+local TripletLoss = class("TripletLoss", Loss)
+loss.TripletLoss = TripletLoss
+
+function TripletLoss:__init(...)
+  local a = parse_args("TripletLoss", {"margin", "weight", "batch_axis"},
+                       {margin = true, weight = true, batch_axis = true}, ...)
+  Loss.__init(self, a.weight, a.batch_axis or 0)
+  self._margin = number_opt(a, "margin", 1, "TripletLoss")
+end
+
+function TripletLoss:forward(pred, positive, negative)
+  local name = "TripletLoss"
+  check_inputs(name, pred, positive)
+  if not is_array(negative) then core.error(("%s: negative must be an ndarray, got %s"):format(name, type(negative))) end
+  positive = reshape_like(positive, pred, name)
+  negative = reshape_like(negative, pred, name)
+  local d = np.subtract(np.square(np.subtract(positive, pred)), np.square(np.subtract(negative, pred)))
+  local l = relu(np.add(batch_mean(d, self._batch_axis, name, np.sum), self._margin))
+  return apply_weighting(l, self._weight, nil)
+end
+
+---------------------------------------------------------------------------
+-- PoissonNLLLoss{weight, from_logits = true, batch_axis = 0, compute_full = false}:
+--   from_logits: exp(pred) - target * pred; else pred - target * log(pred + 1e-8);
+--   compute_full adds Stirling's target log(target) - target + log(2 pi target)/2
+--   where target > 1. Returns the mean over every element, a 0-d array (as
+--   MXNet: not one value per sample).
+
+local PoissonNLLLoss = class("PoissonNLLLoss", Loss)
+loss.PoissonNLLLoss = PoissonNLLLoss
+
+function PoissonNLLLoss:__init(...)
+  local name = "PoissonNLLLoss"
+  local a = parse_args(name, {"weight", "from_logits", "batch_axis", "compute_full"},
+                       {weight = true, from_logits = true, batch_axis = true, compute_full = true}, ...)
+  Loss.__init(self, a.weight, a.batch_axis or 0)
+  self._from_logits = flag(a, "from_logits", true, name)
+  self._compute_full = flag(a, "compute_full", false, name)
+end
+
+function PoissonNLLLoss:forward(pred, target, sample_weight, epsilon)
+  local name = "PoissonNLLLoss"
+  check_inputs(name, pred, target)
+  check_sample_weight(name, sample_weight)
+  epsilon = epsilon == nil and 1e-8 or epsilon
+  if type(epsilon) ~= "number" or epsilon ~= epsilon then
+    core.error(("%s: epsilon must be a number, got %s"):format(name, core.show_value(epsilon)))
+  end
+  target = reshape_like(target, pred, name)
+  local l
+  if self._from_logits then
+    l = np.subtract(np.exp(pred), np.multiply(target, pred))
+  else
+    l = np.subtract(pred, np.multiply(target, np.log(np.add(pred, epsilon))))
+  end
+  if self._compute_full then
+    -- target log(target) is NaN at 0: the mask must select, not multiply
+    local big = np.greater(target, 1)
+    local t = np.where(big, target, 2) -- any value > 1 where the mask is off
+    local stirling = np.add(np.subtract(np.multiply(t, np.log(t)), t), np.multiply(np.log(np.multiply(t, 2 * math.pi)), 0.5))
+    l = np.add(l, np.where(big, stirling, 0))
+  end
+  l = apply_weighting(l, self._weight, sample_weight)
+  return np.mean(l)
 end
 
 return core.strict_module(loss, "gluon.loss")

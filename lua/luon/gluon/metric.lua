@@ -1,7 +1,10 @@
 -- luon.gluon.metric: Gluon's evaluation metrics (Accuracy, TopKAccuracy,
--- Loss, CrossEntropy). update() sums on the devices where the labels live
--- and does not wait for them; get() reads those sums once and returns
--- (name, value), NaN before any update, as MXNet.
+-- Loss, CrossEntropy, Perplexity, MAE, MSE, RMSE, F1, MCC,
+-- PearsonCorrelation, NegativeLogLikelihood, BinaryAccuracy, CustomMetric, CompositeEvalMetric,
+-- Torch, Caffe). update() sums on
+-- the devices where the labels live and, but for F1, MCC and
+-- PearsonCorrelation, does not wait for them; get() reads those sums once
+-- and returns (name, value), NaN before any update, as MXNet.
 local core = require("luon.core")
 local np = require("luon.np")
 local npx = require("luon.npx")
@@ -230,6 +233,49 @@ function LossMetric:update(...)
   end
 end
 
+-- Torch and Caffe: Loss under the names MXNet 1.9.1 gives its dummy metrics.
+for _, cname in ipairs({"Torch", "Caffe"}) do
+  local cls = class(cname, LossMetric)
+  metric[cname] = cls
+  function cls:__init(...)
+    local a = parse_args(cname, {"name"}, {name = true, output_names = true, label_names = true}, ...)
+    EvalMetric.__init(self, a.name or cname:lower())
+  end
+end
+
+---------------------------------------------------------------------------
+-- BinaryAccuracy{name = 'binary_accuracy', threshold = 0.5} (MXNet 2's;
+-- 1.9.1 has none): a prediction is class 1 where it is > threshold; both
+-- flattened; count the matches with the labels.
+
+local BinaryAccuracy = class("BinaryAccuracy", EvalMetric)
+metric.BinaryAccuracy = BinaryAccuracy
+
+function BinaryAccuracy:__init(...)
+  local a = parse_args("BinaryAccuracy", {"name", "output_names", "label_names", "threshold"},
+                       {name = true, output_names = true, label_names = true, threshold = true}, ...)
+  local t = a.threshold == nil and 0.5 or a.threshold
+  if type(t) ~= "number" or t ~= t then
+    core.error(("BinaryAccuracy: threshold must be a number, got %s"):format(core.show_value(t)))
+  end
+  self.threshold = t
+  EvalMetric.__init(self, a.name or "binary_accuracy")
+end
+
+function BinaryAccuracy:update(...)
+  local labels, preds = check_label_shapes("BinaryAccuracy", ...)
+  for k = 1, #labels do
+    local label, pred = labels[k], preds[k]
+    local n = label.size
+    if pred.size ~= n then
+      core.error(("BinaryAccuracy.update: shape of labels %s does not match shape of predictions %s")
+                 :format(shape_text(label.shape), shape_text(pred.shape)))
+    end
+    local yhat = np.greater(np.reshape(pred:to_device(label.device), {-1}), self.threshold)
+    self:_accumulate(np.sum(np.equal(as_int(yhat), as_int(np.reshape(label, {-1})))), n)
+  end
+end
+
 ---------------------------------------------------------------------------
 -- CrossEntropy{eps = 1e-12, ignore_label, axis = -1, from_logits = false}:
 -- the mean of -log(max(eps, p[label])) over the samples. A label outside
@@ -257,26 +303,28 @@ function CrossEntropy:reset()
 end
 
 function CrossEntropy:get()
+  local cname = getmetatable(self).__name
   local bad = 0
   for _, b in pairs(self._bad) do bad = bad + b:item() end
   if bad > 0 then
     local range = self._classes and ("[0, %d)"):format(self._classes) or "[0, classes)"
-    core.error(("CrossEntropy.get: %d label%s given to update() since the last reset() %s outside %s, the classes of the predictions (the metric's value would be wrong; reset() clears it)")
-               :format(bad, bad == 1 and "" or "s", bad == 1 and "was" or "were", range))
+    core.error(("%s.get: %d label%s given to update() since the last reset() %s outside %s, the classes of the predictions (the metric's value would be wrong; reset() clears it)")
+               :format(cname, bad, bad == 1 and "" or "s", bad == 1 and "was" or "were", range))
   end
   return EvalMetric.get(self)
 end
 
 function CrossEntropy:update(...)
-  local labels, preds = check_label_shapes("CrossEntropy", ...)
+  local cname = getmetatable(self).__name
+  local labels, preds = check_label_shapes(cname, ...)
   for k = 1, #labels do
     local label, pred = labels[k], preds[k]
     local pshape = pred.shape
     local nd = #pshape
     local ax = self.axis < 0 and self.axis + nd or self.axis
     if nd == 0 or ax < 0 or ax >= nd or label.size * pshape[ax + 1] ~= pred.size then
-      core.error(("CrossEntropy.update: shape mismatch: labels %s vs. predictions %s (axis %d)")
-                 :format(shape_text(label.shape), shape_text(pshape), self.axis))
+      core.error(("%s.update: shape mismatch: labels %s vs. predictions %s (axis %d)")
+                 :format(cname, shape_text(label.shape), shape_text(pshape), self.axis))
     end
     pred = pred:to_device(label.device)
     if self.from_logits then pred = npx.softmax(pred, {axis = ax}) end
@@ -305,6 +353,363 @@ function CrossEntropy:update(...)
 end
 
 ---------------------------------------------------------------------------
+-- NegativeLogLikelihood{eps = 1e-12, name = 'nll-loss'}: the mean of
+-- -log(p[label] + eps) over the rows of (N, classes) predictions. A label
+-- outside [0, classes) is an error in update() (one sync per call).
+
+local NegativeLogLikelihood = class("NegativeLogLikelihood", EvalMetric)
+metric.NegativeLogLikelihood = NegativeLogLikelihood
+
+function NegativeLogLikelihood:__init(...)
+  local a = parse_args("NegativeLogLikelihood", {"eps", "name"},
+                       {eps = true, name = true, output_names = true, label_names = true}, ...)
+  local eps = a.eps == nil and 1e-12 or a.eps
+  if type(eps) ~= "number" or eps ~= eps then
+    core.error(("NegativeLogLikelihood: eps must be a number, got %s"):format(core.show_value(eps)))
+  end
+  self.eps = eps
+  EvalMetric.__init(self, a.name or "nll-loss")
+end
+
+function NegativeLogLikelihood:update(...)
+  local cname = "NegativeLogLikelihood"
+  local labels, preds = check_label_shapes(cname, ...)
+  for k = 1, #labels do
+    local label, pred = labels[k], preds[k]
+    if pred.ndim ~= 2 or label.size ~= pred.shape[1] then
+      core.error(("%s.update: predictions must be (N, classes) and labels N values, got labels %s and predictions %s")
+                 :format(cname, shape_text(label.shape), shape_text(pred.shape)))
+    end
+    pred = pred:to_device(label.device)
+    local y = np.reshape(as_int(label), {-1})
+    local classes = pred.shape[2]
+    local bad = np.sum(np.logical_or(np.less(y, 0), np.greater_equal(y, classes))):item()
+    if bad > 0 then
+      core.error(("%s.update: %d label%s outside [0, %d), the classes of the predictions %s")
+                 :format(cname, bad, bad == 1 and " is" or "s are", classes, shape_text(pred.shape)))
+    end
+    local p = npx.pick(pred, y, {axis = 1, keepdims = false}):astype("float64")
+    self:_accumulate(np.negative(np.sum(np.log(np.add(p, self.eps)))), label.size)
+  end
+end
+
+---------------------------------------------------------------------------
+-- Perplexity{ignore_label, axis = -1}: exp of CrossEntropy's mean with eps
+-- 1e-10 (MXNet's). ignore_label nil counts every label (MXNet's None).
+
+local Perplexity = class("Perplexity", CrossEntropy)
+metric.Perplexity = Perplexity
+
+function Perplexity:__init(...)
+  local a = parse_args("Perplexity", {"ignore_label", "axis", "name"},
+                       {ignore_label = true, axis = true, name = true, output_names = true, label_names = true}, ...)
+  if a.ignore_label ~= nil and (type(a.ignore_label) ~= "number" or a.ignore_label % 1 ~= 0) then
+    core.error(("Perplexity: ignore_label must be an integer or nil, got %s"):format(core.show_value(a.ignore_label)))
+  end
+  self.eps, self.ignore_label, self.from_logits = 1e-10, a.ignore_label, false
+  self.axis = core.int_arg(a.axis or -1, "Perplexity", "axis")
+  EvalMetric.__init(self, a.name or "perplexity")
+end
+
+function Perplexity:get()
+  local name, v = CrossEntropy.get(self)
+  return name, math.exp(v)
+end
+
+---------------------------------------------------------------------------
+-- MAE, MSE, RMSE: per (label, pred) pair, the mean of |label - pred|,
+-- (label - pred)^2, or its square root, in float64; the metric is the mean
+-- of those per-pair values (as MXNet: each pair counts once, whatever its
+-- size). A 1-d label or prediction is taken as (n, 1).
+
+local function regression_metric(cname, default_name, per_pair)
+  local cls = class(cname, EvalMetric)
+  metric[cname] = cls
+  function cls:__init(...)
+    local a = parse_args(cname, {"name"}, {name = true, output_names = true, label_names = true}, ...)
+    EvalMetric.__init(self, a.name or default_name)
+  end
+  function cls:update(...)
+    local labels, preds = check_label_shapes(cname, ...)
+    for k = 1, #labels do
+      local label, pred = labels[k], preds[k]
+      local ls, ps = label.shape, pred.shape
+      if #ls == 1 then ls = {ls[1], 1} end
+      if #ps == 1 then ps = {ps[1], 1} end
+      if not same_shape(ls, ps) then
+        core.error(("%s.update: shape of labels %s does not match shape of predictions %s")
+                   :format(cname, shape_text(label.shape), shape_text(pred.shape)))
+      end
+      local d = np.subtract(np.reshape(label, ls):astype("float64"),
+                            np.reshape(pred:to_device(label.device), ls):astype("float64"))
+      self:_accumulate(per_pair(d), 1)
+    end
+  end
+  return cls
+end
+
+regression_metric("MAE", "mae", function(d) return np.mean(np.abs(d)) end)
+regression_metric("MSE", "mse", function(d) return np.mean(np.square(d)) end)
+regression_metric("RMSE", "rmse", function(d) return np.sqrt(np.mean(np.square(d))) end)
+
+---------------------------------------------------------------------------
+-- F1 and MCC{name, average = 'macro'}: binary classification; preds (N, C)
+-- scores, the predicted class their argmax over axis 1 (positive: class 1);
+-- labels (N,) of 0 and 1. 'macro' averages the score of each update()
+-- call, 'micro' scores every sample seen since reset().
+
+local function average_arg(cname, v)
+  if v == nil then return "macro" end
+  if v ~= "macro" and v ~= "micro" then
+    core.error(("%s: average must be 'macro' or 'micro' (MXNet 1.9.1's; not 'binary'), got %s")
+               :format(cname, core.show_value(v)))
+  end
+  return v
+end
+
+-- true/false positives/negatives of one update's pairs, read to the host
+local function binary_stats(cname, labels, preds)
+  local st = {tp = 0, fp = 0, fn = 0, tn = 0}
+  for k = 1, #labels do
+    local label, pred = labels[k], preds[k]
+    if pred.ndim ~= 2 or label.size ~= pred.shape[1] then
+      core.error(("%s.update: predictions must be (N, classes) scores and labels N values, got labels %s and predictions %s")
+                 :format(cname, shape_text(label.shape), shape_text(pred.shape)))
+    end
+    pred = pred:to_device(label.device)
+    local yhat = np.equal(np.argmax(pred, 1), 1)
+    local y = np.reshape(as_int(label), {-1})
+    local bad = np.sum(np.logical_and(np.not_equal(y, 0), np.not_equal(y, 1))):item()
+    if bad > 0 then
+      core.error(("%s.update: %d label%s not 0 or 1 (this metric is for binary classification; labels %s)")
+                 :format(cname, bad, bad == 1 and " is" or "s are", shape_text(label.shape)))
+    end
+    local yt = np.equal(y, 1)
+    local tp = np.sum(np.logical_and(yhat, yt)):item()
+    local fp = np.sum(np.logical_and(yhat, np.logical_not(yt))):item()
+    local fn = np.sum(np.logical_and(np.logical_not(yhat), yt)):item()
+    st.tp, st.fp, st.fn = st.tp + tp, st.fp + fp, st.fn + fn
+    st.tn = st.tn + label.size - tp - fp - fn
+  end
+  return st
+end
+
+local function fscore(st)
+  local prec = st.tp + st.fp > 0 and st.tp / (st.tp + st.fp) or 0
+  local rec = st.tp + st.fn > 0 and st.tp / (st.tp + st.fn) or 0
+  if prec + rec > 0 then return 2 * prec * rec / (prec + rec) end
+  return 0
+end
+
+-- (tp tn - fp fn) / sqrt of the product of the nonzero margins
+local function mcc(st)
+  if st.tp + st.fp + st.fn + st.tn == 0 then return 0 end
+  local denom = 1
+  for _, t in ipairs({st.tp + st.fp, st.tp + st.fn, st.tn + st.fp, st.tn + st.fn}) do
+    if t ~= 0 then denom = denom * t end
+  end
+  return (st.tp * st.tn - st.fp * st.fn) / math.sqrt(denom)
+end
+
+local function binary_metric(cname, default_name, score)
+  local cls = class(cname, EvalMetric)
+  metric[cname] = cls
+  function cls:__init(...)
+    local a = parse_args(cname, {"name", "output_names", "label_names", "average"},
+                         {name = true, output_names = true, label_names = true, average = true}, ...)
+    self.average = average_arg(cname, a.average)
+    EvalMetric.__init(self, a.name or default_name)
+  end
+  function cls:reset()
+    EvalMetric.reset(self)
+    self._stats = {tp = 0, fp = 0, fn = 0, tn = 0}
+  end
+  function cls:update(...)
+    local st = binary_stats(cname, check_label_shapes(cname, ...))
+    if self.average == "macro" then
+      self.sum_metric = self.sum_metric + score(st)
+      self.num_inst = self.num_inst + 1
+    else
+      local all = self._stats
+      for k, v in pairs(st) do all[k] = all[k] + v end
+      local n = all.tp + all.fp + all.fn + all.tn
+      self.sum_metric, self.num_inst = score(all) * n, n
+    end
+  end
+  return cls
+end
+
+binary_metric("F1", "f1", fscore)
+binary_metric("MCC", "mcc", mcc)
+
+---------------------------------------------------------------------------
+-- PearsonCorrelation{name = 'pearsonr', average = 'macro'}: the correlation
+-- of each (label, pred) pair, flattened, averaged over pairs ('macro'), or
+-- of every value since reset() ('micro'); float64.
+
+local PearsonCorrelation = class("PearsonCorrelation", EvalMetric)
+metric.PearsonCorrelation = PearsonCorrelation
+
+function PearsonCorrelation:__init(...)
+  local a = parse_args("PearsonCorrelation", {"name", "output_names", "label_names", "average"},
+                       {name = true, output_names = true, label_names = true, average = true}, ...)
+  self.average = average_arg("PearsonCorrelation", a.average)
+  EvalMetric.__init(self, a.name or "pearsonr")
+end
+
+function PearsonCorrelation:reset()
+  EvalMetric.reset(self)
+  self._sums = {n = 0, x = 0, y = 0, xx = 0, yy = 0, xy = 0}
+end
+
+local function correlation(m)
+  return (m.n * m.xy - m.x * m.y) / math.sqrt((m.n * m.xx - m.x * m.x) * (m.n * m.yy - m.y * m.y))
+end
+
+function PearsonCorrelation:update(...)
+  local labels, preds = check_label_shapes("PearsonCorrelation", ...)
+  for k = 1, #labels do
+    local label, pred = labels[k], preds[k]
+    if not same_shape(label.shape, pred.shape) then
+      core.error(("PearsonCorrelation.update: shape of labels %s does not match shape of predictions %s")
+                 :format(shape_text(label.shape), shape_text(pred.shape)))
+    end
+    local y = np.reshape(label, {-1}):astype("float64")
+    local x = np.reshape(pred:to_device(label.device), {-1}):astype("float64")
+    -- centred on this pair's means, for accuracy: sums of dx, dy, dx^2, ...
+    local mx_, my_ = np.mean(x):item(), np.mean(y):item()
+    local dx, dy = x - mx_, y - my_
+    local n = x.size
+    local m = {n = n, x = 0, y = 0, xx = np.sum(dx * dx):item(), yy = np.sum(dy * dy):item(),
+               xy = np.sum(dx * dy):item()}
+    if self.average == "macro" then
+      self.sum_metric = self.sum_metric + correlation(m)
+      self.num_inst = self.num_inst + 1
+    else
+      -- pooled co-moments (Chan et al.), from this pair's centred ones
+      local s = self._sums
+      local N = s.n + n
+      if s.n == 0 then
+        s.n, s.x, s.y, s.xx, s.yy, s.xy = n, mx_, my_, m.xx, m.yy, m.xy
+      else
+        local ddx, ddy = mx_ - s.x, my_ - s.y
+        local f = s.n * n / N
+        s.xx = s.xx + m.xx + ddx * ddx * f
+        s.yy = s.yy + m.yy + ddy * ddy * f
+        s.xy = s.xy + m.xy + ddx * ddy * f
+        s.x, s.y, s.n = s.x + ddx * n / N, s.y + ddy * n / N, N
+      end
+      self.num_inst = self.num_inst + 1
+    end
+  end
+end
+
+function PearsonCorrelation:get()
+  if self.average == "macro" or self.num_inst == 0 then return EvalMetric.get(self) end
+  local s = self._sums
+  return self.name, s.xy / math.sqrt(s.xx * s.yy)
+end
+
+---------------------------------------------------------------------------
+-- CustomMetric{feval, name = 'custom', allow_extra_outputs = false}:
+-- feval(label, pred) of each pair returns a number (one instance) or
+-- (sum, count).
+
+local CustomMetric = class("CustomMetric", EvalMetric)
+metric.CustomMetric = CustomMetric
+
+function CustomMetric:__init(...)
+  local a = parse_args("CustomMetric", {"feval", "name", "allow_extra_outputs"},
+                       {feval = true, name = true, allow_extra_outputs = true, output_names = true, label_names = true}, ...)
+  if type(a.feval) ~= "function" then
+    core.error(("CustomMetric: feval must be a function(label, pred), got %s"):format(core.show_value(a.feval)))
+  end
+  self._feval, self._allow_extra = a.feval, a.allow_extra_outputs == true
+  EvalMetric.__init(self, a.name or "custom")
+end
+
+function CustomMetric:update(...)
+  local labels, preds = update_args("CustomMetric", ...)
+  if is_array(labels) then labels = {labels} end
+  if is_array(preds) then preds = {preds} end
+  if not self._allow_extra then labels, preds = check_label_shapes("CustomMetric", labels, preds) end
+  for k = 1, math.min(#labels, #preds) do
+    local v, n = self._feval(labels[k], preds[k])
+    if type(v) ~= "number" or (n ~= nil and type(n) ~= "number") then
+      core.error(("CustomMetric '%s': feval must return a number or (sum, count), got %s, %s")
+                 :format(self.name, core.show_value(v), core.show_value(n)))
+    end
+    self.sum_metric = self.sum_metric + v
+    self.num_inst = self.num_inst + (n or 1)
+  end
+end
+
+---------------------------------------------------------------------------
+-- CompositeEvalMetric{metrics, name = 'composite'}: several metrics updated
+-- together; get() returns the list of names and the list of values.
+
+local CompositeEvalMetric = class("CompositeEvalMetric", EvalMetric)
+metric.CompositeEvalMetric = CompositeEvalMetric
+
+function CompositeEvalMetric:__init(...)
+  local a = parse_args("CompositeEvalMetric", {"metrics", "name"},
+                       {metrics = true, name = true, output_names = true, label_names = true}, ...)
+  if a.metrics ~= nil and type(a.metrics) ~= "table" then
+    core.error(("CompositeEvalMetric: metrics must be a list of metrics or names, got %s"):format(type(a.metrics)))
+  end
+  self.metrics = {}
+  for _, m in ipairs(a.metrics or {}) do self.metrics[#self.metrics + 1] = metric.create(m) end
+  EvalMetric.__init(self, a.name or "composite")
+end
+
+function CompositeEvalMetric:add(m) self.metrics[#self.metrics + 1] = metric.create(m) end
+
+-- index from 0, as MXNet
+function CompositeEvalMetric:get_metric(index)
+  local m = type(index) == "number" and self.metrics[index + 1]
+  if not m then
+    core.error(("CompositeEvalMetric.get_metric: index %s is out of range [0, %d)")
+               :format(core.show_value(index), #self.metrics))
+  end
+  return m
+end
+
+function CompositeEvalMetric:update(...)
+  for _, m in ipairs(self.metrics) do m:update(...) end
+end
+
+function CompositeEvalMetric:reset()
+  EvalMetric.reset(self)
+  for _, m in ipairs(self.metrics or {}) do m:reset() end
+end
+
+function CompositeEvalMetric:get()
+  local names, values = {}, {}
+  for _, m in ipairs(self.metrics) do
+    local name, value = m:get()
+    if type(name) == "table" then
+      for k = 1, #name do names[#names + 1], values[#values + 1] = name[k], value[k] end
+    else
+      names[#names + 1], values[#values + 1] = name, value
+    end
+  end
+  return names, values
+end
+
+function CompositeEvalMetric:get_name_value()
+  local names, values = self:get()
+  local out = {}
+  for k = 1, #names do out[k] = {names[k], values[k]} end
+  return out
+end
+
+function CompositeEvalMetric:__tostring()
+  local parts = {}
+  for _, nv in ipairs(self:get_name_value()) do parts[#parts + 1] = ("'%s': %s"):format(nv[1], tostring(nv[2])) end
+  return "EvalMetric: {" .. table.concat(parts, ", ") .. "}"
+end
+
+---------------------------------------------------------------------------
 -- create("acc") and friends, by name or alias.
 
 local registry = {
@@ -312,11 +717,29 @@ local registry = {
   top_k_accuracy = TopKAccuracy, top_k_acc = TopKAccuracy, topkaccuracy = TopKAccuracy,
   loss = LossMetric,
   ce = CrossEntropy, crossentropy = CrossEntropy, ["cross-entropy"] = CrossEntropy,
+  mae = metric.MAE, mse = metric.MSE, rmse = metric.RMSE,
+  f1 = metric.F1, mcc = metric.MCC, perplexity = Perplexity,
+  pearsoncorrelation = PearsonCorrelation, pearsonr = PearsonCorrelation,
+  composite = CompositeEvalMetric, compositeevalmetric = CompositeEvalMetric,
+  negativeloglikelihood = NegativeLogLikelihood, nll_loss = NegativeLogLikelihood,
+  custommetric = CustomMetric, torch = metric.Torch, caffe = metric.Caffe,
+  binaryaccuracy = BinaryAccuracy, binary_accuracy = BinaryAccuracy,
 }
 
+-- create(name, ...): the metric of that name or alias (any case), built with
+-- the other arguments; create(metric): that metric; create(list): a
+-- CompositeEvalMetric of create(each); create(function): a CustomMetric.
 function metric.create(m, ...)
   if type(m) == "table" and getmetatable(m) ~= nil then return m end
-  if type(m) ~= "string" then core.error(("metric.create: expected a metric name, got %s"):format(type(m))) end
+  if type(m) == "function" then return CustomMetric(m, ...) end
+  if type(m) == "table" then
+    local c = CompositeEvalMetric()
+    for _, each in ipairs(m) do c:add(metric.create(each, ...)) end
+    return c
+  end
+  if type(m) ~= "string" then
+    core.error(("metric.create: expected a metric, a name, a list or a function, got %s"):format(type(m)))
+  end
   local cls = registry[m:lower()]
   if not cls then
     local names = {}
