@@ -143,9 +143,8 @@ local function get_dataset(dataset)
   elseif dataset == "fashion-leaf" then
     local here = debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./"
     local root = opt.data_root ~= "" and opt.data_root or here .. "../data/fashion-leaf"
-    local function image_transformer(data, label) return transformer(data, label) end
-    train = vision.ImageFolderDataset(root .. "/train"):transform(image_transformer)
-    val = vision.ImageFolderDataset(root .. "/validation"):transform(image_transformer)
+    train = vision.ImageFolderDataset(root .. "/train"):transform(transformer)
+    val = vision.ImageFolderDataset(root .. "/validation"):transform(transformer)
   else
     usage("--dataset must be fashion-mnist or fashion-leaf (cifar10 and mnist need downloads), got " .. dataset)
   end
