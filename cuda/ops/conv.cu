@@ -13,31 +13,9 @@
  * conv3d.c's. */
 #include "kernels.cuh"
 #include "keycache.h"
-#include <cudnn.h>
+#include "cudnn_handle.h"
 #include <pthread.h>
 
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static cudnnHandle_t handles[LU_MAX_GPU_DEVICES];
-
-static luon_status dnn_fail(cudnnStatus_t r, const char *op, const char *what) {
-  luon_status s = r == CUDNN_STATUS_ALLOC_FAILED ? LUON_ENOMEM
-                  : r == CUDNN_STATUS_NOT_SUPPORTED ? LUON_EUNSUPPORTED : LUON_EDEVICE;
-  return lu_cuda_seterr(s, "%s: %s: %s (cuDNN %d)", op, what, cudnnGetErrorString(r), (int)r);
-}
-
-static luon_status handle(int32_t id, cudaStream_t st, const char *op, cudnnHandle_t *out) {
-  pthread_mutex_lock(&lock);
-  cudnnStatus_t r = CUDNN_STATUS_SUCCESS;
-  if (!handles[id]) {
-    r = cudnnCreate(&handles[id]);
-    if (r != CUDNN_STATUS_SUCCESS) handles[id] = NULL;
-  }
-  *out = handles[id];
-  pthread_mutex_unlock(&lock);
-  if (r != CUDNN_STATUS_SUCCESS) return dnn_fail(r, op, "cudnnCreate");
-  r = cudnnSetStream(*out, st);
-  return r == CUDNN_STATUS_SUCCESS ? LUON_OK : dnn_fail(r, op, "cudnnSetStream");
-}
 
 enum { C_FWD, C_DATA, C_FILTER };
 
@@ -235,7 +213,7 @@ static luon_status attempt(const operands *o, const plan *p, int algo, size_t by
   lu_cuda_scratch_free(wsb);
   if (r == CUDNN_STATUS_SUCCESS) return LUON_OK;
   *next = r == CUDNN_STATUS_NOT_SUPPORTED;
-  return dnn_fail(r, o->op, run_name[o->kind]);
+  return lu_cudnn_fail(r, o->op, run_name[o->kind]);
 }
 
 /* A fresh plan for key, trying the candidates in order until one runs (one
@@ -246,13 +224,13 @@ static luon_status search(const operands *o, const conv_key *key, plan **out) {
   plan *p = NULL;
   *out = NULL;
   cudnnStatus_t r = plan_new(key, &p);
-  if (r != CUDNN_STATUS_SUCCESS) return dnn_fail(r, o->op, "making the descriptors");
+  if (r != CUDNN_STATUS_SUCCESS) return lu_cudnn_fail(r, o->op, "making the descriptors");
   cand cs[8];
   int n = 0;
   r = candidates(o, p, cs, &n);
   if (r != CUDNN_STATUS_SUCCESS) {
     plan_free(p);
-    return dnn_fail(r, o->op, "choosing an algorithm");
+    return lu_cudnn_fail(r, o->op, "choosing an algorithm");
   }
   luon_status s = lu_cuda_seterr(LUON_EUNSUPPORTED, "%s: cuDNN has no algorithm for this convolution", o->op);
   for (int i = 0; i < n; i++) {
@@ -261,7 +239,7 @@ static luon_status search(const operands *o, const conv_key *key, plan **out) {
     r = cudnnSetConvolutionMathType(p->cd, math_for(o, cs[i].math));
     if (r == CUDNN_STATUS_SUCCESS) r = ws_size(o, p, cs[i].algo, &bytes);
     if (r != CUDNN_STATUS_SUCCESS) {
-      s = dnn_fail(r, o->op, "workspace size");
+      s = lu_cudnn_fail(r, o->op, "workspace size");
       if (r == CUDNN_STATUS_NOT_SUPPORTED) continue;
       break;
     }
@@ -488,7 +466,7 @@ static luon_status conv(lu_call *c, int kind) {
   s = lu_cuda_dense(c->in[0], dt, k.s, &in0, &b0);
   if (s == LUON_OK) s = lu_cuda_dense(c->in[1], dt, k.s, &in1, &b1);
   if (s == LUON_OK && kind == C_FWD && c->nin > 2) s = lu_cuda_dense(c->in[2], dt, k.s, &bias, &b2);
-  if (s == LUON_OK) s = handle(k.id, k.s, k.op, &o.h);
+  if (s == LUON_OK) s = lu_cudnn_handle(k.id, k.s, k.op, &o.h);
   if (s != LUON_OK) goto done;
   o.in0 = in0, o.in1 = in1;
   s = convolve(&o, &key, k.s);

@@ -9,25 +9,16 @@
  * FMA math (no TF32) unless LUON_CUDA_TF32=1. Not here: dropout (the
  * layers call the op a layer at a time for it). */
 #include "kernels.cuh"
-#include <cudnn.h>
-#include <pthread.h>
+#include "cudnn_handle.h"
 
 enum { M_RELU, M_TANH, M_LSTM, M_GRU };
 
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static cudnnHandle_t handles[LU_MAX_GPU_DEVICES];
-
-static luon_status dnn_fail(cudnnStatus_t r, const char *op, const char *what) {
-  luon_status s = r == CUDNN_STATUS_ALLOC_FAILED ? LUON_ENOMEM
-                  : r == CUDNN_STATUS_NOT_SUPPORTED ? LUON_EUNSUPPORTED : LUON_EDEVICE;
-  return lu_cuda_seterr(s, "%s: %s: %s (cuDNN %d)", op, what, cudnnGetErrorString(r), (int)r);
-}
 
 #define DNN(call)                                                                      \
   do {                                                                                 \
     cudnnStatus_t r_ = (call);                                                         \
     if (r_ != CUDNN_STATUS_SUCCESS) {                                                  \
-      s = dnn_fail(r_, k.op, #call);                                                   \
+      s = lu_cudnn_fail(r_, k.op, #call);                                              \
       goto done;                                                                       \
     }                                                                                  \
   } while (0)
@@ -44,20 +35,6 @@ static luon_status dnn_fail(cudnnStatus_t r, const char *op, const char *what) {
       goto done;                                                                       \
     }                                                                                  \
   } while (0)
-
-static luon_status handle(int32_t id, cudaStream_t st, const char *op, cudnnHandle_t *out) {
-  pthread_mutex_lock(&lock);
-  cudnnStatus_t r = CUDNN_STATUS_SUCCESS;
-  if (!handles[id]) {
-    r = cudnnCreate(&handles[id]);
-    if (r != CUDNN_STATUS_SUCCESS) handles[id] = NULL;
-  }
-  *out = handles[id];
-  pthread_mutex_unlock(&lock);
-  if (r != CUDNN_STATUS_SUCCESS) return dnn_fail(r, op, "cudnnCreate");
-  r = cudnnSetStream(*out, st);
-  return r == CUDNN_STATUS_SUCCESS ? LUON_OK : dnn_fail(r, op, "cudnnSetStream");
-}
 
 __global__ void k_fill_i32(int32_t *p, int64_t n, int32_t v) {
   LU_GRID_LOOP(i, n) p[i] = v;
@@ -127,7 +104,7 @@ static luon_status setup(lu_cuda_ctx &k, const lu_call *c, rnn_ctx *r) {
   /* FMA math (no TF32) unless LUON_CUDA_TF32=1, as conv.cu */
   cudnnMathType_t math = lu_cuda_flag("LUON_CUDA_TF32") ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH;
   int *lens = NULL;
-  TRY(handle(k.id, k.s, k.op, &r->h));
+  TRY(lu_cudnn_handle(k.id, k.s, k.op, &r->h));
   DNN(cudnnCreateDropoutDescriptor(&r->dd));
   DNN(cudnnSetDropoutDescriptor(r->dd, r->h, 0.0f, NULL, 0, 0)); /* p = 0: no states needed */
   DNN(cudnnCreateRNNDescriptor(&r->rd));

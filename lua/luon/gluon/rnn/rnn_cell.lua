@@ -29,20 +29,8 @@ M.RecurrentCell = RecurrentCell
 function RecurrentCell:state_info() return {} end
 function RecurrentCell:reset() end
 
--- begin_state(batch_size, {func = np.zeros, dtype, device}): a list of the
--- initial states, each func(shape, {dtype, device}).
-local state_keys = {"func", "dtype", "device", "ctx"}
-function RecurrentCell:begin_state(batch_size, kw)
-  if type(batch_size) == "table" and kw == nil then kw, batch_size = batch_size, nil end
-  kw = core.options(kw, "begin_state", state_keys)
-  batch_size = core.int_arg(batch_size or 0, "begin_state", "batch_size", 0)
-  local func = kw.func or np.zeros
-  local states = {}
-  for k, info in ipairs(self:state_info(batch_size)) do
-    states[k] = func(info.shape, {dtype = kw.dtype, device = kw.device or kw.ctx})
-  end
-  return states
-end
+-- begin_state(batch_size, {func, dtype, device}): the layers' (rnn_layer.lua)
+RecurrentCell.begin_state = require("luon.gluon.rnn.rnn_layer").begin_state
 
 -- The steps of a sequence: inputs (an ndarray in layout, or a list of
 -- `length` arrays (N, C)) -> list of (N, C) arrays, and whether it was one array.

@@ -115,20 +115,22 @@ function RNNLayer:state_info(batch_size)
   return {info}
 end
 
--- begin_state(batch_size, {func = np.zeros, dtype =, device =}): the
--- initial states, a list (LSTM: h, c), each func(shape, {dtype, device}).
-local state_keys = {"func", "dtype", "device", "ctx"}
-function RNNLayer:begin_state(batch_size, kw)
-  if type(batch_size) == "table" and kw == nil then kw, batch_size = batch_size, nil end
-  kw = core.options(kw, "begin_state", state_keys)
-  batch_size = core.int_arg(batch_size or 0, "begin_state", "batch_size", 0)
-  local func = kw.func or np.zeros
+-- begin_state(batch_size, {func = np.zeros, dtype, device}) or all as
+-- keywords (MXNet's begin_state(batch_size=, func=)): a list of the initial
+-- states (an LSTM's: h, c), each func(shape, {dtype, device}). The layers'
+-- and the cells' (rnn_cell.lua) one begin_state.
+local state_names, state_keys = {"batch_size", "func"}, {"batch_size", "func", "dtype", "device", "ctx"}
+function M.begin_state(self, ...)
+  local o = core.args("begin_state", state_names, state_keys, ...)
+  local batch_size = core.int_arg(o.batch_size or 0, "begin_state", "batch_size", 0)
+  local func = o.func or np.zeros
   local states = {}
   for k, info in ipairs(self:state_info(batch_size)) do
-    states[k] = func(info.shape, {dtype = kw.dtype or info.dtype, device = kw.device or kw.ctx})
+    states[k] = func(info.shape, {dtype = o.dtype or info.dtype, device = o.device or o.ctx})
   end
   return states
 end
+RNNLayer.begin_state = M.begin_state
 
 -- The states given to forward: a list of arrays of the expected shapes (an
 -- array alone for RNN and GRU, as MXNet allows).
