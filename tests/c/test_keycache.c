@@ -45,6 +45,17 @@ static void *worker(void *arg) {
   return NULL;
 }
 
+/* Unlink and free every entry of c (none held); returns how many. */
+static int drain(kc_cache *c) {
+  int n = 0;
+  while (c->tail) {
+    kc_entry *x = c->tail;
+    if (kc_unlink(c, x)) kc_free(c, x);
+    n++;
+  }
+  return n;
+}
+
 int main(void) {
   kc_cache c;
   kc_init(&c, sizeof(key), 3, drop);
@@ -84,10 +95,8 @@ int main(void) {
   for (int i = 0; i < 4; i++) pthread_join(th[i], NULL);
   CHECK(t.n <= 16, "bound kept under threads, %d", t.n);
   int before = dropped, listed = t.n;
-  while (t.tail) {
-    kc_entry *x = t.tail;
-    if (kc_unlink(&t, x)) kc_free(&t, x);
-  }
+  drain(&t);
   CHECK(dropped - before == listed, "every listed value dropped once: %d of %d", dropped - before, listed);
+  CHECK(drain(&c) == 2, "the first cache still held b and f"); /* and frees them: no leak under ASan */
   return test_failures ? 1 : 0;
 }
