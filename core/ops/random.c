@@ -10,7 +10,7 @@
 static luon_status shape_from_attrs(lu_call *c, const char *op, int from, int32_t dflt) {
   const luon_attrs *a = c->attrs;
   const int64_t *shape = a->i + from;
-  int nd = a->ni - from;
+  int nd = a->ni > from ? a->ni - from : 0; /* no slots past `from`: no shape (a C caller's short attrs) */
   if (nd > LU_MAXD)
     return lu_error(LUON_ESHAPE, "%s: %d dimensions, at most %d are supported", op, nd, LU_MAXD);
   for (int d = 0; d < nd; d++) {
