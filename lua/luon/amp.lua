@@ -17,6 +17,7 @@
 -- runs twice); luon reads the op registry, and amp.reset() turns it off
 -- (init with another dtype while on is an error naming it).
 local core = require("luon.core")
+local np = require("luon.np")
 
 local amp = {}
 local state = nil -- {dtype = name} while on
@@ -146,14 +147,22 @@ function amp._before_update(trainer)
   if not s.unscaled then trainer._optimizer.rescale_grad = trainer._optimizer.rescale_grad / s.scale end
   s.unscaled = false
   if not s.dynamic then return false end
-  local overflow = false
+  -- One host read per device, not per parameter: count the finite
+  -- gradient elements on each device and compare with the element count.
+  local finite, want, devices = {}, {}, {}
   for _, p in ipairs(trainer._params) do
-    if p.grad_req ~= "null" and not overflow then
+    if p.grad_req ~= "null" then
       for _, g in ipairs(p:list_grad()) do
-        local v = g:abs():sum():item()
-        if v ~= v or v == math.huge then overflow = true break end
+        local d = tostring(g.device)
+        local c = np.sum(np.isfinite(g))
+        if finite[d] then finite[d] = finite[d] + c else finite[d], want[d] = c, 0; devices[#devices + 1] = d end
+        want[d] = want[d] + g.size
       end
     end
+  end
+  local overflow = false
+  for _, d in ipairs(devices) do
+    if finite[d]:item() ~= want[d] then overflow = true break end
   end
   if overflow then
     s.scale, s.good = math.max(s.scale / 2, 1), 0
