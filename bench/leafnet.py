@@ -5,6 +5,7 @@
 # torch.cuda.synchronize() and the line goes on with "peak <MiB> MiB"
 # (max_memory_allocated over the steps), as luon's does.
 import sys, time, torch, torch.nn as nn
+from leafnet_torch import leafnet
 torch.set_num_threads(2)
 cl = "--channels-last" in sys.argv
 tag = sys.argv[sys.argv.index("--tag") + 1] if "--tag" in sys.argv else "torch"
@@ -15,14 +16,6 @@ tf32 = "--tf32" in sys.argv
 torch.backends.cudnn.allow_tf32 = tf32
 torch.backends.cuda.matmul.allow_tf32 = tf32
 batches = [int(a) for a in sys.argv[1:] if a.isdigit()] or [4, 32, 128]
-
-def conv_block(cin, f):
-    return [nn.Conv2d(cin, f, 2), nn.ReLU(), nn.MaxPool2d(4, 2), nn.BatchNorm2d(f)]
-
-def leafnet():
-    return nn.Sequential(*conv_block(3, 32), *conv_block(32, 64), *conv_block(64, 128), nn.Flatten(),
-                         nn.Linear(21632, 100), nn.ReLU(), nn.Dropout(0.2),
-                         nn.Linear(100, 10), nn.ReLU(), nn.Dropout(0.2), nn.Linear(10, 2))
 
 torch.manual_seed(0)
 for b in batches:

@@ -1,0 +1,48 @@
+-- Batch-1 inference latency (issue: hybridize and batch-1 speed): the crash
+-- course's MLP 512-256-128-2, one Dense(256) on a (1, 512) input, and the
+-- tutorial's LeafNetwork on one 3x128x128 image, in predict mode, eager and
+-- hybridized. Prints "luon <workload> <median us>" per line, the median of
+-- 9 samples of many calls, each call waiting for its output.
+--   build/luon bench/latency.lua [mlp] [dense256] [leafnet]
+local luon = require("luon")
+local np, nn = luon.np, luon.gluon.nn
+local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
+local LeafNetwork = dofile(here .. "../examples/leafnet.lua")
+
+local function mlp()
+  local net = nn.HybridSequential()
+  net:add(nn.Dense(256, {activation = "relu"}), nn.Dense(128, {activation = "relu"}), nn.Dense(2))
+  return net, {1, 512}
+end
+local function dense256() return nn.Dense(256), {1, 512} end
+local function leafnet() return LeafNetwork(), {1, 3, 128, 128} end
+local workloads = {mlp = mlp, dense256 = dense256, leafnet = leafnet}
+local order = {"mlp", "dense256", "leafnet"}
+
+local function median_us(f, iters)
+  local s = {}
+  for k = 1, 9 do
+    local t0 = luon.clock()
+    for _ = 1, iters do f() end
+    s[k] = (luon.clock() - t0) / iters * 1e6
+  end
+  table.sort(s)
+  return s[5]
+end
+
+local names = #arg > 0 and arg or order
+for _, name in ipairs(names) do
+  local make = workloads[name] or error(("latency.lua: unknown workload %s (known: mlp, dense256, leafnet)"):format(name))
+  for _, hybrid in ipairs({false, true}) do
+    np.random.seed(0)
+    local net, shape = make()
+    net:initialize()
+    if hybrid then net:hybridize{static_alloc = true, static_shape = true} end
+    local x = np.random.uniform(0, 1, shape)
+    local function call() net(x):wait_to_read() end
+    for _ = 1, 20 do call() end -- warm-up: deferred shapes, JIT traces, allocator caches
+    local probe = median_us(call, 1)
+    local iters = math.max(1, math.floor(20000 / math.max(probe, 1)))
+    print(("luon%s %s %.1f"):format(hybrid and "-hybrid" or "", name, median_us(call, iters)))
+  end
+end
