@@ -187,6 +187,7 @@ static void prepare(operand *o, const char *src, int32_t sdt, int32_t cdt, int64
  *  outer: K <= 8, B's rows contiguous (dy^T @ x): each row of C at once
  *         from the K rows of B, rows split. */
 #define SKINNY_M 8
+#define SKINNY_DOT_MIN (1 << 16)
 #define SKINNY_K 8
 
 typedef struct sjob {
@@ -196,30 +197,42 @@ typedef struct sjob {
 } sjob;
 
 /* the inner dimension in chunks of SKINNY_KC, so that A's rows of a chunk
- * stay in L1 while every column of B in [b, e) passes */
+ * stay in L1 while every column of B in [b, e) passes. NC columns at once:
+ * with one or two rows of A, one column gives too few independent sums to
+ * keep the FMA units busy (a sum waits for the previous FMA's result), so
+ * 4 or 2 columns go together; with more rows, the rows give enough. */
 #define SKINNY_KC 1024
-static inline __attribute__((always_inline)) void dot_body(const sjob *j, int64_t b, int64_t e, const int MM) {
-  for (int64_t k0 = 0; k0 < j->K; k0 += SKINNY_KC) {
-    int64_t k1 = k0 + SKINNY_KC < j->K ? k0 + SKINNY_KC : j->K, k16 = k0 + (k1 - k0) / 16 * 16;
-    for (int64_t n = b; n < e && !lu_interrupted(); n++) {
-      const float *bn = j->B + n * j->sbn;
-      v16 acc[MM];
-      for (int m = 0; m < MM; m++) acc[m] = (v16){0};
-      for (int64_t k = k0; k < k16; k += 16) {
-        v16 bv;
-        memcpy(&bv, bn + k, sizeof bv);
-        for (int m = 0; m < MM; m++) {
-          v16 av;
-          memcpy(&av, j->A + m * j->sam + k, sizeof av);
-          acc[m] += av * bv;
-        }
-      }
-      for (int m = 0; m < MM; m++) {
-        float s = lu_hsum16(acc[m]);
-        for (int64_t k = k16; k < k1; k++) s += j->A[m * j->sam + k] * bn[k];
-        j->C[m * j->N + n] = k0 ? j->C[m * j->N + n] + s : s;
-      }
+static inline __attribute__((always_inline)) void dot_cols(const sjob *j, int64_t n, int64_t k0, int64_t k1,
+                                                           const int MM, const int NC) {
+  int64_t k16 = k0 + (k1 - k0) / 16 * 16;
+  v16 acc[MM][NC];
+  for (int m = 0; m < MM; m++)
+    for (int c = 0; c < NC; c++) acc[m][c] = (v16){0};
+  for (int64_t k = k0; k < k16; k += 16) {
+    v16 bv[NC];
+    for (int c = 0; c < NC; c++) memcpy(&bv[c], j->B + (n + c) * j->sbn + k, sizeof bv[c]);
+    for (int m = 0; m < MM; m++) {
+      v16 av;
+      memcpy(&av, j->A + m * j->sam + k, sizeof av);
+      for (int c = 0; c < NC; c++) acc[m][c] += av * bv[c];
     }
+  }
+  for (int m = 0; m < MM; m++)
+    for (int c = 0; c < NC; c++) {
+      const float *bn = j->B + (n + c) * j->sbn;
+      float s = lu_hsum16(acc[m][c]);
+      for (int64_t k = k16; k < k1; k++) s += j->A[m * j->sam + k] * bn[k];
+      float *out = j->C + m * j->N + n + c;
+      *out = k0 ? *out + s : s;
+    }
+}
+
+static inline __attribute__((always_inline)) void dot_body(const sjob *j, int64_t b, int64_t e, const int MM) {
+  const int NC = MM == 1 ? 4 : MM == 2 ? 2 : 1;
+  for (int64_t k0 = 0; k0 < j->K; k0 += SKINNY_KC) {
+    int64_t k1 = k0 + SKINNY_KC < j->K ? k0 + SKINNY_KC : j->K, n = b;
+    for (; n + NC <= e && !lu_interrupted(); n += NC) dot_cols(j, n, k0, k1, MM, NC);
+    for (; n < e; n++) dot_cols(j, n, k0, k1, MM, 1);
   }
 }
 
@@ -309,15 +322,19 @@ static TC void skinny_outer(void *ctx, int64_t b, int64_t e) {
   }
 }
 
-/* C = A @ B by one of the kernels above when the shapes suit one (and the
- * product is big enough to matter); false: use BLAS */
+/* C = A @ B by one of the kernels above when the shapes suit one (and, but
+ * for dot, the product is big enough to matter); false: use BLAS */
 static bool skinny(int64_t M, int64_t N, int64_t K, const operand *A, const operand *B, float *C) {
   sjob j = {(const float *)A->p, (const float *)B->p, C, M, N, K, A->sr, A->sc, B->sr, B->sc};
-  if (M * N * K < (1 << 18)) return false;
-  if (M <= SKINNY_M && A->sc == 1 && B->sr == 1 && K >= 64) {
-    lu_parallel_for(N, 8, skinny_dot, &j);
+  /* x @ W^T for a few rows at any size (a small network's layer at batch 1:
+   * OpenBLAS would pack all of W first, every call), threaded over columns
+   * only when each thread gets SKINNY_DOT_MIN multiply-adds */
+  if (M <= SKINNY_M && A->sc == 1 && B->sr == 1 && K >= 16) {
+    int64_t grain = SKINNY_DOT_MIN / (M * K);
+    lu_parallel_for(N, grain < 8 ? 8 : grain, skinny_dot, &j);
     return true;
   }
+  if (M * N * K < (1 << 18)) return false;
   if (M <= SKINNY_M && B->sc == 1 && N >= 256) {
     lu_parallel_for((N + 31) / 32, 8, skinny_axpy, &j);
     return true;

@@ -91,6 +91,16 @@ for _, dev in ipairs(H.devices()) do
       end
       case(np.random.uniform(-1, 1, {300, 5}, D):astype("float32"),
            np.random.uniform(-1, 1, {5, 1000}, D):astype("float32"))
+      -- small layers at batch 1 to 8 (x @ W^T at any size): column counts
+      -- around the 4- and 2-column groups, inner sizes around 16
+      for _, m in ipairs({1, 2, 3, 5}) do
+        for _, n in ipairs({1, 2, 3, 5, 6, 7, 256}) do
+          for _, k in ipairs({16, 17, 31, 512}) do
+            case(np.random.uniform(-1, 1, {m, k}, D):astype("float32"),
+                 np.random.uniform(-1, 1, {n, k}, D):astype("float32").T)
+          end
+        end
+      end
     end)
     it("size-0 inner dimension gives zeros", function()
       H.check(np.matmul(np.ones({2, 0}, D), np.ones({0, 3}, D)), {{0, 0, 0}, {0, 0, 0}}, {shape = {2, 3}})
