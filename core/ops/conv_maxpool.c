@@ -100,6 +100,7 @@ typedef struct convpool_job {
   int64_t ring_at;              /* backward, sparse: elements before each chunk's sparse_ring */
   float *wr;                    /* forward, channels-last (channels_last_ok): w as (K,O); NULL: not */
   bool few_channels;            /* backward: few_channels_dw_sample (few_channels_ok) */
+  int64_t row_blocks;           /* forward, channels-last: chunks per sample, each a band of pooled rows */
 } convpool_job;
 
 /* dst[c * ldd + r] = src[r * lds + c] for r < rows, c < cols: float32 in
@@ -257,13 +258,13 @@ static int64_t channels_last_scratch(const geom *g, const lu_pool_win *pl) {
                                                                                                        \
   static TC void channels_last_fwd_##OB(const geom *g, const lu_pool_win *pl, const float *xn,         \
                                         const float *wr, const float *bias, float *yn, uint8_t *in,    \
-                                        float *scratch) {                                              \
+                                        float *scratch, int64_t i0, int64_t i1) {                      \
     const int64_t O = g->O, RB = pl->KH, PW = pl->OW, PP = pl->OH * PW;                                \
     float *ring = scratch, *prow = ring + RB * g->OW * O;                                              \
     int32_t *pidx = (int32_t *)(prow + PP * O);                                                        \
     const float *rows[256];                                                                            \
     int64_t next = 0; /* the next conv-output row to make */                                           \
-    for (int64_t i = 0; i < pl->OH; i++) {                                                             \
+    for (int64_t i = i0; i < i1; i++) {                                                                \
       int64_t h0 = i * pl->sh;                                                                         \
       if (next < h0) next = h0;                                                                        \
       for (; next < h0 + pl->KH; next++)                                                               \
@@ -290,19 +291,21 @@ static int64_t channels_last_scratch(const geom *g, const lu_pool_win *pl) {
         }                                                                                              \
       }                                                                                                \
     }                                                                                                  \
-    transpose_f32(prow, PP, O, O, yn, PP, true);                                                       \
-    transpose_i32_u8((const float *)pidx, PP, O, O, in, PP, true);                                     \
+    int64_t r0 = i0 * PW, nr = (i1 - i0) * PW;                                                         \
+    transpose_f32(prow + r0 * O, nr, O, O, yn + r0, PP, true);                                         \
+    transpose_i32_u8((const float *)(pidx + r0 * O), nr, O, O, in + r0, PP, true);                     \
   }
 GEN_CHANNELS_LAST(1, 8)
 GEN_CHANNELS_LAST(2, 8)
 GEN_CHANNELS_LAST(4, 4)
 
-/* x[n] -> y[n] (O,PH,PW) and idx[n]; wr (K,O) */
+/* x[n] -> pooled rows [i0, i1) of y[n] (O,PH,PW) and idx[n]; wr (K,O) */
 static void channels_last_fwd_sample(const geom *g, const lu_pool_win *pl, const float *xn, const float *wr,
-                                     const float *bias, float *yn, uint8_t *in, float *scratch) {
-  if (g->O == 16) channels_last_fwd_1(g, pl, xn, wr, bias, yn, in, scratch);
-  else if (g->O == 32) channels_last_fwd_2(g, pl, xn, wr, bias, yn, in, scratch);
-  else channels_last_fwd_4(g, pl, xn, wr, bias, yn, in, scratch);
+                                     const float *bias, float *yn, uint8_t *in, float *scratch, int64_t i0,
+                                     int64_t i1) {
+  if (g->O == 16) channels_last_fwd_1(g, pl, xn, wr, bias, yn, in, scratch, i0, i1);
+  else if (g->O == 32) channels_last_fwd_2(g, pl, xn, wr, bias, yn, in, scratch, i0, i1);
+  else channels_last_fwd_4(g, pl, xn, wr, bias, yn, in, scratch, i0, i1);
 }
 
 static void convpool_fwd_chunks(void *ctx, int64_t c0, int64_t c1) {
@@ -313,13 +316,20 @@ static void convpool_fwd_chunks(void *ctx, int64_t c0, int64_t c1) {
   for (int64_t ch = c0; ch < c1; ch++) {
     char *buf = m->scratch + ch * m->per_chunk * es, *col = buf + g->O * g->P * es;
     char *pool = col + j->colsz * es;
+    if (m->row_blocks > 1) { /* fewer samples than threads: a band of one sample's pooled rows */
+      int64_t n = ch / m->row_blocks, b = ch % m->row_blocks, OH = m->pw->OH;
+      channels_last_fwd_sample(g, m->pw, (const float *)j->a + n * g->C * g->H * g->W, m->wr,
+                               (const float *)j->bias, (float *)m->y + n * g->O * PP, m->idx + n * g->O * PP,
+                               (float *)buf, OH * b / m->row_blocks, OH * (b + 1) / m->row_blocks);
+      continue;
+    }
     int64_t n0, n1;
     sample_range(j, ch, &n0, &n1);
     for (int64_t n = n0; n < n1 && !lu_interrupted(); n++) {
       if (m->wr) {
         channels_last_fwd_sample(g, m->pw, (const float *)j->a + n * g->C * g->H * g->W, m->wr,
                                  (const float *)j->bias, (float *)m->y + n * g->O * PP, m->idx + n * g->O * PP,
-                                 (float *)buf);
+                                 (float *)buf, 0, m->pw->OH);
         continue;
       }
       if (m->direct)
@@ -863,9 +873,23 @@ luon_status lu_cpu_conv2d_maxpool(lu_call *c) {
                 c->nin == 3 ? d.in[2] : NULL, NULL, NULL, NULL, 0}, &pw,
                direct_ok(&g, dt) && !(algo && algo[0] == 'g'), lu_data(c->out[0]), lu_data(c->out[1]),
                NULL, NULL, NULL, NULL, NULL, 0, 0, NULL, 0, NULL, false};
+  bool channels_last = channels_last_ok(&g, &pw, dt) && !(algo && algo[0] != 'c');
+  /* Fewer samples than threads: the channels-last path splits each sample
+   * into bands of pooled rows (the conv rows two bands' windows share are
+   * made twice); one sample on another path leaves the direct kernel for
+   * im2col and a GEMM that lu_sgemm threads (one chunk runs inline, so it
+   * may). */
+  m.row_blocks = 1;
+  if (g.N < nt && channels_last) {
+    m.row_blocks = (nt + g.N - 1) / g.N;
+    if (m.row_blocks > pw.OH) m.row_blocks = pw.OH > 0 ? pw.OH : 1;
+    m.j.chunks = g.N * m.row_blocks;
+  } else if (g.N == 1) {
+    m.direct = false;
+  }
   m.j.colsz = m.direct || pointwise(&g) ? 0 : g.K * g.P;
   int64_t pool = ((int64_t)lu_maxpool_argmax_scratch(&pw) + m.j.es - 1) / m.j.es;
-  if (channels_last_ok(&g, &pw, dt) && !(algo && algo[0] != 'c')) {
+  if (channels_last) {
     if (!(m.wr = lu_scratch_alloc(sizeof(float) * (size_t)(g.K * g.O)))) {
       lu_conv_dense_done(c, &d);
       return lu_error(LUON_ENOMEM, "conv2d_maxpool: out of host memory for the weight (%lld elements)",

@@ -373,6 +373,38 @@ for _, dev in ipairs(H.devices()) do
         for name in pairs(g2) do H.assert_close(g1[name], H.values(g2[name]), 1e-4) end
       end)
     end
+    -- batch 1 or 3 with 4 threads, not recording: the fused forward (bands
+    -- of pooled rows on the channels-last path; im2col and a threaded GEMM
+    -- instead of the direct kernel for one sample elsewhere)
+    it("fewer samples than threads, predict mode: fused, the same outputs", function()
+      local threads = npx.num_threads()
+      npx.set_num_threads(4)
+      local ok, err = pcall(function()
+        for _, case in ipairs({{"relu", nn.MaxPool2D{pool_size = 4, strides = 2}, 3, 2, 0, nil, 32},
+                               {"relu", nn.MaxPool2D{pool_size = 4, strides = 2}, 32, 2, 0, nil, 128},
+                               {nil, nn.MaxPool2D{pool_size = 2, strides = 1}, 4, 3, 0, nil, 48, {strides = 2}},
+                               {"relu", nn.MaxPool2D{pool_size = 3, strides = 2}, 2, 3, 1}}) do
+          for _, n in ipairs({1, 3}) do
+            np.random.seed(5)
+            local s = net(case[1], case[2], case[4], case[5], case[6], case[7], case[8])
+            local x = np.random.uniform(-1, 1, {n, case[3], 17, 15}, {device = dev})
+            s(x) -- deferred shapes
+            local calls, fused = 0, npx.convolution_maxpool
+            npx.convolution_maxpool = function(...) calls = calls + 1; return fused(...) end
+            local ok2, y1 = pcall(function() return s(x):asnumpy() end)
+            npx.convolution_maxpool = fused
+            assert(ok2, y1)
+            assert.equal(dev.device_type == "cpu" and 1 or 0, calls)
+            local h = case[2]:register_forward_hook(function() end)
+            local y2 = s(x)
+            h.detach()
+            H.assert_close(y1, H.values(y2), 1e-5)
+          end
+        end
+      end)
+      npx.set_num_threads(threads)
+      assert(ok, err)
+    end)
   end)
 end
 

@@ -2,6 +2,7 @@
 -- transposes) and the pooling layers (max, average and global, 1-d to 3-d),
 -- channels first (NCW, NCHW, NCDHW).
 local core = require("luon.core")
+local C = core.C
 local npx = require("luon.npx")
 local block = require("luon.gluon.block")
 local param = require("luon.gluon.parameter")
@@ -154,8 +155,10 @@ convolution("Conv3DTranspose", 3, true)
 -- never stored, and the backward needs neither it nor a search of the
 -- windows. Not when a hook could see the output between them, before the
 -- first call (deferred shapes), on devices the op has no kernel for (GPUs),
--- for dtypes it does not take, or for batches smaller than the thread count
--- (the fused op splits over samples).
+-- for dtypes it does not take, or, while autograd records, for batches
+-- smaller than the thread count (the fused backward splits over samples;
+-- the forward splits a sample's rows when it has fewer samples than
+-- threads).
 local FLOAT32, FLOAT64 = core.FLOAT32, core.FLOAT64
 local FLOAT16, BFLOAT16 = core.dtype_ids.float16, core.dtype_ids.bfloat16
 local fused_op = core.op_info.conv2d_maxpool
@@ -167,7 +170,8 @@ function Conv2D:_fuse_next(nxt, x, ...)
   local act = self.act
   if act and (act._act_type ~= "relu" or #act._fhooks + #act._prehooks > 0) then return nil end
   local info = info_of(x)
-  if not core.op_runs_on(fused_op.name, info.dev_type) or info.ndim ~= 4 or info.shape[0] < npx.num_threads() or
+  if not core.op_runs_on(fused_op.name, info.dev_type) or info.ndim ~= 4 or
+     (info.shape[0] < npx.num_threads() and C.luon_autograd_is_recording() ~= 0) or
      not (info.dtype == FLOAT32 or info.dtype == FLOAT64 or (fused_op.half and (info.dtype == FLOAT16 or info.dtype == BFLOAT16))) then
     return nil
   end
