@@ -3,8 +3,10 @@
 -- 128), on the CPU or, with --device gpu, on gpu(0). Prints "luon <batch>
 -- <samples/s> <ms/step>" per batch size: the median step over timed steps
 -- after warm-up, each step timed to completion (wait_to_read). On a GPU the
--- line goes on with "peak <MiB> MiB": the most device memory in use during
--- the steps (npx.memory_stats; PyTorch's max_memory_allocated in the peer).
+-- line goes on with "peak <MiB> MiB (classes <MiB> MiB)": the most device
+-- memory asked for during the steps (npx.memory_stats' peak_requested, what
+-- PyTorch's max_memory_allocated counts in the peer), then the most held in
+-- luon's size classes.
 local luon = require("luon")
 local np, npx, gluon, autograd = luon.np, luon.npx, luon.gluon, luon.autograd
 
@@ -53,7 +55,10 @@ for _, b in ipairs(batches) do
   table.sort(t)
   local med = t[math.floor((timed + 1) / 2)]
   local line = ("luon %d %.1f %.1f"):format(b, b / med, med * 1e3)
-  if on_gpu then line = line .. (" peak %.1f MiB"):format(npx.memory_stats(dev).peak / 2 ^ 20) end
+  if on_gpu then
+    local m = npx.memory_stats(dev)
+    line = line .. (" peak %.1f MiB (classes %.1f MiB)"):format(m.peak_requested / 2 ^ 20, m.peak / 2 ^ 20)
+  end
   print(line)
   net, trainer, x, y = nil, nil, nil, nil
 end

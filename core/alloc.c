@@ -191,6 +191,8 @@ static void account(pool *pl, const lu_block *b) {
   pl->stats.allocs++;
   pl->stats.in_use += (int64_t)b->bytes;
   if (pl->stats.in_use > pl->stats.peak) pl->stats.peak = pl->stats.in_use;
+  pl->stats.requested += (int64_t)b->asked;
+  if (pl->stats.requested > pl->stats.peak_requested) pl->stats.peak_requested = pl->stats.requested;
   BUMP(counters.bytes_since_gc, (int64_t)b->bytes);
   __atomic_add_fetch(&counters.bytes_in_use, (int64_t)b->bytes, __ATOMIC_RELAXED);
 }
@@ -245,6 +247,7 @@ luon_status lu_alloc(lu_device d, size_t bytes, lu_block **out) {
   if (b) {
     pl->stats.cached -= (int64_t)b->bytes;
     pl->stats.cache_hits++;
+    b->asked = bytes;
     account(pl, b);
   }
   luon_status lim = b ? LUON_OK : reserve(pl, d, bytes, rounded);
@@ -280,6 +283,7 @@ luon_status lu_alloc(lu_device d, size_t bytes, lu_block **out) {
     }
     b->ptr = p;
     b->bytes = rounded;
+    b->asked = bytes;
     b->dev = d;
     pthread_mutex_lock(&pl->lock);
     pl->reserved -= (int64_t)rounded;
@@ -345,6 +349,7 @@ void lu_free(lu_block *b) {
   int c = size_class(b->bytes, &rounded);
   pthread_mutex_lock(&pl->lock);
   pl->stats.in_use -= (int64_t)b->bytes;
+  pl->stats.requested -= (int64_t)b->asked;
   pl->stats.cached += (int64_t)b->bytes;
   __atomic_sub_fetch(&counters.bytes_in_use, (int64_t)b->bytes, __ATOMIC_RELAXED);
   b->next = pl->free[c];
@@ -388,6 +393,7 @@ luon_status luon_memory_reset_peak(int32_t type, int32_t id) {
   pool *pl = pool_of(d);
   pthread_mutex_lock(&pl->lock);
   pl->stats.peak = pl->stats.in_use;
+  pl->stats.peak_requested = pl->stats.requested;
   pthread_mutex_unlock(&pl->lock);
   return LUON_OK;
 }

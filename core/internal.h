@@ -75,6 +75,7 @@ luon_status lu_device_check(lu_device d);
 typedef struct lu_block {
   void *ptr;
   size_t bytes;           /* the size class actually held */
+  size_t asked;           /* the bytes its current user asked for */
   struct lu_block *next;  /* free-list link while cached */
   lu_device dev;
 } lu_block;

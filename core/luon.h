@@ -153,6 +153,9 @@ typedef struct luon_memory_stats {
   int64_t peak;          /* highest in_use since start or reset */
   int64_t allocs;        /* allocations served */
   int64_t cache_hits;    /* of which from the cache */
+  int64_t requested;     /* bytes asked for by the blocks in use (in_use counts their
+                            size classes): what PyTorch's memory_allocated counts */
+  int64_t peak_requested; /* highest requested since start or reset */
 } luon_memory_stats;
 luon_status luon_memory_stats_get(int32_t dev_type, int32_t dev_id, luon_memory_stats *out);
 /* Return one device's cached blocks to the system (a pinned pool first

@@ -74,10 +74,14 @@ local function stats_of(type_id, id)
   local s = ffi.new("luon_memory_stats")
   core.check(C.luon_memory_stats_get(type_id, id, s))
   return {in_use = tonumber(s.in_use), cached = tonumber(s.cached), peak = tonumber(s.peak),
-          allocs = tonumber(s.allocs), cache_hits = tonumber(s.cache_hits)}
+          allocs = tonumber(s.allocs), cache_hits = tonumber(s.cache_hits),
+          requested = tonumber(s.requested), peak_requested = tonumber(s.peak_requested)}
 end
 
--- Allocator statistics of a device: in_use, cached, peak, allocs, cache_hits.
+-- Allocator statistics of a device: in_use, cached, peak, allocs, cache_hits
+-- (in_use and peak count the size classes held), requested and
+-- peak_requested (the bytes asked for: PyTorch's memory_allocated and
+-- max_memory_allocated count these).
 function npx.memory_stats(dev)
   dev = core.resolve_device(dev, "memory_stats")
   local s = stats_of(dev.type_id, dev.device_id) -- not a tail call: errors name our caller

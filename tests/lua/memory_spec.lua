@@ -89,6 +89,26 @@ for _, dev in ipairs(H.devices()) do
       H.assert_error(function() npx.reset_peak_memory_stats("gpu7") end, {"reset_peak_memory_stats"})
     end)
 
+    it("requested counts the bytes asked for, peak_requested its highest since reset", function()
+      H.collect()
+      npx.reset_peak_memory_stats(dev)
+      local s0 = npx.memory_stats(dev)
+      assert.equal(s0.requested, s0.peak_requested)
+      assert.is_true(s0.requested <= s0.in_use)
+      -- 1,000,004 bytes: a size class above it, so in_use rises by more
+      local t = np.ones({250001}, {device = dev, dtype = "float32"})
+      local s1 = npx.memory_stats(dev)
+      assert.equal(s0.requested + 1000004, s1.requested)
+      assert.is_true(s1.in_use - s0.in_use > 1000004)
+      t = nil -- luacheck: ignore
+      H.collect()
+      local s2 = npx.memory_stats(dev)
+      assert.equal(s0.requested, s2.requested)
+      assert.equal(s0.requested + 1000004, s2.peak_requested)
+      npx.reset_peak_memory_stats(dev)
+      assert.equal(s2.requested, npx.memory_stats(dev).peak_requested)
+    end)
+
     it("empty_cache gives cached blocks back", function()
       do local t = np.ones({1024 * 1024}, {device = dev}) t = nil end
       H.collect()
