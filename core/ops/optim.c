@@ -4,9 +4,10 @@
  * Not here: learning-rate schedules, Adam's bias correction (folded into lr
  * by the caller), multi-precision copies.
  * Weight decay enters as in MXNet 1.9.1's kernels (clip when >= 0):
- *   sgd, sgd_mom, nag, adagrad:  g' = clip(rescale_grad * g, clip_gradient) + wd * w
- *   adam, rmsprop:               g' = clip(rescale_grad * g + wd * w, clip_gradient)
- *   adadelta, adamw:             g' = clip(rescale_grad * g, clip_gradient), wd on w
+ *   sgd, sgd_mom, nag:          g' = clip(rescale_grad * g, clip_gradient) + wd * w
+ *   adam, rmsprop:              g' = clip(rescale_grad * g + wd * w, clip_gradient)
+ *   adagrad, adadelta, adamw:   g' = clip(rescale_grad * g, clip_gradient); wd * w
+ *                               joins the step, not the gradient
  *   (adagrad and adadelta are MXNet's Python steps, the others its kernels) */
 #include "internal.h"
 #include <math.h>

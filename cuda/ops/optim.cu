@@ -1,9 +1,10 @@
 /* optim.cu: MXNet's fused optimizer updates on the GPU, in place on the
  * weight and its states, any strides, the exact rules of core/ops/optim.c
  * (clip when >= 0):
- *   sgd, sgd_mom, nag, adagrad:  g' = clip(rescale_grad * g, clip_gradient) + wd * w
- *   adam, rmsprop:               g' = clip(rescale_grad * g + wd * w, clip_gradient)
- *   adadelta, adamw:             g' = clip(rescale_grad * g, clip_gradient), wd on w */
+ *   sgd, sgd_mom, nag:          g' = clip(rescale_grad * g, clip_gradient) + wd * w
+ *   adam, rmsprop:              g' = clip(rescale_grad * g + wd * w, clip_gradient)
+ *   adagrad, adadelta, adamw:   g' = clip(rescale_grad * g, clip_gradient); wd * w
+ *                               joins the step, not the gradient */
 #include "kernels.cuh"
 
 enum { O_SGD, O_MOM, O_ADAM, O_NAG, O_RMSPROP, O_RMSPROPALEX, O_ADAGRAD, O_ADADELTA, O_ADAMW };
