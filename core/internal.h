@@ -461,7 +461,7 @@ void lu_wfile_abort(lu_wfile *f);
  * `stoppable`, the walk ends early once luon_interrupt was called (the
  * dispatcher then reports the op interrupted): only for kernels whose
  * partial work is thrown away, never for those that update their inputs. */
-#define LU_ITER_MAX_OPS 4
+#define LU_ITER_MAX_OPS 5 /* rmspropalex_update: weight, grad and three states */
 typedef void (*lu_row_fn)(void *ctx, int64_t n, char *const *ptrs, const int64_t *strides);
 void lu_foreach_row(int ndim, const int64_t *shape, int nops, char *const *base,
                     const int64_t (*strides)[LU_MAXD], int64_t grain, bool stoppable, lu_row_fn fn,

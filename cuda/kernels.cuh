@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 #define LU_THREADS 256
-#define LU_MAX_OPS 4
+#define LU_MAX_OPS 5 /* as LU_ITER_MAX_OPS (core/internal.h) */
 
 /* ---- dtype conversion (as core/dtype.c: via double, ints saturate from floats) ---- */
 

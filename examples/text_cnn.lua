@@ -4,7 +4,7 @@
 -- filter width (3, 4, 5) side by side in a HybridConcatenate, Dropout, Dense.
 --
 --   build/luon examples/text_cnn.lua [--num-embed 300] [--num-epochs 200]
---     [--batch-size 50] [--lr 0.0005] [--dropout 0.0] [--num-filter 100]
+--     [--batch-size 50] [--lr 0.0005] [--optimizer rmsprop] [--dropout 0.0] [--num-filter 100]
 --     [--filter-list 3,4,5] [--disp-batches 50] [--gpus ""] [--seed 10]
 --     [--corpus /usr/share/common-licenses] [--classes Apache-2.0,GPL-3,MPL-2.0,GFDL-1.3]
 --     [--max-words 40]
@@ -30,8 +30,6 @@
 -- - Gluon instead of the symbol API: Embedding + Reshape to (N,1,L,E) +
 --   Convolution with kernel (w, E) + Pooling over (L-w+1, 1) is, exactly,
 --   Conv1D of width w over (N,E,L) + GlobalMaxPool1D.
--- - The optimizer: the original's rmsprop is not in luon yet; Adam with the
---   same learning rate is used.
 -- - Batches: a DataLoader over the shuffled set (last batch kept; NDArrayIter
 --   pads it from the start); no checkpoints (--save-period) and no
 --   --pretrained-embedding (word2vec is a download).
@@ -42,12 +40,13 @@ local nn = gluon.nn
 local function usage(msg)
   io.stderr:write((msg and (msg .. "\n") or "") ..
     "usage: luon examples/text_cnn.lua [--num-embed 300] [--num-epochs 200] [--batch-size 50] [--lr 0.0005]\n" ..
-    "       [--dropout 0.0] [--num-filter 100] [--filter-list 3,4,5] [--disp-batches 50] [--gpus \"\"]\n" ..
+    "       [--optimizer rmsprop] [--dropout 0.0] [--num-filter 100] [--filter-list 3,4,5] [--disp-batches 50] [--gpus \"\"]\n" ..
     "       [--seed 10] [--corpus DIR] [--classes A,B,...] [--max-words 40]\n")
   os.exit(msg and 2 or 0)
 end
 
-local args = {num_embed = 300, num_epochs = 200, batch_size = 50, lr = 0.0005, dropout = 0.0, num_filter = 100,
+local args = {num_embed = 300, num_epochs = 200, batch_size = 50, lr = 0.0005, optimizer = "rmsprop",
+              dropout = 0.0, num_filter = 100,
               filter_list = "3,4,5", disp_batches = 50, gpus = "", seed = 10,
               corpus = "/usr/share/common-licenses", classes = "Apache-2.0,GPL-3,MPL-2.0,GFDL-1.3", max_words = 40}
 do
@@ -217,7 +216,7 @@ end
 
 local function train(net, train_iterator, valid_iterator, devs)
   net:initialize(luon.init.Uniform(0.1), {device = devs})
-  local trainer = gluon.Trainer(net:collect_params(), "adam", {learning_rate = args.lr})
+  local trainer = gluon.Trainer(net:collect_params(), args.optimizer, {learning_rate = args.lr})
   local loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
   local acc = gluon.metric.Accuracy()
   for epoch = 0, args.num_epochs - 1 do

@@ -1,22 +1,26 @@
-/* optim.c: MXNet's fused optimizer updates (sgd, sgd with momentum, adam),
- * one pass over the weight and its states, in place, float32 and float64,
- * any strides. Not here: learning-rate schedules, Adam's bias correction
- * (folded into lr by the caller), multi-precision copies.
+/* optim.c: MXNet's fused optimizer updates (sgd, sgd with momentum, adam,
+ * nag, rmsprop plain and centered, adagrad, adadelta, adamw), one pass over
+ * the weight and its states, in place, float32 and float64, any strides.
+ * Not here: learning-rate schedules, Adam's bias correction (folded into lr
+ * by the caller), multi-precision copies.
  * Weight decay enters as in MXNet 1.9.1's kernels (clip when >= 0):
- *   sgd, sgd_mom: g' = clip(rescale_grad * g, clip_gradient) + wd * w
- *   adam:         g' = clip(rescale_grad * g + wd * w, clip_gradient) */
+ *   sgd, sgd_mom, nag:          g' = clip(rescale_grad * g, clip_gradient) + wd * w
+ *   adam, rmsprop:              g' = clip(rescale_grad * g + wd * w, clip_gradient)
+ *   adagrad, adadelta, adamw:   g' = clip(rescale_grad * g, clip_gradient); wd * w
+ *                               joins the step, not the gradient
+ *   (adagrad and adadelta are MXNet's Python steps, the others its kernels) */
 #include "internal.h"
 #include <math.h>
 
 #define PAR_GRAIN 16384
 
-enum { O_SGD, O_MOM, O_ADAM };
+enum { O_SGD, O_MOM, O_ADAM, O_NAG, O_RMSPROP, O_RMSPROPALEX, O_ADAGRAD, O_ADADELTA, O_ADAMW };
 
-/* f[0] lr, f[1] wd, f[2] rescale_grad, f[3] clip_gradient, f[4..6] per rule */
+/* f[0] lr, f[1] wd, f[2] rescale_grad, f[3] clip_gradient, f[4..7] per rule */
 typedef struct upd {
   int kind;
   int32_t dt;
-  double lr, wd, rescale, clip, p4, p5, p6;
+  double lr, wd, rescale, clip, p4, p5, p6, p7;
 } upd;
 
 /* w (..), then inputs 1..nin-1 of w's shape and dtype (all float). */
@@ -107,21 +111,94 @@ static inline double clipd_(double v, double c, bool on) {
 UPD_ROW(float, f32, clipf_, sqrtf)
 UPD_ROW(double, f64, clipd_, sqrt)
 
+/* NAG, RMSProp (plain and centered), AdaGrad, AdaDelta, AdamW: one element
+ * at a time through byte strides, MXNet's expressions in MXNet's order.
+ * op 0 w, 1 g, 2.. the states in the registry's order; p4.. the rule's slots. */
+#define UPD_MORE_ROW(T, sfx, CLIP, SQRT)                                       \
+  static void more_row_##sfx(const upd *u, int64_t n, char *const *p, const int64_t *st) { \
+    const T lr = (T)u->lr, wd = (T)u->wd, rs = (T)u->rescale, cl = (T)u->clip; \
+    const T p4 = (T)u->p4, p5 = (T)u->p5, p6 = (T)u->p6, p7 = (T)u->p7;        \
+    const T rest4 = (T)(1 - u->p4); /* AdaDelta's 1 - rho: a Python float */  \
+    const bool doclip = u->clip >= 0;                                          \
+    for (int64_t i = 0; i < n; i++) {                                          \
+      T *w = (T *)(p[0] + i * st[0]);                                          \
+      const T g = *(const T *)(p[1] + i * st[1]);                              \
+      T *s1 = (T *)(p[2] + i * st[2]);                                         \
+      switch (u->kind) {                                                       \
+      case O_NAG: { /* mom0 = momentum * mom; w += -mom0 + (1 + momentum)(mom0 - lr g') */ \
+        T cg = CLIP(rs * g, cl, doclip);                                       \
+        T m = p4 * *s1;                                                        \
+        *w = *w - m + (p4 + (T)1) * (m - lr * (cg + wd * *w));                 \
+        *s1 = m - lr * (cg + wd * *w); /* the new w: MXNet's kernel, out = w */ \
+        break;                                                                 \
+      }                                                                        \
+      case O_RMSPROP: { /* n = (1-g1) g'^2 + g1 n; w = clipw(w - lr g'/sqrt(n + eps)) */ \
+        T gg = CLIP(rs * g + wd * *w, cl, doclip);                             \
+        *s1 = ((T)1 - p4) * (gg * gg) + p4 * *s1;                              \
+        *w = CLIP(*w - lr * (gg / SQRT(*s1 + p5)), p6, u->p6 >= 0);            \
+        break;                                                                 \
+      }                                                                        \
+      case O_RMSPROPALEX: { /* Graves: n, g_avg, delta = g2 delta - lr g'/sqrt(n - g_avg^2 + eps) */ \
+        T *s2 = (T *)(p[3] + i * st[3]), *s3 = (T *)(p[4] + i * st[4]);       \
+        T gg = CLIP(rs * g + wd * *w, cl, doclip);                             \
+        *s1 = ((T)1 - p4) * gg * gg + p4 * *s1;                                \
+        *s2 = ((T)1 - p4) * gg + p4 * *s2;                                     \
+        *s3 = p5 * *s3 - (lr * gg / SQRT(*s1 - *s2 * *s2 + p6));               \
+        *w = CLIP(*w + *s3, p7, u->p7 >= 0);                                   \
+        break;                                                                 \
+      }                                                                        \
+      case O_ADAGRAD: { /* h += g'^2; w += (g'/sqrt(h + eps) + w wd) * -lr */  \
+        T gg = CLIP(rs * g, cl, doclip);                                       \
+        *s1 += gg * gg;                                                        \
+        *w += (gg / SQRT(*s1 + p4) + *w * wd) * -lr;                           \
+        break;                                                                 \
+      }                                                                        \
+      case O_ADADELTA: { /* d = sqrt(acc_d + eps)/sqrt(acc_g + eps) g'; w -= d + wd w */ \
+        T *s2 = (T *)(p[3] + i * st[3]);                                       \
+        T gg = CLIP(g * rs, cl, doclip);                                       \
+        *s1 = *s1 * p4 + rest4 * gg * gg;                                      \
+        T d = SQRT(*s2 + p5) / SQRT(*s1 + p5) * gg;                            \
+        *s2 = *s2 * p4 + rest4 * d * d;                                        \
+        *w -= d + wd * *w;                                                     \
+        break;                                                                 \
+      }                                                                        \
+      default: { /* adamw: w -= eta (lr m/(sqrt(v) + eps) + wd w) */           \
+        T *s2 = (T *)(p[3] + i * st[3]);                                       \
+        T gg = CLIP(rs * g, cl, doclip);                                       \
+        *s1 = p4 * *s1 + ((T)1 - p4) * gg;                                     \
+        *s2 = p5 * *s2 + ((T)1 - p5) * (gg * gg);                              \
+        *w = *w - p7 * (lr * *s1 / (SQRT(*s2) + p6) + wd * *w);                \
+        break;                                                                 \
+      }                                                                        \
+      }                                                                        \
+    }                                                                          \
+  }
+UPD_MORE_ROW(float, f32, clipf_, sqrtf)
+UPD_MORE_ROW(double, f64, clipd_, sqrt)
+
 static void upd_row(void *ctx, int64_t n, char *const *p, const int64_t *st) {
   const upd *u = ctx;
-  if (u->dt == LUON_DTYPE_F32) upd_row_f32(u, n, p, st);
-  else upd_row_f64(u, n, p, st);
+  bool more = u->kind > O_ADAM;
+  if (u->dt == LUON_DTYPE_F32) (more ? more_row_f32 : upd_row_f32)(u, n, p, st);
+  else (more ? more_row_f64 : upd_row_f64)(u, n, p, st);
 }
 
 static luon_status upd_run(lu_call *c, int kind) {
   const luon_attrs *a = c->attrs;
   luon_tensor *w = c->in[0];
-  /* p4..p6: the update's own slots after sgd_update's (momentum; beta1, beta2, epsilon) */
+  /* p4..p7: the update's own slots after sgd_update's (core/luon_ops.def) */
   _Static_assert((int)LU_SGD_MOMENTUM == (int)LU_NF_sgd_update && (int)LU_ADAM_BETA1 == (int)LU_NF_sgd_update &&
-                 (int)LU_ADAM_EPSILON == (int)LU_NF_sgd_update + 2, "the updates' own slots follow sgd_update's");
+                 (int)LU_ADAM_EPSILON == (int)LU_NF_sgd_update + 2 && (int)LU_NAG_MOMENTUM == (int)LU_NF_sgd_update &&
+                 (int)LU_RMSPROP_CLIP_WEIGHTS == (int)LU_NF_sgd_update + 2 &&
+                 (int)LU_RMSPROPALEX_CLIP_WEIGHTS == (int)LU_NF_sgd_update + 3 &&
+                 (int)LU_ADAGRAD_EPSILON == (int)LU_NF_sgd_update && (int)LU_ADADELTA_EPSILON == (int)LU_NF_sgd_update + 1 &&
+                 (int)LU_ADAMW_ETA == (int)LU_NF_sgd_update + 3 && LU_NF_sgd_update + 4 <= LUON_MAX_ATTR_FLOATS,
+                 "the updates' own slots follow sgd_update's");
   const double *own = a->f + LU_NF_sgd_update;
   upd u = {kind, w->dtype, a->f[LU_OPT_LR], a->f[LU_OPT_WD], a->f[LU_OPT_RESCALE], a->f[LU_OPT_CLIP],
-           own[0], own[1], own[2]};
+           own[0], own[1], own[2], own[3]};
+  if (kind == O_ADAMW && !(isfinite(u.rescale) && u.rescale != 0))
+    return LUON_OK; /* MXNet's adamw_update skips the step (a loss scaler's overflow) */
   char *base[LU_ITER_MAX_OPS];
   int64_t st[LU_ITER_MAX_OPS][LU_MAXD];
   for (int k = 0; k < c->nin; k++) {
@@ -154,3 +231,53 @@ luon_status lu_shape_adam_update(lu_call *c) {
   return upd_shape(c, "adam_update", names);
 }
 luon_status lu_cpu_adam_update(lu_call *c) { return upd_run(c, O_ADAM); }
+
+/* nag_mom_update: mom0 = momentum * mom; w = w - mom0 + (1 + momentum) * (mom0 - lr * g');
+ * mom = mom0 - lr * g'' where g'' takes wd * the NEW w: MXNet's kernel reads the
+ * weight after writing its output, which MXNet's NAG makes the weight itself
+ * (f[4] momentum; momentum 0 is sgd_update, as MXNet's NAG) */
+luon_status lu_shape_nag_mom_update(lu_call *c) {
+  static const char *const names[3] = {"weight", "grad", "mom"};
+  return upd_shape(c, "nag_mom_update", names);
+}
+luon_status lu_cpu_nag_mom_update(lu_call *c) { return upd_run(c, O_NAG); }
+
+/* rmsprop_update (Tieleman & Hinton): n = (1-g1) g'^2 + g1 n;
+ * w = clip(w - lr * g' / sqrt(n + eps), clip_weights)  (f[4] gamma1, f[5] eps, f[6] clip_weights) */
+luon_status lu_shape_rmsprop_update(lu_call *c) {
+  static const char *const names[3] = {"weight", "grad", "n"};
+  return upd_shape(c, "rmsprop_update", names);
+}
+luon_status lu_cpu_rmsprop_update(lu_call *c) { return upd_run(c, O_RMSPROP); }
+
+/* rmspropalex_update (Graves 2013, centered): n = (1-g1) g'^2 + g1 n; g = (1-g1) g' + g1 g;
+ * delta = g2 delta - lr g' / sqrt(n - g^2 + eps); w = clip(w + delta, clip_weights)
+ * (f[4] gamma1, f[5] gamma2, f[6] eps, f[7] clip_weights) */
+luon_status lu_shape_rmspropalex_update(lu_call *c) {
+  static const char *const names[5] = {"weight", "grad", "n", "g", "delta"};
+  return upd_shape(c, "rmspropalex_update", names);
+}
+luon_status lu_cpu_rmspropalex_update(lu_call *c) { return upd_run(c, O_RMSPROPALEX); }
+
+/* adagrad_update: history += g'^2; w += (g' / sqrt(history + eps) + w * wd) * -lr  (f[4] eps) */
+luon_status lu_shape_adagrad_update(lu_call *c) {
+  static const char *const names[3] = {"weight", "grad", "history"};
+  return upd_shape(c, "adagrad_update", names);
+}
+luon_status lu_cpu_adagrad_update(lu_call *c) { return upd_run(c, O_ADAGRAD); }
+
+/* adadelta_update: acc_g = rho acc_g + (1-rho) g'^2; d = sqrt(acc_delta + eps) / sqrt(acc_g + eps) g';
+ * acc_delta = rho acc_delta + (1-rho) d^2; w -= d + wd * w  (no lr; f[4] rho, f[5] eps) */
+luon_status lu_shape_adadelta_update(lu_call *c) {
+  static const char *const names[4] = {"weight", "grad", "acc_g", "acc_delta"};
+  return upd_shape(c, "adadelta_update", names);
+}
+luon_status lu_cpu_adadelta_update(lu_call *c) { return upd_run(c, O_ADADELTA); }
+
+/* adamw_update: m = b1 m + (1-b1) g'; v = b2 v + (1-b2) g'^2;
+ * w -= eta * (lr * m / (sqrt(v) + eps) + wd * w)  (f[4] b1, f[5] b2, f[6] eps, f[7] eta) */
+luon_status lu_shape_adamw_update(lu_call *c) {
+  static const char *const names[4] = {"weight", "grad", "mean", "var"};
+  return upd_shape(c, "adamw_update", names);
+}
+luon_status lu_cpu_adamw_update(lu_call *c) { return upd_run(c, O_ADAMW); }

@@ -545,13 +545,28 @@ for _, u in ipairs({{"sgd_update", 2, {OPT_LR = 0.1, OPT_WD = 0.01, OPT_RESCALE 
                     {"sgd_mom_update", 3, {OPT_LR = 0.1, OPT_WD = 0.01, OPT_RESCALE = 0.5, OPT_CLIP = -1,
                                            SGD_MOMENTUM = 0.9}},
                     {"adam_update", 4, {OPT_LR = 0.01, OPT_WD = 0.001, OPT_RESCALE = 2.0, OPT_CLIP = 0.8,
-                                        ADAM_BETA1 = 0.9, ADAM_BETA2 = 0.999, ADAM_EPSILON = 1e-8}}}) do
+                                        ADAM_BETA1 = 0.9, ADAM_BETA2 = 0.999, ADAM_EPSILON = 1e-8}, {4}},
+                    {"nag_mom_update", 3, {OPT_LR = 0.1, OPT_WD = 0.01, OPT_RESCALE = 0.5, OPT_CLIP = 1.0,
+                                           NAG_MOMENTUM = 0.9}},
+                    {"rmsprop_update", 3, {OPT_LR = 0.01, OPT_WD = 0.01, OPT_RESCALE = 0.5, OPT_CLIP = 1.0,
+                                           RMSPROP_GAMMA1 = 0.9, RMSPROP_EPSILON = 1e-8, RMSPROP_CLIP_WEIGHTS = 4}, {3}},
+                    {"rmspropalex_update", 5, {OPT_LR = 0.01, OPT_WD = 0.01, OPT_RESCALE = 0.5, OPT_CLIP = 0.8,
+                                               RMSPROPALEX_GAMMA1 = 0.9, RMSPROPALEX_GAMMA2 = 0.8,
+                                               RMSPROPALEX_EPSILON = 1e-8, RMSPROPALEX_CLIP_WEIGHTS = -1}, {3}},
+                    {"adagrad_update", 3, {OPT_LR = 0.1, OPT_WD = 0.01, OPT_RESCALE = 0.5, OPT_CLIP = -1,
+                                           ADAGRAD_EPSILON = 1e-7}, {3}},
+                    {"adadelta_update", 4, {OPT_WD = 0.01, OPT_RESCALE = 0.5, OPT_CLIP = 1.0,
+                                            ADADELTA_RHO = 0.9, ADADELTA_EPSILON = 1e-5}, {3, 4}},
+                    {"adamw_update", 4, {OPT_LR = 1, OPT_WD = 0.01, OPT_RESCALE = 2.0, OPT_CLIP = 0.8,
+                                         ADAMW_BETA1 = 0.9, ADAMW_BETA2 = 0.999, ADAMW_EPSILON = 1e-6,
+                                         ADAMW_ETA = 0.01}, {4}}}) do
   for _, dt in ipairs({"float32", "float64"}) do
     both(u[1] .. " " .. dt .. ", three steps on a transposed weight", function(d)
       local w = data(d, {7, 5}, dt, 21):transpose()
       local st = {w}
       for k = 3, u[2] do st[k] = data(d, {5, 7}, dt, 21 + k) end
-      if st[4] then st[4] = np.abs(st[4]) end -- adam's v
+      for _, k in ipairs(u[4] or {}) do st[k] = np.abs(st[k]) end -- the states that are sums of squares
+      if u[1] == "rmspropalex_update" then st[3], st[4] = st[3] + 10, st[4] * 0.1 end -- n > g_avg^2
       for step = 1, 3 do
         st[2] = data(d, {5, 7}, dt, 30 + step)
         update(core.op_ids[u[1]], st, u[3])

@@ -1,5 +1,5 @@
--- luon.gluon.optimizer: MXNet's optimizers (SGD, Adam) over the fused in-place
--- update ops, the Updater that keeps their states per device, and the
+-- luon.gluon.optimizer: MXNet's optimizers (SGD, Adam, NAG, RMSProp, AdaGrad,
+-- AdaDelta, AdamW) over the fused in-place update ops, the Updater that keeps their states per device, and the
 -- learning-rate schedulers (optimizer.lr_scheduler). Not here: gradient
 -- aggregation across devices (luon.gluon.trainer), multi-precision copies.
 local core = require("luon.core")
@@ -416,9 +416,224 @@ function Adam:_step_one(index, w, g, state)
 end
 
 ---------------------------------------------------------------------------
+-- The checks of the optimizers' own keywords (a.key, when given).
+
+local function check_bool(name, a, key)
+  local v = a[key]
+  if v ~= nil and type(v) ~= "boolean" then
+    core.error(("%s: %s must be true or false, got %s"):format(name, key, core.show_value(v)))
+  end
+end
+
+-- MXNet 2.0's spelling `new` of 1.9.1's `old` (same meaning): read as old;
+-- both given is an error.
+local function renamed(name, a, old, new)
+  if a[new] == nil then return end
+  if a[old] ~= nil then
+    core.error(("%s: %s and %s both given; %s is MXNet 2.0's name for %s, give one"):format(name, old, new, new, old))
+  end
+  a[old], a[new] = a[new], nil
+end
+
+-- clip_weights as the kernels take it: < 0 means none (None and 0 alike, as
+-- MXNet passes it only when truthy).
+local function clip_or_none(v)
+  if v == nil or v == false or v == 0 then return -1 end
+  return v
+end
+
+---------------------------------------------------------------------------
+-- NAG (Nesterov momentum; MXNet's nag_mom_update): g = clip(rescale_grad *
+-- grad) + wd * w; mom0 = momentum * mom; w += -mom0 + (1 + momentum) *
+-- (mom0 - lr * g); mom = mom0 - lr * g, its wd * w with the new w (MXNet's
+-- kernel). momentum 0 (the default): sgd_update.
+
+local NAG = class("NAG", Optimizer)
+optimizer.NAG = NAG
+local nag_known = set_of({"momentum"}, base_args)
+
+function NAG:__init(...)
+  local a = parse_args("NAG", {"momentum"}, nag_known, ...)
+  check_num("NAG", a, "momentum", 0)
+  Optimizer.__init(self, a)
+  rawset(self, "momentum", a.momentum or 0)
+end
+
+function NAG:create_state(_, weight)
+  if self.momentum ~= 0 then return np.zeros_like(weight) end
+  return nil
+end
+
+function NAG:_step_one(index, w, g, mom)
+  local a = update_attrs(self:_get_lr(index), self:_get_wd(index), self.rescale_grad, self:_clip())
+  if mom ~= nil then
+    a.f[S.NAG_MOMENTUM] = self.momentum
+    core.call(op.nag_mom_update, {w, g, mom}, a)
+  else
+    core.call(op.sgd_update, {w, g}, a)
+  end
+end
+
+---------------------------------------------------------------------------
+-- RMSProp: g = clip(rescale_grad * grad + wd * w);
+-- plain (Tieleman & Hinton): n = (1 - gamma1) g^2 + gamma1 n; w -= lr g / sqrt(n + epsilon);
+-- centered (Graves): also g_avg = (1 - gamma1) g + gamma1 g_avg,
+--   delta = gamma2 delta - lr g / sqrt(n - g_avg^2 + epsilon); w += delta;
+-- then w = clip(w, clip_weights). MXNet 2.0's rho and momentum are read as gamma1 and gamma2.
+
+local RMSProp = class("RMSProp", Optimizer)
+optimizer.RMSProp = RMSProp
+local rmsprop_known = set_of({"gamma1", "gamma2", "epsilon", "centered", "clip_weights", "rho", "momentum"},
+                             base_args)
+
+function RMSProp:__init(...)
+  local a = parse_args("RMSProp", {"learning_rate", "gamma1", "gamma2", "epsilon", "centered", "clip_weights"},
+                       rmsprop_known, ...)
+  renamed("RMSProp", a, "gamma1", "rho")
+  renamed("RMSProp", a, "gamma2", "momentum")
+  if a.learning_rate == nil and a.lr_scheduler == nil then a.learning_rate = 0.001 end
+  check_num("RMSProp", a, "gamma1", 0, 1)
+  check_num("RMSProp", a, "gamma2", 0, 1)
+  check_num("RMSProp", a, "epsilon", 0)
+  check_bool("RMSProp", a, "centered")
+  if a.clip_weights ~= false then check_num("RMSProp", a, "clip_weights", 0) end
+  Optimizer.__init(self, a)
+  rawset(self, "gamma1", a.gamma1 or 0.9)
+  rawset(self, "gamma2", a.gamma2 or 0.9)
+  rawset(self, "epsilon", a.epsilon or 1e-8)
+  rawset(self, "centered", a.centered or false)
+  rawset(self, "clip_weights", a.clip_weights or nil)
+end
+
+function RMSProp:create_state(_, weight)
+  if self.centered then return {np.zeros_like(weight), np.zeros_like(weight), np.zeros_like(weight)} end
+  return {np.zeros_like(weight)}
+end
+
+function RMSProp:_step_one(index, w, g, state)
+  local a = update_attrs(self:_get_lr(index), self:_get_wd(index), self.rescale_grad, self:_clip())
+  if self.centered then
+    a.f[S.RMSPROPALEX_GAMMA1], a.f[S.RMSPROPALEX_GAMMA2] = self.gamma1, self.gamma2
+    a.f[S.RMSPROPALEX_EPSILON], a.f[S.RMSPROPALEX_CLIP_WEIGHTS] = self.epsilon, clip_or_none(self.clip_weights)
+    core.call(op.rmspropalex_update, {w, g, state[1], state[2], state[3]}, a)
+  else
+    a.f[S.RMSPROP_GAMMA1], a.f[S.RMSPROP_EPSILON] = self.gamma1, self.epsilon
+    a.f[S.RMSPROP_CLIP_WEIGHTS] = clip_or_none(self.clip_weights)
+    core.call(op.rmsprop_update, {w, g, state[1]}, a)
+  end
+end
+
+---------------------------------------------------------------------------
+-- AdaGrad (MXNet 1.9.1's dense step): g = clip(rescale_grad * grad);
+-- history += g^2; w += (g / sqrt(history + eps) + wd * w) * -lr.
+-- clip_gradient 0 clips to 0 here, as 1.9.1's Python step (`is not None`).
+
+local AdaGrad = class("AdaGrad", Optimizer)
+optimizer.AdaGrad = AdaGrad
+local adagrad_known = set_of({"eps", "epsilon"}, base_args)
+
+function AdaGrad:__init(...)
+  local a = parse_args("AdaGrad", {"eps"}, adagrad_known, ...)
+  if a.epsilon ~= nil then
+    -- MXNet 2.0's AdaGrad takes epsilon with another rule (outside the square root)
+    core.error("AdaGrad: MXNet 1.9.1's AdaGrad names its epsilon 'eps' (added inside the square root); " ..
+               "'epsilon' is MXNet 2.0's, with another rule: give eps")
+  end
+  check_num("AdaGrad", a, "eps", 0)
+  Optimizer.__init(self, a)
+  rawset(self, "float_stable_eps", a.eps or 1e-7)
+end
+
+function AdaGrad:create_state(_, weight) return np.zeros_like(weight) end
+
+function AdaGrad:_step_one(index, w, g, history)
+  local a = update_attrs(self:_get_lr(index), self:_get_wd(index), self.rescale_grad, self.clip_gradient or -1)
+  a.f[S.ADAGRAD_EPSILON] = self.float_stable_eps
+  core.call(op.adagrad_update, {w, g, history}, a)
+end
+
+---------------------------------------------------------------------------
+-- AdaDelta (MXNet 1.9.1, no learning rate): g = clip(rescale_grad * grad);
+-- acc_g = rho acc_g + (1 - rho) g^2; d = sqrt(acc_delta + epsilon) / sqrt(acc_g + epsilon) * g;
+-- acc_delta = rho acc_delta + (1 - rho) d^2; w -= d + wd * w.
+-- clip_gradient 0 clips to 0, as 1.9.1's Python step.
+
+local AdaDelta = class("AdaDelta", Optimizer)
+optimizer.AdaDelta = AdaDelta
+local adadelta_known = set_of({"rho", "epsilon"}, base_args)
+
+function AdaDelta:__init(...)
+  local a = parse_args("AdaDelta", {"rho", "epsilon"}, adadelta_known, ...)
+  for _, key in ipairs({"learning_rate", "lr_scheduler"}) do
+    if a[key] ~= nil then
+      -- 1.9.1 accepts and ignores it; 2.0 multiplies the step by it
+      core.error(("AdaDelta: MXNet 1.9.1's AdaDelta has no learning rate (its step is its own delta) " ..
+                  "and would ignore %s; leave it out"):format(key))
+    end
+  end
+  check_num("AdaDelta", a, "rho", 0, 1)
+  check_num("AdaDelta", a, "epsilon", 0)
+  Optimizer.__init(self, a)
+  rawset(self, "rho", a.rho or 0.9)
+  rawset(self, "epsilon", a.epsilon or 1e-5)
+end
+
+function AdaDelta:create_state(_, weight)
+  return {np.zeros_like(weight), np.zeros_like(weight)}
+end
+
+function AdaDelta:_step_one(index, w, g, state)
+  local a = update_attrs(0, self:_get_wd(index), self.rescale_grad, self.clip_gradient or -1)
+  a.f[S.ADADELTA_RHO], a.f[S.ADADELTA_EPSILON] = self.rho, self.epsilon
+  core.call(op.adadelta_update, {w, g, state[1], state[2]}, a)
+end
+
+---------------------------------------------------------------------------
+-- AdamW (decoupled weight decay; MXNet 1.9.1 has only the adamw_update op,
+-- this is MXNet 2.0's AdamW over it): t = this index's update count;
+-- eta = lr * sqrt(1 - beta2^t) / (1 - beta1^t) (lr when correct_bias is false);
+-- g = clip(rescale_grad * grad); m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+-- w -= eta * (m / (sqrt(v) + epsilon) + wd * w).
+
+local AdamW = class("AdamW", Optimizer)
+optimizer.AdamW = AdamW
+local adamw_known = set_of({"beta1", "beta2", "epsilon", "correct_bias"}, base_args)
+
+function AdamW:__init(...)
+  local a = parse_args("AdamW", {"learning_rate", "beta1", "beta2", "epsilon", "correct_bias"}, adamw_known, ...)
+  if a.learning_rate == nil and a.lr_scheduler == nil then a.learning_rate = 0.001 end
+  check_num("AdamW", a, "beta1", 0, 1)
+  check_num("AdamW", a, "beta2", 0, 1)
+  check_num("AdamW", a, "epsilon", 0)
+  check_bool("AdamW", a, "correct_bias")
+  Optimizer.__init(self, a)
+  rawset(self, "beta1", a.beta1 or 0.9)
+  rawset(self, "beta2", a.beta2 or 0.999)
+  rawset(self, "epsilon", a.epsilon or 1e-6)
+  rawset(self, "correct_bias", a.correct_bias ~= false)
+end
+
+function AdamW:create_state(_, weight)
+  return {np.zeros_like(weight), np.zeros_like(weight)}
+end
+
+function AdamW:_step_one(index, w, g, state)
+  local eta = self:_get_lr(index)
+  if self.correct_bias then
+    local t = self._index_update_count[index]
+    eta = eta * math.sqrt(1 - self.beta2 ^ t) / (1 - self.beta1 ^ t)
+  end
+  local a = update_attrs(1, self:_get_wd(index), self.rescale_grad, self:_clip())
+  a.f[S.ADAMW_BETA1], a.f[S.ADAMW_BETA2], a.f[S.ADAMW_EPSILON], a.f[S.ADAMW_ETA] =
+    self.beta1, self.beta2, self.epsilon, eta
+  core.call(op.adamw_update, {w, g, state[1], state[2]}, a)
+end
+
+---------------------------------------------------------------------------
 -- Registry: create("sgd", {...}) by name, case-insensitive.
 
-local registry = {sgd = SGD, adam = Adam}
+local registry = {sgd = SGD, adam = Adam, nag = NAG, rmsprop = RMSProp, adagrad = AdaGrad, adadelta = AdaDelta,
+                  adamw = AdamW}
 optimizer.registry = registry
 
 function optimizer.register(name, cls)
