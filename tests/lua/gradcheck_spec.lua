@@ -230,6 +230,10 @@ cases.copy = {
   {"astype float64 of a transpose", inputs = function() return {randn({2, 3})} end,
    f = function(x) return T(x):astype("float64") end},
 }
+cases.copyto = {
+  {"to cpu(1) and back, of a transpose", inputs = function() return {randn({2, 3})} end,
+   f = function(x) return (T(x):as_in_context(npx.cpu(1)) * 2):as_in_context(x.device) end},
+}
 
 local function reduce_cases(name, mk)
   mk = mk or randn
