@@ -1589,6 +1589,37 @@ local function pad_widths(pw, nd, fname)
   return flat
 end
 
+-- The modes 'maximum' and 'minimum' are reductions and concatenations, no
+-- kernel of their own: along each axis in turn (NumPy's order), that axis'
+-- max (min) over the unpadded span, of x already padded along the earlier
+-- axes (which sets the corners). Their gradient goes to the extreme
+-- elements (MXNet 1.9.1 has none for these modes).
+local pad_stats = {maximum = "max", minimum = "min"}
+local function pad_stat(x, widths, mode)
+  local padded = false
+  for d = 1, x.ndim do
+    local b, e = widths[2 * d - 1], widths[2 * d]
+    if b > 0 or e > 0 then
+      local s = {unpack(x.shape)}
+      if s[d] == 0 then
+        core.error(("pad: mode '%s' cannot pad axis %d of length 0 (shape %s)"):format(mode, d - 1, core.shape_text(s)))
+      end
+      local m = np[pad_stats[mode]](x, d - 1, {keepdims = true})
+      local parts = {}
+      local function side(w)
+        s[d] = w
+        parts[#parts + 1] = np.broadcast_to(m, s)
+      end
+      if b > 0 then side(b) end
+      parts[#parts + 1] = x
+      if e > 0 then side(e) end
+      x = np.concatenate(parts, d - 1)
+      padded = true
+    end
+  end
+  return padded and x or x:copy()
+end
+
 function np.pad(x, pad_width, mode, kw)
   check_array(x, "pad", 1)
   if type(mode) == "table" then kw, mode = mode, nil end
@@ -1598,10 +1629,9 @@ function np.pad(x, pad_width, mode, kw)
   end
   mode = mode or kw.mode or "constant"
   local id = pad_modes[mode]
-  if not id then
-    core.error(("pad: mode %s is not supported (luon has 'constant', 'edge', 'reflect', 'symmetric'%s)")
-               :format(core.show_value(mode), (mode == "maximum" or mode == "minimum") and "; MXNet's "
-               .. mode .. " is not implemented" or ""))
+  if not id and not pad_stats[mode] then
+    core.error(("pad: mode %s is not supported (luon has 'constant', 'edge', 'reflect', 'symmetric', "
+                .. "'maximum', 'minimum')"):format(core.show_value(mode)))
   end
   if kw.constant_values ~= nil and mode ~= "constant" then
     core.error(("pad: constant_values is an option of mode 'constant', not %s"):format(core.show_value(mode)))
@@ -1611,6 +1641,7 @@ function np.pad(x, pad_width, mode, kw)
                :format(core.show_value(kw.reflect_type)))
   end
   local widths = pad_widths(pad_width, x.ndim, "pad")
+  if pad_stats[mode] then return pad_stat(x, widths, mode) end
   local a = attrs()
   a.i[S.PAD_MODE] = id
   core.set_ints(a, widths, S.PAD_WIDTHS, "pad")

@@ -250,6 +250,11 @@ reduce_cases("sum")
 reduce_cases("mean")
 reduce_cases("max")
 reduce_cases("min")
+-- np.pad's 'maximum' and 'minimum' are max / min, broadcast and concatenate
+table.insert(cases.max, {"np.pad maximum, the corners from the padded rows",
+  inputs = function() return {randn({2, 3})} end, f = function(x) return np.pad(x, {{1, 2}, {2, 1}}, "maximum") end})
+table.insert(cases.min, {"np.pad minimum of a transpose, one axis unpadded",
+  inputs = function() return {randn({3, 2})} end, f = function(x) return np.pad(T(x), {{0, 0}, {1, 2}}, "minimum") end})
 reduce_cases("prod", function(s) return rand(s, 0.5, 1.5) end)
 table.insert(cases.prod, {"rows with no, one and two zeros",
   inputs = function() return {A({{1.5, 2, 0.5}, {0, 2, 3}, {0, 1.5, 0}})} end,
