@@ -305,6 +305,9 @@ cases.matmul = {
    f = function(a, b) return np.einsum("...ij,...jk->...ik", a, b) end},
   {"np.einsum of one operand: a trace per row", inputs = function() return {randn({2, 3, 3})} end,
    f = function(a) return np.einsum("ijj->i", a) end},
+  {"np.einsum of three operands with an ellipsis, a diagonal and a label of the first and last",
+   inputs = function() return {randn({2, 2, 3}), randn({3, 3, 4}), randn({4, 2})} end,
+   f = function(a, b, c) return np.einsum("...ij,jjk,ki->...i", a, b, c) end},
 }
 
 cases.reshape = {

@@ -103,7 +103,9 @@ for _, dev in ipairs(H.devices()) do
       H.assert_error(function() np.einsum("ij->ii", a) end, {"einsum", "'i' appears twice"})
       H.assert_error(function() np.einsum("ijk", a) end, {"einsum", "operand 1 has 2 dimensions", "'ijk'"})
       H.assert_error(function() np.einsum("i,j", a) end, {"einsum", "2 operand terms but 1 operands"})
-      H.assert_error(function() np.einsum("i,j,k", a, a, a) end, {"einsum", "one or two operands"})
+      H.assert_error(function() np.einsum("i,j,k", a, a) end, {"einsum", "3 operand terms but 2 operands"})
+      H.assert_error(function() np.einsum("ij") end, {"einsum", "one or more operands"})
+      H.assert_error(function() np.einsum("ij,jk,kl", a, a, a) end, {"einsum", "label 'j' has size 3", "2 in operand 2"})
       H.assert_error(function() np.einsum("...i...", a) end, {"einsum", "second ellipsis at position 4"})
       H.assert_error(function() np.einsum("ii", R({2, 3})) end, {"einsum", "label 'i' has size 2", "3 in operand 1"})
       H.assert_error(function() np.einsum("...ij,...jk->...ik", R({2, 1, 3}), R({3, 3, 2})) end,
