@@ -1017,6 +1017,32 @@ function np.linalg.norm(x, ...)
   local r, c = axis[1] < 0 and axis[1] + x.ndim or axis[1], axis[2] < 0 and axis[2] + x.ndim or axis[2]
   return matrix_norm(x, ord, r, c, keep)
 end
+-- svd(a) -> ut, s, v: MXNet's np.linalg.svd. a (..., M, N), float32 or
+-- float64, M <= N (MXNet's rule); a = ut diag(s) v with ut (..., M, M)
+-- orthogonal, s (..., M) descending, v (..., M, N) with orthonormal rows.
+-- The op svd takes rows >= columns: a^T = U diag(S) V^T, so ut = V and
+-- v = U^T. Each singular pair's sign is the one-sided Jacobi's, which may be
+-- the opposite of LAPACK's (MXNet's). The op has no gradient: a backward
+-- through it is an error naming svd.
+function np.linalg.svd(a)
+  check_array(a, "linalg.svd", 1)
+  local s = a.shape
+  if #s < 2 then
+    core.error(("linalg.svd: expected an array of at least 2 dimensions (..., M, N), got shape %s")
+               :format(core.shape_text(s)))
+  end
+  if a.dtype ~= "float32" and a.dtype ~= "float64" then
+    core.error(("linalg.svd: takes float32 or float64 arrays, got %s"):format(a.dtype))
+  end
+  local m, n = s[#s - 1], s[#s]
+  if m > n then
+    core.error(("linalg.svd: expected M <= N (rows at most columns, as MXNet), got shape %s; take the svd of "
+                .. "np.swapaxes(a, -1, -2) and swap the roles of ut and v"):format(core.shape_text(s)))
+  end
+  local usv = call(op.svd, {np.swapaxes(a, -1, -2)}, nil, nil, 3)
+  return usv[3], usv[2], np.swapaxes(usv[1], -1, -2)
+end
+
 core.strict_module(np.linalg, "np.linalg")
 
 ---------------------------------------------------------------------------
