@@ -6,6 +6,7 @@
 #define LUON_INTERNAL_H
 
 #include "luon.h"
+#include <math.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -588,6 +589,63 @@ static inline LU_HOST_DEVICE int64_t lu_pad_src(int64_t p, int64_t n, int64_t be
   if (i < 0) i += period;
   if (i < n) return i;
   return mode == LU_PAD_REFLECT ? period - i : period - 1 - i;
+}
+
+/* ---- svd's rotations (core/ops/linalg.c, cuda/ops/linalg.cu) ------------- */
+
+/* One matrix: u (m, n) holds x on entry and U on exit, v (n, n) gets V, s (n)
+ * S; row-major doubles. Rotations until every pair of columns of u is
+ * orthogonal to rounding (at most 64 sweeps), then the columns' norms are S,
+ * sorted descending with their columns. A zero singular value leaves a zero
+ * column in U. One function for the CPU and the GPU kernel, so that both
+ * give the same bits. */
+static inline LU_HOST_DEVICE void lu_svd_jacobi(double *u, double *v, double *s, int64_t m, int64_t n) {
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t j = 0; j < n; j++) v[i * n + j] = i == j;
+  for (int sweep = 0; sweep < 64; sweep++) {
+    bool rotated = false;
+    for (int64_t p = 0; p < n - 1; p++)
+      for (int64_t q = p + 1; q < n; q++) {
+        double a = 0, b = 0, g = 0;
+        for (int64_t i = 0; i < m; i++) {
+          double up = u[i * n + p], uq = u[i * n + q];
+          a += up * up;
+          b += uq * uq;
+          g += up * uq;
+        }
+        if (g == 0 || fabs(g) <= 1e-15 * sqrt(a * b)) continue;
+        rotated = true;
+        double zeta = (b - a) / (2 * g);
+        double t = (zeta >= 0 ? 1.0 : -1.0) / (fabs(zeta) + sqrt(1 + zeta * zeta));
+        double cs = 1 / sqrt(1 + t * t), sn = cs * t;
+        for (int64_t i = 0; i < m; i++) {
+          double up = u[i * n + p], uq = u[i * n + q];
+          u[i * n + p] = cs * up - sn * uq;
+          u[i * n + q] = sn * up + cs * uq;
+        }
+        for (int64_t i = 0; i < n; i++) {
+          double vp = v[i * n + p], vq = v[i * n + q];
+          v[i * n + p] = cs * vp - sn * vq;
+          v[i * n + q] = sn * vp + cs * vq;
+        }
+      }
+    if (!rotated) break;
+  }
+  for (int64_t j = 0; j < n; j++) {
+    double r = 0;
+    for (int64_t i = 0; i < m; i++) r += u[i * n + j] * u[i * n + j];
+    s[j] = sqrt(r);
+    for (int64_t i = 0; i < m; i++) u[i * n + j] = s[j] > 0 ? u[i * n + j] / s[j] : 0;
+  }
+  for (int64_t j = 0; j < n; j++) { /* selection sort, descending */
+    int64_t best = j;
+    for (int64_t k = j + 1; k < n; k++)
+      if (s[k] > s[best]) best = k;
+    if (best == j) continue;
+    double t = s[j]; s[j] = s[best]; s[best] = t;
+    for (int64_t i = 0; i < m; i++) { t = u[i * n + j]; u[i * n + j] = u[i * n + best]; u[i * n + best] = t; }
+    for (int64_t i = 0; i < n; i++) { t = v[i * n + j]; v[i * n + j] = v[i * n + best]; v[i * n + best] = t; }
+  }
 }
 
 /* ---- the CUDA backend (cuda/, loaded with dlopen) ----------------------- */

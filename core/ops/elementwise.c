@@ -783,6 +783,32 @@ luon_status lu_cpu_copy(lu_call *c) {
   return LUON_OK;
 }
 
+/* ---- copyto ----------------------------------------------------------------- */
+
+/* (..x) on one device -> (..x) dense on attrs' device (dev_type, dev_id) */
+luon_status lu_shape_copyto(lu_call *c) {
+  const luon_tensor *x = c->in[0];
+  lu_device to = {c->attrs->dev_type ? c->attrs->dev_type : LUON_CPU, c->attrs->dev_id};
+  LU_TRY(lu_device_check(to));
+  c->out_ndim[0] = x->ndim;
+  memcpy(c->out_shape[0], x->shape, sizeof(int64_t) * (size_t)x->ndim);
+  c->out_dtype[0] = x->dtype;
+  return LUON_OK;
+}
+
+/* Any device to any device: the runtime's copy (a GPU's waits for its
+ * events), into an array this function makes on the target device. */
+luon_status lu_cpu_copyto(lu_call *c) {
+  lu_device to = {c->attrs->dev_type ? c->attrs->dev_type : LUON_CPU, c->attrs->dev_id};
+  LU_TRY(lu_tensor_new(c->out_dtype[0], c->out_ndim[0], c->out_shape[0], to, &c->out[0]));
+  luon_status s = luon_tensor_copy(c->out[0], c->in[0]);
+  if (s != LUON_OK) {
+    luon_tensor_release(c->out[0]);
+    c->out[0] = NULL;
+  }
+  return s;
+}
+
 /* ---- backward rules --------------------------------------------------------- */
 
 /* Input i wants a gradient: it asked for one and is a float array (integer
@@ -1142,6 +1168,18 @@ luon_status lu_grad_where(lu_grad_call *g) {
   if (wants(g, 1)) GIVE(1, R3(where, cond, dy, K(0, dy)));
   if (wants(g, 2)) GIVE(2, R3(where, cond, K(0, dy), dy));
   END;
+}
+
+/* copyto: dx = dy copied back to x's device */
+luon_status lu_grad_copyto(lu_grad_call *g) {
+  if (!g->need[0]) return LUON_OK;
+  luon_attrs a;
+  memset(&a, 0, sizeof a);
+  a.dev_type = g->in[0]->dev.type;
+  a.dev_id = g->in[0]->dev.id;
+  luon_tensor *dy = g->dout[0];
+  int32_t nout = 1;
+  return luon_op_call(LU_OP_copyto, 1, &dy, &a, &nout, &g->din[0]);
 }
 
 /* copy / astype: dx = dy converted back to x's dtype */

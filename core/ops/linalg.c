@@ -32,60 +32,6 @@ luon_status lu_shape_svd(lu_call *c) {
   return LUON_OK;
 }
 
-/* One matrix: u (m, n) holds x on entry and U on exit, v (n, n) gets V, s (n)
- * S; row-major doubles. Rotations until every pair of columns of u is
- * orthogonal to rounding (at most 64 sweeps), then the columns' norms are S,
- * sorted descending with their columns. A zero singular value leaves a zero
- * column in U. */
-static void jacobi(double *u, double *v, double *s, int64_t m, int64_t n) {
-  for (int64_t i = 0; i < n; i++)
-    for (int64_t j = 0; j < n; j++) v[i * n + j] = i == j;
-  for (int sweep = 0; sweep < 64; sweep++) {
-    bool rotated = false;
-    for (int64_t p = 0; p < n - 1; p++)
-      for (int64_t q = p + 1; q < n; q++) {
-        double a = 0, b = 0, g = 0;
-        for (int64_t i = 0; i < m; i++) {
-          double up = u[i * n + p], uq = u[i * n + q];
-          a += up * up;
-          b += uq * uq;
-          g += up * uq;
-        }
-        if (g == 0 || fabs(g) <= 1e-15 * sqrt(a * b)) continue;
-        rotated = true;
-        double zeta = (b - a) / (2 * g);
-        double t = (zeta >= 0 ? 1.0 : -1.0) / (fabs(zeta) + sqrt(1 + zeta * zeta));
-        double cs = 1 / sqrt(1 + t * t), sn = cs * t;
-        for (int64_t i = 0; i < m; i++) {
-          double up = u[i * n + p], uq = u[i * n + q];
-          u[i * n + p] = cs * up - sn * uq;
-          u[i * n + q] = sn * up + cs * uq;
-        }
-        for (int64_t i = 0; i < n; i++) {
-          double vp = v[i * n + p], vq = v[i * n + q];
-          v[i * n + p] = cs * vp - sn * vq;
-          v[i * n + q] = sn * vp + cs * vq;
-        }
-      }
-    if (!rotated) break;
-  }
-  for (int64_t j = 0; j < n; j++) {
-    double r = 0;
-    for (int64_t i = 0; i < m; i++) r += u[i * n + j] * u[i * n + j];
-    s[j] = sqrt(r);
-    for (int64_t i = 0; i < m; i++) u[i * n + j] = s[j] > 0 ? u[i * n + j] / s[j] : 0;
-  }
-  for (int64_t j = 0; j < n; j++) { /* selection sort, descending */
-    int64_t best = j;
-    for (int64_t k = j + 1; k < n; k++)
-      if (s[k] > s[best]) best = k;
-    if (best == j) continue;
-    double t = s[j]; s[j] = s[best]; s[best] = t;
-    for (int64_t i = 0; i < m; i++) { t = u[i * n + j]; u[i * n + j] = u[i * n + best]; u[i * n + best] = t; }
-    for (int64_t i = 0; i < n; i++) { t = v[i * n + j]; v[i * n + j] = v[i * n + best]; v[i * n + best] = t; }
-  }
-}
-
 typedef struct svd_job {
   const luon_tensor *x;
   luon_tensor *const *out;
@@ -115,7 +61,7 @@ static void svd_range(void *ctx, int64_t b0, int64_t b1) {
     for (int64_t r = 0; r < m; r++)
       for (int64_t k = 0; k < n; k++)
         lu_convert(&u[r * n + k], LUON_DTYPE_F64, p + r * rs + k * cs, x->dtype, 1);
-    jacobi(u, v, s, m, n);
+    lu_svd_jacobi(u, v, s, m, n);
     lu_convert((char *)lu_data(j->out[0]) + b * m * n * es, x->dtype, u, LUON_DTYPE_F64, m * n);
     lu_convert((char *)lu_data(j->out[1]) + b * n * es, x->dtype, s, LUON_DTYPE_F64, n);
     lu_convert((char *)lu_data(j->out[2]) + b * n * n * es, x->dtype, v, LUON_DTYPE_F64, n * n);

@@ -2,108 +2,38 @@
  * core/ops/pool.c's exact rules (ceil_mode's last-window rule, padding
  * counted per window when count_include_pad, the first maximum taking the
  * gradient). Direct kernels, not cuDNN: cuDNN has no ceil_mode and clips
- * average windows differently. Input and results dense (N,C,H,W). */
+ * average windows differently. Input and results dense (N,C,H,W) or
+ * (N,C,D,H,W); one kernel, a 2-d pooling being a 3-d one of depth 1. */
 #include "kernels.cuh"
 
 typedef struct pgeom {
-  int64_t N, C, H, W, KH, KW, sh, sw, ph, pw, OH, OW;
+  int64_t N, C, n[3], k[3], s[3], p[3], o[3]; /* input and output sizes, kernel, stride, pad (d, h, w) */
   bool incl_pad;
 } pgeom;
 
-/* the attrs as lu_shape_<op> validated them (pool.c's pool_geom) */
-static void geom(const lu_call *c, const luon_tensor *x, const luon_tensor *y, pgeom *g) {
+/* 2-d: the attrs as lu_shape_<op> validated them (pool.c's pool_geom), as a
+ * 3-d pooling of depth 1 */
+static void geom2(const lu_call *c, const luon_tensor *x, const luon_tensor *y, pgeom *g) {
   const luon_attrs *a = c->attrs;
-  g->N = x->shape[0], g->C = x->shape[1], g->H = x->shape[2], g->W = x->shape[3];
+  g->N = x->shape[0], g->C = x->shape[1];
   bool global = a->ni > LU_POOL_GLOBAL && a->i[LU_POOL_GLOBAL] != 0;
+  bool stride = a->ni > LU_POOL_STRIDE_W, pad = a->ni > LU_POOL_PAD_W;
   g->incl_pad = a->ni <= LU_POOL_COUNT_PAD || a->i[LU_POOL_COUNT_PAD] != 0;
-  if (global) {
-    g->KH = g->H, g->KW = g->W, g->sh = g->sw = 1, g->ph = g->pw = 0;
-  } else {
-    g->KH = a->i[LU_POOL_KERNEL_H], g->KW = a->i[LU_POOL_KERNEL_W];
-    g->sh = a->ni > LU_POOL_STRIDE_W ? a->i[LU_POOL_STRIDE_H] : g->KH;
-    g->sw = a->ni > LU_POOL_STRIDE_W ? a->i[LU_POOL_STRIDE_W] : g->KW;
-    g->ph = a->ni > LU_POOL_PAD_W ? a->i[LU_POOL_PAD_H] : 0, g->pw = a->ni > LU_POOL_PAD_W ? a->i[LU_POOL_PAD_W] : 0;
-  }
-  g->OH = y->shape[2], g->OW = y->shape[3];
-}
-
-__device__ __forceinline__ void window(int64_t i, int64_t s, int64_t p, int64_t k, int64_t n, bool incl,
-                                       int64_t *h0, int64_t *h1, int64_t *count) {
-  int64_t a = i * s - p, b = a + k;
-  int64_t pb = b < n + p ? b : n + p;
-  *h0 = a > 0 ? a : 0;
-  *h1 = b < n ? b : n;
-  *count = incl ? pb - a : *h1 - *h0;
-}
-
-/* one thread per output (n,c,i,j); with dy, the gradient is added into dx */
-template <class T> __global__ void k_pool(pgeom g, bool is_max, const T *x, T *y, const T *dy, T *dx) {
-  LU_GRID_LOOP(o, g.N * g.C * g.OH * g.OW) {
-    int64_t j = o % g.OW, i = (o / g.OW) % g.OH, pl = o / (g.OW * g.OH);
-    int64_t h0, h1, w0, w1, ch, cw;
-    window(i, g.sh, g.ph, g.KH, g.H, g.incl_pad, &h0, &h1, &ch);
-    window(j, g.sw, g.pw, g.KW, g.W, g.incl_pad, &w0, &w1, &cw);
-    double best = -INFINITY, sum = 0;
-    int64_t arg = -1, cnt = ch * cw;
-    for (int64_t h = h0; h < h1; h++)
-      for (int64_t w = w0; w < w1; w++) {
-        int64_t k = (pl * g.H + h) * g.W + w;
-        double v = (double)x[k];
-        if (arg < 0 || v > best) best = v, arg = k;
-        sum += v;
-      }
-    if (!dx) {
-      y[o] = (T)(is_max ? best : cnt > 0 ? sum / (double)cnt : 0);
-    } else if (is_max) {
-      if (arg >= 0) atomicAdd(&dx[arg], dy[o]);
-    } else if (cnt > 0) {
-      T d = (T)((double)dy[o] / (double)cnt);
-      for (int64_t h = h0; h < h1; h++)
-        for (int64_t w = w0; w < w1; w++) atomicAdd(&dx[(pl * g.H + h) * g.W + w], d);
+  g->n[0] = g->k[0] = g->s[0] = g->o[0] = 1, g->p[0] = 0;
+  for (int d = 1; d < 3; d++) {
+    g->n[d] = x->shape[1 + d], g->o[d] = y->shape[1 + d];
+    if (global) {
+      g->k[d] = g->n[d], g->s[d] = 1, g->p[d] = 0;
+    } else {
+      g->k[d] = a->i[LU_POOL_KERNEL_H + d - 1];
+      g->s[d] = a->i[(stride ? LU_POOL_STRIDE_H : LU_POOL_KERNEL_H) + d - 1];
+      g->p[d] = pad ? a->i[LU_POOL_PAD_H + d - 1] : 0;
     }
   }
 }
 
-static luon_status pool(lu_call *c, bool is_max, bool grad) {
-  const luon_tensor *x = c->in[0];
-  luon_tensor *out = c->out[0];
-  pgeom g;
-  geom(c, x, grad ? c->in[1] : out, &g);
-  lu_cuda_ctx k;
-  LU_TRY(lu_cuda_begin(c, &k));
-  void *xp = NULL, *dyp = NULL;
-  lu_block *xb = NULL, *dyb = NULL;
-  luon_status s = lu_cuda_dense(x, x->dtype, k.s, &xp, &xb);
-  if (s == LUON_OK && grad) s = lu_cuda_dense(c->in[1], x->dtype, k.s, &dyp, &dyb);
-  if (s == LUON_OK && grad) s = lu_cuda_zero(lu_data(out), (size_t)out->size * luon_dtype_size(out->dtype), k.s);
-  int64_t n = g.N * g.C * g.OH * g.OW;
-  if (s == LUON_OK && n > 0) {
-    if (x->dtype == LUON_DTYPE_F32)
-      k_pool<float><<<lu_blocks(n), LU_THREADS, 0, k.s>>>(g, is_max, (const float *)xp,
-          grad ? NULL : (float *)lu_data(out), (const float *)dyp, grad ? (float *)lu_data(out) : NULL);
-    else
-      k_pool<double><<<lu_blocks(n), LU_THREADS, 0, k.s>>>(g, is_max, (const double *)xp,
-          grad ? NULL : (double *)lu_data(out), (const double *)dyp, grad ? (double *)lu_data(out) : NULL);
-  }
-  lu_cuda_scratch_free(xb);
-  lu_cuda_scratch_free(dyb);
-  return lu_cuda_end(&k, s);
-}
-
-luon_status lu_cuda_max_pool2d(lu_call *c) { return pool(c, true, false); }
-luon_status lu_cuda_avg_pool2d(lu_call *c) { return pool(c, false, false); }
-luon_status lu_cuda_max_pool2d_grad(lu_call *c) { return pool(c, true, true); }
-luon_status lu_cuda_avg_pool2d_grad(lu_call *c) { return pool(c, false, true); }
-
-/* ---- 3-d pooling: pool.c's pool3_geom rules, one thread per output ---- */
-
-typedef struct pgeom3 {
-  int64_t N, C, n[3], k[3], s[3], p[3], o[3]; /* input and output sizes, kernel, stride, pad (d, h, w) */
-  bool incl_pad;
-} pgeom3;
-
-/* the attrs as lu_shape_<op> validated them */
-static void geom3(const lu_call *c, const luon_tensor *x, const luon_tensor *y, pgeom3 *g) {
+/* 3-d: the attrs as lu_shape_<op> validated them (pool.c's pool3_geom) */
+static void geom3(const lu_call *c, const luon_tensor *x, const luon_tensor *y, pgeom *g) {
   const luon_attrs *a = c->attrs;
   g->N = x->shape[0], g->C = x->shape[1];
   bool global = a->ni > LU_POOL3D_GLOBAL && a->i[LU_POOL3D_GLOBAL] != 0;
@@ -121,8 +51,17 @@ static void geom3(const lu_call *c, const luon_tensor *x, const luon_tensor *y, 
   }
 }
 
+__device__ __forceinline__ void window(int64_t i, int64_t s, int64_t p, int64_t k, int64_t n, bool incl,
+                                       int64_t *h0, int64_t *h1, int64_t *count) {
+  int64_t a = i * s - p, b = a + k;
+  int64_t pb = b < n + p ? b : n + p;
+  *h0 = a > 0 ? a : 0;
+  *h1 = b < n ? b : n;
+  *count = incl ? pb - a : *h1 - *h0;
+}
+
 /* one thread per output (n,c,d,i,j); with dy, the gradient is added into dx */
-template <class T> __global__ void k_pool3(pgeom3 g, bool is_max, const T *x, T *y, const T *dy, T *dx) {
+template <class T> __global__ void k_pool(pgeom g, bool is_max, const T *x, T *y, const T *dy, T *dx) {
   LU_GRID_LOOP(o, g.N * g.C * g.o[0] * g.o[1] * g.o[2]) {
     int64_t j = o % g.o[2], i = (o / g.o[2]) % g.o[1], e = (o / (g.o[2] * g.o[1])) % g.o[0];
     int64_t pl = o / (g.o[2] * g.o[1] * g.o[0]);
@@ -153,11 +92,11 @@ template <class T> __global__ void k_pool3(pgeom3 g, bool is_max, const T *x, T 
   }
 }
 
-static luon_status pool3(lu_call *c, bool is_max, bool grad) {
+static luon_status pool(lu_call *c, bool is_max, bool grad, bool three) {
   const luon_tensor *x = c->in[0];
   luon_tensor *out = c->out[0];
-  pgeom3 g;
-  geom3(c, x, grad ? c->in[1] : out, &g);
+  pgeom g;
+  (three ? geom3 : geom2)(c, x, grad ? c->in[1] : out, &g);
   lu_cuda_ctx k;
   LU_TRY(lu_cuda_begin(c, &k));
   void *xp = NULL, *dyp = NULL;
@@ -166,12 +105,15 @@ static luon_status pool3(lu_call *c, bool is_max, bool grad) {
   if (s == LUON_OK && grad) s = lu_cuda_dense(c->in[1], x->dtype, k.s, &dyp, &dyb);
   if (s == LUON_OK && grad) s = lu_cuda_zero(lu_data(out), (size_t)out->size * luon_dtype_size(out->dtype), k.s);
   int64_t n = g.N * g.C * g.o[0] * g.o[1] * g.o[2];
+  /* an empty input pools to zeros, as pool.c's */
+  if (s == LUON_OK && n > 0 && x->size == 0 && !grad)
+    s = lu_cuda_zero(lu_data(out), (size_t)out->size * luon_dtype_size(out->dtype), k.s);
   if (s == LUON_OK && n > 0 && x->size > 0) {
     if (x->dtype == LUON_DTYPE_F32)
-      k_pool3<float><<<lu_blocks(n), LU_THREADS, 0, k.s>>>(g, is_max, (const float *)xp,
+      k_pool<float><<<lu_blocks(n), LU_THREADS, 0, k.s>>>(g, is_max, (const float *)xp,
           grad ? NULL : (float *)lu_data(out), (const float *)dyp, grad ? (float *)lu_data(out) : NULL);
     else
-      k_pool3<double><<<lu_blocks(n), LU_THREADS, 0, k.s>>>(g, is_max, (const double *)xp,
+      k_pool<double><<<lu_blocks(n), LU_THREADS, 0, k.s>>>(g, is_max, (const double *)xp,
           grad ? NULL : (double *)lu_data(out), (const double *)dyp, grad ? (double *)lu_data(out) : NULL);
   }
   lu_cuda_scratch_free(xb);
@@ -179,7 +121,11 @@ static luon_status pool3(lu_call *c, bool is_max, bool grad) {
   return lu_cuda_end(&k, s);
 }
 
-luon_status lu_cuda_max_pool3d(lu_call *c) { return pool3(c, true, false); }
-luon_status lu_cuda_avg_pool3d(lu_call *c) { return pool3(c, false, false); }
-luon_status lu_cuda_max_pool3d_grad(lu_call *c) { return pool3(c, true, true); }
-luon_status lu_cuda_avg_pool3d_grad(lu_call *c) { return pool3(c, false, true); }
+luon_status lu_cuda_max_pool2d(lu_call *c) { return pool(c, true, false, false); }
+luon_status lu_cuda_avg_pool2d(lu_call *c) { return pool(c, false, false, false); }
+luon_status lu_cuda_max_pool2d_grad(lu_call *c) { return pool(c, true, true, false); }
+luon_status lu_cuda_avg_pool2d_grad(lu_call *c) { return pool(c, false, true, false); }
+luon_status lu_cuda_max_pool3d(lu_call *c) { return pool(c, true, false, true); }
+luon_status lu_cuda_avg_pool3d(lu_call *c) { return pool(c, false, false, true); }
+luon_status lu_cuda_max_pool3d_grad(lu_call *c) { return pool(c, true, true, true); }
+luon_status lu_cuda_avg_pool3d_grad(lu_call *c) { return pool(c, false, true, true); }

@@ -66,7 +66,8 @@ function methods.copy(x)
   return core.call(core.op_ids.copy, {x})
 end
 
--- copyto(device): a new array there. copyto(array): copy into it, return it.
+-- copyto(device): a new array there (differentiable while recording, as
+-- MXNet's). copyto(array): copy into it, return it.
 function methods.copyto(x, other)
   info_of(x) -- x is an array
   if is_array(other) then
@@ -76,14 +77,9 @@ function methods.copyto(x, other)
   end
   if core.is_device(other) then
     local dev = core.resolve_device(other, "copyto")
-    local info = info_of(x)
-    local sh = ffi.new("int64_t[8]")
-    for k = 0, info.ndim - 1 do sh[k] = info.shape[k] end
-    local out = ffi.new("luon_tensor*[1]")
-    core.check(C.luon_tensor_empty(info.dtype, info.ndim, sh, dev.type_id, dev.device_id, out))
-    local r = core.wrap(out[0])
-    core.check(C.luon_tensor_copy(r.t, x.t))
-    return r
+    local a = core.attrs()
+    a.dev_type, a.dev_id = dev.type_id, dev.device_id
+    return core.call(core.op_ids.copyto, {x}, a) -- recorded, as MXNet's _copyto
   end
   core.error(("copyto: expected a Device or an ndarray, got %s"):format(type(other)))
 end

@@ -1017,6 +1017,32 @@ function np.linalg.norm(x, ...)
   local r, c = axis[1] < 0 and axis[1] + x.ndim or axis[1], axis[2] < 0 and axis[2] + x.ndim or axis[2]
   return matrix_norm(x, ord, r, c, keep)
 end
+-- svd(a) -> ut, s, v: MXNet's np.linalg.svd. a (..., M, N), float32 or
+-- float64, M <= N (MXNet's rule); a = ut diag(s) v with ut (..., M, M)
+-- orthogonal, s (..., M) descending, v (..., M, N) with orthonormal rows.
+-- The op svd takes rows >= columns: a^T = U diag(S) V^T, so ut = V and
+-- v = U^T. Each singular pair's sign is the one-sided Jacobi's, which may be
+-- the opposite of LAPACK's (MXNet's). The op has no gradient: a backward
+-- through it is an error naming svd.
+function np.linalg.svd(a)
+  check_array(a, "linalg.svd", 1)
+  local s = a.shape
+  if #s < 2 then
+    core.error(("linalg.svd: expected an array of at least 2 dimensions (..., M, N), got shape %s")
+               :format(core.shape_text(s)))
+  end
+  if a.dtype ~= "float32" and a.dtype ~= "float64" then
+    core.error(("linalg.svd: takes float32 or float64 arrays, got %s"):format(a.dtype))
+  end
+  local m, n = s[#s - 1], s[#s]
+  if m > n then
+    core.error(("linalg.svd: expected M <= N (rows at most columns, as MXNet), got shape %s; take the svd of "
+                .. "np.swapaxes(a, -1, -2) and swap the roles of ut and v"):format(core.shape_text(s)))
+  end
+  local usv = call(op.svd, {np.swapaxes(a, -1, -2)}, nil, nil, 3)
+  return usv[3], usv[2], np.swapaxes(usv[1], -1, -2)
+end
+
 core.strict_module(np.linalg, "np.linalg")
 
 ---------------------------------------------------------------------------
@@ -1589,6 +1615,37 @@ local function pad_widths(pw, nd, fname)
   return flat
 end
 
+-- The modes 'maximum' and 'minimum' are reductions and concatenations, no
+-- kernel of their own: along each axis in turn (NumPy's order), that axis'
+-- max (min) over the unpadded span, of x already padded along the earlier
+-- axes (which sets the corners). Their gradient goes to the extreme
+-- elements (MXNet 1.9.1 has none for these modes).
+local pad_stats = {maximum = "max", minimum = "min"}
+local function pad_stat(x, widths, mode)
+  local padded = false
+  for d = 1, x.ndim do
+    local b, e = widths[2 * d - 1], widths[2 * d]
+    if b > 0 or e > 0 then
+      local s = {unpack(x.shape)}
+      if s[d] == 0 then
+        core.error(("pad: mode '%s' cannot pad axis %d of length 0 (shape %s)"):format(mode, d - 1, core.shape_text(s)))
+      end
+      local m = np[pad_stats[mode]](x, d - 1, {keepdims = true})
+      local parts = {}
+      local function side(w)
+        s[d] = w
+        parts[#parts + 1] = np.broadcast_to(m, s)
+      end
+      if b > 0 then side(b) end
+      parts[#parts + 1] = x
+      if e > 0 then side(e) end
+      x = np.concatenate(parts, d - 1)
+      padded = true
+    end
+  end
+  return padded and x or x:copy()
+end
+
 function np.pad(x, pad_width, mode, kw)
   check_array(x, "pad", 1)
   if type(mode) == "table" then kw, mode = mode, nil end
@@ -1598,10 +1655,9 @@ function np.pad(x, pad_width, mode, kw)
   end
   mode = mode or kw.mode or "constant"
   local id = pad_modes[mode]
-  if not id then
-    core.error(("pad: mode %s is not supported (luon has 'constant', 'edge', 'reflect', 'symmetric'%s)")
-               :format(core.show_value(mode), (mode == "maximum" or mode == "minimum") and "; MXNet's "
-               .. mode .. " is not implemented" or ""))
+  if not id and not pad_stats[mode] then
+    core.error(("pad: mode %s is not supported (luon has 'constant', 'edge', 'reflect', 'symmetric', "
+                .. "'maximum', 'minimum')"):format(core.show_value(mode)))
   end
   if kw.constant_values ~= nil and mode ~= "constant" then
     core.error(("pad: constant_values is an option of mode 'constant', not %s"):format(core.show_value(mode)))
@@ -1611,6 +1667,7 @@ function np.pad(x, pad_width, mode, kw)
                :format(core.show_value(kw.reflect_type)))
   end
   local widths = pad_widths(pad_width, x.ndim, "pad")
+  if pad_stats[mode] then return pad_stat(x, widths, mode) end
   local a = attrs()
   a.i[S.PAD_MODE] = id
   core.set_ints(a, widths, S.PAD_WIDTHS, "pad")

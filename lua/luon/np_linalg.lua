@@ -1,6 +1,6 @@
 -- luon.np_linalg: np's products built on matmul (core/ops/matmul.c), so
 -- that their gradients come from the ops they are made of: dot, vdot,
--- inner, outer, tensordot, einsum (one or two operands), and npx.batch_dot.
+-- inner, outer, tensordot, einsum, and npx.batch_dot.
 -- np.lua installs the np functions; npx.lua takes batch_dot. No kernels.
 local core = require("luon.core")
 
@@ -268,17 +268,70 @@ local function arrange(x, labels, order)
   return np.transpose(x, p)
 end
 
+-- a (labels la) and b (lb) -> their product with the labels out: batch (in
+-- both and out), contracted (in both only), free (in one): (batch.., Ma, K)
+-- @ (batch.., K, Nb). Labels of one side only that out lacks are summed first.
+local function contract(a, la, b, lb, out)
+  local in_out = {}
+  for _, l in ipairs(out) do in_out[l] = true end
+  local on_a, on_b = {}, {}
+  for _, l in ipairs(la) do on_a[l] = true end
+  for _, l in ipairs(lb) do on_b[l] = true end
+  a, la = sum_out(a, la, function(l) return in_out[l] or on_b[l] end)
+  b, lb = sum_out(b, lb, function(l) return in_out[l] or on_a[l] end)
+  local in_a, in_b = {}, {}
+  for d, l in ipairs(la) do in_a[l] = d end
+  for d, l in ipairs(lb) do in_b[l] = d end
+  -- a label summed over but of size 1 on one side: sum the other side first
+  for l, d in pairs(in_a) do
+    local e = in_b[l]
+    if e and not in_out[l] and a.shape[d] ~= b.shape[e] then
+      if a.shape[d] == 1 then b = np.sum(b, e - 1, {keepdims = true}) else a = np.sum(a, d - 1, {keepdims = true}) end
+    end
+  end
+  local batch, con, fa, fb = {}, {}, {}, {}
+  for _, l in ipairs(out) do
+    if in_a[l] and in_b[l] then batch[#batch + 1] = l
+    elseif in_a[l] then fa[#fa + 1] = l
+    else fb[#fb + 1] = l end
+  end
+  for _, l in ipairs(la) do if in_b[l] and not in_out[l] then con[#con + 1] = l end end
+  local function join(...)
+    local r = {}
+    for _, t in ipairs({...}) do for _, l in ipairs(t) do r[#r + 1] = l end end
+    return r
+  end
+  a = arrange(a, la, join(batch, fa, con))
+  b = arrange(b, lb, join(batch, con, fb))
+  local sa, sb, M_, N_, K_ = {}, {}, 1, 1, 1
+  local rshape = {}
+  for k, l in ipairs(batch) do
+    sa[k], sb[k] = a.shape[k], b.shape[k]
+    rshape[k] = math.max(sa[k], sb[k])
+  end
+  for k = 1, #fa do M_ = M_ * a.shape[#batch + k]; rshape[#rshape + 1] = a.shape[#batch + k] end
+  for k = 1, #fb do
+    local n = b.shape[#batch + #con + k]
+    N_ = N_ * n
+    rshape[#rshape + 1] = n
+  end
+  for k = 1, #con do K_ = K_ * a.shape[#batch + #fa + k] end
+  sa[#batch + 1], sa[#batch + 2] = M_, K_
+  sb[#batch + 1], sb[#batch + 2] = K_, N_
+  local r = np.matmul(np.reshape(a, sa), np.reshape(b, sb))
+  r = np.reshape(r, rshape)
+  return arrange(r, join(batch, fa, fb), out)
+end
+
 function M.install_einsum()
-  -- einsum(subscripts, a[, b]): implicit output (the labels seen once, in
+  -- einsum(subscripts, a, b, ...): implicit output (the labels seen once, in
   -- alphabetical order, after the ellipsis axes) or explicit after '->'
   function np.einsum(subscripts, ...)
     local ops = {...}
     if type(subscripts) ~= "string" then
       core.error(("einsum: the subscripts must be a string such as 'ij,jk->ik', got %s"):format(core.show_value(subscripts)))
     end
-    if #ops == 0 or #ops > 2 then
-      core.error(("einsum: takes one or two operands in luon, got %d"):format(#ops))
-    end
+    if #ops == 0 then core.error("einsum: expected one or more operands after the subscripts") end
     for k = 1, #ops do check_array(ops[k], "einsum", k + 1) end
     local lhs, rhs = subscripts, nil
     local arrow = subscripts:find("->", 1, true)
@@ -352,51 +405,22 @@ function M.install_einsum()
     end
     if #ops == 1 then return arrange(xs[1], labels[1], out) end
 
-    -- two operands: batch (in both and the output), contracted (in both
-    -- only), free (in one): (batch.., Ma, K) @ (batch.., K, Nb)
-    local a, b, la, lb = xs[1], xs[2], labels[1], labels[2]
-    local in_a, in_b = {}, {}
-    for d, l in ipairs(la) do in_a[l] = d end
-    for d, l in ipairs(lb) do in_b[l] = d end
-    -- a label summed over but of size 1 on one side: sum the other side first
-    for l, d in pairs(in_a) do
-      local e = in_b[l]
-      if e and not in_out[l] and a.shape[d] ~= b.shape[e] then
-        if a.shape[d] == 1 then b = np.sum(b, e - 1, {keepdims = true}) else a = np.sum(a, d - 1, {keepdims = true}) end
+    -- three or more: left to right, each pair's result keeping the labels
+    -- the output or a later operand needs
+    local a, la = xs[1], labels[1]
+    for k = 2, #ops - 1 do
+      local need = {}
+      for l in pairs(in_out) do need[l] = true end
+      for j = k + 1, #ops do for _, l in ipairs(labels[j]) do need[l] = true end end
+      local keep, seen = {}, {}
+      for _, t in ipairs({la, labels[k]}) do
+        for _, l in ipairs(t) do
+          if need[l] and not seen[l] then keep[#keep + 1], seen[l] = l, true end
+        end
       end
+      a, la = contract(a, la, xs[k], labels[k], keep), keep
     end
-    local batch, con, fa, fb = {}, {}, {}, {}
-    for _, l in ipairs(out) do
-      if in_a[l] and in_b[l] then batch[#batch + 1] = l
-      elseif in_a[l] then fa[#fa + 1] = l
-      else fb[#fb + 1] = l end
-    end
-    for _, l in ipairs(la) do if in_b[l] and not in_out[l] then con[#con + 1] = l end end
-    local function join(...)
-      local r = {}
-      for _, t in ipairs({...}) do for _, l in ipairs(t) do r[#r + 1] = l end end
-      return r
-    end
-    a = arrange(a, la, join(batch, fa, con))
-    b = arrange(b, lb, join(batch, con, fb))
-    local sa, sb, M_, N_, K_ = {}, {}, 1, 1, 1
-    local rshape = {}
-    for k, l in ipairs(batch) do
-      sa[k], sb[k] = a.shape[k], b.shape[k]
-      rshape[k] = math.max(sa[k], sb[k])
-    end
-    for k = 1, #fa do M_ = M_ * a.shape[#batch + k]; rshape[#rshape + 1] = a.shape[#batch + k] end
-    for k = 1, #fb do
-      local n = b.shape[#batch + #con + k]
-      N_ = N_ * n
-      rshape[#rshape + 1] = n
-    end
-    for k = 1, #con do K_ = K_ * a.shape[#batch + #fa + k] end
-    sa[#batch + 1], sa[#batch + 2] = M_, K_
-    sb[#batch + 1], sb[#batch + 2] = K_, N_
-    local r = np.matmul(np.reshape(a, sa), np.reshape(b, sb))
-    r = np.reshape(r, rshape)
-    return arrange(r, join(batch, fa, fb), out)
+    return contract(a, la, xs[#ops], labels[#ops], out)
   end
 end
 

@@ -1,6 +1,6 @@
 """Generates tests/data/layout_golden.txt with MXNet 1.9.1 (python 3.8:
 /work/venv-mx/bin/python tests/data/gen_layout_golden.py): the values of
-np.tile, repeat, flip, flipud, fliplr, roll, pad, diag, tril, meshgrid,
+np.tile, repeat, flip, flipud, fliplr, roll, pad (all its modes), diag, tril, meshgrid,
 npx.reshape, npx.one_hot, npx.sequence_mask and gluon.nn.ReflectionPad2D
 on small inputs (a negative sequence length corrupts MXNet's heap, so that
 case is checked by hand in the spec). tests/lua/layout_spec.lua makes the same calls by case
@@ -66,6 +66,10 @@ CASES = [
     ('pad reflect 3-d', lambda: np.pad(x(2, 3, 4), ((1, 1), (0, 1), (2, 0)), mode='reflect')),
     ('pad reflect size 1', lambda: np.pad(x(1, 1), ((2, 1), (1, 2)), mode='reflect')),
     ('pad constant int32', lambda: np.pad(xi(2, 3), ((1, 1), (1, 1)))),
+    ('pad maximum', lambda: np.pad(np.array([[1., 5., 2.], [7., 0., 3.]]), ((1, 2), (2, 1)), mode='maximum')),
+    ('pad minimum 3-d', lambda: np.pad(np.array([[[4., 1., 9.], [2., 8., 3.]], [[6., 0., 5.], [7., 2., 1.]]]),
+                                       ((1, 0), (0, 2), (1, 1)), mode='minimum')),
+    ('pad maximum int32', lambda: np.pad(np.array([[3, 1], [0, 2]], dtype='int32'), ((1, 1), (1, 1)), mode='maximum')),
     ('diag 1-d', lambda: np.diag(np.array([1., 2., 3.]))),
     ('diag 1-d k 1', lambda: np.diag(np.array([1., 2.]), 1)),
     ('diag 1-d k -2', lambda: np.diag(np.array([1., 2.]), -2)),

@@ -2,7 +2,7 @@
 /work/venv-mx/bin/python tests/data/gen_sort_golden.py): the results of the
 sorting, searching and product functions (np.sort, np.argsort, npx.topk,
 np.unique, np.searchsorted, npx.batch_dot, np.dot, np.tensordot, np.outer,
-np.inner, np.vdot, np.einsum) on small inputs, and the gradients of the
+np.inner, np.vdot, np.einsum of one to four operands) on small inputs, and the gradients of the
 differentiable ones. tests/lua/sort_golden_spec.lua makes the same calls
 in luon (by case name) and compares; the suite never needs MXNet.
 
@@ -96,6 +96,16 @@ case("einsum_ellipsis", [wave((5, 2, 3)), wave((5, 3, 4), 1)], lambda a, b: [np.
 case("einsum_bilinear", [wave((2, 3)), wave((3, 3), 1)], lambda a, b: [np.einsum("ij,jj->i", a, b)])
 case("einsum_grad", [wave((2, 3, 4), 0, "float64"), wave((4, 3), 1, "float64")],
      lambda a, b: [np.einsum("ijk,kj->ik", a, b)], grad=True)
+case("einsum_chain3", [wave((2, 3)), wave((3, 4), 1), wave((4, 5), 2)],
+     lambda a, b, c: [np.einsum("ij,jk,kl->il", a, b, c)])
+case("einsum_implicit3", [wave((2, 3)), wave((3, 4), 1), wave((2, 4), 2)],
+     lambda a, b, c: [np.einsum("ij,jk,ik", a, b, c)])
+case("einsum_ellipsis3", [wave((2, 1, 2, 3)), wave((3, 3, 4), 1), wave((4,), 2)],
+     lambda a, b, c: [np.einsum("...ij,...jk,k->...i", a, b, c)])
+case("einsum_four", [wave((2, 3)), wave((3,), 1), wave((3, 2), 2), wave((2, 2), 3)],
+     lambda a, b, c, d: [np.einsum("ij,j,jk,ki->", a, b, c, d)])
+case("einsum3_grad", [wave((2, 3), 0, "float64"), wave((3, 3, 2), 1, "float64"), wave((2, 2), 2, "float64")],
+     lambda a, b, c: [np.einsum("ij,jjk,ik->ki", a, b, c)], grad=True)
 
 
 def fmt(x):

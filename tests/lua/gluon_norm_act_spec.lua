@@ -254,13 +254,146 @@ describe("SyncBatchNorm", function()
     H.assert_close(ya, yb:totable(), 1e-6)
     H.assert_close(a.running_mean:data(), b.running_mean:data():totable(), 1e-6)
   end)
-  it("refuses per-device statistics across several devices", function()
+end)
+
+describe("SyncBatchNorm across devices", function()
+  -- x (N, 3, 5) -> Dense over the last axis -> SyncBatchNorm on each
+  -- replica, against the same layers on cpu(0) with nn.BatchNorm over the
+  -- whole batch. The loss sum(y * R) with a random R makes every gradient
+  -- depend on the global statistics.
+  local function nets(devs)
+    local sync = nn.HybridSequential()
+    sync:add(nn.Dense(5, {in_units = 5, flatten = false}),
+             nn.SyncBatchNorm{in_channels = 3, num_devices = #devs, momentum = 0.8})
+    sync:initialize{device = devs}
+    local ref = nn.HybridSequential()
+    ref:add(nn.Dense(5, {in_units = 5, flatten = false}), nn.BatchNorm{in_channels = 3, momentum = 0.8})
+    ref:initialize{device = npx.cpu(0)}
+    sync:cast("float64")
+    ref:cast("float64")
+    np.random.seed(3)
+    for _, pair in ipairs({{sync[0].weight, ref[0].weight}, {sync[0].bias, ref[0].bias},
+                           {sync[1].gamma, ref[1].gamma}, {sync[1].beta, ref[1].beta}}) do
+      local v = np.random.uniform(0.5, 1.5, pair[2].shape)
+      pair[1]:set_data(v)
+      pair[2]:set_data(v)
+    end
+    return sync, ref
+  end
+  local function gather(list)
+    local parts = {}
+    for k, a in ipairs(list) do parts[k] = a:as_in_context(npx.cpu(0)) end
+    return np.concatenate(parts, 0)
+  end
+  local function grad_sum(p)
+    local total
+    for _, g in ipairs(p:list_grad()) do
+      g = g:as_in_context(npx.cpu(0))
+      total = total and total + g or g
+    end
+    return total
+  end
+
+  for _, ndev in ipairs({2, 3}) do
+    it(("on %d devices equals BatchNorm over the whole batch: outputs, gradients, running statistics, " ..
+        "then predict mode"):format(ndev), function()
+      local devs = {}
+      for i = 0, ndev - 1 do devs[i + 1] = npx.cpu(i) end
+      local sync, ref = nets(devs)
+      np.random.seed(11)
+      local x = np.random.normal(2, 3, {2 * ndev + 1, 3, 5}, {dtype = "float64"}) -- uneven parts
+      local R = np.random.normal(0, 1, {2 * ndev + 1, 3, 5}, {dtype = "float64"})
+      local xs = gluon.utils.split_and_load(x, devs, {even_split = false})
+      local Rs = gluon.utils.split_and_load(R, devs, {even_split = false})
+      for _, xk in ipairs(xs) do xk:attach_grad() end
+      local outs, losses = autograd.record(function()
+        return gluon.utils.parallel_forward(function(xk, rk)
+          local y = sync(xk)
+          return y, (y * rk):sum()
+        end, xs, Rs)
+      end)
+      autograd.backward(losses)
+      x:attach_grad()
+      local y, loss = autograd.record(function()
+        local out = ref(x)
+        return out, (out * R):sum()
+      end)
+      autograd.backward({loss})
+      H.assert_close(gather(outs), y:totable(), 1e-10)
+      local xgrads = {}
+      for k, xk in ipairs(xs) do xgrads[k] = xk.grad end
+      H.assert_close(gather(xgrads), x.grad:totable(), 1e-10)
+      for _, pair in ipairs({{sync[0].weight, ref[0].weight}, {sync[0].bias, ref[0].bias},
+                             {sync[1].gamma, ref[1].gamma}, {sync[1].beta, ref[1].beta}}) do
+        H.assert_close(grad_sum(pair[1]), pair[2]:grad():totable(), 1e-10)
+      end
+      for _, dev in ipairs(devs) do
+        H.assert_close(sync[1].running_mean:data(dev), ref[1].running_mean:data():totable(), 1e-10)
+        H.assert_close(sync[1].running_var:data(dev), ref[1].running_var:data():totable(), 1e-10)
+      end
+      -- predict mode: the running statistics, each replica alone
+      local pred = gluon.utils.parallel_forward(sync, xs)
+      H.assert_close(gather(pred), ref(x):totable(), 1e-10)
+      for k, xk in ipairs(xs) do H.assert_close(sync(xk), ref(xk:as_in_context(npx.cpu(0))):totable(), 1e-10) end
+    end)
+  end
+
+  it("keeps fix_gamma (scale = false), center = false and float32", function()
+    local devs = {npx.cpu(0), npx.cpu(1)}
+    local sync = nn.SyncBatchNorm{scale = false, center = false, in_channels = 2}
+    sync:initialize{device = devs}
+    local ref = nn.BatchNorm{scale = false, center = false, in_channels = 2}
+    ref:initialize()
+    local x = np.random.normal(0, 1, {4, 2, 3})
+    local xs = gluon.utils.split_and_load(x, devs)
+    local outs = autograd.record(function() return gluon.utils.parallel_forward(sync, xs) end)
+    assert.are.equal("float32", outs[1].dtype)
+    H.assert_close(gather(outs), autograd.record(function() return ref(x) end):totable(), 1e-5)
+  end)
+
+  it("gives the gradient of copyto across devices back on the source device", function()
+    local x = np.array({1, 2, 3})
+    x:attach_grad()
+    local y = autograd.record(function() return (x:as_in_context(npx.cpu(1)) * np.array({1, 2, 3}, {device = npx.cpu(1)})):sum() end)
+    y:backward()
+    assert.are.equal(npx.cpu(0), x.grad.device)
+    H.assert_close(x.grad, {1, 2, 3})
+  end)
+
+  it("names parallel_forward when the replicas' forwards run one after another", function()
     local s = nn.SyncBatchNorm()
     s:initialize{device = {npx.cpu(0), npx.cpu(1)}}
     local x = input({2, 3})
     s(x) -- inference: the running statistics, nothing to synchronise
     H.assert_error(function() autograd.record(function() return s(x) end) end,
-                   {"SyncBatchNorm", "2 devices", "not available"})
+                   {"SyncBatchNorm", "2 devices", "gluon.utils.parallel_forward", "autograd.backward"})
+  end)
+
+  it("refuses replicas that do not meet, a wrong num_devices and bad arguments, and stays usable", function()
+    local devs = {npx.cpu(0), npx.cpu(1)}
+    local s = nn.SyncBatchNorm{num_devices = 2}
+    s:initialize{device = devs}
+    local xs = gluon.utils.split_and_load(input({4, 3}), devs)
+    H.assert_error(function()
+      autograd.record(function()
+        return gluon.utils.parallel_forward(function(x) if x.device == npx.cpu(0) then return s(x) end return x end, xs)
+      end)
+    end, {"parallel_forward", "replica 2 finished", "SyncBatchNorm"})
+    assert.is_false(autograd.is_recording())
+    local three = gluon.utils.split_and_load(input({6, 3}), {npx.cpu(0), npx.cpu(1), npx.cpu(2)})
+    H.assert_error(function() autograd.record(function() return gluon.utils.parallel_forward(s, three) end) end,
+                   {"SyncBatchNorm", "num_devices is 2", "3 replicas"})
+    H.assert_error(function() gluon.utils.parallel_forward(42, xs) end, {"parallel_forward", "Block or a function", "42"})
+    H.assert_error(function() gluon.utils.parallel_forward(s) end, {"parallel_forward", "lists"})
+    H.assert_error(function() gluon.utils.parallel_forward(s, {}) end, {"parallel_forward", "list 1", "non-empty"})
+    H.assert_error(function() gluon.utils.parallel_forward(s, xs, {xs[1]}) end,
+                   {"parallel_forward", "list 2 has 1 entries", "list 1 has 2"})
+    H.assert_error(function() autograd.record(function()
+      return gluon.utils.parallel_forward(function(x) return s(x:reshape(-1)) end, xs) end) end,
+                   {"SyncBatchNorm", "channel axis"})
+    local outs = autograd.record(function() return gluon.utils.parallel_forward(s, xs) end)
+    assert.are.equal(2, #outs)
+    assert.is_false(autograd.is_recording())
   end)
 end)
 

@@ -230,6 +230,10 @@ cases.copy = {
   {"astype float64 of a transpose", inputs = function() return {randn({2, 3})} end,
    f = function(x) return T(x):astype("float64") end},
 }
+cases.copyto = {
+  {"to cpu(1) and back, of a transpose", inputs = function() return {randn({2, 3})} end,
+   f = function(x) return (T(x):as_in_context(npx.cpu(1)) * 2):as_in_context(x.device) end},
+}
 
 local function reduce_cases(name, mk)
   mk = mk or randn
@@ -246,6 +250,11 @@ reduce_cases("sum")
 reduce_cases("mean")
 reduce_cases("max")
 reduce_cases("min")
+-- np.pad's 'maximum' and 'minimum' are max / min, broadcast and concatenate
+table.insert(cases.max, {"np.pad maximum, the corners from the padded rows",
+  inputs = function() return {randn({2, 3})} end, f = function(x) return np.pad(x, {{1, 2}, {2, 1}}, "maximum") end})
+table.insert(cases.min, {"np.pad minimum of a transpose, one axis unpadded",
+  inputs = function() return {randn({3, 2})} end, f = function(x) return np.pad(T(x), {{0, 0}, {1, 2}}, "minimum") end})
 reduce_cases("prod", function(s) return rand(s, 0.5, 1.5) end)
 table.insert(cases.prod, {"rows with no, one and two zeros",
   inputs = function() return {A({{1.5, 2, 0.5}, {0, 2, 3}, {0, 1.5, 0}})} end,
@@ -296,6 +305,9 @@ cases.matmul = {
    f = function(a, b) return np.einsum("...ij,...jk->...ik", a, b) end},
   {"np.einsum of one operand: a trace per row", inputs = function() return {randn({2, 3, 3})} end,
    f = function(a) return np.einsum("ijj->i", a) end},
+  {"np.einsum of three operands with an ellipsis, a diagonal and a label of the first and last",
+   inputs = function() return {randn({2, 2, 3}), randn({3, 3, 4}), randn({4, 2})} end,
+   f = function(a, b, c) return np.einsum("...ij,jjk,ki->...i", a, b, c) end},
 }
 
 cases.reshape = {

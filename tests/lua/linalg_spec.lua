@@ -1,5 +1,6 @@
 -- linalg_spec: np.dot, np.vdot, np.inner, np.outer, np.tensordot,
--- np.einsum and npx.batch_dot (compositions of matmul in np_linalg.lua):
+-- np.einsum and npx.batch_dot (compositions of matmul in np_linalg.lua),
+-- np.linalg.svd:
 -- shapes, dtypes, the forms of their arguments, and the errors of bad
 -- ones. MXNet's own values and gradients are in sort_golden_spec.lua.
 package.path = (debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "") .. "?.lua;" .. package.path
@@ -103,7 +104,9 @@ for _, dev in ipairs(H.devices()) do
       H.assert_error(function() np.einsum("ij->ii", a) end, {"einsum", "'i' appears twice"})
       H.assert_error(function() np.einsum("ijk", a) end, {"einsum", "operand 1 has 2 dimensions", "'ijk'"})
       H.assert_error(function() np.einsum("i,j", a) end, {"einsum", "2 operand terms but 1 operands"})
-      H.assert_error(function() np.einsum("i,j,k", a, a, a) end, {"einsum", "one or two operands"})
+      H.assert_error(function() np.einsum("i,j,k", a, a) end, {"einsum", "3 operand terms but 2 operands"})
+      H.assert_error(function() np.einsum("ij") end, {"einsum", "one or more operands"})
+      H.assert_error(function() np.einsum("ij,jk,kl", a, a, a) end, {"einsum", "label 'j' has size 3", "2 in operand 2"})
       H.assert_error(function() np.einsum("...i...", a) end, {"einsum", "second ellipsis at position 4"})
       H.assert_error(function() np.einsum("ii", R({2, 3})) end, {"einsum", "label 'i' has size 2", "3 in operand 1"})
       H.assert_error(function() np.einsum("...ij,...jk->...ik", R({2, 1, 3}), R({3, 3, 2})) end,
@@ -111,6 +114,39 @@ for _, dev in ipairs(H.devices()) do
       H.assert_error(function() np.einsum("...i->i", a) end, {"einsum", "output", "no '...'"})
       H.assert_error(function() np.einsum(3, a) end, {"einsum", "subscripts must be a string"})
       H.check(np.einsum("ij->ji", a), a:transpose():totable()) -- still usable
+    end)
+    it("linalg.svd: MXNet's ut, s, v (a = ut diag(s) v), M <= N, batches, no gradient", function()
+      local a = A({{1, 2, 3}, {4, 5, 6}}, "float64")
+      local ut, s, v = np.linalg.svd(a)
+      H.assert_shape(ut, {2, 2})
+      H.assert_shape(v, {2, 3})
+      -- MXNet 1.9.1's values; the signs of a pair (ut's column, v's row) are the solver's
+      H.check(s, {9.508032000695724, 0.7728696356734842}, {tol = 1e-12})
+      H.check(np.abs(ut), {{0.3863177031, 0.9223657801}, {0.9223657801, 0.3863177031}}, {tol = 1e-9})
+      H.check(np.matmul(ut * s:reshape({1, 2}), v), a:totable(), {tol = 1e-12})
+      H.check(np.matmul(v, v:transpose()), {{1, 0}, {0, 1}}, {tol = 1e-12})
+      local b = np.sin(R({2, 2, 3}))
+      local but, bs, bv = np.linalg.svd(b)
+      H.assert_shape(but, {2, 2, 2})
+      H.assert_shape(bs, {2, 2})
+      H.assert_shape(bv, {2, 2, 3})
+      H.check(np.matmul(but * bs:reshape({2, 1, 2}), bv), b:totable(), {tol = 1e-5})
+      local eut, es, ev = np.linalg.svd(np.zeros({0, 3}, {device = dev}))
+      H.assert_shape(eut, {0, 0})
+      H.assert_shape(es, {0})
+      H.assert_shape(ev, {0, 3})
+      H.assert_error(function() np.linalg.svd(R({3, 2})) end, {"linalg.svd", "M <= N", "(3,2)"})
+      H.assert_error(function() np.linalg.svd(R({3})) end, {"linalg.svd", "2 dimensions", "(3,)"})
+      H.assert_error(function() np.linalg.svd(A({{1, 2}}, "int32")) end, {"linalg.svd", "int32"})
+      H.assert_error(function() np.linalg.svd("a") end, {"linalg.svd"})
+      local x = A({{1, 2, 3}, {4, 5, 6}})
+      x:attach_grad()
+      local l = H.luon.autograd.record(function()
+        local _, xs = np.linalg.svd(x)
+        return xs:sum()
+      end)
+      H.assert_error(function() l:backward() end, {"svd", "no gradient"})
+      H.check(np.linalg.svd(x), nil, {shape = {2, 2}}) -- still usable
     end)
   end)
 end

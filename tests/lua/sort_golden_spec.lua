@@ -59,6 +59,11 @@ local calls = {
   einsum_ellipsis = function(a, b) return {np.einsum("...ij,...jk->...ik", a, b)} end,
   einsum_bilinear = function(a, b) return {np.einsum("ij,jj->i", a, b)} end,
   einsum_grad = function(a, b) return {np.einsum("ijk,kj->ik", a, b)} end,
+  einsum_chain3 = function(a, b, c) return {np.einsum("ij,jk,kl->il", a, b, c)} end,
+  einsum_implicit3 = function(a, b, c) return {np.einsum("ij,jk,ik", a, b, c)} end,
+  einsum_ellipsis3 = function(a, b, c) return {np.einsum("...ij,...jk,k->...i", a, b, c)} end,
+  einsum_four = function(a, b, c, d) return {np.einsum("ij,j,jk,ki->", a, b, c, d)} end,
+  einsum3_grad = function(a, b, c) return {np.einsum("ij,jjk,ik->ki", a, b, c)} end,
 }
 
 -- "2x3 float32 v1 v2 ..." -> shape, dtype, values

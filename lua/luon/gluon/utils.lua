@@ -1,5 +1,6 @@
 -- luon.gluon.utils: splitting a batch across devices (split_data,
--- split_and_load) and clip_global_norm, with MXNet's semantics: one device
+-- split_and_load), running the replicas' forwards together
+-- (parallel_forward) and clip_global_norm, with MXNet's semantics: one device
 -- never splits; several split along the batch axis with divmod sizes.
 local core = require("luon.core")
 local np = require("luon.np")
@@ -61,6 +62,49 @@ function utils.split_and_load(data, devices, opts)
   local parts = utils.split_data(data, #devices, opts.batch_axis or 0, opts.even_split)
   for k = 1, #parts do parts[k] = parts[k]:as_in_context(devices[k]) end
   return parts
+end
+
+-- parallel_forward(net, list1, list2, ...) -> results1, results2, ...: net
+-- (a Block or a function) called on each replica's arguments, list1[i],
+-- list2[i], ..., as the loop `for i, x in ipairs(list1) do outs[i] = net(x) end`
+-- does, but with the replicas' forwards run together, so that layers which
+-- need the whole batch across the devices (SyncBatchNorm) see it. The k-th
+-- result list holds each replica's k-th result. Call it inside
+-- autograd.record, then autograd.backward(losses) once for all replicas.
+function utils.parallel_forward(net, ...)
+  local mt = (type(net) == "table" or type(net) == "userdata") and getmetatable(net)
+  if type(net) ~= "function" and not (type(mt) == "table" and rawget(mt, "__call")) then
+    core.error(("parallel_forward: net must be a Block or a function, got %s"):format(core.show_value(net)))
+  end
+  local lists = {...}
+  if #lists == 0 or select("#", ...) ~= #lists then
+    core.error("parallel_forward: expected one or more lists of arguments, one entry per device (as split_and_load gives)")
+  end
+  local n
+  for k, l in ipairs(lists) do
+    if type(l) ~= "table" or #l == 0 or core.is_array(l) then
+      core.error(("parallel_forward: argument list %d must be a non-empty list (one entry per device), got %s")
+                 :format(k, core.show_value(l)))
+    end
+    n = n or #l
+    if #l ~= n then
+      core.error(("parallel_forward: argument list %d has %d entries but list 1 has %d"):format(k, #l, n))
+    end
+  end
+  local args = {}
+  for i = 1, n do
+    args[i] = {}
+    for k = 1, #lists do args[i][k] = lists[k][i] end
+  end
+  local results = require("luon.gluon.replicas").run(net, args)
+  local width = 0
+  for i = 1, n do width = math.max(width, results[i].n) end
+  local out = {}
+  for k = 1, math.max(width, 1) do
+    out[k] = {}
+    for i = 1, n do out[k][i] = results[i][k] end
+  end
+  return unpack(out, 1, math.max(width, 1))
 end
 
 -- Rescale arrays in place so their joint L2 norm is at most max_norm;

@@ -7,6 +7,8 @@ local npx = require("luon.npx")
 local block = require("luon.gluon.block")
 local param = require("luon.gluon.parameter")
 local util = require("luon.gluon.nn.util")
+local autograd = require("luon.autograd")
+local replicas = require("luon.gluon.replicas")
 
 local Block, HybridBlock = block.Block, block.HybridBlock
 local Sequential, HybridSequential = block.Sequential, block.HybridSequential
@@ -132,10 +134,12 @@ end
 -- center, scale, use_global_stats, the four initializers}: MXNet 1.x's
 -- gluon.contrib.nn.SyncBatchNorm (also nn.SyncBatchNorm), BatchNorm over
 -- axis 1 whose training statistics are those of the whole batch across the
--- replicas. On one device it is BatchNorm. Across several devices luon
--- does not synchronise yet: a training-mode forward of a layer whose
--- parameters live on more than one device is an error rather than
--- per-device statistics.
+-- replicas, with gradients through them. The replicas' forwards must run
+-- together (gluon.utils.parallel_forward, whose coroutines meet here): the
+-- last replica to arrive forms the global mean and variance from each
+-- device's sums, copied with the recorded copyto, and hands each replica its
+-- output. On one device, in predict mode or with use_global_stats it is
+-- BatchNorm.
 
 local SyncBatchNorm = BatchNorm:extend("SyncBatchNorm")
 nn.SyncBatchNorm = SyncBatchNorm
@@ -151,13 +155,92 @@ function SyncBatchNorm:__init(...)
                           running_variance_initializer = o.running_variance_initializer,
                           in_channels = o.in_channels})
 end
-function SyncBatchNorm:forward(x)
-  local ndev = self._ndev or #self.gamma:list_data()
-  if ndev > 1 and not self._use_global_stats and require("luon.autograd").is_training() then
-    core.error(("SyncBatchNorm: statistics synchronised across %d devices are not available yet; use " ..
-                "nn.BatchNorm (per-device statistics) or train on one device"):format(ndev))
+
+-- The outputs of the replicas' inputs xs (one per device), normalised by the
+-- statistics of all of them: sums per channel on each device, in float64,
+-- added on the first replica's device; the variance from the sums of
+-- squared deviations from the global mean (two passes, as exact as
+-- BatchNorm's). Every copy between devices is copyto, so the gradients flow
+-- back through the global statistics to every replica.
+local function sync_forward(self, xs)
+  local x1 = xs[1]
+  local s1 = x1.shape
+  if #s1 < 2 then
+    core.error(("SyncBatchNorm: expected an input with a channel axis 1, got shape %s"):format(tuple(s1)))
   end
-  return BatchNorm.forward(self, x)
+  local c, axes, bshape = s1[2], {0}, {1, s1[2]}
+  for d = 3, #s1 do
+    axes[#axes + 1] = d - 1
+    bshape[d] = 1
+  end
+  local count = 0
+  for k, x in ipairs(xs) do
+    local s = x.shape
+    if #s ~= #s1 or s[2] ~= c or x.dtype ~= x1.dtype then
+      core.error(("SyncBatchNorm: replica %d's input has shape %s (%s) but replica 1's has %s (%s)")
+                 :format(k, tuple(s), x.dtype, tuple(s1), x1.dtype))
+    end
+    count = count + x.size / c
+  end
+  if count == 0 then core.error("SyncBatchNorm: the replicas' batches are all empty") end
+  local home = x1.device
+  -- sum over the replicas of f(x_k), each a (C,) float64 on its device
+  local function global(f)
+    local total
+    for k, x in ipairs(xs) do
+      local part = np.sum(f(k, x), axes, {dtype = "float64"}):as_in_context(home)
+      total = total and total + part or part
+    end
+    return total / count
+  end
+  local mean = global(function(_, x) return x end)
+  local means = {}
+  for k, x in ipairs(xs) do means[k] = mean:as_in_context(x.device):astype(x.dtype):reshape(bshape) end
+  local var = global(function(k, x) return np.square(x - means[k]) end)
+  local ys = {}
+  for k, x in ipairs(xs) do
+    local dev = x.device
+    local inv = (var:as_in_context(dev) + self._eps) ^ -0.5
+    local y = (x - means[k]) * inv:astype(x.dtype):reshape(bshape)
+    if self._scale then y = y * self.gamma:data(dev):reshape(bshape) end
+    ys[k] = y + self.beta:data(dev):reshape(bshape)
+  end
+  -- the running statistics of each device's replica, as BatchNorm's kernel
+  -- updates them (biased variance)
+  autograd.pause(function()
+    local done, m = {}, self._momentum
+    for _, x in ipairs(xs) do
+      local dev = x.device
+      if not done[dev] then
+        done[dev] = true
+        for p, stat in pairs({[self.running_mean] = mean, [self.running_var] = var}) do
+          local r = p:data(dev)
+          local updated = r * m + stat:as_in_context(dev):astype(r.dtype) * (1 - m)
+          updated:copyto(r)
+        end
+      end
+    end
+  end)
+  return ys
+end
+
+function SyncBatchNorm:forward(x)
+  if self._use_global_stats or not autograd.is_training() then return BatchNorm.forward(self, x) end
+  local n = replicas.count()
+  if not n then
+    local ndev = self._ndev or #self.gamma:list_data()
+    if ndev > 1 then
+      core.error(("SyncBatchNorm: training across %d devices needs the replicas' forwards to run together: " ..
+                  "outs = gluon.utils.parallel_forward(net, data_list) inside autograd.record, then " ..
+                  "autograd.backward(losses) once"):format(ndev))
+    end
+    return BatchNorm.forward(self, x)
+  end
+  if self._ndev and self._ndev ~= n then
+    core.error(("SyncBatchNorm: num_devices is %d but parallel_forward runs %d replicas"):format(self._ndev, n))
+  end
+  if n == 1 then return BatchNorm.forward(self, x) end
+  return replicas.meet(self, x, function(xs) return sync_forward(self, xs) end, "SyncBatchNorm")
 end
 function SyncBatchNorm:__tostring()
   local c = self.gamma.shape[1]
