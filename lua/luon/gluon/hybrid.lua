@@ -2,7 +2,8 @@
 -- call for an input signature (the arrays' dtypes, shapes and devices, the
 -- other arguments' values, autograd's recording and training modes) runs
 -- forward once while the C core captures its ops into a graph
--- (core/graph.c) and returns forward's real results; later calls with that
+-- (core/graph.c) and returns forward's real results (the signature also
+-- counts luon.amp's rule changes); later calls with that
 -- signature replay the graph in one C call, with no Lua per op. Not here:
 -- the Block classes (block.lua), fusion, export.
 local core = require("luon.core")
@@ -153,7 +154,7 @@ end
 function M.call(block, run, ...)
   local fname = block._class.__name
   local arrs = {}
-  local parts = {C.luon_autograd_is_recording(), C.luon_autograd_is_training()}
+  local parts = {C.luon_autograd_is_recording(), C.luon_autograd_is_training(), core.amp_epoch}
   for k = 1, select("#", ...) do describe((select(k, ...)), arrs, parts, fname) end
   local key = concat(parts, "|")
   local cache = block._hybrid_cache
