@@ -35,21 +35,30 @@ local function describe(v, arrs, parts, fname)
     local p = {"a", i.dtype, i.dev_type, i.dev_id}
     for d = 0, i.ndim - 1 do p[#p + 1] = tonumber(i.shape[d]) end
     parts[#parts + 1] = concat(p, ",")
+  elseif core.is_device(v) then
+    parts[#parts + 1] = "dev:" .. tostring(v)
   elseif type(v) == "table" and getmetatable(v) == nil then
-    local n = #v
+    local n, keys = #v, {}
     for k in pairs(v) do
-      if type(k) ~= "number" or k < 1 or k > n or k % 1 ~= 0 then
-        core.error(("%s: a hybridized block takes arrays, lists of arrays and plain values; got a table " ..
-                    "with the key %s"):format(fname, core.show_value(k)))
+      if type(k) == "string" then
+        keys[#keys + 1] = k
+      elseif type(k) ~= "number" or k < 1 or k > n or k % 1 ~= 0 then
+        core.error(("%s: a hybridized block takes arrays, tables of them and plain values; got a " ..
+                    "table with the key %s"):format(fname, core.show_value(k)))
       end
     end
+    table.sort(keys)
     parts[#parts + 1] = "{" .. n
     for k = 1, n do describe(v[k], arrs, parts, fname) end
+    for _, k in ipairs(keys) do
+      parts[#parts + 1] = k .. "="
+      describe(v[k], arrs, parts, fname)
+    end
     parts[#parts + 1] = "}"
   elseif v == nil or type(v) == "number" or type(v) == "string" or type(v) == "boolean" then
     parts[#parts + 1] = type(v) .. ":" .. tostring(v)
   else
-    core.error(("%s: a hybridized block takes arrays, lists of arrays and plain values; got %s"):format(fname, core.show_value(v)))
+    core.error(("%s: a hybridized block takes arrays, tables of them and plain values; got %s"):format(fname, core.show_value(v)))
   end
 end
 
@@ -60,8 +69,11 @@ local function template(v, flat)
     flat[#flat + 1] = v
     return #flat
   elseif type(v) == "table" and getmetatable(v) == nil then
-    local t = {n = #v}
+    local t = {n = #v, keys = {}}
     for k = 1, #v do t[k] = template(v[k], flat) end
+    for k, w in pairs(v) do
+      if type(k) == "string" then t.keys[k] = template(w, flat) end
+    end
     return t
   end
   return {value = v}
@@ -72,6 +84,7 @@ local function rebuild(t, outs)
   if t.n == nil then return t.value end
   local r = {}
   for k = 1, t.n do r[k] = rebuild(t[k], outs) end
+  for k, w in pairs(t.keys) do r[k] = rebuild(w, outs) end
   return r
 end
 
