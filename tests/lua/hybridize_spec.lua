@@ -213,7 +213,7 @@ describe("hybridize", function()
         local net = Custom(function(self, x)
           calls = calls + 1
           return self.d(x) * 2
-        end, {d = nn.Dense(3)})
+        end, {d = nn.Dense(3, {in_units = 4})})
         net:initialize{device = dev}
         net:hybridize()
         local x = xs({2, 4}):copyto(dev)
@@ -240,6 +240,47 @@ describe("hybridize", function()
           assert.are.equal(5, calls)
           assert.are.equal(other, yo.device)
         end
+      end)
+
+      it("a first call that makes deferred parameters runs eagerly; the next one traces", function()
+        local calls = 0
+        local net = Custom(function(self, x)
+          calls = calls + 1
+          return self.d(x)
+        end, {d = nn.Dense(3)})
+        net:initialize{device = dev}
+        net:hybridize()
+        local x = xs({2, 4}):copyto(dev)
+        local y1 = net(x)
+        assert.are.same({}, hybrid.graphs(net))
+        local y2 = net(x)
+        local y3 = net(x)
+        assert.are.equal(2, calls)
+        assert.are.equal(1, #hybrid.graphs(net))
+        H.assert_equal(y2, y1:totable())
+        H.assert_equal(y3, y1:totable())
+      end)
+
+      it("training a hybridized LeafNetwork gives eager's weights and predictions", function()
+        local LeafNetwork = dofile(H.root .. "examples/leafnet.lua")
+        local function train(hybridize)
+          np.random.seed(5)
+          local net = LeafNetwork()
+          net:initialize{device = dev}
+          if hybridize then net:hybridize{static_alloc = true} end
+          local tr = gluon.Trainer(net:collect_params(), "sgd", {learning_rate = 0.01, momentum = 0.9})
+          local L = gluon.loss.SoftmaxCrossEntropyLoss()
+          local x = np.random.uniform(0, 1, {2, 3, 40, 40}):copyto(dev)
+          local y = np.array({0, 1}):copyto(dev)
+          for _ = 1, 3 do
+            autograd.record(function() L(net(x), y):backward() end)
+            tr:step(2)
+          end
+          local w = {net(x):totable()}
+          for _, q in ipairs(net:collect_params():unique()) do w[#w + 1] = q:data(dev):totable() end
+          return w
+        end
+        same(train(true), train(false), tol, "LeafNetwork")
       end)
 
       it("a forward that reads a value is refused, naming what it did, and the runtime stays usable", function()

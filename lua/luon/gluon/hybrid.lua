@@ -177,6 +177,12 @@ function M.call(block, run, ...)
     cache.by_key[key] = nil
     for k, v in ipairs(cache.order) do if v == key then table.remove(cache.order, k) break end end
   end
+  -- A first call that still has to make parameters (deferred shapes) runs
+  -- eagerly: layers may take other paths once ready (Conv2D's fusion with
+  -- the next pooling), and the graph must be what later eager calls run.
+  for _, p in ipairs(block:collect_params():unique()) do
+    if not p._data then return run(block, ...) end
+  end
   local ins = ffi.new("luon_tensor*[?]", #arrs + 1)
   for k = 1, #arrs do ins[k - 1] = arrs[k].t end
   core.check(C.luon_graph_capture_begin(#arrs, ins))
