@@ -143,7 +143,14 @@ int32_t luon_tensor_set_grad_fresh(luon_tensor *t, int32_t fresh) {
 luon_status luon_tensor_detach(luon_tensor *t, luon_tensor **out) {
   if (!t) return lu_error(LUON_EINVAL, "detach: NULL array");
   if (!out) return lu_error(LUON_EINVAL, "detach: out is NULL");
-  return lu_tensor_view(t, t->ndim, t->shape, t->strides, t->offset, out);
+  LU_TRY(lu_tensor_view(t, t->ndim, t->shape, t->strides, t->offset, out));
+  if (!lu_capture_top()) return LUON_OK;
+  luon_status s = lu_graph_record_detach(t, *out);
+  if (s != LUON_OK) {
+    luon_tensor_release(*out);
+    *out = NULL;
+  }
+  return s;
 }
 
 /* ---- backward ------------------------------------------------------------ */

@@ -325,8 +325,8 @@ static luon_status finish(const lu_op_desc *d, lu_call *c, luon_tensor **out, co
   return LUON_OK;
 }
 
-luon_status luon_op_call(int32_t op, int32_t nin, luon_tensor *const *in, const luon_attrs *attrs,
-                         int32_t *nout_p, luon_tensor **out) {
+static luon_status op_call(int32_t op, int32_t nin, luon_tensor *const *in, const luon_attrs *attrs,
+                           int32_t *nout_p, luon_tensor **out) {
   if (op < 0 || op >= LU_OP_COUNT) return lu_error(LUON_EINVAL, "op id %d does not exist", op);
   static const luon_attrs no_attrs;
   const lu_op_desc *d = &lu_ops[op];
@@ -345,4 +345,24 @@ luon_status luon_op_call(int32_t op, int32_t nin, luon_tensor *const *in, const 
   luon_status s = run_op(d, &c, out, wrote_into);
   free(c.scratch);
   return finish(d, &c, out, wrote_into, s, nout_p);
+}
+
+/* The public entry: op_call, counted in lu_op_depth; while this thread
+ * captures a graph (hybridize), a call from outside any op is a node. */
+luon_status luon_op_call(int32_t op, int32_t nin, luon_tensor *const *in, const luon_attrs *attrs,
+                         int32_t *nout_p, luon_tensor **out) {
+  bool capture = lu_capture_top();
+  if (capture && op >= 0 && op < LU_OP_COUNT) LU_TRY(lu_graph_check_call(op, nout_p ? *nout_p : 0, out));
+  lu_op_depth++;
+  luon_status s = op_call(op, nin, in, attrs, nout_p, out);
+  lu_op_depth--;
+  if (s == LUON_OK && capture) {
+    s = lu_graph_record(op, nin, in, attrs, *nout_p, out);
+    if (s != LUON_OK)
+      for (int k = 0; k < *nout_p; k++) {
+        luon_tensor_release(out[k]);
+        out[k] = NULL;
+      }
+  }
+  return s;
 }

@@ -505,6 +505,27 @@ void lu_autograd_release_node(struct lu_node *n);
 extern _Thread_local int32_t lu_recording;
 #endif
 
+/* ---- hybridize's graph capture (graph.c) --------------------------------- */
+
+/* The calling thread's capture, NULL when it captures nothing; lu_op_depth
+ * counts luon_op_calls in progress on this thread, so that only the calls
+ * made from outside an op (depth 0) become nodes and only those public
+ * functions that read or write arrays behind the graph's back are refused. */
+typedef struct lu_capture lu_capture;
+#ifndef __cplusplus
+extern _Thread_local lu_capture *lu_capturing;
+extern _Thread_local int32_t lu_op_depth;
+extern _Thread_local int32_t lu_capture_paused;
+static inline bool lu_capture_top(void) { return lu_capturing && lu_op_depth == 0 && !lu_capture_paused; }
+#endif
+/* Fail the capture with `what` (status); returns the status. */
+luon_status lu_graph_refuse(luon_status status, const char *what);
+/* Before a top-level call: refuse in-place ops and out=. After it: its node. */
+luon_status lu_graph_check_call(int32_t op, int32_t nout, luon_tensor *const *out);
+luon_status lu_graph_record(int32_t op, int32_t nin, luon_tensor *const *in, const luon_attrs *attrs,
+                            int32_t nout, luon_tensor *const *out);
+luon_status lu_graph_record_detach(luon_tensor *in, luon_tensor *out);
+
 /* ---- parallel loops ---------------------------------------------------- */
 
 /* Run fn(ctx, begin, end) over [0, n) split across the CPU threads when n

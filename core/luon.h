@@ -252,6 +252,54 @@ const char *luon_attr_slot(int32_t k, int32_t *is_float, int32_t *index);
 luon_status luon_op_call(int32_t op, int32_t nin, luon_tensor *const *in,
                          const luon_attrs *attrs, int32_t *nout, luon_tensor **out);
 
+/* Graphs (hybridize, core/graph.c). While this thread captures, every
+ * luon_op_call made from outside an op becomes a node of the graph: its op,
+ * a copy of its attrs, its inputs (the graph's inputs, earlier nodes'
+ * outputs, or constants: any other array, held by reference, so that in-place
+ * updates such as the trainer's show in later runs) and its outputs. The ops
+ * still run, so the capturing code gets its real results. What a graph
+ * cannot hold fails the call that does it and the capture (LUON_EUNSUPPORTED,
+ * "forward read a value of an array during hybridize ..."): reading values
+ * (luon_tensor_to_host), writing into arrays (luon_tensor_copy, out=, ops
+ * that update their inputs in place) and luon_tensor_view. Opaque. */
+typedef struct luon_graph luon_graph;
+/* Start capturing on this thread, with nin inputs (borrowed; distinct).
+ * LUON_EINVAL when this thread is already capturing. */
+luon_status luon_graph_capture_begin(int32_t nin, luon_tensor *const *inputs);
+/* Stop capturing: the graph whose outputs are outputs[0..nout) (+1 in *out,
+ * free with luon_graph_free), or the first refusal's status and message
+ * (then nothing is kept). */
+luon_status luon_graph_capture_end(int32_t nout, luon_tensor *const *outputs, luon_graph **out);
+/* Stop capturing and drop the graph (after an error in the captured code). */
+void luon_graph_capture_abort(void);
+/* 1 while this thread captures (and has not paused). */
+int32_t luon_graph_capturing(void);
+/* Pause (1) or resume (0) this thread's capture; returns the previous
+ * value. While paused, calls run as if nothing were captured (the deferred
+ * initialization of parameters at a first call is not part of a graph). */
+int32_t luon_graph_capture_pause(int32_t paused);
+/* Run the graph's nodes in order through luon_op_call (so while recording
+ * the tape records them as it does eager calls) on inputs of the dtypes,
+ * shapes and devices it was captured for (else LUON_EDTYPE, LUON_ESHAPE,
+ * LUON_EDEVICE: a graph never runs with stale shapes); out[0..nout) get new
+ * references (+1). An intermediate array goes back to the allocator after
+ * its last reader. */
+luon_status luon_graph_run(luon_graph *g, int32_t nin, luon_tensor *const *inputs, int32_t nout,
+                           luon_tensor **out);
+void luon_graph_free(luon_graph *g);
+/* static_alloc (hybridize's): a run that does not record plans the
+ * graph's intermediate buffers once (a buffer is reused after the last
+ * reader of what it held) and later such runs write into the same buffers,
+ * allocating only the outputs handed out. Off by default. */
+luon_status luon_graph_set_static_alloc(luon_graph *g, int32_t on);
+int32_t luon_graph_num_nodes(const luon_graph *g);
+/* The constants, in the order the graph met them: the k-th (borrowed, NULL
+ * past the last), and replacing it by an array of the same dtype, shape and
+ * device (a parameter whose array was replaced). */
+int32_t luon_graph_num_consts(const luon_graph *g);
+luon_tensor *luon_graph_const(const luon_graph *g, int32_t k);
+luon_status luon_graph_set_const(luon_graph *g, int32_t k, luon_tensor *t);
+
 /* Autograd. While recording is on (per thread), every op whose inputs need
  * a gradient is put on the tape; backward walks it in reverse. */
 typedef enum luon_grad_req {

@@ -304,6 +304,9 @@ luon_status luon_tensor_view(luon_tensor *t, int32_t ndim, const int64_t *shape,
                              const int64_t *strides, int64_t offset, luon_tensor **out) {
   if (!t) return lu_error(LUON_EINVAL, "view: NULL tensor");
   if (!out) return lu_error(LUON_EINVAL, "view: out is NULL");
+  if (lu_capture_top())
+    return lu_graph_refuse(LUON_EUNSUPPORTED, "hybridize: forward made a raw view (luon_tensor_view) "
+                           "while the graph was captured; use the view ops (reshape, slicing)");
   if (ndim > 0 && !shape) return lu_error(LUON_EINVAL, "view: NULL shape for %d dimensions", ndim);
   if (ndim > 0 && !strides) return lu_error(LUON_EINVAL, "view: NULL strides for %d dimensions", ndim);
   return lu_tensor_view(t, ndim, shape, strides, offset, out);
@@ -366,6 +369,12 @@ static luon_status contiguous(luon_tensor *t, luon_tensor **out) {
 luon_status luon_tensor_to_host(const luon_tensor *tc, void *dst, int32_t dtype, size_t bytes) {
   luon_tensor *t = (luon_tensor *)tc;
   if (!t) return lu_error(LUON_EINVAL, "to_host: NULL tensor");
+  if (lu_capture_top())
+    return lu_graph_refuse(LUON_EUNSUPPORTED,
+                           "forward read a value of an array during hybridize (item, tonumber, asnumpy, "
+                           "printing, a comparison turned into a Lua boolean, a boolean mask); MXNet "
+                           "refuses this too: a hybridized forward cannot depend on the values of its "
+                           "arrays; compute with array ops (np.where) or call hybridize(false)");
   if (!lu_dtype_valid(dtype)) return lu_error(LUON_EDTYPE, "to_host: unknown dtype %d", dtype);
   size_t need = (size_t)t->size * (size_t)luon_dtype_size(dtype);
   if (bytes < need)
@@ -428,6 +437,12 @@ static int broadcast_axis(const luon_tensor *t) {
 luon_status luon_tensor_copy(luon_tensor *dst, const luon_tensor *srcc) {
   luon_tensor *src = (luon_tensor *)srcc;
   if (!dst || !src) return lu_error(LUON_EINVAL, "copyto: NULL tensor");
+  if (lu_capture_top())
+    return lu_graph_refuse(LUON_EUNSUPPORTED,
+                           "hybridize: forward copied into an array (copyto, as_in_context, asnumpy, "
+                           "copy, an item assignment x[k] = v) while the graph was captured; a "
+                           "hybridized forward makes new arrays with ops only (astype, np.where, "
+                           "concatenate), or call hybridize(false)");
   if (dst->ndim != src->ndim || memcmp(dst->shape, src->shape, sizeof(int64_t) * (size_t)src->ndim))
     return lu_error(LUON_ESHAPE, "copyto: cannot copy an array of shape %s into one of shape %s",
                     lu_shape_str(src->ndim, src->shape), lu_shape_str(dst->ndim, dst->shape));

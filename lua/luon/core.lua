@@ -909,7 +909,13 @@ end
 -- whose dtype is in `from` are cast to `to` (a recorded copy, so gradients
 -- flow back in the input's dtype) before it runs.
 local amp_rules = nil
-function M.set_amp_rules(rules) amp_rules = rules end
+-- Bumped at each set_amp_rules: a hybridized block's graphs hold the casts
+-- of the rules they were traced under, so the count is part of a signature.
+M.amp_epoch = 0
+function M.set_amp_rules(rules)
+  amp_rules = rules
+  M.amp_epoch = M.amp_epoch + 1
+end
 local cast_attrs = ffi.new("luon_attrs") -- never the shared one: the caller's attrs are filled
 local cast_info = ffi.new("luon_tensor_info") -- nor the shared info a caller may be reading
 local function amp_cast(op, inputs)

@@ -2,9 +2,12 @@
 -- parameters and child blocks: classes by Block:extend(name), children
 -- registered by assignment, structural parameter names, deferred shape
 -- inference at the first call, summary, save/load of parameters.
--- hybridize() records a flag only: there is no graph capture.
+-- hybridize() turns on graph capture and replay (hybrid.lua) for the
+-- HybridBlocks of a tree.
 local core = require("luon.core")
 local param = require("luon.gluon.parameter")
+local hybrid = require("luon.gluon.hybrid")
+local C = core.C
 
 local M = {}
 local is_parameter = param.is_parameter
@@ -184,9 +187,11 @@ function Instance.__newindex(u, k, v)
   end
   if is_block(v) then
     self._plain[k] = nil
+    hybrid.invalidate()
     register_child(u, k, v)
   elseif is_parameter(v) then
     self._plain[k] = nil
+    hybrid.invalidate()
     self._ready = false
     if self._params[k] == nil then
       local order = self._param_order
@@ -279,17 +284,26 @@ function Block:__call(...)
     local args = {...}
     for _, h in ipairs(self._prehooks) do h(self, args) end
   end
-  if not self._ready then finish_deferred(self, ...) end
+  if not self._ready then
+    -- initializing parameters is no part of a graph being captured
+    local paused = C.luon_graph_capture_pause(1)
+    local ok, err = pcall(finish_deferred, self, ...)
+    C.luon_graph_capture_pause(paused)
+    if not ok then error(err, 0) end
+  end
   if #self._fhooks == 0 then return self:forward(...) end
   return run_hooks(self, {...}, self:forward(...))
 end
 
--- A HybridBlock's first input must be an ndarray (as Gluon's check).
+-- A HybridBlock's first input must be an ndarray (as Gluon's check). A
+-- hybridized one called from outside a capture traces or replays
+-- (hybrid.lua); inside its parent's capture it runs forward, inlined.
 function HybridBlock:__call(x, ...)
   if not core.is_array(x) then
     core.error(("%s: a HybridBlock's inputs must be ndarrays, got %s as the first input")
                :format(self._class.__name, type(x)))
   end
+  if self._active and C.luon_graph_capturing() == 0 then return hybrid.call(self, Block.__call, x, ...) end
   return Block.__call(self, x, ...)
 end
 
@@ -446,11 +460,31 @@ function Block:cast(dtype)
   return self
 end
 
--- Records the flag on this block and its children; there is no graph
--- capture, forward always runs imperatively.
-function Block:hybridize(active, _)
+-- hybridize(active, {static_alloc =, static_shape =, ...}) or all as
+-- keywords: turns graph capture on (or off) for this block's HybridBlocks;
+-- their graphs are dropped either way (the next call traces again).
+-- static_alloc and static_shape are accepted as MXNet's; MXNet's other
+-- keywords (backend, inline_limit, the bulk sizes) are accepted and ignored.
+local hybridize_keys = {"active", "static_alloc", "static_shape", "backend", "backend_opts",
+                        "partition_if_dynamic", "inline_limit", "forward_bulk_size", "backward_bulk_size"}
+function Block:hybridize(active, kw)
+  if type(active) == "table" and kw == nil then active, kw = nil, active end
+  local o = core.options(kw, "hybridize", hybridize_keys)
+  if active == nil then active = o.active end
   if active == nil then active = true end
-  self:apply(function(b) b._active = active and derives(b, HybridBlock) end)
+  if type(active) ~= "boolean" then
+    core.error(("hybridize: active must be true or false, got %s"):format(core.show_value(active)))
+  end
+  for _, k in ipairs({"static_alloc", "static_shape"}) do
+    if o[k] ~= nil and type(o[k]) ~= "boolean" then
+      core.error(("hybridize: %s must be true or false, got %s"):format(k, core.show_value(o[k])))
+    end
+  end
+  self:apply(function(b)
+    b._active = active and derives(b, HybridBlock)
+    b._static_alloc = active and o.static_alloc or false
+    b._hybrid_cache = nil
+  end)
   return self
 end
 
@@ -493,6 +527,7 @@ function Block:share_parameters(shared)
     t[1]._params[t[2]] = t[3]
     t[1]._ready = false
   end
+  hybrid.invalidate()
   return self
 end
 

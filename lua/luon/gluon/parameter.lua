@@ -9,6 +9,9 @@ local autograd = require("luon.autograd")
 local initializer = require("luon.initializer")
 
 local M = {}
+-- Bumped whenever a parameter's arrays are replaced (not updated in place):
+-- hybridized graphs, which hold parameters' arrays, look at it to rebind.
+M.generation = 0
 
 -- Warnings go through core.warn (tests replace it to capture them).
 
@@ -224,6 +227,7 @@ local function place(p, value, devices)
       data[k], by_dev[d] = r, r
     end
     p._data, p._by_dev, p._devices = data, by_dev, devices
+    M.generation = M.generation + 1
   end)
   p._deferred = nil
 end
@@ -266,6 +270,7 @@ function methods.initialize(p, ...)
   local chosen = initializer.create(ini, "initialize") or p.init
                  or initializer.create(default_init, "initialize") or initializer.Uniform()
   p._data, p._by_dev, p._devices = nil, nil, nil
+  M.generation = M.generation + 1
   p._deferred = {init = chosen, devices = devices}
   if not known(p._shape) then
     if p.allow_deferred_init then return end
@@ -425,6 +430,7 @@ function methods.cast(p, dtype)
       c:attach_grad(p._grad_req)
       p._data[k], p._by_dev[p._devices[k]] = c, c
     end
+    M.generation = M.generation + 1
   end)
 end
 

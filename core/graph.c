@@ -1,0 +1,568 @@
+/* graph.c: hybridize's graphs. While a thread captures, every top-level
+ * luon_op_call (not the ones ops make inside themselves) becomes a node;
+ * luon_graph_run replays the nodes through the dispatcher in one C call.
+ * Not a compiler: no fusion, no reordering; the same kernels in the same
+ * order as the eager forward, so the results are the same bits. */
+#include "internal.h"
+#include <stdio.h>
+#include <stdlib.h>
+
+_Thread_local lu_capture *lu_capturing;
+_Thread_local int32_t lu_op_depth;
+_Thread_local int32_t lu_capture_paused;
+
+enum { SLOT_INPUT = 0, SLOT_CONST = 1, SLOT_NODE = 2 };
+enum { OP_DETACH = -1 }; /* luon_tensor_detach, which is not a registry op */
+
+typedef struct gnode {
+  int32_t op;            /* registry id, or OP_DETACH */
+  int32_t nin, nout;
+  int32_t in[LUON_MAX_OP_INPUTS], out[LUON_MAX_OP_INPUTS]; /* slots */
+  luon_attrs attrs;
+} gnode;
+
+typedef struct sig {
+  int32_t dtype, ndim;
+  lu_device dev;
+  int64_t shape[LU_MAXD];
+} sig;
+
+struct luon_graph {
+  int32_t nin, nout, nslots, nnodes;
+  gnode *nodes;
+  int32_t *outputs;       /* slots of the graph's outputs */
+  int8_t *kind;           /* per slot: SLOT_* */
+  luon_tensor **consts;   /* per slot: the constant held (+1), else NULL */
+  int32_t *last_use;      /* per slot: the last node that reads it (-1: none) */
+  bool *is_output;        /* per slot */
+  sig *in_sig;            /* the inputs it was captured for */
+  luon_tensor **vals;     /* per slot, during a run (busy) */
+  bool busy;
+  /* static_alloc: buffers planned at the first run that does not record
+   * and reused by later ones. root: the slot whose storage a slot's view
+   * (or detached copy) shares; root_end: the last node that reads any
+   * slot of that root, -2 when a graph output shares it (never planned). */
+  bool static_alloc, planned;
+  int32_t *root, *root_end, *plan;  /* plan: per slot, its buffer, -1 none */
+  luon_tensor **bufs;
+  bool *buf_busy;
+  int32_t nbufs;
+};
+
+struct lu_capture {
+  luon_graph *g;
+  int32_t cap_nodes, cap_slots;
+  luon_tensor **keys;     /* open addressing: tensor -> slot; every key held (+1) */
+  int32_t *key_slot;
+  int32_t hcap, hcount;
+  luon_status failed;     /* a refused action: the capture cannot end well */
+  char why[512];
+};
+
+/* ---- the capture's tensor -> slot map ------------------------------------ */
+
+static uint32_t hash_ptr(const void *p, int32_t cap) {
+  uintptr_t v = (uintptr_t)p;
+  v ^= v >> 17;
+  v *= (uintptr_t)0x9E3779B97F4A7C15ull;
+  return (uint32_t)(v >> 7) & (uint32_t)(cap - 1);
+}
+
+static int32_t find_slot(const lu_capture *c, const luon_tensor *t) {
+  if (!c->hcap) return -1;
+  for (uint32_t h = hash_ptr(t, c->hcap);; h = (h + 1) & (uint32_t)(c->hcap - 1)) {
+    if (!c->keys[h]) return -1;
+    if (c->keys[h] == t) return c->key_slot[h];
+  }
+}
+
+static luon_status grow_map(lu_capture *c) {
+  int32_t cap = c->hcap ? c->hcap * 2 : 64;
+  luon_tensor **keys = calloc((size_t)cap, sizeof *keys);
+  int32_t *slot = calloc((size_t)cap, sizeof *slot);
+  if (!keys || !slot) {
+    free(keys);
+    free(slot);
+    return lu_error(LUON_ENOMEM, "hybridize: out of host memory for the graph");
+  }
+  for (int32_t i = 0; i < c->hcap; i++) {
+    if (!c->keys[i]) continue;
+    uint32_t h = hash_ptr(c->keys[i], cap);
+    while (keys[h]) h = (h + 1) & (uint32_t)(cap - 1);
+    keys[h] = c->keys[i];
+    slot[h] = c->key_slot[i];
+  }
+  free(c->keys);
+  free(c->key_slot);
+  c->keys = keys;
+  c->key_slot = slot;
+  c->hcap = cap;
+  return LUON_OK;
+}
+
+/* A new slot of `kind` for t (held by the map; a constant also by the graph). */
+static luon_status add_slot(lu_capture *c, luon_tensor *t, int kind, int32_t *slot) {
+  luon_graph *g = c->g;
+  if (2 * (c->hcount + 1) > c->hcap) LU_TRY(grow_map(c));
+  if (g->nslots == c->cap_slots) {
+    int32_t cap = c->cap_slots ? c->cap_slots * 2 : 64;
+    int8_t *kd = realloc(g->kind, (size_t)cap);
+    if (kd) g->kind = kd;
+    luon_tensor **cs = kd ? realloc(g->consts, sizeof *cs * (size_t)cap) : NULL;
+    if (cs) g->consts = cs;
+    if (!kd || !cs) return lu_error(LUON_ENOMEM, "hybridize: out of host memory for the graph");
+    c->cap_slots = cap;
+  }
+  int32_t s = g->nslots++;
+  g->kind[s] = (int8_t)kind;
+  g->consts[s] = kind == SLOT_CONST ? luon_tensor_retain(t) : NULL;
+  uint32_t h = hash_ptr(t, c->hcap);
+  while (c->keys[h]) h = (h + 1) & (uint32_t)(c->hcap - 1);
+  c->keys[h] = luon_tensor_retain(t);
+  c->key_slot[h] = s;
+  c->hcount++;
+  *slot = s;
+  return LUON_OK;
+}
+
+/* t's slot; a tensor the graph has not seen is a constant (a parameter, an
+ * array made before the forward or from Lua numbers), held by reference so
+ * that in-place updates (the trainer's) show in later runs. */
+static luon_status slot_of(lu_capture *c, luon_tensor *t, int32_t *slot) {
+  *slot = find_slot(c, t);
+  return *slot >= 0 ? LUON_OK : add_slot(c, t, SLOT_CONST, slot);
+}
+
+static luon_status add_node(lu_capture *c, int32_t op, int32_t nin, luon_tensor *const *in,
+                            const luon_attrs *attrs, int32_t nout, luon_tensor *const *out) {
+  luon_graph *g = c->g;
+  if (g->nnodes == c->cap_nodes) {
+    int32_t cap = c->cap_nodes ? c->cap_nodes * 2 : 32;
+    gnode *v = realloc(g->nodes, sizeof *v * (size_t)cap);
+    if (!v) return lu_error(LUON_ENOMEM, "hybridize: out of host memory for the graph");
+    g->nodes = v;
+    c->cap_nodes = cap;
+  }
+  gnode *n = &g->nodes[g->nnodes];
+  memset(n, 0, sizeof *n);
+  n->op = op;
+  n->nin = nin;
+  n->nout = nout;
+  if (attrs) n->attrs = *attrs;
+  for (int i = 0; i < nin; i++) LU_TRY(slot_of(c, in[i], &n->in[i]));
+  for (int k = 0; k < nout; k++) {
+    int32_t s = find_slot(c, out[k]);
+    if (s >= 0) /* an op that handed back one of its inputs, or the same array twice */
+      return lu_error(LUON_EUNSUPPORTED, "hybridize: %s returned an array the graph already holds",
+                      op >= 0 ? luon_op_name(op) : "detach");
+    LU_TRY(add_slot(c, out[k], SLOT_NODE, &n->out[k]));
+  }
+  g->nnodes++;
+  return LUON_OK;
+}
+
+/* ---- static_alloc's liveness ---------------------------------------------- */
+
+static bool aliases(int32_t op) { return op == OP_DETACH || lu_ops[op].kind != LU_NEW; }
+
+/* Each slot's root (the slot whose storage it may share: views, detach, and
+ * in-place ops alias their first input) and each root's end, the last node
+ * reading any of its slots (the node making it when none reads it). Without
+ * memory for it static_alloc just does not plan. */
+static void plan_roots(luon_graph *g) {
+  int32_t n = g->nslots > 0 ? g->nslots : 1;
+  g->root = malloc(sizeof(int32_t) * (size_t)n);
+  g->root_end = malloc(sizeof(int32_t) * (size_t)n);
+  g->plan = malloc(sizeof(int32_t) * (size_t)n);
+  if (!g->root || !g->root_end || !g->plan) {
+    free(g->root);
+    free(g->root_end);
+    free(g->plan);
+    g->root = g->root_end = g->plan = NULL;
+    return;
+  }
+  for (int32_t s = 0; s < g->nslots; s++) {
+    g->root[s] = s;
+    g->root_end[s] = -1;
+    g->plan[s] = -1;
+  }
+  for (int32_t j = 0; j < g->nnodes; j++) {
+    const gnode *d = &g->nodes[j];
+    for (int k = 0; k < d->nout; k++) {
+      int32_t s = d->out[k];
+      g->root[s] = aliases(d->op) && d->nin > 0 ? g->root[d->in[0]] : s;
+      int32_t r = g->root[s];
+      if (g->root_end[r] < j) g->root_end[r] = j;
+    }
+    for (int i = 0; i < d->nin; i++) {
+      int32_t r = g->root[d->in[i]];
+      if (g->root_end[r] != -2 && g->root_end[r] < j) g->root_end[r] = j;
+    }
+  }
+  for (int32_t k = 0; k < g->nout; k++) g->root_end[g->root[g->outputs[k]]] = -2;
+}
+
+/* Whether slot s (an output of a NEW node) gets a planned buffer. */
+static bool plannable(const luon_graph *g, int32_t s) {
+  return g->kind[s] == SLOT_NODE && g->root[s] == s && g->root_end[s] >= 0;
+}
+
+/* ---- capturing ------------------------------------------------------------ */
+
+static void free_map(lu_capture *c) {
+  for (int32_t i = 0; i < c->hcap; i++) luon_tensor_release(c->keys[i]);
+  free(c->keys);
+  free(c->key_slot);
+  c->keys = NULL;
+  c->key_slot = NULL;
+  c->hcap = c->hcount = 0;
+}
+
+void luon_graph_free(luon_graph *g) {
+  if (!g) return;
+  for (int32_t s = 0; s < g->nslots; s++) luon_tensor_release(g->consts[s]);
+  free(g->nodes);
+  free(g->outputs);
+  free(g->kind);
+  free(g->consts);
+  free(g->last_use);
+  free(g->is_output);
+  free(g->in_sig);
+  free(g->vals);
+  for (int32_t b = 0; b < g->nbufs; b++) luon_tensor_release(g->bufs[b]);
+  free(g->root);
+  free(g->root_end);
+  free(g->plan);
+  free(g->bufs);
+  free(g->buf_busy);
+  free(g);
+}
+
+int32_t luon_graph_capturing(void) { return lu_capturing != NULL && !lu_capture_paused; }
+
+int32_t luon_graph_capture_pause(int32_t paused) {
+  int32_t old = lu_capture_paused;
+  lu_capture_paused = paused != 0;
+  return old;
+}
+
+luon_status luon_graph_capture_begin(int32_t nin, luon_tensor *const *inputs) {
+  if (lu_capturing) return lu_error(LUON_EINVAL, "graph_capture_begin: this thread is already capturing a graph");
+  if (nin < 0) return lu_error(LUON_EINVAL, "graph_capture_begin: nin is %d (expected 0 or more)", nin);
+  if (nin > 0 && !inputs) return lu_error(LUON_EINVAL, "graph_capture_begin: inputs is NULL but nin is %d", nin);
+  for (int32_t i = 0; i < nin; i++)
+    if (!inputs[i]) return lu_error(LUON_EINVAL, "graph_capture_begin: input %d is NULL", i + 1);
+  lu_capture *c = calloc(1, sizeof *c);
+  luon_graph *g = c ? calloc(1, sizeof *g) : NULL;
+  sig *in_sig = g ? calloc((size_t)(nin > 0 ? nin : 1), sizeof *in_sig) : NULL;
+  if (!in_sig) {
+    free(c);
+    free(g);
+    return lu_error(LUON_ENOMEM, "graph_capture_begin: out of host memory");
+  }
+  c->g = g;
+  g->in_sig = in_sig;
+  g->nin = nin;
+  luon_status s = LUON_OK;
+  for (int32_t i = 0; i < nin && s == LUON_OK; i++) {
+    const luon_tensor *t = inputs[i];
+    in_sig[i].dtype = t->dtype;
+    in_sig[i].ndim = t->ndim;
+    in_sig[i].dev = t->dev;
+    memcpy(in_sig[i].shape, t->shape, sizeof(int64_t) * (size_t)t->ndim);
+    int32_t slot;
+    if (find_slot(c, t) >= 0) s = lu_error(LUON_EINVAL, "graph_capture_begin: input %d is input %d again", i + 1, find_slot(c, t) + 1);
+    if (s == LUON_OK) s = add_slot(c, inputs[i], SLOT_INPUT, &slot);
+  }
+  if (s != LUON_OK) {
+    free_map(c);
+    luon_graph_free(g);
+    free(c);
+    return s;
+  }
+  lu_capturing = c;
+  lu_capture_paused = 0;
+  return LUON_OK;
+}
+
+void luon_graph_capture_abort(void) {
+  lu_capture *c = lu_capturing;
+  if (!c) return;
+  lu_capturing = NULL;
+  free_map(c);
+  luon_graph_free(c->g);
+  free(c);
+}
+
+luon_status luon_graph_capture_end(int32_t nout, luon_tensor *const *outputs, luon_graph **out) {
+  lu_capture *c = lu_capturing;
+  if (!c) return lu_error(LUON_EINVAL, "graph_capture_end: this thread is not capturing a graph");
+  if (!out) {
+    luon_graph_capture_abort();
+    return lu_error(LUON_EINVAL, "graph_capture_end: out is NULL");
+  }
+  *out = NULL;
+  luon_status s = c->failed ? lu_error(c->failed, "%s", c->why) : LUON_OK;
+  if (s == LUON_OK && (nout < 0 || (nout > 0 && !outputs)))
+    s = lu_error(LUON_EINVAL, "graph_capture_end: %d outputs at %p", nout, (const void *)outputs);
+  luon_graph *g = c->g;
+  if (s == LUON_OK && !(g->outputs = calloc((size_t)(nout > 0 ? nout : 1), sizeof(int32_t))))
+    s = lu_error(LUON_ENOMEM, "graph_capture_end: out of host memory");
+  for (int32_t k = 0; k < nout && s == LUON_OK; k++) {
+    if (!outputs[k]) s = lu_error(LUON_EINVAL, "graph_capture_end: output %d is NULL", k + 1);
+    else s = slot_of(c, outputs[k], &g->outputs[k]);
+  }
+  g->nout = nout;
+  int32_t n = g->nslots > 0 ? g->nslots : 1;
+  if (s == LUON_OK) {
+    g->last_use = malloc(sizeof(int32_t) * (size_t)n);
+    g->is_output = calloc((size_t)n, sizeof(bool));
+    g->vals = calloc((size_t)n, sizeof(luon_tensor *));
+    if (!g->last_use || !g->is_output || !g->vals) s = lu_error(LUON_ENOMEM, "graph_capture_end: out of host memory");
+  }
+  if (s != LUON_OK) {
+    luon_graph_capture_abort();
+    return s;
+  }
+  for (int32_t i = 0; i < g->nslots; i++) g->last_use[i] = -1;
+  for (int32_t j = 0; j < g->nnodes; j++)
+    for (int i = 0; i < g->nodes[j].nin; i++) g->last_use[g->nodes[j].in[i]] = j;
+  for (int32_t k = 0; k < nout; k++) g->is_output[g->outputs[k]] = true;
+  plan_roots(g);
+  lu_capturing = NULL;
+  free_map(c);
+  free(c);
+  *out = g;
+  return LUON_OK;
+}
+
+/* What the forward did that a graph cannot hold: the capture fails (even if
+ * the caller catches this error) and the call that did it gets the error. */
+luon_status lu_graph_refuse(luon_status status, const char *what) {
+  lu_capture *c = lu_capturing;
+  luon_status s = lu_error(status, "%s", what);
+  if (c && !c->failed) {
+    c->failed = status;
+    strncpy(c->why, luon_last_error(), sizeof c->why - 1);
+  }
+  return s;
+}
+
+luon_status lu_graph_check_call(int32_t op, int32_t nout, luon_tensor *const *out) {
+  const char *name = luon_op_name(op);
+  luon_op_info info;
+  if (luon_op_info_get(op, &info) != LUON_OK) return LUON_OK; /* the dispatcher names it */
+  if (info.kind == 2) {
+    char m[400];
+    snprintf(m, sizeof m, "hybridize: forward updated an array in place (%s) while the graph was "
+             "captured; a hybridized forward makes new arrays only: write it without the in-place "
+             "update, or call hybridize(false)", name);
+    return lu_graph_refuse(LUON_EUNSUPPORTED, m);
+  }
+  for (int32_t k = 0; out && k < nout; k++) {
+    if (!out[k]) continue;
+    char m[400];
+    snprintf(m, sizeof m, "hybridize: forward wrote into an existing array (%s with out=) while the "
+             "graph was captured; a hybridized forward makes new arrays only: drop out=, or call "
+             "hybridize(false)", name);
+    return lu_graph_refuse(LUON_EUNSUPPORTED, m);
+  }
+  return LUON_OK;
+}
+
+luon_status lu_graph_record(int32_t op, int32_t nin, luon_tensor *const *in, const luon_attrs *attrs,
+                            int32_t nout, luon_tensor *const *out) {
+  lu_capture *c = lu_capturing;
+  luon_status s = add_node(c, op, nin, in, attrs, nout, out);
+  if (s != LUON_OK && !c->failed) {
+    c->failed = s;
+    strncpy(c->why, luon_last_error(), sizeof c->why - 1);
+  }
+  return s;
+}
+
+/* ---- replaying ------------------------------------------------------------ */
+
+static luon_status check_inputs(const luon_graph *g, int32_t nin, luon_tensor *const *in) {
+  if (nin != g->nin)
+    return lu_error(LUON_EINVAL, "graph_run: the graph takes %d inputs, got %d", g->nin, nin);
+  if (nin > 0 && !in) return lu_error(LUON_EINVAL, "graph_run: inputs is NULL but nin is %d", nin);
+  for (int32_t i = 0; i < nin; i++) {
+    const luon_tensor *t = in[i];
+    const sig *w = &g->in_sig[i];
+    if (!t) return lu_error(LUON_EINVAL, "graph_run: input %d is NULL", i + 1);
+    if (t->dtype != w->dtype)
+      return lu_error(LUON_EDTYPE, "graph_run: input %d is %s but the graph was captured for %s", i + 1,
+                      luon_dtype_name(t->dtype), luon_dtype_name(w->dtype));
+    if (t->ndim != w->ndim || memcmp(t->shape, w->shape, sizeof(int64_t) * (size_t)t->ndim) != 0)
+      return lu_error(LUON_ESHAPE, "graph_run: input %d has shape %s but the graph was captured for %s",
+                      i + 1, lu_shape_str(t->ndim, t->shape), lu_shape_str(w->ndim, w->shape));
+    if (!lu_device_eq(t->dev, w->dev)) {
+      char was[64];
+      snprintf(was, sizeof was, "%s", lu_device_str(w->dev));
+      return lu_error(LUON_EDEVICE, "graph_run: input %d is on %s but the graph was captured for %s",
+                      i + 1, lu_device_str(t->dev), was);
+    }
+  }
+  return LUON_OK;
+}
+
+static luon_status run_node(const gnode *n, luon_tensor **vals, luon_tensor *const *into) {
+  luon_tensor *in[LUON_MAX_OP_INPUTS];
+  luon_tensor *out[LUON_MAX_OP_INPUTS] = {NULL};
+  for (int i = 0; i < n->nin; i++) in[i] = vals[n->in[i]];
+  for (int k = 0; into && k < n->nout; k++) out[k] = into[k];
+  if (n->op == OP_DETACH) {
+    LU_TRY(luon_tensor_detach(in[0], &out[0]));
+  } else {
+    int32_t nout = n->nout;
+    LU_TRY(luon_op_call(n->op, n->nin, in, &n->attrs, &nout, out));
+    if (nout != n->nout) {
+      for (int k = 0; k < nout; k++) luon_tensor_release(out[k]);
+      return lu_error(LUON_EINTERNAL, "graph_run: %s made %d outputs, %d when captured",
+                      luon_op_name(n->op), nout, n->nout);
+    }
+  }
+  for (int k = 0; k < n->nout; k++) vals[n->out[k]] = out[k];
+  return LUON_OK;
+}
+
+/* The first planned run: a planned slot takes a free buffer of its exact
+ * dtype, shape and device, or its new output becomes one. */
+static luon_status plan_outputs(luon_graph *g, const gnode *n, luon_tensor **vals) {
+  if (aliases(n->op)) return LUON_OK;
+  for (int k = 0; k < n->nout; k++) {
+    int32_t s = n->out[k];
+    const luon_tensor *t = vals[s];
+    if (!plannable(g, s) || !lu_is_contiguous(t)) continue;
+    int32_t found = -1;
+    for (int32_t b = 0; b < g->nbufs && found < 0; b++) {
+      const luon_tensor *u = g->bufs[b];
+      if (!g->buf_busy[b] && u->dtype == t->dtype && u->ndim == t->ndim && lu_device_eq(u->dev, t->dev) &&
+          memcmp(u->shape, t->shape, sizeof(int64_t) * (size_t)t->ndim) == 0)
+        found = b;
+    }
+    if (found < 0) {
+      luon_tensor **bufs = realloc(g->bufs, sizeof *bufs * (size_t)(g->nbufs + 1));
+      if (bufs) g->bufs = bufs;
+      bool *busy = bufs ? realloc(g->buf_busy, sizeof *busy * (size_t)(g->nbufs + 1)) : NULL;
+      if (busy) g->buf_busy = busy;
+      if (!bufs || !busy) return lu_error(LUON_ENOMEM, "graph_run: out of host memory");
+      found = g->nbufs++;
+      g->bufs[found] = luon_tensor_retain(vals[s]);
+    } else { /* this run's result moves into the buffer later runs write */
+      LU_TRY(luon_tensor_copy(g->bufs[found], t));
+      luon_tensor_release(vals[s]);
+      vals[s] = luon_tensor_retain(g->bufs[found]);
+    }
+    g->buf_busy[found] = true;
+    g->plan[s] = found;
+  }
+  return LUON_OK;
+}
+
+/* Slot s's buffer is free once node j, its root's last reader, has run. */
+static void free_after(luon_graph *g, int32_t s, int32_t j) {
+  int32_t r = g->root[s];
+  if (g->root_end[r] == j && g->plan[r] >= 0) g->buf_busy[g->plan[r]] = false;
+}
+
+luon_status luon_graph_run(luon_graph *g, int32_t nin, luon_tensor *const *in, int32_t nout,
+                           luon_tensor **out) {
+  if (!g) return lu_error(LUON_EINVAL, "graph_run: graph is NULL");
+  if (nout != g->nout)
+    return lu_error(LUON_EINVAL, "graph_run: the graph makes %d outputs, room was given for %d", g->nout, nout);
+  if (nout > 0 && !out) return lu_error(LUON_EINVAL, "graph_run: out is NULL");
+  LU_TRY(check_inputs(g, nin, in));
+  /* a run inside a run (a host calling back): its own slots */
+  luon_tensor **vals = g->busy ? calloc((size_t)g->nslots + 1, sizeof *vals) : g->vals;
+  if (!vals) return lu_error(LUON_ENOMEM, "graph_run: out of host memory");
+  bool own = vals != g->vals;
+  g->busy = true;
+  for (int32_t s = 0; s < g->nslots; s++)
+    vals[s] = g->kind[s] == SLOT_CONST ? g->consts[s] : NULL;
+  for (int32_t i = 0; i < nin; i++) vals[i] = in[i];
+  luon_status st = LUON_OK;
+  /* static_alloc (not while recording: the tape keeps what it saw) */
+  bool plan = g->static_alloc && g->plan && !own && !lu_recording && !lu_capturing;
+  bool planning = plan && !g->planned;
+  for (int32_t b = 0; b < g->nbufs; b++) g->buf_busy[b] = false;
+  for (int32_t j = 0; j < g->nnodes && st == LUON_OK; j++) {
+    const gnode *n = &g->nodes[j];
+    luon_tensor *into[LUON_MAX_OP_INPUTS] = {NULL};
+    if (plan && !aliases(n->op)) {
+      for (int k = 0; k < n->nout; k++) {
+        int32_t s = n->out[k];
+        if (!plannable(g, s)) continue;
+        if (planning) g->plan[s] = -1;
+        if (g->plan[s] >= 0) into[k] = g->bufs[g->plan[s]];
+      }
+    }
+    st = run_node(n, vals, plan ? into : NULL);
+    if (st == LUON_OK && planning) st = plan_outputs(g, n, vals);
+    if (plan) /* buffers whose every reader has run are free for the next nodes */
+      for (int k = 0; k < n->nout; k++) free_after(g, n->out[k], j);
+    for (int i = 0; plan && i < n->nin; i++) free_after(g, n->in[i], j);
+    /* slots read for the last time go back to the allocator now */
+    for (int i = 0; i < n->nin && st == LUON_OK; i++) {
+      int32_t s = n->in[i];
+      if (g->kind[s] == SLOT_NODE && g->last_use[s] == j && !g->is_output[s] && vals[s]) {
+        luon_tensor_release(vals[s]);
+        vals[s] = NULL;
+      }
+    }
+  }
+  for (int32_t k = 0; k < nout; k++) out[k] = st == LUON_OK ? luon_tensor_retain(vals[g->outputs[k]]) : NULL;
+  for (int32_t s = 0; s < g->nslots; s++) {
+    if (g->kind[s] == SLOT_NODE) luon_tensor_release(vals[s]);
+    vals[s] = NULL;
+  }
+  if (own) free(vals);
+  else g->busy = false;
+  if (planning && st == LUON_OK) g->planned = true;
+  return st;
+}
+
+luon_status luon_graph_set_static_alloc(luon_graph *g, int32_t on) {
+  if (!g) return lu_error(LUON_EINVAL, "graph_set_static_alloc: graph is NULL");
+  g->static_alloc = on != 0;
+  return LUON_OK;
+}
+
+int32_t luon_graph_num_nodes(const luon_graph *g) { return g ? g->nnodes : 0; }
+int32_t luon_graph_num_consts(const luon_graph *g) {
+  int32_t n = 0;
+  for (int32_t s = 0; g && s < g->nslots; s++) n += g->kind[s] == SLOT_CONST;
+  return n;
+}
+
+/* The k-th constant (0-based, in slot order), borrowed; NULL past the last. */
+luon_tensor *luon_graph_const(const luon_graph *g, int32_t k) {
+  for (int32_t s = 0; g && s < g->nslots; s++)
+    if (g->kind[s] == SLOT_CONST && k-- == 0) return g->consts[s];
+  return NULL;
+}
+
+luon_status luon_graph_set_const(luon_graph *g, int32_t k, luon_tensor *t) {
+  if (!g) return lu_error(LUON_EINVAL, "graph_set_const: graph is NULL");
+  if (!t) return lu_error(LUON_EINVAL, "graph_set_const: tensor is NULL");
+  for (int32_t s = 0; s < g->nslots; s++) {
+    if (g->kind[s] != SLOT_CONST || k-- != 0) continue;
+    const luon_tensor *o = g->consts[s];
+    if (o->dtype != t->dtype || o->ndim != t->ndim || !lu_device_eq(o->dev, t->dev) ||
+        memcmp(o->shape, t->shape, sizeof(int64_t) * (size_t)t->ndim) != 0)
+      return lu_error(LUON_ESHAPE, "graph_set_const: constant %d is %s %s, got %s %s", k + 1,
+                      luon_dtype_name(o->dtype), lu_shape_str(o->ndim, o->shape), luon_dtype_name(t->dtype),
+                      lu_shape_str(t->ndim, t->shape));
+    luon_tensor_retain(t);
+    luon_tensor_release(g->consts[s]);
+    g->consts[s] = t;
+    return LUON_OK;
+  }
+  return lu_error(LUON_EINVAL, "graph_set_const: the graph has no constant %d", k + 1);
+}
+
+/* luon_tensor_detach during a capture: a node, so that the replay detaches too. */
+luon_status lu_graph_record_detach(luon_tensor *in, luon_tensor *out) {
+  return lu_graph_record(OP_DETACH, 1, &in, NULL, 1, &out);
+}

@@ -1,0 +1,202 @@
+-- luon.gluon.hybrid: what a hybridized HybridBlock's call does. The first
+-- call for an input signature (the arrays' dtypes, shapes and devices, the
+-- other arguments' values, autograd's recording and training modes) runs
+-- forward once while the C core captures its ops into a graph
+-- (core/graph.c) and returns forward's real results (the signature also
+-- counts luon.amp's rule changes); later calls with that
+-- signature replay the graph in one C call, with no Lua per op. Not here:
+-- the Block classes (block.lua), fusion, export.
+local core = require("luon.core")
+local param = require("luon.gluon.parameter")
+local ffi, C = core.ffi, core.C
+
+local M = {}
+
+-- Graphs kept per block: a new signature past this evicts the oldest.
+M.cache_size = 8
+-- Bumped when a block gets a new child or parameter (block.lua): every
+-- graph traced before is dropped at its next call.
+M.epoch = 0
+function M.invalidate() M.epoch = M.epoch + 1 end
+
+local concat, unpack, select = table.concat, unpack, select
+
+-- Appends the signature of value v to parts and its arrays to arrs.
+local function describe(v, arrs, parts, fname)
+  if core.is_array(v) then
+    for k = 1, #arrs do
+      if arrs[k].t == v.t then -- the same array again: one input of the graph
+        parts[#parts + 1] = "same" .. k
+        return
+      end
+    end
+    arrs[#arrs + 1] = v
+    local i = core.info_of(v)
+    local p = {"a", i.dtype, i.dev_type, i.dev_id}
+    for d = 0, i.ndim - 1 do p[#p + 1] = tonumber(i.shape[d]) end
+    parts[#parts + 1] = concat(p, ",")
+  elseif core.is_device(v) then
+    parts[#parts + 1] = "dev:" .. tostring(v)
+  elseif type(v) == "table" and getmetatable(v) == nil then
+    local n, keys = #v, {}
+    for k in pairs(v) do
+      if type(k) == "string" then
+        keys[#keys + 1] = k
+      elseif type(k) ~= "number" or k < 1 or k > n or k % 1 ~= 0 then
+        core.error(("%s: a hybridized block takes arrays, tables of them and plain values; got a " ..
+                    "table with the key %s"):format(fname, core.show_value(k)))
+      end
+    end
+    table.sort(keys)
+    parts[#parts + 1] = "{" .. n
+    for k = 1, n do describe(v[k], arrs, parts, fname) end
+    for _, k in ipairs(keys) do
+      parts[#parts + 1] = k .. "="
+      describe(v[k], arrs, parts, fname)
+    end
+    parts[#parts + 1] = "}"
+  elseif v == nil or type(v) == "number" or type(v) == "string" or type(v) == "boolean" then
+    parts[#parts + 1] = type(v) .. ":" .. tostring(v)
+  else
+    core.error(("%s: a hybridized block takes arrays, tables of them and plain values; got %s"):format(fname, core.show_value(v)))
+  end
+end
+
+-- The outputs' shape: arrays become their index in flat, tables are walked,
+-- plain values are kept as they were at the trace.
+local function template(v, flat)
+  if core.is_array(v) then
+    flat[#flat + 1] = v
+    return #flat
+  elseif type(v) == "table" and getmetatable(v) == nil then
+    local t = {n = #v, keys = {}}
+    for k = 1, #v do t[k] = template(v[k], flat) end
+    for k, w in pairs(v) do
+      if type(k) == "string" then t.keys[k] = template(w, flat) end
+    end
+    return t
+  end
+  return {value = v}
+end
+
+local function rebuild(t, outs)
+  if type(t) == "number" then return outs[t] end
+  if t.n == nil then return t.value end
+  local r = {}
+  for k = 1, t.n do r[k] = rebuild(t[k], outs) end
+  for k, w in pairs(t.keys) do r[k] = rebuild(w, outs) end
+  return r
+end
+
+local function release_graph(g) C.luon_graph_free(g) end
+
+-- Which of the graph's constants are parameters' arrays, so that a
+-- parameter whose array is replaced (load_parameters, cast, reset_device)
+-- is rebound before a replay instead of computing with the old one.
+local function bind_params(block, g)
+  local of = {}
+  for _, p in ipairs(block:collect_params():unique()) do
+    for dev, r in pairs(p._by_dev or {}) do
+      of[tostring(ffi.cast("uintptr_t", r.t))] = {p, dev}
+    end
+  end
+  local binds = {}
+  for k = 0, C.luon_graph_num_consts(g) - 1 do
+    local pd = of[tostring(ffi.cast("uintptr_t", C.luon_graph_const(g, k)))]
+    if pd then binds[#binds + 1] = {k = k, p = pd[1], dev = pd[2]} end
+  end
+  return binds
+end
+
+-- true when every bound parameter could be brought up to date.
+local function rebind(e)
+  for _, b in ipairs(e.binds) do
+    local r = b.p._by_dev and b.p._by_dev[b.dev]
+    if not r then return false end
+    if r.t ~= C.luon_graph_const(e.g, b.k) and C.luon_graph_set_const(e.g, b.k, r.t) ~= 0 then
+      return false
+    end
+  end
+  e.gen = param.generation
+  return true
+end
+
+local function replay(e, arrs)
+  local ins = e.ins
+  for k = 1, #arrs do ins[k - 1] = arrs[k].t end
+  core.check(C.luon_graph_run(e.g, #arrs, ins, e.nout, e.outs))
+  local outs = {}
+  for k = 1, e.nout do outs[k] = core.wrap(e.outs[k - 1]) end
+  local res = {}
+  for k = 1, e.nres do res[k] = rebuild(e.tmpl[k], outs) end
+  return unpack(res, 1, e.nres)
+end
+
+local function finish_trace(block, key, arrs, ok, ...)
+  if not ok then
+    C.luon_graph_capture_abort()
+    error((...), 0)
+  end
+  local n = select("#", ...)
+  local flat, tmpl = {}, {}
+  for k = 1, n do tmpl[k] = template((select(k, ...)), flat) end
+  local outp = ffi.new("luon_tensor*[?]", #flat + 1)
+  for k = 1, #flat do outp[k - 1] = flat[k].t end
+  local gp = ffi.new("luon_graph*[1]")
+  core.check(C.luon_graph_capture_end(#flat, outp, gp))
+  local g = ffi.gc(gp[0], release_graph)
+  if block._static_alloc then core.check(C.luon_graph_set_static_alloc(g, 1)) end
+  local e = {g = g, nout = #flat, nres = n, tmpl = tmpl,
+             ins = ffi.new("luon_tensor*[?]", #arrs + 1), outs = ffi.new("luon_tensor*[?]", #flat + 1),
+             binds = bind_params(block, g), gen = param.generation, epoch = M.epoch}
+  local cache = block._hybrid_cache
+  if not cache then
+    cache = {order = {}, by_key = {}}
+    block._hybrid_cache = cache
+  end
+  if #cache.order >= M.cache_size then
+    cache.by_key[table.remove(cache.order, 1)] = nil
+  end
+  cache.order[#cache.order + 1] = key
+  cache.by_key[key] = e
+  return ...
+end
+
+-- block(...) for an active HybridBlock called from outside any capture;
+-- run(block, ...) is the plain call (hooks, deferred initialization, forward).
+function M.call(block, run, ...)
+  local fname = block._class.__name
+  local arrs = {}
+  local parts = {C.luon_autograd_is_recording(), C.luon_autograd_is_training(), core.amp_epoch}
+  for k = 1, select("#", ...) do describe((select(k, ...)), arrs, parts, fname) end
+  local key = concat(parts, "|")
+  local cache = block._hybrid_cache
+  local e = cache and cache.by_key[key]
+  if e and e.epoch == M.epoch and (e.gen == param.generation or rebind(e)) then return replay(e, arrs) end
+  if e then -- a parameter changed beyond rebinding: trace again
+    cache.by_key[key] = nil
+    for k, v in ipairs(cache.order) do if v == key then table.remove(cache.order, k) break end end
+  end
+  -- A first call that still has to make parameters (deferred shapes) runs
+  -- eagerly: layers may take other paths once ready (Conv2D's fusion with
+  -- the next pooling), and the graph must be what later eager calls run.
+  for _, p in ipairs(block:collect_params():unique()) do
+    if not p._data then return run(block, ...) end
+  end
+  local ins = ffi.new("luon_tensor*[?]", #arrs + 1)
+  for k = 1, #arrs do ins[k - 1] = arrs[k].t end
+  core.check(C.luon_graph_capture_begin(#arrs, ins))
+  return finish_trace(block, key, arrs, pcall(run, block, ...))
+end
+
+-- The number of graphs a block holds and the nodes of each (tests).
+function M.graphs(block)
+  local r = {}
+  local cache = block._hybrid_cache
+  for _, key in ipairs(cache and cache.order or {}) do
+    r[#r + 1] = tonumber(C.luon_graph_num_nodes(cache.by_key[key].g))
+  end
+  return r
+end
+
+return M
