@@ -595,17 +595,36 @@ local function operand(v, fname, pos)
   return np.array(v)
 end
 
+-- MXNet's out= keyword of the elementwise functions, as a table after the
+-- operands: np.add(a, b, {out = c}) writes the result into c (c's shape is
+-- the result's; its dtype converts) and returns c. Anything else there is
+-- an error, never ignored.
+local out_keys = {"out"}
+local function out_of(kw, fname)
+  if kw == nil then return nil end
+  if type(kw) ~= "table" or is_array(kw) then
+    core.error(("%s: expected {out = array} after the operands, got %s"):format(fname, core.show_value(kw)))
+  end
+  local out = options(kw, fname, out_keys).out
+  if out ~= nil and not is_array(out) then
+    core.error(("%s: out must be an ndarray, got %s"):format(fname, core.show_value(out)))
+  end
+  return out
+end
+
 local function binary(name)
   local id = op[name]
-  local f = function(a, b)
+  local f = function(a, b, kw)
+    local out = out_of(kw, name)
     if is_array(a) then
-      if is_array(b) then return call2(id, a, b) end
-      return call2(id, a, scalar_for(b, a, name))
+      if not is_array(b) then b = scalar_for(b, a, name) end
     elseif is_array(b) then
-      return call2(id, scalar_for(a, b, name), b)
+      a = scalar_for(a, b, name)
+    else -- two plain numbers: a 0-d result on the default device
+      a, b = operand(a, name, 1), operand(b, name, 2)
     end
-    -- two plain numbers: a 0-d result on the default device
-    return call2(id, operand(a, name, 1), operand(b, name, 2))
+    if out then return call(id, {a, b}, nil, {out}) end
+    return call2(id, a, b)
   end
   np[name] = f
   return f
@@ -613,8 +632,10 @@ end
 
 local function unary(name)
   local id = op[name]
-  np[name] = function(x)
+  np[name] = function(x, kw)
+    local out = out_of(kw, name)
     if not is_array(x) then x = operand(x, name, 1) end
+    if out then return call(id, {x}, nil, {out}) end
     return call1(id, x)
   end
 end
