@@ -991,6 +991,50 @@ function npx.sequence_mask(data, sequence_length, kw)
   return core.call(op.sequence_mask, {data, sequence_length}, a)
 end
 
+-- ctc_loss(data, label, data_lengths, label_lengths, {use_data_lengths=false,
+-- use_label_lengths=false, blank_label='first'}): MXNet's CTCLoss, one loss
+-- per sample (N,) for activations data (T, N, C) (softmax applied inside)
+-- and labels (N, L) (values and label lengths rounded; data lengths whole
+-- numbers). blank_label 'first': class 0 is the
+-- blank, labels 1..C-1 padded with 0; 'last': class C-1, labels 0..C-2
+-- padded with -1. Without use_label_lengths a label ends at its first
+-- padding value; without use_data_lengths every sample has T steps.
+local ctc_names = {"data", "label", "data_lengths", "label_lengths", "use_data_lengths", "use_label_lengths",
+                   "blank_label"}
+local ctc_known = {}
+for _, k in ipairs(ctc_names) do ctc_known[k] = true end
+function npx.ctc_loss(...)
+  local name = "ctc_loss"
+  local a = core.args(name, ctc_names, ctc_known, ...)
+  need_array(a.data, name, "data")
+  need_array(a.label, name, "label")
+  local inputs = {a.data, a.label}
+  for _, w in ipairs({"data", "label"}) do
+    local flag, arr = "use_" .. w .. "_lengths", a[w .. "_lengths"]
+    local on = a[flag]
+    if on ~= nil and type(on) ~= "boolean" then
+      core.error(("%s: %s must be true or false, got %s"):format(name, flag, core.show_value(on)))
+    end
+    if on then
+      if arr == nil then core.error(("%s: %s is true but no %s_lengths is given"):format(name, flag, w)) end
+      need_array(arr, name, w .. "_lengths")
+      inputs[#inputs + 1] = arr
+    elseif arr ~= nil then
+      core.error(("%s: %s_lengths is given but %s is false (MXNet's default); pass {%s = true}")
+                 :format(name, w, flag, flag))
+    end
+  end
+  local blank = a.blank_label == nil and "first" or a.blank_label
+  if blank ~= "first" and blank ~= "last" then
+    core.error(("%s: blank_label must be 'first' or 'last', got %s"):format(name, core.show_value(blank)))
+  end
+  local at = core.attrs()
+  at.i[S.CTC_USE_DATA_LENGTHS] = a.use_data_lengths and 1 or 0
+  at.i[S.CTC_USE_LABEL_LENGTHS] = a.use_label_lengths and 1 or 0
+  at.i[S.CTC_BLANK_LAST], at.ni = blank == "last" and 1 or 0, S.CTC_BLANK_LAST + 1
+  return core.call(op.ctc_loss, inputs, at, nil, 2)[1]
+end
+
 -- rnn(data, parameters, state, state_cell, {mode=, state_size=, num_layers=,
 -- bidirectional=false, state_outputs=false, p=0}): MXNet's fused RNN
 -- (rnn_relu, rnn_tanh, lstm, gru) over data (T, N, I) with MXNet's flat

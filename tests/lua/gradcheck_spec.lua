@@ -722,6 +722,20 @@ cases.rnn = {
   rnn_case("lstm, one step, batch 1", 2, 1, false, 1, 1, 2, 3),
 }
 
+-- ctc_loss: data (T, N, C), label (N, L)[, data_lengths, label_lengths] ->
+-- the loss (N,) (its gradient output unchecked: it is the backward's)
+cases.ctc_loss = {
+  {"blank first, padded with 0, repeated labels", check = {1},
+   inputs = function() return {randn({5, 3, 4}), A({{1, 2, 0}, {3, 3, 0}, {1, 1, 2}})} end,
+   f = function(x, l) return npx.ctc_loss(x, l) end},
+  {"blank last, lengths (one at the limit), NTC transposed", check = {1},
+   inputs = function() return {randn({3, 5, 4}), A({{0, 2, 1}, {1, -1, -1}, {2, 2, 0}}), A({5, 4, 3}), A({3, 1, 2})} end,
+   f = function(x, l, dl, ll)
+     return npx.ctc_loss(np.swapaxes(x, 0, 1), l, dl, ll, {use_data_lengths = true, use_label_lengths = true,
+                                                           blank_label = "last"})
+   end},
+}
+
 
 local function as_list(v) if core.is_array(v) then return {v} end return v end
 

@@ -462,4 +462,63 @@ function PoissonNLLLoss:forward(pred, target, sample_weight, epsilon)
   return np.mean(l)
 end
 
+---------------------------------------------------------------------------
+-- CTCLoss{layout = 'NTC', label_layout = 'NT', weight}, called as
+-- loss(pred, label, pred_lengths, label_lengths, sample_weight):
+--   npx.ctc_loss over pred (N, T, C) or (T, N, C) (activations: softmax
+--   inside) and label (N, L) or (L, N), blank_label 'last' (as MXNet's
+--   Gluon: the blank is class C-1, labels 0..C-2 padded with -1); the
+--   lengths are used when given. batch_axis is label_layout's N (MXNet
+--   derives it too; passing it is an error there as here).
+
+local CTCLoss = class("CTCLoss", Loss)
+loss.CTCLoss = CTCLoss
+
+function CTCLoss:__init(...)
+  local name = "CTCLoss"
+  local a = parse_args(name, {"layout", "label_layout", "weight"},
+                       {layout = true, label_layout = true, weight = true, batch_axis = true}, ...)
+  if a.batch_axis ~= nil then
+    core.error(("%s: batch_axis is label_layout's position of N (MXNet: got multiple values for batch_axis); "
+                .. "give label_layout = 'NT' or 'TN', got batch_axis %s"):format(name, core.show_value(a.batch_axis)))
+  end
+  local layout, label_layout = a.layout or "NTC", a.label_layout or "NT"
+  if layout ~= "NTC" and layout ~= "TNC" then
+    core.error(("%s: layout must be 'NTC' or 'TNC', got %s"):format(name, core.show_value(layout)))
+  end
+  if label_layout ~= "NT" and label_layout ~= "TN" then
+    core.error(("%s: label_layout must be 'NT' or 'TN', got %s"):format(name, core.show_value(label_layout)))
+  end
+  Loss.__init(self, a.weight, label_layout == "NT" and 0 or 1)
+  self._layout, self._label_layout = layout, label_layout
+end
+
+function CTCLoss:forward(pred, label, pred_lengths, label_lengths, sample_weight)
+  local name = "CTCLoss"
+  check_inputs(name, pred, label)
+  check_sample_weight(name, sample_weight)
+  for what, v in pairs({pred_lengths = pred_lengths, label_lengths = label_lengths}) do
+    if not is_array(v) then
+      core.error(("%s: %s must be an ndarray or nil, got %s"):format(name, what, core.show_value(v)))
+    end
+  end
+  if pred.ndim ~= 3 then
+    core.error(("%s: pred must have 3 axes (layout %s), got shape %s"):format(name, self._layout, shape_text(pred.shape)))
+  end
+  if label.ndim ~= 2 then
+    core.error(("%s: label must have 2 axes (label_layout %s), got shape %s")
+               :format(name, self._label_layout, shape_text(label.shape)))
+  end
+  if self._layout == "NTC" then pred = np.swapaxes(pred, 0, 1) end
+  if self._batch_axis == 1 then label = np.swapaxes(label, 0, 1) end
+  local l = npx.ctc_loss(pred, label, pred_lengths, label_lengths, {use_data_lengths = pred_lengths ~= nil,
+                         use_label_lengths = label_lengths ~= nil, blank_label = "last"})
+  return apply_weighting(l, self._weight, sample_weight)
+end
+
+function CTCLoss:__tostring()
+  return ("CTCLoss(layout=%s, label_layout=%s, w=%s)"):format(self._layout, self._label_layout,
+                                                              self._weight == nil and "None" or tostring(self._weight))
+end
+
 return core.strict_module(loss, "gluon.loss")
