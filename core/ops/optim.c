@@ -159,8 +159,6 @@ luon_status lu_shape_adam_update(lu_call *c) {
 }
 luon_status lu_cpu_adam_update(lu_call *c) { return upd_run(c, O_ADAM); }
 
-
-
 /* ---- optimizers, part 2: Adamax, Nadam, LAMB, Signum, FTRL ------------------
  * MXNet 1.9.1's rules, in the weight's dtype (clip when >= 0):
  *   adamax, nadam: g' = clip(rescale_grad * g + wd * w, clip_gradient)
@@ -176,7 +174,7 @@ typedef struct upd2 {
   int rule, nops;
   int32_t dt;
   double lr, wd, rescale, clip, q[4];
-  double d1, d2;     /* nadam, lamb: 1 - beta2^t in d2; lamb: 1 - beta1^t in d1 (1, 1: no correction) */
+  double d1, d2;     /* the bias corrections 1 - beta1^t, 1 - beta2^t (nadam: d2; lamb: both, or 1 and 1) */
   double ss;         /* lamb's first pass: the sum of its direction's squares */
 } upd2;
 
