@@ -1,6 +1,7 @@
 /* optim.c: MXNet's fused optimizer updates (sgd, sgd with momentum, adam,
- * nag, rmsprop plain and centered, adagrad, adadelta, adamw), one pass over
- * the weight and its states, in place, float32 and float64, any strides.
+ * nag, rmsprop plain and centered, adagrad, adadelta, adamw; and, in part 2
+ * below, adamax, nadam, lamb, signsgd, signum, ftrl), one pass over the
+ * weight and its states, in place, float32 and float64, any strides.
  * Not here: learning-rate schedules, Adam's bias correction (folded into lr
  * by the caller), multi-precision copies.
  * Weight decay enters as in MXNet 1.9.1's kernels (clip when >= 0):
@@ -23,10 +24,10 @@ typedef struct upd {
   double lr, wd, rescale, clip, p4, p5, p6, p7;
 } upd;
 
-/* w (..), then inputs 1..nin-1 of w's shape and dtype (all float). */
-static luon_status upd_shape(lu_call *c, const char *op, const char *const *names) {
+/* w (..), then inputs 1..n-1 of w's shape and dtype (all float). */
+static luon_status upd_shape_n(lu_call *c, const char *op, const char *const *names, int n) {
   const luon_tensor *w = c->in[0];
-  for (int k = 0; k < c->nin; k++) {
+  for (int k = 0; k < n; k++) {
     const luon_tensor *t = c->in[k];
     if (t->dtype != LUON_DTYPE_F32 && t->dtype != LUON_DTYPE_F64)
       return lu_error(LUON_EDTYPE, "%s: %s is %s; only float32 and float64 are supported", op,
@@ -42,6 +43,9 @@ static luon_status upd_shape(lu_call *c, const char *op, const char *const *name
   memcpy(c->out_shape[0], w->shape, sizeof(int64_t) * (size_t)w->ndim);
   c->out_dtype[0] = w->dtype;
   return LUON_OK;
+}
+static luon_status upd_shape(lu_call *c, const char *op, const char *const *names) {
+  return upd_shape_n(c, op, names, c->nin);
 }
 
 static inline float clipf_(float v, float c, bool on) {
@@ -281,3 +285,152 @@ luon_status lu_shape_adamw_update(lu_call *c) {
   return upd_shape(c, "adamw_update", names);
 }
 luon_status lu_cpu_adamw_update(lu_call *c) { return upd_run(c, O_ADAMW); }
+/* ---- optimizers, part 2: Adamax, Nadam, LAMB, Signum, FTRL ------------------
+ * MXNet 1.9.1's rules, in the weight's dtype (clip when >= 0):
+ *   adamax, nadam: g' = clip(rescale_grad * g + wd * w, clip_gradient)
+ *   lamb, ftrl:    g' = clip(rescale_grad * g, clip_gradient) (lamb adds wd * w
+ *                  to its direction, ftrl's denominator takes wd)
+ *   signum:        mom = momentum mom - (1 - momentum) (wd w + g')
+ *   signsgd:       sign(g) alone (MXNet's kernel ignores clip and rescale) */
+
+enum { R_ADAMAX, R_NADAM, R_LAMB, R_LAMB_APPLY, R_SIGNSGD, R_SIGNUM, R_FTRL };
+
+/* q: the op's own float slots in registry order (core/luon_ops.def) */
+typedef struct upd2 {
+  int rule, nops;
+  int32_t dt;
+  double lr, wd, rescale, clip, q[4];
+  double d1, d2;     /* the bias corrections 1 - beta1^t, 1 - beta2^t (nadam: d2; lamb: both, or 1 and 1) */
+  double ss;         /* lamb's first pass: the sum of its direction's squares */
+} upd2;
+
+/* One row; op 0 w, 1 g, 2 and 3 the states. */
+#define UPD2_ROW(T, sfx, SQRT, FABS)                                                          \
+  static void upd2_row_##sfx(upd2 *u, int64_t n, char *const *p, const int64_t *st) {         \
+    const T lr = (T)u->lr, wd = (T)u->wd, rs = (T)u->rescale, cl = (T)u->clip;                \
+    const T q0 = (T)u->q[0], q1 = (T)u->q[1], q2 = (T)u->q[2], q3 = (T)u->q[3];               \
+    const T d1 = (T)u->d1, d2 = (T)u->d2;                                                     \
+    const bool doclip = u->clip >= 0;                                                         \
+    for (int64_t i = 0; i < n; i++) {                                                         \
+      T *w = (T *)(p[0] + i * st[0]);                                                         \
+      const T graw = *(const T *)(p[1] + i * st[1]);                                          \
+      T *s1 = u->nops > 2 ? (T *)(p[2] + i * st[2]) : NULL;                                   \
+      T *s2 = u->nops > 3 ? (T *)(p[3] + i * st[3]) : NULL;                                   \
+      T g = u->rule == R_ADAMAX || u->rule == R_NADAM ? rs * graw + wd * *w : rs * graw;      \
+      if (doclip) g = g > cl ? cl : g < -cl ? -cl : g;                                        \
+      switch (u->rule) {                                                                      \
+      case R_ADAMAX: { /* q: beta1, beta2 */                                                  \
+        *s1 = q0 * *s1 + ((T)1 - q0) * g;                                                     \
+        T bu = q1 * *s2, ag = FABS(g);                                                        \
+        *s2 = bu > ag ? bu : ag;                                                              \
+        *w -= lr * *s1 / *s2;                                                                 \
+        break;                                                                                \
+      }                                                                                       \
+      case R_NADAM: /* q: beta1, beta2, epsilon, m ratio */                                   \
+        *s1 = q0 * *s1 + ((T)1 - q0) * g;                                                     \
+        *s2 = q1 * *s2 + ((T)1 - q1) * g * g;                                                 \
+        *w -= lr * (g + q3 * *s1) / (SQRT(*s2 / d2) + q2);                                    \
+        break;                                                                                \
+      case R_LAMB:                                                                            \
+      case R_LAMB_APPLY: { /* q: beta1, beta2, epsilon */                                     \
+        if (u->rule == R_LAMB) {                                                              \
+          *s1 = q0 * *s1 + ((T)1 - q0) * g;                                                   \
+          *s2 = q1 * *s2 + ((T)1 - q1) * g * g;                                               \
+        }                                                                                     \
+        T d = (*s1 / d1) / (SQRT(*s2 / d2) + q2) + wd * *w;                                   \
+        if (u->rule == R_LAMB) u->ss += (double)d * (double)d;                                \
+        else *w -= lr * d; /* lr: lr times the trust ratio */                                 \
+        break;                                                                                \
+      }                                                                                       \
+      case R_SIGNSGD:                                                                         \
+        *w = ((T)1 - lr * wd) * *w - lr * (T)((graw > 0) - (graw < 0));                       \
+        break;                                                                                \
+      case R_SIGNUM: /* q: momentum, wd_lh */                                                 \
+        *s1 = q0 * *s1 - ((T)1 - q0) * wd * *w - ((T)1 - q0) * g;                             \
+        *w = ((T)1 - lr * q1) * *w + lr * (T)((*s1 > 0) - (*s1 < 0));                         \
+        break;                                                                                \
+      default: { /* R_FTRL, q: lamda1, beta; s1 z, s2 n */                                    \
+        *s1 += g - (SQRT(*s2 + g * g) - SQRT(*s2)) * *w / lr;                                 \
+        *s2 += g * g;                                                                         \
+        const T z = *s1;                                                                      \
+        *w = FABS(z) > q0 ? ((T)((z > 0) - (z < 0)) * q0 - z) / ((q1 + SQRT(*s2)) / lr + wd) : (T)0; \
+        break;                                                                                \
+      }                                                                                       \
+      }                                                                                       \
+    }                                                                                         \
+  }
+UPD2_ROW(float, f32, sqrtf, fabsf)
+UPD2_ROW(double, f64, sqrt, fabs)
+
+static void upd2_row(void *ctx, int64_t n, char *const *p, const int64_t *st) {
+  upd2 *u = ctx;
+  if (u->dt == LUON_DTYPE_F32) upd2_row_f32(u, n, p, st);
+  else upd2_row_f64(u, n, p, st);
+}
+
+static luon_status upd2_run(lu_call *c, int rule) {
+  _Static_assert((int)LU_ADAMAX_BETA1 == (int)LU_NF_sgd_update && (int)LU_NADAM_M_RATIO == (int)LU_NF_sgd_update + 3 &&
+                 (int)LU_LAMB_EPSILON == (int)LU_NF_sgd_update + 2 && (int)LU_SIGNUM_WD_LH == (int)LU_NF_sgd_update + 1 &&
+                 (int)LU_FTRL_BETA == (int)LU_NF_sgd_update + 1 && LU_NF_sgd_update + 4 <= LUON_MAX_ATTR_FLOATS,
+                 "the updates' own slots follow sgd_update's");
+  const luon_attrs *a = c->attrs;
+  luon_tensor *w = c->in[0];
+  int nops = c->nin < 4 ? c->nin : 4; /* lamb's r1 is read once, below */
+  upd2 u = {rule, nops, w->dtype, a->f[LU_OPT_LR], a->f[LU_OPT_WD], a->f[LU_OPT_RESCALE], a->f[LU_OPT_CLIP],
+            {0}, 1, 1, 0};
+  for (int k = 0; k < 4; k++) u.q[k] = a->f[LU_NF_sgd_update + k];
+  if (rule == R_NADAM) u.d2 = 1 - pow(u.q[1], (double)a->i[LU_NADAM_T]);
+  if (rule == R_LAMB && a->i[LU_LAMB_BIAS_CORRECTION] != 0) {
+    u.d1 = 1 - pow(u.q[0], (double)a->i[LU_LAMB_T]);
+    u.d2 = 1 - pow(u.q[1], (double)a->i[LU_LAMB_T]);
+  }
+  char *base[LU_ITER_MAX_OPS];
+  int64_t st[LU_ITER_MAX_OPS][LU_MAXD];
+  for (int k = 0; k < nops; k++) {
+    base[k] = lu_data(c->in[k]);
+    lu_byte_strides(c->in[k], w->ndim, w->shape, st[k]);
+  }
+  /* lamb's first pass sums over the tensor: one thread, in order */
+  lu_foreach_row(w->ndim, w->shape, nops, base, (const int64_t(*)[LU_MAXD])st, rule == R_LAMB ? 0 : PAR_GRAIN,
+                 false /* in place: never stops half-way */, upd2_row, &u);
+  if (rule == R_LAMB) { /* phase 2: lr times the trust ratio r1 / ||d|| (1 when either is 0) */
+    const void *r1p = lu_data(c->in[4]);
+    double r1 = w->dtype == LUON_DTYPE_F32 ? *(const float *)r1p : *(const double *)r1p, r2 = sqrt(u.ss);
+    if (r1 != 0 && r2 != 0) u.lr = u.lr * r1 / r2;
+    u.rule = R_LAMB_APPLY;
+    lu_foreach_row(w->ndim, w->shape, nops, base, (const int64_t(*)[LU_MAXD])st, PAR_GRAIN, false, upd2_row, &u);
+  }
+  return LUON_OK;
+}
+
+#define UPD2_OP(name, rule, ...)                                        \
+  luon_status lu_shape_##name(lu_call *c) {                             \
+    static const char *const names[] = {"weight", "grad", __VA_ARGS__}; \
+    return upd_shape(c, #name, names);                                  \
+  }                                                                     \
+  luon_status lu_cpu_##name(lu_call *c) { return upd2_run(c, rule); }
+
+/* adamax_update: m = b1 m + (1-b1) g'; u = max(b2 u, |g'|); w -= lr m / u */
+UPD2_OP(adamax_update, R_ADAMAX, "mean", "var")
+/* nadam_update: m, v as adam; w -= lr (g' + M_RATIO m) / (sqrt(v / (1 - b2^T)) + eps) */
+UPD2_OP(nadam_update, R_NADAM, "mean", "var")
+/* signsgd_update: w = (1 - lr wd) w - lr sign(g) */
+UPD2_OP(signsgd_update, R_SIGNSGD, NULL)
+/* signum_update: mom as above; w = (1 - lr wd_lh) w + lr sign(mom) */
+UPD2_OP(signum_update, R_SIGNUM, "mom")
+/* ftrl_update: z += g' - (sqrt(n + g'^2) - sqrt(n)) w / lr; n += g'^2;
+ * w = |z| > lamda1 ? (sign(z) lamda1 - z) / ((beta + sqrt(n)) / lr + wd) : 0 */
+UPD2_OP(ftrl_update, R_FTRL, "z", "n")
+
+/* lamb_update: m, v as adam but g' without wd; d = (m / (1 - b1^T)) /
+ * (sqrt(v / (1 - b2^T)) + eps) + wd w (no 1 - b^T without BIAS_CORRECTION);
+ * w -= lr (r1 / ||d||) d, r1 (one value) given */
+luon_status lu_shape_lamb_update(lu_call *c) {
+  static const char *const names[4] = {"weight", "grad", "mean", "var"};
+  const luon_tensor *w = c->in[0], *r1 = c->in[4];
+  if (r1->size != 1 || r1->dtype != w->dtype)
+    return lu_error(LUON_ESHAPE, "lamb_update: r1 must be one %s value (the weight's norm), got %s %s",
+                    luon_dtype_name(w->dtype), luon_dtype_name(r1->dtype), lu_shape_str(r1->ndim, r1->shape));
+  return upd_shape_n(c, "lamb_update", names, 4);
+}
+luon_status lu_cpu_lamb_update(lu_call *c) { return upd2_run(c, R_LAMB); }

@@ -152,3 +152,142 @@ luon_status lu_cuda_rmspropalex_update(lu_call *c) { return run(c, O_RMSPROPALEX
 luon_status lu_cuda_adagrad_update(lu_call *c) { return run(c, O_ADAGRAD); }
 luon_status lu_cuda_adadelta_update(lu_call *c) { return run(c, O_ADADELTA); }
 luon_status lu_cuda_adamw_update(lu_call *c) { return run(c, O_ADAMW); }
+
+/* ---- optimizers, part 2: Adamax, Nadam, LAMB, Signum, FTRL ------------------
+ * The rules of core/ops/optim.c's part 2 (its comment states them); q: the
+ * op's own float slots in registry order. LAMB: a first kernel updates the
+ * moments and sums its direction's squares (double, one atomic per block),
+ * a second applies lr times the trust ratio r1 / ||d||. */
+
+enum { R_ADAMAX, R_NADAM, R_LAMB, R_LAMB_APPLY, R_SIGNSGD, R_SIGNUM, R_FTRL };
+
+typedef struct upd2 {
+  int rule;
+  double lr, wd, rescale, clip, q[4];
+  double d1, d2; /* nadam: 1 - beta2^t (d2); lamb: 1 - beta1^t, 1 - beta2^t (1, 1: no correction) */
+} upd2;
+
+template <class T> __device__ __forceinline__ T sq_root(T v) {
+  if constexpr (sizeof(T) == 4) return sqrtf(v);
+  else return sqrt(v);
+}
+
+/* op 0 w, 1 g, 2 and 3 the states; lamb: ss the sum of d^2 (first kernel),
+ * r1 and ss read by the second */
+template <class T> __global__ void k_update2(lu_space s, upd2 u, double *ss, const T *r1) {
+  const T lr0 = (T)u.lr, wd = (T)u.wd, rs = (T)u.rescale, cl = (T)u.clip;
+  const T q0 = (T)u.q[0], q1 = (T)u.q[1], q2 = (T)u.q[2], q3 = (T)u.q[3];
+  const T d1 = (T)u.d1, d2 = (T)u.d2;
+  const bool doclip = u.clip >= 0;
+  T lr = lr0;
+  if (u.rule == R_LAMB_APPLY) { /* lr times the trust ratio (1 when either norm is 0) */
+    double n1 = (double)*r1, n2 = sqrt(*ss);
+    if (n1 != 0 && n2 != 0) lr = (T)(u.lr * n1 / n2);
+  }
+  double part = 0;
+  LU_GRID_LOOP(i, s.n) {
+    int64_t o[LU_MAX_OPS];
+    lu_offsets(s, i, o);
+    T *w = (T *)s.p[0] + o[0];
+    const T graw = ((const T *)s.p[1])[o[1]];
+    T *s1 = s.nops > 2 ? (T *)s.p[2] + o[2] : NULL;
+    T *s2 = s.nops > 3 ? (T *)s.p[3] + o[3] : NULL;
+    T g = u.rule == R_ADAMAX || u.rule == R_NADAM ? rs * graw + wd * *w : rs * graw;
+    if (doclip) g = g > cl ? cl : g < -cl ? -cl : g;
+    switch (u.rule) {
+    case R_ADAMAX: {
+      *s1 = q0 * *s1 + ((T)1 - q0) * g;
+      T bu = q1 * *s2, ag = g < 0 ? -g : g;
+      *s2 = bu > ag ? bu : ag;
+      *w -= lr * *s1 / *s2;
+      break;
+    }
+    case R_NADAM:
+      *s1 = q0 * *s1 + ((T)1 - q0) * g;
+      *s2 = q1 * *s2 + ((T)1 - q1) * g * g;
+      *w -= lr * (g + q3 * *s1) / (sq_root(*s2 / d2) + q2);
+      break;
+    case R_LAMB:
+    case R_LAMB_APPLY: {
+      if (u.rule == R_LAMB) {
+        *s1 = q0 * *s1 + ((T)1 - q0) * g;
+        *s2 = q1 * *s2 + ((T)1 - q1) * g * g;
+      }
+      T d = (*s1 / d1) / (sq_root(*s2 / d2) + q2) + wd * *w;
+      if (u.rule == R_LAMB) part += (double)d * (double)d;
+      else *w -= lr * d;
+      break;
+    }
+    case R_SIGNSGD:
+      *w = ((T)1 - lr * wd) * *w - lr * (T)((graw > 0) - (graw < 0));
+      break;
+    case R_SIGNUM:
+      *s1 = q0 * *s1 - ((T)1 - q0) * wd * *w - ((T)1 - q0) * g;
+      *w = ((T)1 - lr * q1) * *w + lr * (T)((*s1 > 0) - (*s1 < 0));
+      break;
+    default: { /* R_FTRL: s1 z, s2 n */
+      *s1 += g - (sq_root(*s2 + g * g) - sq_root(*s2)) * *w / lr;
+      *s2 += g * g;
+      const T z = *s1, az = z < 0 ? -z : z;
+      *w = az > q0 ? ((T)((z > 0) - (z < 0)) * q0 - z) / ((q1 + sq_root(*s2)) / lr + wd) : (T)0;
+      break;
+    }
+    }
+  }
+  if (u.rule != R_LAMB) return;
+  __shared__ double red[LU_THREADS];
+  red[threadIdx.x] = part;
+  __syncthreads();
+  for (unsigned h = blockDim.x / 2; h > 0; h /= 2) {
+    if (threadIdx.x < h) red[threadIdx.x] += red[threadIdx.x + h];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) atomicAdd(ss, red[0]);
+}
+
+static luon_status run2(lu_call *c, int rule) {
+  const luon_attrs *a = c->attrs;
+  luon_tensor *w = c->in[0];
+  upd2 u = {rule, a->f[LU_OPT_LR], a->f[LU_OPT_WD], a->f[LU_OPT_RESCALE], a->f[LU_OPT_CLIP], {0}, 1, 1};
+  for (int k = 0; k < 4; k++) u.q[k] = a->f[LU_NF_sgd_update + k];
+  if (rule == R_NADAM) u.d2 = 1 - pow(u.q[1], (double)a->i[LU_NADAM_T]);
+  if (rule == R_LAMB && a->i[LU_LAMB_BIAS_CORRECTION] != 0) {
+    u.d1 = 1 - pow(u.q[0], (double)a->i[LU_LAMB_T]);
+    u.d2 = 1 - pow(u.q[1], (double)a->i[LU_LAMB_T]);
+  }
+  lu_cuda_ctx k;
+  LU_TRY(lu_cuda_begin(c, &k));
+  luon_status s = LUON_OK;
+  lu_block *sum = NULL;
+  if (w->size > 0) {
+    lu_space sp;
+    lu_space_init(&sp, w->ndim, w->shape);
+    for (int j = 0; j < c->nin && j < 4; j++) lu_space_add(&sp, c->in[j]); /* lamb's r1 goes by pointer */
+    lu_space_done(&sp);
+    unsigned nb = lu_blocks(sp.n);
+    double *ss = NULL;
+    const void *r1 = rule == R_LAMB ? lu_data(c->in[4]) : NULL;
+    if (rule == R_LAMB && (s = lu_cuda_scratch(k.id, sizeof(double), &sum)) == LUON_OK) {
+      ss = (double *)sum->ptr;
+      s = lu_cuda_zero(ss, sizeof(double), k.s);
+    }
+    if (s == LUON_OK) {
+      LU_DISPATCH_FLOAT(w->dtype, T, (k_update2<T><<<nb, LU_THREADS, 0, k.s>>>(sp, u, ss, (const T *)r1)),
+                        s = lu_cuda_seterr(LUON_EDTYPE, "%s: float32 or float64 only", k.op))
+    }
+    if (s == LUON_OK && rule == R_LAMB) {
+      u.rule = R_LAMB_APPLY;
+      LU_DISPATCH_FLOAT(w->dtype, T, (k_update2<T><<<nb, LU_THREADS, 0, k.s>>>(sp, u, ss, (const T *)r1)),
+                        s = lu_cuda_seterr(LUON_EDTYPE, "%s: float32 or float64 only", k.op))
+    }
+  }
+  lu_cuda_scratch_free(sum);
+  return lu_cuda_end(&k, s);
+}
+
+luon_status lu_cuda_adamax_update(lu_call *c) { return run2(c, R_ADAMAX); }
+luon_status lu_cuda_nadam_update(lu_call *c) { return run2(c, R_NADAM); }
+luon_status lu_cuda_lamb_update(lu_call *c) { return run2(c, R_LAMB); }
+luon_status lu_cuda_signsgd_update(lu_call *c) { return run2(c, R_SIGNSGD); }
+luon_status lu_cuda_signum_update(lu_call *c) { return run2(c, R_SIGNUM); }
+luon_status lu_cuda_ftrl_update(lu_call *c) { return run2(c, R_FTRL); }

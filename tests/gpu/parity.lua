@@ -579,6 +579,39 @@ for _, u in ipairs({{"sgd_update", 2, {OPT_LR = 0.1, OPT_WD = 0.01, OPT_RESCALE 
   end
 end
 
+-- optimizers, part 2: the same, three steps on a transposed weight, the
+-- states positive (u, v, n); lamb's r1 a 0-d value, its norm a reduction
+for _, u in ipairs({{"adamax_update", 4, {ADAMAX_BETA1 = 0.9, ADAMAX_BETA2 = 0.99}},
+                    {"nadam_update", 4, {NADAM_BETA1 = 0.9, NADAM_BETA2 = 0.999, NADAM_EPSILON = 1e-8,
+                                         NADAM_M_RATIO = 0.7}, {NADAM_T = 3}},
+                    {"lamb_update", 4, {LAMB_BETA1 = 0.9, LAMB_BETA2 = 0.999, LAMB_EPSILON = 1e-6},
+                     {LAMB_T = 3, LAMB_BIAS_CORRECTION = 1}},
+                    {"signsgd_update", 2, {}},
+                    {"signum_update", 3, {SIGNUM_MOMENTUM = 0.9, SIGNUM_WD_LH = 0.01}},
+                    {"ftrl_update", 4, {FTRL_LAMDA1 = 0.5, FTRL_BETA = 1}}}) do
+  for _, dt in ipairs({"float32", "float64"}) do
+    both(u[1] .. " " .. dt .. ", three steps on a transposed weight", function(d)
+      local w = data(d, {7, 5}, dt, 41):transpose()
+      local st = {w}
+      for k = 3, u[2] do st[k] = np.abs(data(d, {5, 7}, dt, 41 + k)) end
+      for step = 1, 3 do
+        st[2] = data(d, {5, 7}, dt, 50 + step)
+        local inputs = {unpack(st)}
+        if u[1] == "lamb_update" then inputs[5] = np.array(4.5, {dtype = dt, device = d}) end
+        local a = core.attrs()
+        a.f[S.OPT_LR], a.f[S.OPT_WD], a.f[S.OPT_RESCALE], a.f[S.OPT_CLIP] = 0.01, 0.001, 2.0, 0.8
+        for slot, v in pairs(u[3]) do a.f[S[slot]] = v end
+        for slot, v in pairs(u[4] or {}) do a.i[S[slot]], a.ni = v, math.max(a.ni, S[slot] + 1) end
+        core.call(core.op_ids[u[1]], inputs, a)
+      end
+      local r = {w}
+      for k = 3, u[2] do r[#r + 1] = st[k] end
+      for k = 1, #r do r[k] = r[k]:astype("float64") end
+      return r
+    end, dt == "float32" and 2e-6 or nil, dt == "float32" and 1e-5 or nil)
+  end
+end
+
 gpu_only("random_permute on the device: the rows of x in some order", function()
   np.random.seed(126)
   local n = 1000

@@ -1,5 +1,6 @@
 -- luon.gluon.optimizer: MXNet's optimizers (SGD, Adam, NAG, RMSProp, AdaGrad,
--- AdaDelta, AdamW) over the fused in-place update ops, the Updater that keeps their states per device, and the
+-- AdaDelta, AdamW, Adamax, Nadam, LAMB, Signum, Ftrl) over the fused in-place
+-- update ops, the Updater that keeps their states per device, and the
 -- learning-rate schedulers (optimizer.lr_scheduler). Not here: gradient
 -- aggregation across devices (luon.gluon.trainer), multi-precision copies.
 local core = require("luon.core")
@@ -630,10 +631,199 @@ function AdamW:_step_one(index, w, g, state)
 end
 
 ---------------------------------------------------------------------------
+-- Adamax, Nadam, LAMB, Signum, FTRL: MXNet 1.9.1's classes, defaults and
+-- update rules (core/ops/optim.c states each); t is the index's update count.
+
+-- Adamax: g = clip(rescale_grad * grad + wd * w); m = b1 m + (1-b1) g;
+-- u = max(b2 u, |g|); w -= lr / (1 - b1^t) * m / u.
+local Adamax = class("Adamax", Optimizer)
+optimizer.Adamax = Adamax
+local adamax_known = set_of({"beta1", "beta2"}, base_args)
+
+function Adamax:__init(...)
+  local a = parse_args("Adamax", {"learning_rate", "beta1", "beta2"}, adamax_known, ...)
+  if a.learning_rate == nil and a.lr_scheduler == nil then a.learning_rate = 0.002 end
+  check_num("Adamax", a, "beta1", 0, 1)
+  check_num("Adamax", a, "beta2", 0, 1)
+  Optimizer.__init(self, a)
+  rawset(self, "beta1", a.beta1 or 0.9)
+  rawset(self, "beta2", a.beta2 or 0.999)
+end
+
+function Adamax:create_state(_, weight)
+  return {np.zeros_like(weight), np.zeros_like(weight)}
+end
+
+function Adamax:_step_one(index, w, g, state)
+  local lr, wd = self:_get_lr(index), self:_get_wd(index)
+  local t = self._index_update_count[index]
+  local a = update_attrs(lr / (1 - self.beta1 ^ t), wd, self.rescale_grad, self:_clip())
+  a.f[S.ADAMAX_BETA1], a.f[S.ADAMAX_BETA2] = self.beta1, self.beta2
+  core.call(op.adamax_update, {w, g, state[1], state[2]}, a)
+end
+
+-- Nadam: Adam's moments of g = clip(rescale_grad * grad + wd * w) with
+-- Nesterov momentum on the schedule mu_t = beta1 (1 - 0.5 * 0.96^(t * schedule_decay));
+-- m_schedule, the product of the mu_t so far, is the optimizer's (one for
+-- all indices, as MXNet's).
+local Nadam = class("Nadam", Optimizer)
+optimizer.Nadam = Nadam
+local nadam_known = set_of({"beta1", "beta2", "epsilon", "schedule_decay"}, base_args)
+
+function Nadam:__init(...)
+  local a = parse_args("Nadam", {"learning_rate", "beta1", "beta2", "epsilon", "schedule_decay"}, nadam_known, ...)
+  if a.learning_rate == nil and a.lr_scheduler == nil then a.learning_rate = 0.001 end
+  check_num("Nadam", a, "beta1", 0, 1)
+  check_num("Nadam", a, "beta2", 0, 1)
+  check_num("Nadam", a, "epsilon", 0)
+  check_num("Nadam", a, "schedule_decay", 0)
+  Optimizer.__init(self, a)
+  rawset(self, "beta1", a.beta1 or 0.9)
+  rawset(self, "beta2", a.beta2 or 0.999)
+  rawset(self, "epsilon", a.epsilon or 1e-8)
+  rawset(self, "schedule_decay", a.schedule_decay or 0.004)
+  rawset(self, "m_schedule", 1.0)
+end
+
+function Nadam:create_state(_, weight)
+  return {np.zeros_like(weight), np.zeros_like(weight)}
+end
+
+-- MXNet's step: w -= lr ((1 - mu_t) g / (1 - m_schedule) + mu_t+1 m / (1 -
+-- m_schedule mu_t+1)) / (sqrt(v / (1 - b2^t)) + eps); the op takes lr times
+-- g's factor and the ratio of m's factor to it.
+function Nadam:_step_one(index, w, g, state)
+  local lr, wd = self:_get_lr(index), self:_get_wd(index)
+  local t = self._index_update_count[index]
+  local b1, sd = self.beta1, self.schedule_decay
+  local mu_t = b1 * (1 - 0.5 * 0.96 ^ (t * sd))
+  local mu_t1 = b1 * (1 - 0.5 * 0.96 ^ ((t + 1) * sd))
+  self.m_schedule = self.m_schedule * mu_t
+  local g_coef = (1 - mu_t) / (1 - self.m_schedule)
+  local m_coef = mu_t1 / (1 - self.m_schedule * mu_t1)
+  local a = update_attrs(lr * g_coef, wd, self.rescale_grad, self:_clip())
+  a.i[S.NADAM_T], a.ni = t, S.NADAM_T + 1
+  a.f[S.NADAM_BETA1], a.f[S.NADAM_BETA2], a.f[S.NADAM_EPSILON] = b1, self.beta2, self.epsilon
+  a.f[S.NADAM_M_RATIO] = m_coef / g_coef
+  core.call(op.nadam_update, {w, g, state[1], state[2]}, a)
+end
+
+-- LAMB: Adam's moments of g = clip(rescale_grad * grad) (bias-corrected
+-- when bias_correction), d = m / (sqrt(v) + epsilon) + wd * w, then
+-- w -= lr * r1 / ||d|| * d with r1 = ||w|| clamped to [lower_bound,
+-- upper_bound] (ratio 1 when either norm is 0), per tensor.
+local LAMB = class("LAMB", Optimizer)
+optimizer.LAMB = LAMB
+local lamb_known = set_of({"beta1", "beta2", "epsilon", "lower_bound", "upper_bound", "bias_correction"}, base_args)
+
+function LAMB:__init(...)
+  local a = parse_args("LAMB", {"learning_rate", "beta1", "beta2", "epsilon", "lower_bound", "upper_bound",
+                                "bias_correction"}, lamb_known, ...)
+  if a.learning_rate == nil and a.lr_scheduler == nil then a.learning_rate = 0.001 end
+  check_num("LAMB", a, "beta1", 0, 1)
+  check_num("LAMB", a, "beta2", 0, 1)
+  check_num("LAMB", a, "epsilon", 0)
+  -- MXNet's None (and 0, which it drops as falsy): no bound
+  if a.lower_bound == false then a.lower_bound = nil end
+  if a.upper_bound == false then a.upper_bound = nil end
+  check_num("LAMB", a, "lower_bound", 0)
+  check_num("LAMB", a, "upper_bound", 0)
+  check_bool("LAMB", a, "bias_correction")
+  Optimizer.__init(self, a)
+  rawset(self, "beta1", a.beta1 or 0.9)
+  rawset(self, "beta2", a.beta2 or 0.999)
+  rawset(self, "epsilon", a.epsilon or 1e-6)
+  rawset(self, "lower_bound", a.lower_bound ~= 0 and a.lower_bound or nil)
+  rawset(self, "upper_bound", a.upper_bound ~= 0 and a.upper_bound or nil)
+  rawset(self, "bias_correction", a.bias_correction ~= false)
+end
+
+function LAMB:create_state(_, weight)
+  return {np.zeros_like(weight), np.zeros_like(weight)}
+end
+
+function LAMB:_step_one(index, w, g, state)
+  local lr, wd = self:_get_lr(index), self:_get_wd(index)
+  local t = self._index_update_count[index]
+  local r1 = np.linalg.norm(w) -- before update_attrs: ops share core.attrs()
+  if self.lower_bound or self.upper_bound then r1 = np.clip(r1, self.lower_bound, self.upper_bound) end
+  local a = update_attrs(lr, wd, self.rescale_grad, self:_clip())
+  a.i[S.LAMB_T], a.i[S.LAMB_BIAS_CORRECTION] = t, self.bias_correction and 1 or 0
+  a.ni = math.max(S.LAMB_T, S.LAMB_BIAS_CORRECTION) + 1
+  a.f[S.LAMB_BETA1], a.f[S.LAMB_BETA2], a.f[S.LAMB_EPSILON] = self.beta1, self.beta2, self.epsilon
+  core.call(op.lamb_update, {w, g, state[1], state[2], r1}, a)
+end
+
+-- Signum: mom = momentum mom - (1 - momentum) (wd w + clip(rescale_grad * grad));
+-- w = (1 - lr wd_lh) w + lr sign(mom). momentum 0 (signSGD, no state):
+-- w = (1 - lr wd) w - lr sign(grad).
+local Signum = class("Signum", Optimizer)
+optimizer.Signum = Signum
+local signum_known = set_of({"momentum", "wd_lh"}, base_args)
+
+function Signum:__init(...)
+  local a = parse_args("Signum", {"learning_rate", "momentum", "wd_lh"}, signum_known, ...)
+  check_num("Signum", a, "momentum", 0)
+  check_num("Signum", a, "wd_lh", 0)
+  if a.momentum == 0 and (a.wd_lh or 0) ~= 0 then
+    -- MXNet's signsgd_update takes no wd_lh ("Cannot find argument 'wd_lh'")
+    core.error("Signum: wd_lh needs momentum > 0 (with momentum 0 the update is signSGD, which has no wd_lh)")
+  end
+  Optimizer.__init(self, a)
+  rawset(self, "momentum", a.momentum or 0.9)
+  rawset(self, "wd_lh", a.wd_lh or 0)
+end
+
+function Signum:create_state(_, weight)
+  if self.momentum ~= 0 then return np.zeros_like(weight) end
+  return nil
+end
+
+function Signum:_step_one(index, w, g, mom)
+  local lr, wd = self:_get_lr(index), self:_get_wd(index)
+  local a = update_attrs(lr, wd, self.rescale_grad, self:_clip())
+  if mom ~= nil then
+    a.f[S.SIGNUM_MOMENTUM], a.f[S.SIGNUM_WD_LH] = self.momentum, self.wd_lh
+    core.call(op.signum_update, {w, g, mom}, a)
+  else
+    core.call(op.signsgd_update, {w, g}, a)
+  end
+end
+
+-- FTRL: g = clip(rescale_grad * grad); z += g - (sqrt(n + g^2) - sqrt(n)) w / lr;
+-- n += g^2; w = (sign(z) lamda1 - z) / ((beta + sqrt(n)) / lr + wd) where
+-- |z| > lamda1, else 0. MXNet's class name Ftrl; its first positional
+-- argument is lamda1.
+local Ftrl = class("Ftrl", Optimizer)
+optimizer.Ftrl = Ftrl
+local ftrl_known = set_of({"lamda1", "beta"}, base_args)
+
+function Ftrl:__init(...)
+  local a = parse_args("Ftrl", {"lamda1", "learning_rate", "beta"}, ftrl_known, ...)
+  if a.learning_rate == nil and a.lr_scheduler == nil then a.learning_rate = 0.1 end
+  check_num("Ftrl", a, "lamda1", 0)
+  check_num("Ftrl", a, "beta", 0)
+  Optimizer.__init(self, a)
+  rawset(self, "lamda1", a.lamda1 or 0.01)
+  rawset(self, "beta", a.beta or 1)
+end
+
+function Ftrl:create_state(_, weight)
+  return {np.zeros_like(weight), np.zeros_like(weight)} -- z, n
+end
+
+function Ftrl:_step_one(index, w, g, state)
+  local lr, wd = self:_get_lr(index), self:_get_wd(index)
+  local a = update_attrs(lr, wd, self.rescale_grad, self:_clip())
+  a.f[S.FTRL_LAMDA1], a.f[S.FTRL_BETA] = self.lamda1, self.beta
+  core.call(op.ftrl_update, {w, g, state[1], state[2]}, a)
+end
+
+---------------------------------------------------------------------------
 -- Registry: create("sgd", {...}) by name, case-insensitive.
 
 local registry = {sgd = SGD, adam = Adam, nag = NAG, rmsprop = RMSProp, adagrad = AdaGrad, adadelta = AdaDelta,
-                  adamw = AdamW}
+                  adamw = AdamW, adamax = Adamax, nadam = Nadam, lamb = LAMB, signum = Signum, ftrl = Ftrl}
 optimizer.registry = registry
 
 function optimizer.register(name, cls)
