@@ -157,9 +157,9 @@ function init.is_initializer(v)
          and core.derives(v, Initializer)
 end
 
--- register(cls) under its class name (as MXNet's init.register) or
--- register(name, cls); cls derives from Initializer. Then
--- initialize{init = 'name'} and create('name') make one. Returns cls.
+-- register(cls) under its class name (as MXNet's init.register),
+-- register(cls, name) or register(name, cls); cls derives from Initializer.
+-- Then initialize{init = 'name'} and create('name') make one.
 function init.register(a, b)
   return core.register(by_name, Initializer, "init.register", a, b)
 end

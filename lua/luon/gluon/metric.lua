@@ -727,8 +727,8 @@ local registry = {
   binaryaccuracy = BinaryAccuracy, binary_accuracy = BinaryAccuracy,
 }
 
--- register(cls) under its class name (as MXNet's metric.register) or
--- register(name, cls); cls derives from EvalMetric. Returns cls.
+-- register(cls) under its class name (as MXNet's metric.register),
+-- register(cls, name) or register(name, cls); cls derives from EvalMetric.
 function metric.register(a, b)
   return core.register(registry, EvalMetric, "metric.register", a, b)
 end

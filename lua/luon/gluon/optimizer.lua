@@ -447,8 +447,8 @@ end
 local registry = {sgd = SGD, adam = Adam}
 optimizer.registry = registry
 
--- register(cls) under its class name, as MXNet's decorator, or
--- register(name, cls); cls derives from Optimizer. Returns cls.
+-- register(cls) under its class name, as MXNet's decorator, register(cls,
+-- name) or register(name, cls) (core.register); cls derives from Optimizer.
 function optimizer.register(a, b)
   return core.register(registry, Optimizer, "optimizer.register", a, b)
 end
