@@ -748,7 +748,112 @@ end
 -- metamethods (__call, __tostring) are inherited by copying. In a class
 -- with _strict set, reading a public name nobody defines is an error
 -- naming the close ones (Optimizer's own code probes optional fields).
-local function class(name, parent)
+-- The parent of class c (nil for a root class).
+local function parent_of(c)
+  local mt = getmetatable(c)
+  return type(mt) == "table" and mt.__index or nil
+end
+
+-- Whether x (a class made by class(), or one of its instances) is cls or
+-- derives from it.
+function M.derives(x, cls)
+  if type(x) ~= "table" then return false end
+  local c = rawget(x, "__name") ~= nil and x or getmetatable(x)
+  while type(c) == "table" do
+    if c == cls then return true end
+    c = parent_of(c)
+  end
+  return false
+end
+
+-- What Parent:extend(...) takes, for both class systems (these classes and
+-- gluon's blocks): ("Name") or ("Name", methods) or {"Name", method = f, ...}.
+-- Returns the name and a table of the methods (maybe empty).
+function M.class_spec(name, methods, who)
+  if type(name) == "table" and methods == nil then
+    local spec = name
+    name, methods = spec[1], {}
+    for k, v in pairs(spec) do
+      if k ~= 1 then
+        if type(k) ~= "string" then
+          error(("%s: a class spec holds its name first, then methods by name, got key %s")
+                :format(who, M.show_value(k)))
+        end
+        methods[k] = v
+      end
+    end
+  end
+  if type(name) ~= "string" or name == "" then
+    error(("%s: the class needs a name string, got %s"):format(who, M.show_value(name)))
+  end
+  if methods ~= nil and type(methods) ~= "table" then
+    error(("%s: methods must be a table of name = function, got %s"):format(who, M.show_value(methods)))
+  end
+  return name, methods or {}
+end
+
+-- A class made by extend must define, for each group of its base's
+-- _required ({"a", "b", text = "..."}: one of them), one of the names itself
+-- (the base's own placeholder does not count). Checked at its first
+-- instance, since methods are added after extend returns.
+local function check_required(cls)
+  if rawget(cls, "_checked") then return end
+  local base = cls
+  while base and rawget(base, "_required") == nil do base = parent_of(base) end
+  for _, group in ipairs(base and rawget(base, "_required") or {}) do
+    local found = false
+    for _, m in ipairs(group) do
+      local c = cls
+      while c and c ~= base and not found do
+        found = type(rawget(c, m)) == "function"
+        c = parent_of(c)
+      end
+    end
+    if not found then
+      error(("%s: a subclass of %s must define %s"):format(cls.__name, base.__name, group.text))
+    end
+  end
+  rawset(cls, "_checked", true)
+end
+
+local class
+
+-- Cls = Parent:extend("Name"[, methods]) or Parent:extend{"Name", f = ...}:
+-- a subclass, as Block:extend makes blocks; define Cls:__init(...) (or
+-- inherit the parent's) and the methods its base requires.
+local function extend(parent, name, methods)
+  name, methods = M.class_spec(name, methods, (parent.__name or "class") .. ":extend")
+  local c = class(name, parent)
+  c._extended = true
+  for k, v in pairs(methods) do c[k] = v end
+  return c
+end
+
+-- Register cls in registry (lower-case names) from register(cls), named by
+-- its class name, register(cls, name), as MXNet's, or register(name, cls);
+-- cls must derive from base. Replacing another class warns, as MXNet.
+-- Returns cls.
+function M.register(registry, base, who, a, b)
+  local cls, name = a, b
+  if type(a) == "string" then cls, name = b, a end
+  if name == nil and type(cls) == "table" then name = rawget(cls, "__name") end
+  if not M.derives(cls, base) or rawget(cls, "__name") == nil then
+    error(("%s: expected a subclass of %s (made with %s:extend), got %s")
+          :format(who, base.__name, base.__name, M.show_value(cls)))
+  end
+  if type(name) ~= "string" or name == "" then
+    error(("%s: the name must be a non-empty string, got %s"):format(who, M.show_value(name)))
+  end
+  local old = registry[name:lower()]
+  if old ~= nil and old ~= cls then
+    M.warn(("%s: the %s '%s' registered as '%s' replaces %s"):format(who, base.__name, cls.__name,
+                                                                 name:lower(), old.__name))
+  end
+  registry[name:lower()] = cls
+  return cls
+end
+
+function class(name, parent)
   local c = {__name = name, _props = setmetatable({}, {__index = parent and parent._props})}
   c.__index = function(self, k)
     local p = c._props[k]
@@ -761,10 +866,13 @@ local function class(name, parent)
   end
   if parent then
     for _, mm in ipairs({"__call", "__tostring", "__newindex"}) do c[mm] = rawget(parent, mm) end
+  else
+    c.extend = extend -- inherited by every class below
   end
   return setmetatable(c, {
     __index = parent,
     __call = function(cls, ...)
+      if rawget(cls, "_extended") then check_required(cls) end
       local obj = setmetatable({}, cls)
       cls.__init(obj, ...)
       return obj

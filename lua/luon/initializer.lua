@@ -12,6 +12,7 @@ local Initializer = core.class("Initializer")
 init.Initializer = Initializer
 -- the base (MXNet's Initializer()): made, it fills nothing
 function Initializer.__init() end
+Initializer._required = {{"_init_weight", text = "_init_weight(name, arr)"}}
 function Initializer:_init_weight()
   core.error(("%s: the base class fills no array; use init.Zero, One, Constant, Uniform, Normal, Xavier " ..
               "or MSRAPrelu, or give a class of your own an _init_weight(name, arr)"):format(tostring(self)))
@@ -152,9 +153,15 @@ local by_name = {zeros = init.Zero, zero = init.Zero, ones = init.One, one = ini
                  msraprelu = init.MSRAPrelu}
 
 function init.is_initializer(v)
-  local mt = getmetatable(v)
-  return type(v) == "table" and mt ~= nil and getmetatable(mt) ~= nil
-         and getmetatable(mt).__index == Initializer
+  return type(v) == "table" and rawget(v, "__name") == nil and getmetatable(v) ~= Initializer
+         and core.derives(v, Initializer)
+end
+
+-- register(cls) under its class name (as MXNet's init.register),
+-- register(cls, name) or register(name, cls); cls derives from Initializer.
+-- Then initialize{init = 'name'} and create('name') make one.
+function init.register(a, b)
+  return core.register(by_name, Initializer, "init.register", a, b)
 end
 
 -- An Initializer from an Initializer, a name ('zeros', 'ones', 'xavier', ...)
@@ -165,9 +172,12 @@ function init.create(v, who)
     local ctor = by_name[v:lower()]
     if ctor then return ctor() end
   end
+  local names = {}
+  for k in pairs(by_name) do names[#names + 1] = "'" .. k .. "'" end
+  table.sort(names)
   core.error(("%s: unknown initializer %s (expected a luon.init object such as init.Xavier(), " ..
-              "or 'zeros', 'ones', 'uniform', 'normal', 'xavier', 'msraprelu')")
-             :format(who or "initializer", tostring(v)))
+              "or one of %s)")
+             :format(who or "initializer", tostring(v), table.concat(names, ", ")))
 end
 
 return core.strict_module(init, "init")

@@ -80,13 +80,14 @@ local function construct(cls, ...)
   return self
 end
 
--- Cls = Parent:extend("Name"): a subclass; define Cls:__init(...) and
--- Cls:forward(...), then Cls(...) makes an instance.
-function Block.extend(parent, name)
-  if type(name) ~= "string" then
-    core.error(("extend: the class needs a name string, got %s"):format(tostring(name)))
-  end
+-- Cls = Parent:extend("Name"[, methods]) or Parent:extend{"Name", forward =
+-- f, ...} (core.class_spec, as the other gluon classes' extend): a
+-- subclass; define Cls:__init(...) and Cls:forward(...), then Cls(...)
+-- makes an instance.
+function Block.extend(parent, name, methods)
+  name, methods = core.class_spec(name, methods, "extend")
   local cls = {__name = name, __super = parent}
+  for k, v in pairs(methods) do cls[k] = v end
   return setmetatable(cls, {__index = parent, __call = construct,
                             __tostring = function() return "class " .. name end})
 end

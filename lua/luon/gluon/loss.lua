@@ -94,8 +94,11 @@ end
 local Loss = class("Loss")
 loss.Loss = Loss
 
+-- Loss(weight, batch_axis): batch_axis 0 when nil (a subclass without its
+-- own __init takes these two).
 function Loss:__init(weight, batch_axis)
   local name = getmetatable(self).__name
+  if batch_axis == nil then batch_axis = 0 end
   if weight ~= nil and type(weight) ~= "number" then
     core.error(("%s: weight must be a number, got %s"):format(name, type(weight)))
   end
@@ -106,6 +109,21 @@ function Loss:__init(weight, batch_axis)
 end
 
 function Loss:__call(...) return self:forward(...) end
+
+-- The F of a hybrid_forward(F, ...): F.np and F.npx. MXNet 1.x's legacy
+-- names (F.mean, F.pick) differ from np's in places, so they are errors.
+local F = setmetatable({np = np, npx = npx}, {__index = function(_, k)
+  core.error(("F.%s: luon's F holds F.np and F.npx only; write F.np.%s or F.npx.%s")
+             :format(tostring(k), tostring(k), tostring(k)))
+end})
+
+-- A subclass (Loss:extend) writes forward(pred, label, ...) or, as MXNet
+-- 1.x's, hybrid_forward(F, pred, label, ...).
+function Loss:forward(...)
+  return self:hybrid_forward(F, ...)
+end
+Loss._required = {{"forward", "hybrid_forward",
+  text = "forward(pred, label, ...) or hybrid_forward(F, pred, label, ...)"}}
 
 -- Gluon's losses are HybridBlocks; here they are plain callables, so
 -- hybridize() has nothing to compile and only keeps scripts working.

@@ -122,6 +122,7 @@ end
 function EvalMetric:update()
   core.error(("%s: this metric class defines no update(labels, preds)"):format(getmetatable(self).__name))
 end
+EvalMetric._required = {{"update", text = "update(labels, preds)"}}
 
 function EvalMetric:__tostring()
   local name, value = self:get()
@@ -725,6 +726,12 @@ local registry = {
   custommetric = CustomMetric, torch = metric.Torch, caffe = metric.Caffe,
   binaryaccuracy = BinaryAccuracy, binary_accuracy = BinaryAccuracy,
 }
+
+-- register(cls) under its class name (as MXNet's metric.register),
+-- register(cls, name) or register(name, cls); cls derives from EvalMetric.
+function metric.register(a, b)
+  return core.register(registry, EvalMetric, "metric.register", a, b)
+end
 
 -- create(name, ...): the metric of that name or alias (any case), built with
 -- the other arguments; create(metric): that metric; create(list): a

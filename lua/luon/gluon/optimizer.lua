@@ -195,8 +195,13 @@ local function check_num(name, a, key, lo, hi)
 end
 
 function Optimizer:__init(a)
+  local cls = getmetatable(self)
+  local name = cls.__name
+  if rawget(cls, "_extended") and cls.__init == Optimizer.__init then
+    -- a class made by extend without its own __init takes the base keywords only
+    a = core.options(a, name, base_args, nil, "the keywords")
+  end
   a = a or {}
-  local name = getmetatable(self).__name
   for _, key in ipairs({"learning_rate", "wd", "rescale_grad", "begin_num_update"}) do check_num(name, a, key) end
   check_num(name, a, "clip_gradient", 0)
   local sched = a.lr_scheduler
@@ -289,7 +294,9 @@ function Optimizer:_set_current_device(key)
   self._index_update_count = c
 end
 
+-- _update_count(indices) or _update_count(index), as MXNet 1.x's per-index update calls it.
 function Optimizer:_update_count(indices)
+  if type(indices) ~= "table" then indices = {indices} end
   local counts = self._index_update_count
   for _, idx in ipairs(indices) do
     local c = (counts[idx] or self.begin_num_update) + 1
@@ -327,14 +334,33 @@ end
 
 function Optimizer:create_state(_, _) return nil end
 
--- update(indices, weights, grads, states): one step for each index, in place.
+-- update(indices, weights, grads, states): count the updates, then step.
+-- step(indices, weights, grads, states): one step for each index, in place
+-- (MXNet 2.x's split); luon's optimizers write _step_one(index, w, g, state).
+-- A class made by Optimizer:extend defines step (lists, as MXNet 2.x) or
+-- update(index, weight, grad, state) (one index, as MXNet 1.x: it counts
+-- with self:_update_count(index) itself; the Updater calls it per index).
 function Optimizer:update(indices, weights, grads, states)
   self:_update_count(indices)
+  self:step(indices, weights, grads, states)
+end
+
+function Optimizer:step(indices, weights, grads, states)
   for k = 1, #indices do
     self:_step_one(indices[k], weights[k], grads[k], states[k])
   end
 end
-Optimizer.step = Optimizer.update
+
+Optimizer._required = {{"update", "step", "_step_one",
+  text = "update(index, weight, grad, state) (as MXNet 1.x) or step(indices, weights, grads, states) (as MXNet 2.x)"}}
+
+-- Whether opt's update is a per-index one (MXNet 1.x's signature, written
+-- in a class made by extend).
+local function per_index_update(opt)
+  local c = getmetatable(opt)
+  while c and rawget(c, "update") == nil do c = getmetatable(c) and getmetatable(c).__index end
+  return c ~= nil and c ~= Optimizer and rawget(c, "_extended") == true
+end
 
 function Optimizer:__tostring()
   return ("%s(learning_rate=%s, wd=%g, rescale_grad=%g, clip_gradient=%s)")
@@ -826,9 +852,10 @@ local registry = {sgd = SGD, adam = Adam, nag = NAG, rmsprop = RMSProp, adagrad 
                   adamw = AdamW, adamax = Adamax, nadam = Nadam, lamb = LAMB, signum = Signum, ftrl = Ftrl}
 optimizer.registry = registry
 
-function optimizer.register(name, cls)
-  registry[name:lower()] = cls
-  return cls
+-- register(cls) under its class name, as MXNet's decorator, register(cls,
+-- name) or register(name, cls) (core.register); cls derives from Optimizer.
+function optimizer.register(a, b)
+  return core.register(registry, Optimizer, "optimizer.register", a, b)
 end
 
 local function known_names()
@@ -850,13 +877,7 @@ function optimizer.create(name, params)
 end
 
 function optimizer.is_optimizer(x)
-  local mt = getmetatable(x)
-  while type(mt) == "table" do
-    if mt == Optimizer then return true end
-    local parent = getmetatable(mt)
-    mt = parent and parent.__index
-  end
-  return false
+  return type(x) == "table" and rawget(x, "__name") == nil and core.derives(x, Optimizer)
 end
 
 ---------------------------------------------------------------------------
@@ -887,7 +908,11 @@ function Updater:__call(indices, grads, weights)
     end
     states[k] = s
   end
-  opt:update(indices, weights, grads, states)
+  if per_index_update(opt) then
+    for k = 1, #indices do opt:update(indices[k], weights[k], grads[k], states[k]) end
+  else
+    opt:update(indices, weights, grads, states)
+  end
 end
 
 function optimizer.get_updater(opt, key) return Updater(opt, key) end

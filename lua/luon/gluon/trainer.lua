@@ -4,7 +4,8 @@
 -- optimizer update per replica (update). With kvstore = 'dist' the sums
 -- also run across processes (luon.dist: NCCL for GPU gradients, which stay
 -- on the GPU, MPI for CPU ones; see docs/distributed.md).
--- Not here: the update rules (luon.gluon.optimizer), saving optimizer states.
+-- Not here: the update rules (luon.gluon.optimizer), the file of
+-- save_states/load_states (luon.gluon.trainer_states).
 local core = require("luon.core")
 local ffi, C = core.ffi, core.C
 local np = require("luon.np")
@@ -208,6 +209,19 @@ end
 
 function Trainer:set_learning_rate(lr)
   self._optimizer:set_learning_rate(lr)
+end
+
+-- save_states(path): the optimizer's states, update counts and changing
+-- hyper-parameters (not the weights: save_parameters), one copy of the
+-- states (the first device's), in one safetensors file written atomically.
+-- load_states(path): the same, onto every device; a file made for another
+-- optimizer, scheduler or set of parameters is an error and changes nothing.
+function Trainer:save_states(path)
+  require("luon.gluon.trainer_states").save(self, path)
+end
+
+function Trainer:load_states(path)
+  require("luon.gluon.trainer_states").load(self, path)
 end
 
 function Trainer:__tostring()
