@@ -4,7 +4,6 @@
  * backward rule (lu_grad_<op>, written with other ops), accumulating into
  * the nodes upstream and into the .grad of leaves (attach_grad). */
 #include "internal.h"
-#include <pthread.h>
 #include <stdlib.h>
 
 typedef struct lu_node {
@@ -294,35 +293,31 @@ struct luon_backward {
 
 static _Thread_local int32_t in_pass;   /* a pass runs on this thread */
 
-/* The released custom nodes' ids, until the Lua side collects them. */
-static pthread_mutex_t released_lock = PTHREAD_MUTEX_INITIALIZER;
-static int64_t *released;
-static int32_t nreleased, released_cap;
+/* The freed custom nodes' ids, until the Lua side collects them: per
+ * thread, as a Lua state's nodes are freed on its thread (a state's ids are
+ * its own; another state on another thread never takes them). */
+static _Thread_local int64_t *released;
+static _Thread_local int32_t nreleased, released_cap;
 
 static void note_released(int64_t id) {
-  pthread_mutex_lock(&released_lock);
   if (nreleased == released_cap) {
     int32_t cap = released_cap ? released_cap * 2 : 64;
     int64_t *v = realloc(released, sizeof *v * (size_t)cap);
-    if (v) {
-      released = v;
-      released_cap = cap;
-    }
+    if (!v) return; /* the Lua entry stays until the state ends: a leak, never a wrong drop */
+    released = v;
+    released_cap = cap;
   }
-  if (nreleased < released_cap) released[nreleased++] = id; /* else the Lua entry leaks, no worse */
-  pthread_mutex_unlock(&released_lock);
+  released[nreleased++] = id;
 }
 
 int32_t luon_autograd_released_functions(int64_t *ids, int32_t max) {
-  pthread_mutex_lock(&released_lock);
   int32_t n = 0;
-  while (n < max && nreleased > 0) ids[n++] = released[--nreleased];
+  while (ids && n < max && nreleased > 0) ids[n++] = released[--nreleased];
   if (nreleased == 0) {
     free(released);
     released = NULL;
     released_cap = 0;
   }
-  pthread_mutex_unlock(&released_lock);
   return n;
 }
 

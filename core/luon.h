@@ -321,11 +321,12 @@ luon_status luon_autograd_backward_end(luon_backward *b, int32_t failed, luon_te
 /* Put a custom function's call on the tape: its outputs (made unrecorded,
  * none of them an input) get one node whose backward is function `id`
  * (> 0, the caller's) when recording is on and an input needs a gradient;
- * *recorded says whether it was. When the node is freed its id is queued
- * for luon_autograd_released_functions. */
+ * *recorded says whether it was. When the node is freed its id is queued,
+ * on the thread that frees it, for luon_autograd_released_functions. */
 luon_status luon_autograd_record_function(int32_t nin, luon_tensor *const *in, int32_t nout,
                                           luon_tensor *const *out, int64_t id, int32_t *recorded);
-/* Take up to max ids of freed custom-function nodes; returns how many. */
+/* Take up to max ids of custom-function nodes freed on this thread;
+ * returns how many. */
 int32_t luon_autograd_released_functions(int64_t *ids, int32_t max);
 
 /* Replicas of one array on several devices (data parallelism): afterwards
