@@ -1,5 +1,7 @@
--- luon.autograd: recording scopes over the C tape, and the ndarray methods
--- attach_grad, backward, detach and the .grad property. Python's `with`
+-- luon.autograd: recording scopes over the C tape, the ndarray methods
+-- attach_grad, backward, detach and the .grad property, autograd.grad
+-- (gradients as new arrays; create_graph for higher orders) and
+-- autograd.Function (custom functions with a Lua backward). Python's `with`
 -- blocks become functions: autograd.record(function() ... end) returns what
 -- the function returns.
 local core = require("luon.core")
@@ -83,7 +85,7 @@ local function collect_released()
   until n < 64
 end
 
-local function shape_text(s) return core.shape_text(s) end
+local shape_text = core.shape_text
 
 -- The gradients an instance's backward returned, checked against its
 -- array inputs (entry.inputs: position, shape, dtype, device): one array
