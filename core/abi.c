@@ -14,6 +14,7 @@ int64_t luon_abi_sizeof(const char *name) {
   SIZE(luon_attrs)
   SIZE(luon_op_info)
   SIZE(luon_transform_step)
+  SIZE(luon_function_step)
 #undef SIZE
   lu_error(LUON_EINVAL, "abi_sizeof: no struct named '%s' in luon.h", name);
   return -1;

@@ -330,6 +330,56 @@ luon_status luon_tensor_detach(luon_tensor *t, luon_tensor **out);
 luon_status luon_autograd_backward(int32_t n, luon_tensor *const *heads,
                                    luon_tensor *const *head_grads, int32_t retain_graph);
 
+/* A backward pass run step by step, for autograd.grad and for custom
+ * functions (autograd.Function), whose backward is the caller's code: C
+ * never calls back into Lua, so the pass stops at a custom function's node,
+ * hands its output gradients out, and takes its input gradients back.
+ *   begin: as luon_autograd_backward, flags LUON_BACKWARD_*; with nvars > 0
+ *     the gradients of the heads with respect to vars (arrays that called
+ *     attach_grad, or computed by recorded ops) are collected for end
+ *     instead of written to .grad (autograd.grad). CREATE_GRAPH records
+ *     the pass itself (for higher-order gradients; needs vars). When *b
+ *     is set (even on failure), end must be called with it.
+ *   next: runs the pass until a custom function's node needs its backward
+ *     (step->id > 0) or the pass is done (step->id = 0).
+ *   give: that node's nin input gradients (borrowed; NULL: none), each of
+ *     its input's shape, dtype and device; then next again.
+ *   end: frees the pass (and the tape behind the heads unless
+ *     RETAIN_GRAPH, when the pass completed); failed != 0 (the caller's
+ *     step failed) frees nothing of the tape. When grads is not NULL and
+ *     the pass completed: the vars' gradients (+1), else NULLs; a var no
+ *     gradient reached is an error (LUON_EGRAD, as MXNet's).
+ * One pass at a time per thread. */
+typedef struct luon_backward luon_backward;
+typedef enum luon_backward_flag {
+  LUON_BACKWARD_RETAIN_GRAPH = 1,
+  LUON_BACKWARD_CREATE_GRAPH = 2
+} luon_backward_flag;
+typedef struct luon_function_step {
+  int64_t id;                                /* the custom function; 0: done */
+  int32_t nin, nout;
+  luon_tensor *dout[LUON_MAX_OP_INPUTS];     /* borrowed output gradients (zeros
+                                                where none reached) */
+  int32_t need[LUON_MAX_OP_INPUTS];          /* input i wants a gradient */
+} luon_function_step;
+luon_status luon_autograd_backward_begin(int32_t nheads, luon_tensor *const *heads,
+                                         luon_tensor *const *head_grads, int32_t nvars,
+                                         luon_tensor *const *vars, int32_t flags,
+                                         luon_backward **b);
+luon_status luon_autograd_backward_next(luon_backward *b, luon_function_step *step);
+luon_status luon_autograd_backward_give(luon_backward *b, int32_t nin, luon_tensor *const *din);
+luon_status luon_autograd_backward_end(luon_backward *b, int32_t failed, luon_tensor **grads);
+/* Put a custom function's call on the tape: its outputs (made unrecorded,
+ * none of them an input) get one node whose backward is function `id`
+ * (> 0, the caller's) when recording is on and an input needs a gradient;
+ * *recorded says whether it was. When the node is freed its id is queued,
+ * on the thread that frees it, for luon_autograd_released_functions. */
+luon_status luon_autograd_record_function(int32_t nin, luon_tensor *const *in, int32_t nout,
+                                          luon_tensor *const *out, int64_t id, int32_t *recorded);
+/* Take up to max ids of custom-function nodes freed on this thread;
+ * returns how many. */
+int32_t luon_autograd_released_functions(int64_t *ids, int32_t max);
+
 /* Replicas of one array on several devices (data parallelism): afterwards
  * every replica holds the sum (LUON_REDUCE_SUM) or the mean of all of them,
  * bit-identical. Same shape and dtype on all; at most 64 replicas. CPU

@@ -853,3 +853,22 @@ luon_status lu_grad_conv2d_grad_input(lu_grad_call *gc) {
   }
   return LUON_OK;
 }
+
+/* dw = conv2d_grad_weight(x, dy) is linear in both; with ddw its gradient:
+ *   d x  = conv2d_grad_input(dy, ddw)      as conv2d(x, ddw)'s input gradient at dy
+ *   d dy = conv2d(x, ddw)                  the convolution whose weight gradient it is */
+luon_status lu_grad_conv2d_grad_weight(lu_grad_call *gc) {
+  luon_tensor *ddw = gc->dout[0], *x = gc->in[0], *dy = gc->in[1];
+  if (!ddw) return LUON_OK;
+  luon_attrs a;
+  memset(&a, 0, sizeof a);
+  for (int k = 0; k <= LU_CONV2D_GROUPS; k++) a.i[k] = k < gc->attrs->ni ? gc->attrs->i[k] : conv_defaults[k];
+  a.ni = LU_CONV2D_GROUPS + 1; /* no fused relu */
+  if (gc->need[1]) LU_TRY(lu_run(LU_OP_conv2d, &a, &gc->din[1], 2, x, ddw));
+  if (gc->need[0]) {
+    a.i[LU_CONV2D_GRAD_INPUT_H] = x->shape[2], a.i[LU_CONV2D_GRAD_INPUT_W] = x->shape[3];
+    a.ni = LU_NI_conv2d_grad_input;
+    LU_TRY(lu_run(LU_OP_conv2d_grad_input, &a, &gc->din[0], 2, dy, ddw));
+  }
+  return LUON_OK;
+}

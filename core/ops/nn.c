@@ -4,7 +4,7 @@
  * gradients of activations.
  * Float32 and float64, any strides. Not here: relu/sigmoid/tanh themselves
  * (elementwise.c), batch_norm (norm.c), optimizer updates (optim.c). */
-#include "internal.h"
+#include "steps.h"
 #include <math.h>
 
 #define PAR_GRAIN 16384 /* elements per thread before threads are used */
@@ -202,6 +202,47 @@ luon_status lu_cpu_selu_grad(lu_call *c) { return act_run(c, G_SELU); }
 /* (x, dy) -> dy * (Phi(x) + x * phi(x)) */
 luon_status lu_shape_gelu_grad(lu_call *c) { return pair_shape(c, "gelu_grad", "x"); }
 luon_status lu_cpu_gelu_grad(lu_call *c) { return act_run(c, G_GELU); }
+
+/* The activations' gradient ops are differentiable too, for second
+ * derivatives (autograd.grad with create_graph): each is linear in dy, so
+ * d(dy) = the same op on the incoming gradient h; the other input's term:
+ * relu_grad, leaky_relu_grad (x, dy): piecewise constant in x, zeros;
+ * sigmoid_grad (y, dy) = dy y (1 - y): d(y) = h dy (1 - 2y);
+ * tanh_grad (y, dy) = dy (1 - y^2): d(y) = -2 h dy y;
+ * softrelu_grad (x, dy) = dy sigmoid(x): d(x) = h dy s (1 - s), s = sigmoid(x). */
+static luon_status grad_of_act_grad(lu_grad_call *g, int32_t op, int32_t first_term) {
+  luon_tensor *a = g->in[0], *dy = g->in[1], *h = g->dout[0];
+  if (!h) return LUON_OK;
+  lu_steps e = {LUON_OK, 0, {NULL}};
+  if (g->need[1]) lu_steps_give(&e, lu_steps_run(&e, op, g->attrs, a, h, NULL), dy, &g->din[1]);
+  if (g->need[0] && !first_term) { /* zeros, not none: x is reached (autograd.grad's check) */
+    luon_attrs z;
+    memset(&z, 0, sizeof z);
+    z.dtype = a->dtype;
+    z.dev_type = a->dev.type;
+    z.dev_id = a->dev.id;
+    z.ni = LU_FULL_SHAPE + a->ndim;
+    memcpy(z.i + LU_FULL_SHAPE, a->shape, sizeof(int64_t) * (size_t)a->ndim);
+    lu_steps_give(&e, lu_steps_run(&e, LU_OP_full, &z, NULL, NULL, NULL), a, &g->din[0]);
+  }
+  if (g->need[0] && first_term) {
+    luon_tensor *hdy = R2(multiply, h, dy), *t = NULL;
+    if (first_term == LU_OP_sigmoid_grad) t = R2(multiply, hdy, R2(subtract, K(1, a), R2(multiply, a, K(2, a))));
+    else if (first_term == LU_OP_tanh_grad) t = R2(multiply, hdy, R2(multiply, a, K(-2, a)));
+    else t = R2(sigmoid_grad, R1(sigmoid, a), hdy);
+    lu_steps_give(&e, t, a, &g->din[0]);
+  }
+  return lu_steps_end(&e);
+}
+luon_status lu_grad_relu_grad(lu_grad_call *g) { return grad_of_act_grad(g, LU_OP_relu_grad, 0); }
+luon_status lu_grad_leaky_relu_grad(lu_grad_call *g) { return grad_of_act_grad(g, LU_OP_leaky_relu_grad, 0); }
+luon_status lu_grad_sigmoid_grad(lu_grad_call *g) {
+  return grad_of_act_grad(g, LU_OP_sigmoid_grad, LU_OP_sigmoid_grad);
+}
+luon_status lu_grad_tanh_grad(lu_grad_call *g) { return grad_of_act_grad(g, LU_OP_tanh_grad, LU_OP_tanh_grad); }
+luon_status lu_grad_softrelu_grad(lu_grad_call *g) {
+  return grad_of_act_grad(g, LU_OP_softrelu_grad, LU_OP_softrelu);
+}
 
 /* d softrelu(x) = dy * sigmoid(x) */
 luon_status lu_grad_softrelu(lu_grad_call *g) {

@@ -382,9 +382,37 @@ luon_status lu_grad_broadcast_to(lu_grad_call *g) {
   return lu_reduce_sum_to(g->dout[0], g->in[0]->ndim, g->in[0]->shape, 0, &g->din[0]);
 }
 
-/* slice: dx = zeros of x's shape with dy written into the same slice */
+/* slice with steps of 1 under create_graph: dx = dy padded with zeros to
+ * x's shape (pad, recorded, whose own gradient is this slice again) */
+static luon_status grad_slice_padded(lu_grad_call *g) {
+  const luon_tensor *x = g->in[0], *dy = g->dout[0];
+  const luon_attrs *sa = g->attrs;
+  luon_attrs a;
+  memset(&a, 0, sizeof a);
+  a.i[LU_PAD_MODE] = LU_PAD_CONSTANT;
+  a.ni = LU_PAD_WIDTHS + 2 * x->ndim;
+  for (int d = 0; d < x->ndim; d++) {
+    int64_t b = 0;
+    if (d < sa->ni / LU_NI_slice) {
+      const int64_t *t = sa->i + LU_NI_slice * d;
+      int64_t step = t[LU_SLICE_STEP] == INT64_MIN ? 1 : t[LU_SLICE_STEP];
+      if (step != 1)
+        return lu_error(LUON_EGRAD, "backward: 'slice' with a step (%lld on axis %d) is not twice "
+                        "differentiable in luon", (long long)step, d);
+      b = t[LU_SLICE_BEGIN];
+      slice_range(x->shape[d], &b, t[LU_SLICE_END], 1);
+    }
+    a.i[LU_PAD_WIDTHS + 2 * d] = b;
+    a.i[LU_PAD_WIDTHS + 2 * d + 1] = x->shape[d] - b - dy->shape[d];
+  }
+  return lu_run(LU_OP_pad, &a, &g->din[0], 1, dy);
+}
+
+/* slice: dx = zeros of x's shape with dy written into the same slice (the
+ * copy is not recorded: under create_graph, with a recorded dy, padded) */
 luon_status lu_grad_slice(lu_grad_call *g) {
   const luon_tensor *x = g->in[0];
+  if (lu_recording && g->dout[0]->node) return grad_slice_padded(g);
   luon_tensor *dx, *part;
   LU_TRY(zeros(g->dout[0], x->ndim, x->shape, &dx));
   luon_status s = lu_run(LU_OP_slice, g->attrs, &part, 1, dx);

@@ -205,6 +205,18 @@ unary_cases("leaky_relu", function(x) return raw("leaky_relu", {x}, nil, {LEAKY_
 unary_cases("elu", function(x) return raw("elu", {x}, nil, {LEAKY_SLOPE = 0.7}) end)
 unary_cases("selu", function(x) return raw("selu", {x}) end)
 unary_cases("gelu", function(x) return raw("gelu", {x}) end)
+-- the activations' gradient ops, (x or y, dy): differentiable for second
+-- derivatives (autograd.grad with create_graph)
+local function act_grad_case(name, first, floats)
+  cases[name] = {{"(" .. (first == randn and "x" or "y") .. ", dy)",
+    inputs = function() return {first == randn and randn({3, 4}) or rand({3, 4}, first[1], first[2]), randn({3, 4})} end,
+    f = function(a, dy) return raw(name, {a, dy}, nil, floats) end}}
+end
+act_grad_case("relu_grad", randn)
+act_grad_case("leaky_relu_grad", randn, {LEAKY_SLOPE = 0.1})
+act_grad_case("softrelu_grad", randn)
+act_grad_case("sigmoid_grad", {0.05, 0.95})
+act_grad_case("tanh_grad", {-0.95, 0.95})
 table.insert(cases.gelu, {"MXNet's values (erf form)", check = {},
   inputs = function() return {A({-2, -0.5, 0, 0.5, 2})} end, f = function(x) return raw("gelu", {x}) end,
   want = {-0.04550026389635842, -0.15426876936299344, 0, 0.34573123063700656, 1.9544997361036416}})
@@ -430,6 +442,19 @@ cases.conv2d_grad_input = {
    f = function(dy, w)
      return raw("conv2d_grad_input", {np.transpose(dy, {0, 1, 3, 2}), w},
                 with(conv({1, 2}, {0, 0}, {1, 2}, 2), {CONV2D_GRAD_INPUT_H = 4, CONV2D_GRAD_INPUT_W = 12}))
+   end},
+}
+-- the weight gradient, x (N,C,H,W), dy (N,O,OH,OW) -> dw of the kernel's KH, KW (second derivatives of conv2d)
+cases.conv2d_grad_weight = {
+  {"stride 2, pad 1, kernel 3x3", inputs = function() return {randn({2, 3, 6, 5}), randn({2, 4, 3, 3})} end,
+   f = function(x, dy)
+     return raw("conv2d_grad_weight", {x, dy}, with(conv({2, 2}, {1, 1}, {1, 1}, 1), {CONV2D_GRAD_WEIGHT_KH = 3,
+                                                                                     CONV2D_GRAD_WEIGHT_KW = 3}))
+   end},
+  {"groups 2, dilation (1, 2), stride (1, 2), transposed x", inputs = function() return {randn({1, 4, 12, 4}), randn({1, 4, 3, 5})} end,
+   f = function(x, dy)
+     return raw("conv2d_grad_weight", {np.transpose(x, {0, 1, 3, 2}), dy},
+                with(conv({1, 2}, {0, 0}, {1, 2}, 2), {CONV2D_GRAD_WEIGHT_KH = 2, CONV2D_GRAD_WEIGHT_KW = 2}))
    end},
 }
 cases.conv2d_maxpool = {
