@@ -109,7 +109,9 @@ end
 local cairo
 local function load_cairo(fname)
   if cairo then return cairo end
-  ffi.cdef [[
+  -- declared once per process: this file may be loaded again (a module
+  -- reloader, busted's insulation), and a second declaration is an error
+  if not pcall(ffi.typeof, "luon_cairo_text_extents") then ffi.cdef [[
 typedef struct _cairo cairo_t;
 typedef struct _cairo_surface cairo_surface_t;
 typedef struct { double x_bearing, y_bearing, width, height, x_advance, y_advance; } luon_cairo_text_extents;
@@ -141,7 +143,7 @@ void cairo_select_font_face(cairo_t *cr, const char *family, int slant, int weig
 void cairo_set_font_size(cairo_t *cr, double size);
 void cairo_show_text(cairo_t *cr, const char *utf8);
 void cairo_text_extents(cairo_t *cr, const char *utf8, luon_cairo_text_extents *extents);
-]]
+]] end
   local ok, lib = pcall(ffi.load, "cairo")
   if not ok then ok, lib = pcall(ffi.load, "libcairo.so.2") end
   if not ok then

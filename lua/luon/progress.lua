@@ -5,7 +5,9 @@
 local core = require("luon.core")
 local ffi = core.ffi
 
-ffi.cdef("int isatty(int fd);")
+-- declared once per process (a module reloader, busted's insulation, runs
+-- this file again; a second declaration is an error)
+if not pcall(function() return ffi.C.isatty end) then ffi.cdef("int isatty(int fd);") end
 
 local progress = {}
 
