@@ -310,4 +310,20 @@ describe("luon.plot", function()
                    {"no metric columns"})
     rm(dir)
   end)
+
+  it("names the Debian package when cairo cannot be loaded", function()
+    local ffi = require("ffi")
+    local real = ffi.load
+    local fresh = assert(loadfile(H.root .. "lua/luon/plot.lua"))()   -- a copy that has not loaded cairo yet
+    local log = {columns = {"epoch", "batch", "kind", "training loss"},
+                 rows = {{epoch = 1, batch = 1, kind = "epoch", ["training loss"] = 1}}}
+    ffi.load = function(name, ...)
+      if tostring(name):find("cairo", 1, true) then error("cannot open shared object file") end
+      return real(name, ...)
+    end
+    local ok, err = pcall(fresh.curves, log, "/nonexistent/curves.png")   -- never written
+    ffi.load = real
+    assert.is_false(ok)
+    assert.truthy(tostring(err):find("install the Debian package libcairo2", 1, true), err)
+  end)
 end)
