@@ -11,6 +11,8 @@ local autograd = require("luon.autograd")
 local metric = require("luon.gluon.metric")
 local loss_mod = require("luon.gluon.loss")
 local utils = require("luon.gluon.utils")
+local block = require("luon.gluon.block")
+local Trainer = require("luon.gluon.trainer").Trainer
 local object = require("luon.gluon.data.object")
 local handlers = require("luon.gluon.contrib.event_handler")
 
@@ -137,7 +139,7 @@ function Estimator:__init(...)
   if a.devices ~= nil and a.context ~= nil and a.devices ~= a.context then
     core.error("Estimator: devices and context both given; context is MXNet's name for devices, give one")
   end
-  if a.net == nil or not require("luon.gluon.block").is_block(a.net) then
+  if not block.is_block(a.net) then
     core.error(("Estimator: net must be a gluon Block, got %s"):format(core.show_value(a.net)))
   end
   self.net = a.net
@@ -169,11 +171,10 @@ function Estimator:__init(...)
     core.warn("Estimator: the network is already initialized; initializer is ignored (use " ..
               "net:initialize{init = ..., force_reinit = true} to reinitialize it)")
   end
-  local gluon = require("luon.gluon")
   if a.trainer == nil then
     core.warn("Estimator: no trainer given; using SGD with learning rate 0.001")
-    self.trainer = gluon.Trainer(self.net:collect_params(), "sgd", {learning_rate = 0.001})
-  elseif core.instance_of(a.trainer, gluon.Trainer) then
+    self.trainer = Trainer(self.net:collect_params(), "sgd", {learning_rate = 0.001})
+  elseif core.instance_of(a.trainer, Trainer) then
     self.trainer = a.trainer
   else
     core.error(("Estimator: trainer must be a gluon.Trainer, got %s"):format(core.show_value(a.trainer)))
@@ -238,7 +239,7 @@ local function check_metric_refs(list, known)
   end
 end
 
-local function with_defaults(self, list, defaults, known_lists)
+local function with_defaults(list, defaults, known_lists)
   local mixing = #list > 0 and #defaults > 0
   for _, h in ipairs(defaults) do list[#list + 1] = h end
   if mixing then
@@ -268,7 +269,7 @@ function Estimator:evaluate(...)
   if not any_instance(list, handlers.LoggingHandler) then
     defaults[#defaults + 1] = handlers.LoggingHandler{metrics = self.val_metrics}
   end
-  local by = categorize(with_defaults(self, list, defaults, {self.val_metrics}))
+  local by = categorize(with_defaults(list, defaults, {self.val_metrics}))
   local was_training = self.training
   self.training = false
   for _, h in ipairs(by.epoch_begin) do h:epoch_begin(self) end
@@ -313,7 +314,7 @@ function Estimator:fit(...)
   if not any_instance(list, handlers.LoggingHandler) then
     defaults[#defaults + 1] = handlers.LoggingHandler{metrics = self.train_metrics}
   end
-  local by = categorize(with_defaults(self, list, defaults, {self.train_metrics, self.val_metrics}))
+  local by = categorize(with_defaults(list, defaults, {self.train_metrics, self.val_metrics}))
 
   self.training = true
   for _, h in ipairs(by.train_begin) do h:train_begin(self) end
