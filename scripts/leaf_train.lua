@@ -2,12 +2,12 @@
 -- the LeafNetwork trained data-parallel on several devices from an
 -- ImageFolder tree, with the tutorial's transforms and log lines, a
 -- progress bar on a terminal, validation accuracy per epoch, test accuracy
--- at the end, and the parameters saved, reloaded and checked.
+-- at the end, and the parameters saved, reloaded and checked; --csv and
+-- --plot write the metrics per epoch (and per log interval) and their chart.
 --   build/luon scripts/leaf_train.lua --help
 local luon = require("luon")
 local np, npx, gluon, autograd = luon.np, luon.npx, luon.gluon, luon.autograd
 local nn = gluon.nn
-local ffi = require("ffi")
 
 ---------------------------------------------------------------------------
 -- Options
@@ -15,7 +15,7 @@ local ffi = require("ffi")
 local defaults = {
   root = "data/fashion-leaf", devices = "auto", epochs = 2, ["batch-size"] = 32,
   lr = 0.01, momentum = 0.9, ["log-interval"] = 20, save = "leaf_models.params",
-  workers = 2, seed = 42, limit = 0, model = "leafnet",
+  workers = 2, seed = 42, limit = 0, model = "leafnet", csv = "", plot = "",
 }
 local help = [[
 usage: luon scripts/leaf_train.lua [options]
@@ -32,7 +32,11 @@ usage: luon scripts/leaf_train.lua [options]
   --seed N            shuffling, augmentation and initialisation (default 42)
   --limit N           use only the first N images of each split (0: all)
   --model NAME        leafnet (the tutorial's, default) or a gluon.model_zoo.vision name
-                      (resnet18_v1, mobilenet1.0, ...), with as many classes as the data has]]
+                      (resnet18_v1, mobilenet1.0, ...), with as many classes as the data has
+  --csv PATH          write the training and validation metrics to a CSV file, a row per epoch
+                      and per log interval (luon.plot's format)
+  --plot PATH.png     draw the loss and accuracy curves into a PNG after each epoch (luon.plot;
+                      needs Debian's libcairo2)]]
 
 local function parse(argv)
   local o = {}
@@ -65,6 +69,9 @@ local function parse(argv)
 end
 
 local opt = parse(arg or {})
+if opt.plot ~= "" and not opt.plot:lower():match("%.png$") then
+  error(("leaf_train: --plot expects a .png path, got %s"):format(opt.plot), 0)
+end
 
 local function pick_devices(spec)
   if spec == "auto" then
@@ -140,25 +147,11 @@ local validation_loader = loader(val_ds, validation_transformer, false)
 local test_loader = loader(test_ds, validation_transformer, false)
 
 ---------------------------------------------------------------------------
--- Progress on a terminal
+-- The metrics' log and chart (--csv, --plot)
 
-ffi.cdef("int isatty(int fd);")
-local tty = ffi.C.isatty(1) == 1
-
-local function progress(epoch, done, total, started, loss, acc)
-  if not tty then return end
-  local width = 30
-  local filled = math.floor(width * done / math.max(total, 1))
-  local elapsed = luon.clock() - started
-  local eta = done > 0 and elapsed / done * (total - done) or 0
-  io.write(("\r[Epoch %d] [%s%s] %d/%d  loss %.4f  acc %.4f  ETA %ds   ")
-           :format(epoch, ("="):rep(filled), (" "):rep(width - filled), done, total, loss, acc, eta))
-  io.flush()
-end
-
-local function clear_progress()
-  if tty then io.write("\r" .. (" "):rep(100) .. "\r") end
-end
+local plot = luon.plot
+local csv_path = opt.csv ~= "" and opt.csv or (opt.plot ~= "" and os.tmpname() or nil)
+local csv_log = csv_path and plot.CSVLog(csv_path, {"training accuracy", "training loss", "validation accuracy"})
 
 ---------------------------------------------------------------------------
 -- Evaluation (section 8.2)
@@ -204,11 +197,13 @@ local accuracy = gluon.metric.Accuracy()
 local log_interval = opt["log-interval"]
 local nbatches = train_loader:len()
 local acc_val = 0
+local batches_done = 0
 
 for epoch = 1, opt.epochs do
   local train_loss, tic, btic = 0, luon.clock(), luon.clock()
   local seen = 0
   accuracy:reset()
+  local bar = luon.progress.Bar{total = nbatches, label = ("[Epoch %d]"):format(epoch)}
   for idx, batch in train_loader:enumerate() do
     local data, label = batch[1], batch[2]
     local data_list = split_and_load(data, devices)
@@ -227,25 +222,33 @@ for epoch = 1, opt.epochs do
     for _, l in ipairs(losses) do batch_loss = batch_loss + l:sum():item() end
     train_loss = train_loss + batch_loss
     seen = seen + batch_size
+    batches_done = batches_done + 1
     accuracy:update(label_list, outputs)
     if log_interval > 0 and idx % log_interval == 0 then
       local _, acc = accuracy:get()
-      clear_progress()
+      bar:clear()
+      if csv_log then csv_log:write(epoch - 1 + idx / nbatches, batches_done, "batch", {acc, train_loss / seen}) end
       print(("Epoch[%d] Batch[%d] Speed: %.1f samples/sec batch loss = %.4f | accuracy = %.4f")
             :format(epoch, idx, batch_size * log_interval / (luon.clock() - btic), batch_loss, acc))
       btic = luon.clock()
     end
     local _, acc = accuracy:get()
-    progress(epoch, idx, nbatches, tic, train_loss / seen, acc)
+    bar:update(idx, ("loss %.4f  acc %.4f"):format(train_loss / seen, acc))
   end
-  clear_progress()
+  bar:clear()
   local _, acc = accuracy:get()
   local cost = luon.clock() - tic
   acc_val = test(net, validation_loader, devices)
   print(("[Epoch %d] training: accuracy=%.4f loss=%.4f"):format(epoch, acc, train_loss / math.max(seen, 1)))
   print(("[Epoch %d] time cost: %.2f (%.1f samples/sec)"):format(epoch, cost, seen / cost))
   print(("[Epoch %d] validation: validation accuracy=%.4f"):format(epoch, acc_val))
+  if csv_log then
+    csv_log:write(epoch, batches_done, "epoch", {acc, train_loss / math.max(seen, 1), acc_val})
+    if opt.plot ~= "" then plot.curves(csv_path, opt.plot, {title = "leaf_train: " .. opt.model}) end
+  end
 end
+if opt.plot ~= "" then print(("curves: %s"):format(opt.plot)) end
+if csv_path and opt.csv == "" then os.remove(csv_path) end
 
 local acc_test = test(net, test_loader, devices)
 print(("test accuracy=%.4f"):format(acc_test))

@@ -499,6 +499,43 @@ function M.path_arg(path, fname, what)
   return path
 end
 
+-- The entries of directory path: a list of {name =, kind = 'd'|'f'|'o'}
+-- sorted by name in byte order (as Python's sorted()), or an error naming
+-- fname.
+local listbuf, listlen = ffi.new("char*[1]"), ffi.new("int64_t[1]")
+function M.list_dir(path, fname)
+  if C.luon_dir_list(path, listbuf, listlen) ~= 0 then
+    error(("%s: %s"):format(fname, ffi.string(C.luon_last_error())))
+  end
+  local s = ffi.string(listbuf[0], listlen[0])
+  C.luon_free(listbuf[0])
+  local out = {}
+  for kind, name in s:gmatch("(.)([^%z]*)%z") do out[#out + 1] = {name = name, kind = kind} end
+  table.sort(out, function(a, b) return a.name < b.name end)
+  return out
+end
+
+-- Make directory path and its missing parents (Python's os.makedirs with
+-- exist_ok), or an error naming fname, the path and the reason.
+ffi.cdef("int mkdir(const char *path, unsigned int mode);")
+function M.make_dirs(path, fname)
+  M.path_arg(path, fname, "the directory")
+  local sofar = path:sub(1, 1) == "/" and "/" or ""
+  for part in path:gmatch("[^/]+") do
+    sofar = sofar .. part
+    if ffi.C.mkdir(sofar, 511) ~= 0 then   -- 0777, less the umask
+      local f = io.open(sofar .. "/.", "rb")
+      if not f then
+        error(("%s: cannot create the directory %q (%s is not a directory or is not writable)")
+              :format(fname, path, sofar))
+      end
+      f:close()
+    end
+    sofar = sofar .. "/"
+  end
+  return path
+end
+
 -- Every key of the options table t is in one of the lists of known keys,
 -- or an error naming fname, the key and the known ones. A list is an array
 -- of names (shown in its order) or a set {name = true} (shown sorted);
@@ -881,6 +918,19 @@ function class(name, parent)
   })
 end
 M.class = class
+
+-- Whether obj is an instance of cls (a class of core.class) or of a class
+-- derived from it.
+function M.instance_of(obj, cls)
+  if type(obj) ~= "table" then return false end
+  local c = getmetatable(obj)
+  while type(c) == "table" do
+    if c == cls then return true end
+    local mt = getmetatable(c)
+    c = mt and mt.__index
+  end
+  return false
+end
 
 ---------------------------------------------------------------------------
 -- Calling ops

@@ -58,5 +58,7 @@ local no_sym = use_instead("luon has no symbolic API (mx.sym)",
                            "Gluon blocks (hybridize() is accepted and runs them imperatively)")
 return core.strict_module(luon, "luon", {
   metric = function() return luon.gluon.metric end,  -- MXNet 1.x's mx.metric is gluon.metric
+  plot = function() return require("luon.plot") end,  -- training curves (cairo, loaded when drawing)
+  progress = function() return require("luon.progress") end,
   nd = no_nd, ndarray = no_nd, sym = no_sym, symbol = no_sym,
 })

@@ -1,5 +1,6 @@
 -- examples_spec: the ports of MXNet Gluon programs in examples/ (dcgan.lua,
--- text_cnn.lua, mlp_mixer.lua) run at tiny sizes through their options, in seconds: what
+-- text_cnn.lua, mlp_mixer.lua), estimator.lua and scripts/leaf_train.lua's
+-- --csv/--plot run at tiny sizes through their options, in seconds: what
 -- they print is parsed, their losses are finite and go down, their files are
 -- written.
 package.path = (debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "") .. "?.lua;" .. package.path
@@ -124,5 +125,68 @@ describe("examples/mlp_mixer.lua", function()
     local ok, out = example("mlp_mixer", "--patch 5")
     assert.is_false(ok)
     assert.truthy(out:find("--patch must divide 28, got 5", 1, true), out)
+  end)
+end)
+
+-- A tiny fashion-leaf tree (scripts/make_dataset) for the LeafNetwork's
+-- programs: 24 training, 16 validation and 8 test images.
+describe("the LeafNetwork's programs", function()
+  local dir, leaf
+  setup(function()
+    dir = os.tmpname(); os.remove(dir)
+    leaf = dir .. "/leaf"
+    local ok, out = run(("'%s' '%sscripts/make_dataset' --out '%s' --size 64 --train 12 --validation 8 " ..
+                         "--test 4 --quiet"):format(absolute(H.luon_exe()), absolute(root), leaf))
+    assert(ok, out)
+  end)
+  teardown(function() run(("rm -rf '%s'"):format(dir)) end)
+
+  describe("examples/estimator.lua", function()
+    it("trains with checkpoints, early stopping, a CSV log and a chart", function()
+      local out_dir = dir .. "/est"
+      local ok, out = example("estimator", ("--root '%s' --out '%s' --epochs 3 --batch-size 8 --limit 16 " ..
+                                            "--patience 5"):format(leaf, out_dir))
+      assert.is_true(ok, out)
+      assert.equal(3, #numbers(out, "%[Epoch %d+%] Finished in [%d.]+s, training accuracy: ([%d.]+)"), out)
+      assert.truthy(out:find("best checkpoint .-leafnet%-best%.params: validation accuracy=[%d.]+"), out)
+      for _, f in ipairs({"leafnet-best.params", "leafnet-epoch2batch6.params", "log.csv", "curves.png"}) do
+        assert.is_true(exists(out_dir .. "/" .. f), f .. "\n" .. out)
+      end
+      local log = require("luon.plot").read_csv(out_dir .. "/log.csv")
+      assert.equal(3, #log.rows, out)
+      local img = H.luon.image.imread(out_dir .. "/curves.png")
+      assert.same({320, 960, 3}, img.shape)
+    end)
+
+    it("says what is wrong with its options", function()
+      local ok, out = example("estimator", "--epochs 0")
+      assert.is_false(ok)
+      assert.truthy(out:find("--epochs must be a positive integer, got 0", 1, true), out)
+      ok, out = example("estimator", ("--root '%s/none'"):format(dir))
+      assert.is_false(ok)
+      assert.truthy(out:find("scripts/make_dataset", 1, true), out)
+    end)
+  end)
+
+  describe("scripts/leaf_train.lua", function()
+    it("writes its metrics with --csv and draws them with --plot", function()
+      local csv, png = dir .. "/leaf.csv", dir .. "/leaf.png"
+      local ok, out = run(("'%s' '%sscripts/leaf_train.lua' --root '%s' --devices cpu:0 --epochs 2 " ..
+                           "--batch-size 4 --limit 8 --log-interval 1 --workers 1 --save '%s/leaf.params' " ..
+                           "--csv '%s' --plot '%s'"):format(absolute(H.luon_exe()), absolute(root), leaf, dir, csv, png))
+      assert.is_true(ok, out)
+      local log = require("luon.plot").read_csv(csv)
+      assert.same({"epoch", "batch", "kind", "training accuracy", "training loss", "validation accuracy"}, log.columns)
+      local kinds = {}
+      for _, r in ipairs(log.rows) do kinds[#kinds + 1] = r.kind end
+      assert.same({"batch", "batch", "epoch", "batch", "batch", "epoch"}, kinds)
+      assert.equal(2, log.rows[6].epoch)
+      assert.is_number(log.rows[6]["validation accuracy"])
+      local img = H.luon.image.imread(png)
+      assert.same({348, 960, 3}, img.shape)   -- loss and accuracy side by side, under a title
+      ok, out = run(("'%s' '%sscripts/leaf_train.lua' --plot curves.jpg"):format(absolute(H.luon_exe()), absolute(root)))
+      assert.is_false(ok)
+      assert.truthy(out:find("--plot expects a .png path", 1, true), out)
+    end)
   end)
 end)

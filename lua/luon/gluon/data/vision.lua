@@ -112,20 +112,8 @@ end
 ---------------------------------------------------------------------------
 -- ImageFolderDataset
 
-local listbuf, listlen = ffi.new("char*[1]"), ffi.new("int64_t[1]")
-
 -- The entries of a directory: a sorted list of {name =, kind = 'd'|'f'|'o'}.
-local function list_dir(path, cls)
-  local st = C.luon_dir_list(path, listbuf, listlen)
-  if st ~= 0 then core.error(("%s: %s"):format(cls, ffi.string(C.luon_last_error()))) end
-  local s = ffi.string(listbuf[0], listlen[0])
-  C.luon_free(listbuf[0])
-  local out = {}
-  for kind, name in s:gmatch("(.)([^%z]*)%z") do out[#out + 1] = {name = name, kind = kind} end
-  -- byte order, as Python's sorted() on names (code points for UTF-8)
-  table.sort(out, function(a, b) return a.name < b.name end)
-  return out
-end
+local list_dir = core.list_dir
 
 local image_ext = {[".jpg"] = true, [".jpeg"] = true, [".png"] = true}
 
