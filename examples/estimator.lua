@@ -10,44 +10,17 @@
 --     [--epochs 10] [--batch-size 32] [--lr 0.01] [--patience 2] [--limit N]
 --     [--log-interval 0]
 local luon = require("luon")
+local cli = require("luon.cli")
 local np, npx, gluon = luon.np, luon.npx, luon.gluon
 local estimator = gluon.contrib.estimator
 
-local function usage(msg)
-  io.stderr:write((msg and (msg .. "\n") or "") ..
+local usage_text =
     "usage: luon examples/estimator.lua [--root data/fashion-leaf] [--out estimator-out] [--epochs 10]\n" ..
-    "       [--batch-size 32] [--lr 0.01] [--patience 2] [--limit 0] [--log-interval 0]\n")
-  os.exit(msg and 2 or 0)
-end
+    "       [--batch-size 32] [--lr 0.01] [--patience 2] [--limit 0] [--log-interval 0]"
 
-local opt = {root = "data/fashion-leaf", out = "estimator-out", epochs = 10, batch_size = 32, lr = 0.01,
-             patience = 2, limit = 0, log_interval = 0}
-do
-  local a, i = arg or {}, 1
-  while i <= #a do
-    local k = a[i]
-    if k == "-h" or k == "--help" then usage() end
-    local name, val = k:match("^%-%-([%w%-]+)=(.*)$")
-    if not name then
-      name = k:match("^%-%-([%w%-]+)$")
-      if not name then usage("unexpected argument: " .. k) end
-      i = i + 1
-      val = a[i]
-      if val == nil then usage("--" .. name .. " needs a value") end
-    end
-    local key = name:gsub("%-", "_")
-    if opt[key] == nil then usage("unknown option --" .. name) end
-    if type(opt[key]) == "number" then
-      val = tonumber(val)
-      if not val then usage(("--%s expects a number, got %s"):format(name, a[i])) end
-    end
-    opt[key] = val
-    i = i + 1
-  end
-end
-for _, k in ipairs({"epochs", "batch_size"}) do
-  if opt[k] < 1 or opt[k] % 1 ~= 0 then usage(("--%s must be a positive integer, got %s"):format(k, opt[k])) end
-end
+local opt, usage = cli.options(arg, {root = "data/fashion-leaf", out = "estimator-out", epochs = 10,
+                                     batch_size = 32, lr = 0.01, patience = 2, limit = 0, log_interval = 0},
+                               usage_text, {positive = {"epochs", "batch_size"}})
 np.random.seed(42)
 
 -- The data: the tutorial's transforms and ImageFolder trees.

@@ -15,44 +15,20 @@
 -- It prints the crash course's line per epoch:
 --   Epoch 0: loss 0.812, train acc 0.702, test acc 0.801, in 12.3 sec
 local luon = require("luon")
+local cli = require("luon.cli")
 local np, gluon, autograd = luon.np, luon.gluon, luon.autograd
 local nn = gluon.nn
 
-local function usage(msg)
-  io.stderr:write((msg and (msg .. "\n") or "") ..
+local usage_text =
     "usage: luon examples/mlp_mixer.lua [--epochs 10] [--batch-size 256] [--lr 0.1] [--patch 7]\n" ..
     "       [--hidden 64] [--tokens-mlp 32] [--channels-mlp 128] [--depth 2] [--limit 0]\n" ..
-    "       [--test-limit 0] [--seed 0]\n")
-  os.exit(msg and 2 or 0)
-end
+    "       [--test-limit 0] [--seed 0]"
 
-local opt = {epochs = 10, batch_size = 256, lr = 0.1, patch = 7, hidden = 64, tokens_mlp = 32,
-             channels_mlp = 128, depth = 2, limit = 0, test_limit = 0, seed = 0}
-do
-  local a = arg or {}
-  local i = 1
-  while i <= #a do
-    local k = a[i]
-    if k == "-h" or k == "--help" then usage() end
-    local name, val = k:match("^%-%-([%w%-]+)=(.*)$")
-    if not name then
-      name = k:match("^%-%-([%w%-]+)$")
-      if not name then usage("unexpected argument: " .. k) end
-      i = i + 1
-      val = a[i]
-      if val == nil then usage("--" .. name .. " needs a value") end
-    end
-    local key = name:gsub("%-", "_")
-    if opt[key] == nil then usage("unknown option --" .. name) end
-    local v = tonumber(val)
-    if not v then usage(("--%s expects a number, got %s"):format(name, val)) end
-    opt[key] = v
-    i = i + 1
-  end
-end
-for _, k in ipairs({"epochs", "batch_size", "patch", "hidden", "tokens_mlp", "channels_mlp", "depth"}) do
-  if opt[k] < 1 or opt[k] % 1 ~= 0 then usage(("--%s must be a positive integer, got %s"):format(k, opt[k])) end
-end
+local opt, usage = cli.options(arg, {epochs = 10, batch_size = 256, lr = 0.1, patch = 7, hidden = 64,
+                                     tokens_mlp = 32, channels_mlp = 128, depth = 2, limit = 0,
+                                     test_limit = 0, seed = 0}, usage_text,
+                               {positive = {"epochs", "batch_size", "patch", "hidden", "tokens_mlp",
+                                            "channels_mlp", "depth"}})
 if 28 % opt.patch ~= 0 then usage(("--patch must divide 28, got %d"):format(opt.patch)) end
 np.random.seed(opt.seed)
 

@@ -34,50 +34,21 @@
 --   pads it from the start); no checkpoints (--save-period) and no
 --   --pretrained-embedding (word2vec is a download).
 local luon = require("luon")
+local cli = require("luon.cli")
 local np, npx, gluon, autograd = luon.np, luon.npx, luon.gluon, luon.autograd
 local nn = gluon.nn
 
-local function usage(msg)
-  io.stderr:write((msg and (msg .. "\n") or "") ..
+local usage_text =
     "usage: luon examples/text_cnn.lua [--num-embed 300] [--num-epochs 200] [--batch-size 50] [--lr 0.0005]\n" ..
     "       [--optimizer rmsprop] [--dropout 0.0] [--num-filter 100] [--filter-list 3,4,5] [--disp-batches 50] [--gpus \"\"]\n" ..
-    "       [--seed 10] [--corpus DIR] [--classes A,B,...] [--max-words 40]\n")
-  os.exit(msg and 2 or 0)
-end
+    "       [--seed 10] [--corpus DIR] [--classes A,B,...] [--max-words 40]"
 
-local args = {num_embed = 300, num_epochs = 200, batch_size = 50, lr = 0.0005, optimizer = "rmsprop",
-              dropout = 0.0, num_filter = 100,
-              filter_list = "3,4,5", disp_batches = 50, gpus = "", seed = 10,
-              corpus = "/usr/share/common-licenses", classes = "Apache-2.0,GPL-3,MPL-2.0,GFDL-1.3", max_words = 40}
-do
-  local a = arg or {}
-  local i = 1
-  while i <= #a do
-    local k = a[i]
-    if k == "-h" or k == "--help" then usage() end
-    local name, val = k:match("^%-%-([%w%-]+)=(.*)$")
-    if not name then
-      name = k:match("^%-%-([%w%-]+)$")
-      if not name then usage("unexpected argument: " .. k) end
-      i = i + 1
-      val = a[i]
-      if val == nil then usage("--" .. name .. " needs a value") end
-    end
-    local key = name:gsub("%-", "_")
-    if args[key] == nil then usage("unknown option --" .. name) end
-    if type(args[key]) == "number" then
-      local v = tonumber(val)
-      if not v then usage(("--%s expects a number, got %s"):format(name, val)) end
-      args[key] = v
-    else
-      args[key] = val
-    end
-    i = i + 1
-  end
-end
-for _, k in ipairs({"num_embed", "num_epochs", "batch_size", "num_filter", "disp_batches", "max_words"}) do
-  if args[k] < 1 or args[k] % 1 ~= 0 then usage(("--%s must be a positive integer, got %s"):format(k, args[k])) end
-end
+local args, usage = cli.options(arg, {num_embed = 300, num_epochs = 200, batch_size = 50, lr = 0.0005,
+                                      optimizer = "rmsprop", dropout = 0.0, num_filter = 100, filter_list = "3,4,5",
+                                      disp_batches = 50, gpus = "", seed = 10, corpus = "/usr/share/common-licenses",
+                                      classes = "Apache-2.0,GPL-3,MPL-2.0,GFDL-1.3", max_words = 40}, usage_text,
+                                {positive = {"num_embed", "num_epochs", "batch_size", "num_filter", "disp_batches",
+                                             "max_words"}})
 local filter_list = {}
 for w in args.filter_list:gmatch("[^,]+") do
   local v = tonumber(w)

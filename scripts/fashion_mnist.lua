@@ -11,44 +11,17 @@
 -- batch is split with gluon.utils.split_and_load). --limit N trains on the
 -- first N training images only (for a quick look).
 local luon = require("luon")
+local cli = require("luon.cli")
 local np, npx, gluon, autograd = luon.np, luon.npx, luon.gluon, luon.autograd
 local nn = gluon.nn
 
-local function usage(msg)
-  io.stderr:write((msg and (msg .. "\n") or "") ..
+local usage_text =
     "usage: luon scripts/fashion_mnist.lua [--epochs 2] [--batch-size 64] [--lr 0.05] [--momentum 0.9]\n" ..
-    "       [--wd 0] [--devices cpu:0] [--limit N] [--log-interval N] [--seed 42]\n")
-  os.exit(msg and 2 or 0)
-end
+    "       [--wd 0] [--devices cpu:0] [--limit N] [--log-interval N] [--seed 42]"
 
-local opt = {epochs = 2, batch_size = 64, lr = 0.05, momentum = 0.9, wd = 0, devices = "cpu:0",
-             limit = 0, log_interval = 200, seed = 42}
-do
-  local a = arg or {}
-  local i = 1
-  while i <= #a do
-    local k = a[i]
-    if k == "-h" or k == "--help" then usage() end
-    local name, val = k:match("^%-%-([%w%-]+)=(.*)$")
-    if not name then
-      name = k:match("^%-%-([%w%-]+)$")
-      if not name then usage("unexpected argument: " .. k) end
-      i = i + 1
-      val = a[i]
-      if val == nil then usage("--" .. name .. " needs a value") end
-    end
-    local key = name:gsub("%-", "_")
-    if opt[key] == nil then usage("unknown option --" .. name) end
-    if type(opt[key]) == "number" then
-      local v = tonumber(val)
-      if not v then usage(("--%s expects a number, got %s"):format(name, val)) end
-      opt[key] = v
-    else
-      opt[key] = val
-    end
-    i = i + 1
-  end
-end
+local opt, usage = cli.options(arg, {epochs = 2, batch_size = 64, lr = 0.05, momentum = 0.9, wd = 0,
+                                     devices = "cpu:0", limit = 0, log_interval = 200, seed = 42}, usage_text,
+                               {positive = {"epochs", "batch_size"}})
 
 local devices = {}
 for spec in opt.devices:gmatch("[^,]+") do

@@ -55,10 +55,11 @@ luon.random = core.strict_module({seed = np.random.seed}, "mx.random", legacy_ra
 local no_nd = use_instead("mx.nd is MXNet's legacy NDArray API, which luon does not have",
                           "mx.np (NumPy arrays) and mx.npx")
 local no_sym = use_instead("luon has no symbolic API (mx.sym)",
-                           "Gluon blocks (hybridize() is accepted and runs them imperatively)")
+                           "Gluon blocks (hybridize() traces them into a graph that runs from C)")
 return core.strict_module(luon, "luon", {
   metric = function() return luon.gluon.metric end,  -- MXNet 1.x's mx.metric is gluon.metric
   plot = function() return require("luon.plot") end,  -- training curves (cairo, loaded when drawing)
   progress = function() return require("luon.progress") end,
+  cli = function() return require("luon.cli") end,  -- command-line options of luon's programs
   nd = no_nd, ndarray = no_nd, sym = no_sym, symbol = no_sym,
 })
