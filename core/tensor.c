@@ -439,9 +439,9 @@ luon_status luon_tensor_copy(luon_tensor *dst, const luon_tensor *srcc) {
   if (!dst || !src) return lu_error(LUON_EINVAL, "copyto: NULL tensor");
   if (lu_capture_top())
     return lu_graph_refuse(LUON_EUNSUPPORTED,
-                           "hybridize: forward copied into an array (copyto, as_in_context, asnumpy, "
-                           "copy, an item assignment x[k] = v) while the graph was captured; a "
-                           "hybridized forward makes new arrays with ops only (astype, np.where, "
+                           "hybridize: forward copied into an existing array (x:copyto(array), an "
+                           "item assignment x[k] = v) while the graph was captured; a hybridized "
+                           "forward makes new arrays with ops (copies to a device, astype, np.where, "
                            "concatenate), or call hybridize(false)");
   if (dst->ndim != src->ndim || memcmp(dst->shape, src->shape, sizeof(int64_t) * (size_t)src->ndim))
     return lu_error(LUON_ESHAPE, "copyto: cannot copy an array of shape %s into one of shape %s",

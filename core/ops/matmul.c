@@ -156,13 +156,21 @@ typedef struct operand {
   int64_t ld;
 } operand;
 
-/* Point o at (rows, cols) at src, packing into buf when dtype or strides
- * do not suit the kernel (BLAS for floats; unit column stride for ints). */
+/* Whether the kernel reads (rows, cols) of dtype sdt at strides (sr, sc)
+ * where it lies: the dtype is the compute dtype and BLAS (floats) or a unit
+ * column stride (ints, need_rows) can take the strides. */
+static bool in_place(int32_t sdt, int32_t cdt, int64_t rows, int64_t cols, int64_t sr, int64_t sc,
+                     bool need_rows) {
+  int64_t ld;
+  int how = layout(rows, cols, sr, sc, &ld);
+  return sdt == cdt && (lu_dtype_is_float(cdt) ? how != COPY : !need_rows || sc == 1 || cols <= 1);
+}
+
+/* Point o at (rows, cols) at src, packing into buf unless in_place. */
 static void prepare(operand *o, const char *src, int32_t sdt, int32_t cdt, int64_t rows,
                     int64_t cols, int64_t sr, int64_t sc, bool need_rows, char *buf) {
   o->how = layout(rows, cols, sr, sc, &o->ld);
-  bool ok = sdt == cdt && (lu_dtype_is_float(cdt) ? o->how != COPY : !need_rows || sc == 1 || cols <= 1);
-  if (ok) {
+  if (in_place(sdt, cdt, rows, cols, sr, sc, need_rows)) {
     o->p = src;
     o->sr = sr;
     o->sc = cols <= 1 ? 1 : sc;
@@ -372,9 +380,12 @@ luon_status lu_cpu_matmul(lu_call *c) {
   if (y->size == 0) return LUON_OK;
 
   char *out = lu_data(y); /* contiguous: the dispatcher's outputs always are */
-  char *pa = lu_scratch_alloc((size_t)(M * K * cs) + 1), *pb = NULL;
-  if (pa) pb = lu_scratch_alloc((size_t)(K * N * cs) + 1);
-  if (!pb) {
+  /* scratch only for an operand that is packed (a Dense layer's x @ W^T
+   * reads both where they lie, and allocates nothing but its output) */
+  bool pack_a = !in_place(a->dtype, cdt, M, K, sam, sak, false), pack_b = !in_place(b->dtype, cdt, K, N, sbk, sbn, true);
+  char *pa = pack_a ? lu_scratch_alloc((size_t)(M * K * cs) + 1) : NULL;
+  char *pb = pack_b && (pa || !pack_a) ? lu_scratch_alloc((size_t)(K * N * cs) + 1) : NULL;
+  if ((pack_a && !pa) || (pack_b && !pb)) {
     lu_scratch_free(pa);
     return lu_error(LUON_ENOMEM, "matmul: out of host memory for scratch of (%lld,%lld) and (%lld,%lld)",
                     (long long)M, (long long)K, (long long)K, (long long)N);

@@ -285,6 +285,7 @@ luon_status lu_shape_adamw_update(lu_call *c) {
   return upd_shape(c, "adamw_update", names);
 }
 luon_status lu_cpu_adamw_update(lu_call *c) { return upd_run(c, O_ADAMW); }
+
 /* ---- optimizers, part 2: Adamax, Nadam, LAMB, Signum, FTRL ------------------
  * MXNet 1.9.1's rules, in the weight's dtype (clip when >= 0):
  *   adamax, nadam: g' = clip(rescale_grad * g + wd * w, clip_gradient)

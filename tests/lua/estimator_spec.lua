@@ -143,7 +143,9 @@ for _, dev in ipairs(H.devices()) do
         saved[epoch] = H.read_file(dir .. ("/m-epoch%dbatch%d.params"):format(epoch - 1, 3 * epoch))
       end}
       est:fit(loader(), {epochs = 4, event_handlers = {setter, ck, keeper}})
-      assert.same({"m-best.params", "m-epoch2batch9.params", "m-epoch3batch12.params"}, files(dir))
+      -- each checkpoint is the parameters and the trainer's states
+      assert.same({"m-best.params", "m-best.states", "m-epoch2batch9.params", "m-epoch2batch9.states",
+                   "m-epoch3batch12.params", "m-epoch3batch12.states"}, files(dir))
       assert.equal(saved[2], H.read_file(dir .. "/m-best.params"))
       assert.not_equal(saved[4], saved[2])
       assert.equal(0.9, ck.best)
@@ -164,8 +166,10 @@ for _, dev in ipairs(H.devices()) do
       local e = 0
       for _, v in ipairs(log) do if v == "epoch_end" then e = e + 1 end end
       assert.equal(3, e)
-      assert.same({"model-epoch0batch3.params", "model-epoch1batch6.params", "model-epoch2batch9.params",
-                   "model-epoch3batch12.params", "model-epoch4batch15.params"}, files(dir))
+      assert.same({"model-epoch0batch3.params", "model-epoch0batch3.states", "model-epoch1batch6.params",
+                   "model-epoch1batch6.states", "model-epoch2batch9.params", "model-epoch2batch9.states",
+                   "model-epoch3batch12.params", "model-epoch3batch12.states", "model-epoch4batch15.params",
+                   "model-epoch4batch15.states"}, files(dir))
       -- all epochs done: an error that says so
       local est3 = make({dev})
       H.assert_error(function()

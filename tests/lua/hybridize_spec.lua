@@ -314,10 +314,20 @@ describe("hybridize", function()
         end)
         inplace:hybridize()
         H.assert_error(function() return inplace(np.ones({2, 2}):copyto(dev)) end,
-                       {"forward copied into an array", "item assignment", "hybridize(false)"})
+                       {"forward copied into an existing array", "item assignment", "hybridize(false)"})
+        local into = Custom(function(_, x)
+          local z = np.zeros({2, 2}, {device = dev})
+          x:copyto(z)
+          return z
+        end)
+        into:hybridize()
+        H.assert_error(function() return into(np.ones({2, 2}):copyto(dev)) end,
+                       {"forward copied into an existing array", "x:copyto(array)"})
+        -- a copy to a device is an op (copyto): traced, and replayed with the new input
         local moved = Custom(function(_, x) return x:asnumpy() + 1 end)
         moved:hybridize()
-        H.assert_error(function() return moved(np.ones({2, 2}):copyto(dev)) end, {"asnumpy", "hybridize(false)"})
+        assert.equal(8, moved(np.ones({2, 2}):copyto(dev)):sum():item())
+        assert.equal(12, moved((np.ones({2, 2}) * 2):copyto(dev)):sum():item())
         -- out= and in-place ops, through the C entry
         local add = core.C.luon_op_find("add")
         local outeq = Custom(function(_, x)
@@ -450,6 +460,17 @@ describe("hybridize", function()
         -- at most the two outputs (a 0-d result may come from the small-block path, uncounted)
         assert.is_true(counts[2] <= 2, "static_alloc replay allocated " .. counts[2])
         assert.is_true(counts[1] >= counts[2] + 3, "plain replay allocated " .. counts[1])
+        -- Dense layers (x @ W^T reads the weight where it lies: no scratch)
+        local mlp = nn.HybridSequential()
+        mlp:add(nn.Dense(16, {activation = "relu"}), nn.Dense(8, {activation = "tanh"}), nn.Dense(2))
+        mlp:initialize{device = dev}
+        mlp:hybridize{static_alloc = true}
+        local x = xs({3, 5}):copyto(dev)
+        for _ = 1, 3 do mlp(x) end
+        local before = allocs()
+        mlp(x)
+        -- at most the output (small enough for the uncounted small-block path)
+        assert.is_true(allocs() - before <= 1, "Dense replay allocated " .. (allocs() - before))
       end)
 
       it("training a hybridized network gives eager's weights", function()

@@ -91,7 +91,8 @@ describe("DataLoader pin_memory", function()
       end
     end
     if ngpu == 0 then
-      assert.are.same({in_use = 0, cached = 0, peak = 0, allocs = 0, cache_hits = 0}, npx.pinned_memory_stats(0))
+      assert.are.same({in_use = 0, cached = 0, peak = 0, allocs = 0, cache_hits = 0, requested = 0, peak_requested = 0},
+                      npx.pinned_memory_stats(0))
     end
   end)
 

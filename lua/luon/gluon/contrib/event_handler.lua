@@ -351,9 +351,10 @@ end
 -- CheckpointHandler(model_dir, {model_prefix = 'model', monitor, verbose = 0,
 -- save_best = false, mode = 'auto', epoch_period = 1, batch_period,
 -- max_checkpoints = 5, resume_from_checkpoint = false}): saves
--- <prefix>-epoch<E>batch<B>.params (and .states when the Trainer has
--- save_states), keeps the newest max_checkpoints, and <prefix>-best.params
--- when the monitor improves (save_best).
+-- <prefix>-epoch<E>batch<B>.params and .states (Trainer:save_states: the
+-- optimizer's states, so that a resumed run continues as if it never
+-- stopped), keeps the newest max_checkpoints, and <prefix>-best.params and
+-- .states when the monitor improves (save_best).
 
 local CheckpointHandler = class("CheckpointHandler", M.EventHandler)
 M.CheckpointHandler = CheckpointHandler
@@ -452,11 +453,11 @@ function CheckpointHandler:_save_checkpoint(est)
   end
 end
 
--- The parameters, and the trainer's states when the Trainer can save them.
+-- The parameters and the trainer's states.
 function CheckpointHandler:_save(est, prefix)
   local base = self.model_dir .. "/" .. prefix
   est.net:save_parameters(base .. ".params")
-  if getmetatable(est.trainer).save_states then est.trainer:save_states(base .. ".states") end
+  est.trainer:save_states(base .. ".states")
 end
 
 -- The checkpoints in model_dir, oldest first: {epoch =, batch =, prefix =}.
@@ -505,9 +506,9 @@ function CheckpointHandler:_resume(est)
   local base = self.model_dir .. "/" .. last.prefix
   est.net:load_parameters(base .. ".params", {device = est.context})
   local states = io.open(base .. ".states", "rb")
-  if states then
+  if states then -- (a checkpoint of parameters alone resumes with fresh optimizer states)
     states:close()
-    if getmetatable(est.trainer).load_states then est.trainer:load_states(base .. ".states") end
+    est.trainer:load_states(base .. ".states")
   end
   est.logger:warning(msg)
 end
