@@ -48,7 +48,7 @@ for name in sys.argv[1:] or ["mlp", "dense256", "leafnet"]:
         continue
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, name + ".onnx")
-        torch.onnx.export(net, x, path, input_names=["x"], output_names=["y"])
+        torch.onnx.export(net, x, path, input_names=["x"], output_names=["y"], dynamo=False)
         so = ort.SessionOptions()
         so.intra_op_num_threads, so.inter_op_num_threads = 2, 1
         sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])

@@ -570,6 +570,13 @@ luon_status luon_autograd_record_function(int32_t nin, luon_tensor *const *in, i
                                           luon_tensor *const *out, int64_t id, int32_t *recorded) {
   if (!recorded) return lu_error(LUON_EINVAL, "autograd.Function: recorded is NULL");
   *recorded = 0;
+  /* a replay would run the Function's forward ops but never its backward:
+   * refused while recording (as MXNet cannot hybridize a Function); in
+   * predict mode its captured forward ops are all there is to replay */
+  if (lu_capture_top() && lu_recording)
+    return lu_graph_refuse(LUON_EUNSUPPORTED, "hybridize: forward called an autograd.Function while autograd "
+                                              "recorded; its Lua backward cannot be replayed from the graph (MXNet "
+                                              "cannot hybridize one either): call hybridize(false) on this block");
   if (nin < 0 || nin > LUON_MAX_OP_INPUTS || nout < 1 || nout > LUON_MAX_OP_INPUTS)
     return lu_error(LUON_EINVAL, "autograd.Function: %d inputs and %d outputs (at most %d each, "
                     "at least one output)", nin, nout, LUON_MAX_OP_INPUTS);

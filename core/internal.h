@@ -533,6 +533,10 @@ luon_status lu_graph_record_detach(luon_tensor *in, luon_tensor *out);
 typedef void (*lu_range_fn)(void *ctx, int64_t begin, int64_t end);
 void lu_parallel_for(int64_t n, int64_t grain, lu_range_fn fn, void *ctx);
 int lu_num_threads(void);
+/* Whether this CPU runs AVX-512F: the kernels blocked for its 32 vector
+ * registers (pool.c's stride-2 max, conv_maxpool.c's channels-last forward)
+ * spill on AVX2's 16 and lose to the general path there. */
+bool lu_cpu_avx512(void);
 
 /* Blocks every signal in the calling thread, saving its mask in *old for
  * pthread_sigmask(SIG_SETMASK, old, NULL). The threads the core starts (the

@@ -521,10 +521,15 @@ luon_status luon_npz_get(luon_npz *h, int32_t i, int32_t dev_type, int32_t dev_i
     s = fail(LUON_EFORMAT, "npz", h->path, "%s.npy: %s", h->names[i], zip_strerror(h->za));
   } else {
     zip_int64_t got = zip_fread(zf, b, st.size);
-    if (got != (zip_int64_t)st.size)
-      s = fail(LUON_EFORMAT, "npz", h->path, "%s.npy: %s", h->names[i],
-               got < 0 ? zip_file_strerror(zf) : "shorter than its size");
-    zip_fclose(zf);
+    unsigned char extra;
+    /* read on to the entry's end, where libzip checks its CRC-32 */
+    zip_int64_t more = got == (zip_int64_t)st.size ? zip_fread(zf, &extra, 1) : 0;
+    if (got != (zip_int64_t)st.size || more != 0)
+      s = fail(LUON_EFORMAT, "npz", h->path, "%s.npy is corrupt: %s", h->names[i],
+               got < 0 || more < 0 ? zip_file_strerror(zf)
+                                   : more > 0 ? "longer than its size" : "shorter than its size");
+    if (zip_fclose(zf) != 0 && s == LUON_OK)
+      s = fail(LUON_EFORMAT, "npz", h->path, "%s.npy is corrupt (its CRC-32 does not match)", h->names[i]);
   }
   char entry[300];
   snprintf(entry, sizeof entry, "%.290s.npy", h->names[i]);

@@ -136,6 +136,15 @@ int32_t luon_get_num_threads(void) {
 
 int lu_num_threads(void) { return luon_get_num_threads(); }
 
+bool lu_cpu_avx512(void) {
+  static int avx512 = -1;
+  if (avx512 < 0) {
+    __builtin_cpu_init();
+    avx512 = __builtin_cpu_supports("avx512f");
+  }
+  return avx512;
+}
+
 void lu_parallel_for(int64_t n, int64_t grain, lu_range_fn fn, void *ctx) {
   if (n <= 0) return;
   if (grain < 1) grain = 1;

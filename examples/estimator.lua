@@ -42,7 +42,10 @@ local function loader(split, tf, shuffle)
     usage(("cannot read the %s images under %s (%s); make the default dataset with " ..
            "`scripts/make_dataset` or pass --root"):format(split, path, tostring(ds)))
   end
-  if opt.limit > 0 and ds:len() > opt.limit then ds = ds:take(opt.limit) end
+  -- a random subset, not the first items: an ImageFolder lists its classes in turn
+  if opt.limit > 0 and ds:len() > opt.limit then
+    ds = ds:sample(gluon.data.RandomSampler(ds:len(), 42)):take(opt.limit)
+  end
   return gluon.data.DataLoader(ds:transform_first(tf), {batch_size = opt.batch_size, shuffle = shuffle,
                                                         last_batch = shuffle and "discard" or "keep", seed = 42})
 end

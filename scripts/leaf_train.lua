@@ -30,7 +30,7 @@ usage: luon scripts/leaf_train.lua [options]
   --save PATH         where the parameters go (default leaf_models.params)
   --workers N         data-loader threads (default 2)
   --seed N            shuffling, augmentation and initialisation (default 42)
-  --limit N           use only the first N images of each split (0: all)
+  --limit N           use N images of each split, chosen at random by --seed (0: all)
   --model NAME        leafnet (the tutorial's, default) or a gluon.model_zoo.vision name
                       (resnet18_v1, mobilenet1.0, ...), with as many classes as the data has
   --csv PATH          write the training and validation metrics to a CSV file, a row per epoch
@@ -130,7 +130,10 @@ local function dataset(split)
            "with `scripts/make_dataset` or pass --root"):format(split, path, tostring(ds)), 0)
   end
   local nclasses = #ds.synsets
-  if opt.limit > 0 and ds:len() > opt.limit then ds = ds:take(opt.limit) end
+  -- a random subset, not the first items: an ImageFolder lists its classes in turn
+  if opt.limit > 0 and ds:len() > opt.limit then
+    ds = ds:sample(gluon.data.RandomSampler(ds:len(), opt.seed)):take(opt.limit)
+  end
   return ds, nclasses
 end
 

@@ -176,7 +176,8 @@ static void transpose_f64(const double *src, int64_t rows, int64_t cols, int64_t
  * lu_maxpool_argmax_plane), bias and relu applied after the max, kept
  * channels-last for the whole sample and then transposed into the NCHW
  * planes. No im2col and no GEMM packing. Conv padding and groups, pool
- * padding and windows that run past the conv output take the general path.
+ * padding and windows that run past the conv output take the general path,
+ * and so do CPUs without AVX-512 (its 16 x P accumulators spill on AVX2).
  * Scratch per chunk: channels_last_scratch() floats. */
 static bool channels_last_ok(const geom *g, const lu_pool_win *pl, int32_t dt) {
   return dt == LUON_DTYPE_F32 && g->G == 1 && (g->O == 16 || g->O == 32 || g->O % 64 == 0) && g->K <= 256 &&
@@ -873,7 +874,8 @@ luon_status lu_cpu_conv2d_maxpool(lu_call *c) {
                 c->nin == 3 ? d.in[2] : NULL, NULL, NULL, NULL, 0}, &pw,
                direct_ok(&g, dt) && !(algo && algo[0] == 'g'), lu_data(c->out[0]), lu_data(c->out[1]),
                NULL, NULL, NULL, NULL, NULL, 0, 0, NULL, 0, NULL, false};
-  bool channels_last = channels_last_ok(&g, &pw, dt) && !(algo && algo[0] != 'c');
+  /* LUON_CONV_ALGO=c(hannels-last) takes it without AVX-512 too (tests); any other value never */
+  bool channels_last = channels_last_ok(&g, &pw, dt) && (algo ? algo[0] == 'c' : lu_cpu_avx512());
   /* Fewer samples than threads: the channels-last path splits each sample
    * into bands of pooled rows (the conv rows two bands' windows share are
    * made twice); one sample on another path leaves the direct kernel for

@@ -347,17 +347,8 @@ GEN_POOL(double, f64)
  * window's columns 2j+q gathered from two loads by even/odd permutes; the
  * first maximum in row-major order (as the reference), then dy added at it
  * in the plane's dx, which stays in cache. */
-static bool avx512_ok(void) {
-  static int avx512 = -1;
-  if (avx512 < 0) {
-    __builtin_cpu_init();
-    avx512 = __builtin_cpu_supports("avx512f");
-  }
-  return avx512;
-}
-
 static bool s2_ok(const pgeom *g) {
-  return avx512_ok() && g->sw == 2 && g->KW <= 4 && g->pw == 0 && g->ph == 0;
+  return lu_cpu_avx512() && g->sw == 2 && g->KW <= 4 && g->pw == 0 && g->ph == 0;
 }
 
 /* the q-th window column, q < 4, for outputs j0..j0+15 of row xr (valid columns < W) */
@@ -511,16 +502,16 @@ __attribute__((target("avx512f"))) static void hargmax16(const float *v, const i
 
 /* the same without AVX-512 */
 static void vargmax_any(const float *xp, int64_t W, int64_t h0, int64_t h1, float *v, int32_t *r) {
-  if (avx512_ok()) vargmax16(xp, W, h0, h1, v, r);
+  if (lu_cpu_avx512()) vargmax16(xp, W, h0, h1, v, r);
   else vargmax_f32(xp, W, h0, h1, v, r);
 }
 static void hargmax_any(const float *v, const int32_t *r, int64_t n, int64_t k, float *m, int32_t *mr,
                         int32_t *mc) {
-  if (avx512_ok()) hargmax16(v, r, n, k, m, mr, mc);
+  if (lu_cpu_avx512()) hargmax16(v, r, n, k, m, mr, mc);
   else hargmax_f32(v, r, n, k, m, mr, mc);
 }
 
-static bool s2_rows_ok(const lu_pool_win *g) { return g->sw == 2 && avx512_ok(); }
+static bool s2_rows_ok(const lu_pool_win *g) { return g->sw == 2 && lu_cpu_avx512(); }
 static bool no_s2(const lu_pool_win *g) { return false; }
 
 #define GEN_ARGMAX(T, S, VARG, HARG, S2)                                                            \

@@ -110,6 +110,15 @@ describe("datasets", function()
     assert.are.equal(8, even[4])
     assert.are.equal(3, ds:take(3):len())
     assert.are.equal(9, ds:take(100):len())
+    -- sample: the sampler's indices in its order (a random subset with take)
+    local picked = ds:sample(data.RandomSampler(9, 1)):take(4)
+    local seen = {}
+    for i = 0, 3 do seen[#seen + 1] = picked[i] end
+    local r = data.RandomSampler(9, 1):iter()
+    for k = 1, 4 do assert.are.equal(r(), seen[k]) end
+    assert.are.equal(9, ds:sample(data.SequentialSampler(9)):len())
+    assert.has_error(function() ds:sample(data.SequentialSampler(10)):len() end)
+    assert.has_error(function() ds:sample(3) end)
     assert.are.equal(9, ds:take():len())
     local sizes, firsts = {}, {}
     for i = 0, 3 do

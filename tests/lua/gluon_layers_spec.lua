@@ -298,8 +298,17 @@ end
 -- Conv2D (relu or none) then MaxPool2D in a Sequential runs as one op on the
 -- CPU (npx.convolution_maxpool): the same outputs and gradients as the two
 -- blocks run apart (a forward hook on the pool keeps them apart).
+-- Twice: as this CPU chooses, and with LUON_CONV_ALGO=channels-last, which
+-- takes the channels-last forward where the shape allows even without
+-- AVX-512 (where it is chosen by default).
+local ffi = require("ffi")
+pcall(ffi.cdef, "int setenv(const char *name, const char *value, int overwrite); int unsetenv(const char *name);")
 for _, dev in ipairs(H.devices()) do
-  describe("Conv2D + MaxPool2D fusion on " .. tostring(dev), function()
+ for _, algo in ipairs({false, "channels-last"}) do
+  describe(("Conv2D + MaxPool2D fusion on %s%s"):format(tostring(dev), algo and " (LUON_CONV_ALGO=" .. algo .. ")" or ""),
+           function()
+    setup(function() if algo then ffi.C.setenv("LUON_CONV_ALGO", algo, 1) end end)
+    teardown(function() if algo then ffi.C.unsetenv("LUON_CONV_ALGO") end end)
     local function net(act, pool, k, pad, groups, channels, more)
       local s = nn.HybridSequential()
       local o = {channels = channels or groups and 8 or 5, kernel_size = k, padding = pad, activation = act,
@@ -406,6 +415,7 @@ for _, dev in ipairs(H.devices()) do
       assert(ok, err)
     end)
   end)
+ end
 end
 
 describe("conv2d_maxpool on ties", function()

@@ -306,6 +306,20 @@ describe("hybridize", function()
         H.assert_error(function() return quiet(x) end, {"forward read a value of an array during hybridize"})
       end)
 
+      it("an autograd.Function is refused while recording (its backward cannot replay); predict mode replays it", function()
+        local Cube = autograd.Function:extend{
+          forward = function(self, x) self:save_for_backward(x) return x * x * x end,
+          backward = function(self, dy) local x = self.saved_tensors[1] return dy * 3 * x * x end}
+        local b = Custom(function(_, x) return Cube()(x) + 1 end)
+        b:hybridize()
+        local x = np.array({1, 2}):copyto(dev)
+        x:attach_grad()
+        H.assert_error(function() autograd.record(function() return b(x) end) end,
+                       {"autograd.Function", "hybridize(false)"})
+        H.assert_close(b(x), {2, 9}, 0)
+        H.assert_close(b(np.array({3, 1}):copyto(dev)), {28, 2}, 0)
+      end)
+
       it("a forward that writes into an array is refused", function()
         local inplace = Custom(function(_, x)
           local y = x * 1

@@ -114,6 +114,18 @@ describe("npy bad input", function()
     end
   end)
 
+  it("refuses a stored .npz member whose bytes do not match its CRC-32", function()
+    local s = bytes(data .. "np_stored.npz")
+    local at = s:find("\x93NUMPY", 1, true)
+    local hl = s:byte(at + 8) + 256 * s:byte(at + 9)
+    local k = at + 10 + hl + 1 -- the second byte of the first member's values
+    local bad = s:sub(1, k - 1) .. string.char((s:byte(k) + 1) % 256) .. s:sub(k + 1)
+    local ok, err = load_bytes(bad, ".npz")
+    assert.is_false(ok)
+    assert.truthy(err:find("is corrupt", 1, true), err)
+    assert.truthy(load_bytes(s, ".npz")) -- the file itself loads
+  end)
+
   it("names the fault of a hostile header", function()
     local function npy(dict, body)
       local h = dict .. (" "):rep(63 - ((10 + #dict) % 64)) .. "\n"

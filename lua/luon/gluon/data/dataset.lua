@@ -110,6 +110,25 @@ function Dataset:take(count)
   return IndexedDataset(self, idx)
 end
 
+-- The items at the indices a sampler gives, in its order (MXNet 1.9's
+-- Dataset.sample): ds:sample(RandomSampler(#ds, seed)):take(n) is a random
+-- subset of n items.
+function Dataset:sample(sampler)
+  local t = type(sampler)
+  local ok, iter = pcall(function() return (t == "table" or t == "userdata") and sampler.iter end)
+  if not ok or type(iter) ~= "function" then
+    argerror("sample: expected a sampler (e.g. gluon.data.RandomSampler(n)), got %s", core.show_value(sampler))
+  end
+  local n, idx = self:len(), {}
+  for i in sampler:iter() do
+    if type(i) ~= "number" or i % 1 ~= 0 or i < 0 or i >= n then
+      argerror("sample: the sampler gave %s, not an index of this dataset of %d items", core.show_value(i), n)
+    end
+    idx[#idx + 1] = i
+  end
+  return IndexedDataset(self, idx)
+end
+
 -- Shard i of n contiguous shards; the first len % n shards are one longer.
 function Dataset:shard(num_shards, index)
   if index < 0 or index >= num_shards then
