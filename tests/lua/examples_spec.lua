@@ -5,21 +5,12 @@
 -- written.
 package.path = (debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "") .. "?.lua;" .. package.path
 local H = require("helpers")
-local root, exists = H.root, H.exists
+local root, exists, absolute = H.root, H.exists, H.absolute
 
-local function absolute(path)
-  if path:sub(1, 1) == "/" then return path end
-  return (os.getenv("PWD") or ".") .. "/" .. path
-end
-
--- ok (exit status 0) and what cmd printed; LuaJIT's close() does not say
--- the status, so the shell prints it last.
+-- ok (exit status 0) and what cmd printed
 local function run(cmd)
-  local p = io.popen(cmd .. " 2>&1; echo \"exit=$?\"")
-  local out = p:read("*a")
-  p:close()
-  local status = out:match("exit=(%d+)%s*$")
-  return status == "0", out
+  local out, status = H.sh(cmd)
+  return status == 0, out
 end
 
 -- Run examples/<name>.lua with options; returns ok and what it printed.

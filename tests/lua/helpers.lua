@@ -78,6 +78,13 @@ end
 -- LUON_CUDA_LIB; scripts/test's stand-in stage): their memory is host memory.
 H.stand_in_gpus = (os.getenv("LUON_CUDA_LIB") or ""):find("fake_cuda", 1, true) ~= nil
 
+-- path made absolute against the working directory (for commands run
+-- from another directory)
+function H.absolute(path)
+  if path:sub(1, 1) == "/" then return path end
+  return (os.getenv("PWD") or ".") .. "/" .. path
+end
+
 -- A shell command's output (stdout and stderr) and exit status.
 function H.sh(cmd)
   local p = io.popen(cmd .. " 2>&1; echo \"exit=$?\"")

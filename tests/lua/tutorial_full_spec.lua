@@ -4,19 +4,13 @@
 -- relative to where it runs, as the tutorial does).
 package.path = (debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "") .. "?.lua;" .. package.path
 local H = require("helpers")
-local root, exists = H.root, H.exists
+local root, exists, absolute = H.root, H.exists, H.absolute
 
--- The command below runs in another directory: make paths absolute.
-local function absolute(path)
-  if path:sub(1, 1) == "/" then return path end
-  return (os.getenv("PWD") or ".") .. "/" .. path
-end
-
+-- ok (exit status 0) and what cmd printed (the command below runs in
+-- another directory: paths are made absolute)
 local function run(cmd)
-  local p = io.popen(cmd .. " 2>&1")
-  local out = p:read("*a")
-  local ok = p:close()
-  return ok == true or ok == 0, out
+  local out, status = H.sh(cmd)
+  return status == 0, out
 end
 
 describe("examples/tutorial.lua", function()
