@@ -34,7 +34,17 @@ void lu_add_lua_dirs(lua_State *L, const char *paths, const char *cpaths) {
 }
 
 int lu_in_luon_lua(lua_State *L, lua_Debug *ar) {
-  if (!lua_getinfo(L, "S", ar) || !ar->source) return 0;
+  if (!lua_getinfo(L, "S", ar)) return 0;
+  /* A C function (an FFI call, a cdata's __index, a constructor) belongs to
+   * the Lua code that called it: a call hook there from luon's own code may
+   * fall between an op handing back a new tensor and the array that will
+   * own it being made, and an error there would lose the tensor. */
+  lua_Debug up;
+  for (int level = 1; ar->what && strcmp(ar->what, "C") == 0; level++) {
+    if (!lua_getstack(L, level, &up) || !lua_getinfo(L, "S", &up)) return 0;
+    ar = &up;
+  }
+  if (!ar->source) return 0;
   lua_getfield(L, LUA_REGISTRYINDEX, "luon_lua_dir");
   size_t n = 0;
   const char *dir = lua_tolstring(L, -1, &n);
