@@ -258,12 +258,14 @@ end
 -- long reductions are cut into chunks over many blocks, their partials
 -- merged in order (cuda/ops/reduce.cu): few results over many elements, a
 -- whole array, ties between chunks (the first index wins), NaN in a late
--- chunk. Sums in double agree with the host's to rounding.
+-- chunk. The GPU sums float32 in double; the host's contiguous float32 sum
+-- adds runs of 16 in float32 lanes first (core/ops/reduce.c), a few float32
+-- ulps from the exact sum: 1e-6 relative for sum and mean, exact otherwise.
 for _, op in ipairs({"sum", "mean", "max", "min", "argmax", "argmin"}) do
   both(op .. " over axis 1 of (3,100003) and of all 300009", function(d)
     local x = data(d, {3, 100003}, "float32", 8)
     return {np[op](x, 1):astype("float64"), np[op](x):astype("float64")}
-  end, 1e-12, 1e-9)
+  end, (op == "sum" or op == "mean") and 1e-6 or 1e-12, 1e-9)
 end
 both("argmax and argmin with ties in distant chunks keep the first index", function(d)
   local h = np.zeros({2, 200000})
@@ -639,15 +641,15 @@ for _, kind in ipairs({{dt = "float16", tol = 1e-2}, {dt = "bfloat16", tol = 5e-
   local dt = kind.dt
   -- f on 16-bit inputs of shapes, forward and backward (head gradient of
   -- the output's shape): the output and the gradients, as float64
-  local function fwd_bwd(d, f, shapes, seed)
+  local function fwd_bwd(d, f, shapes, seed, whole)
     local xs = {}
     for k, s in ipairs(shapes) do
-      xs[k] = data(d, s, dt, seed + k)
+      xs[k] = whole and np.round(data(d, s, "float32", seed + k) / 2):astype(dt) or data(d, s, dt, seed + k)
       xs[k]:attach_grad()
     end
     local y = autograd.record(function() return f(unpack(xs)) end)
     if y.dtype ~= dt then error(("output is %s, not %s"):format(y.dtype, dt), 0) end
-    y:backward(data(d, y.shape, dt, seed))
+    y:backward(whole and np.round(data(d, y.shape, "float32", seed) / 2):astype(dt) or data(d, y.shape, dt, seed))
     local r = {y:astype("float64")}
     for k = 1, #xs do
       if xs[k].grad.dtype ~= dt then error(("gradient %d is %s"):format(k, xs[k].grad.dtype), 0) end
@@ -655,8 +657,8 @@ for _, kind in ipairs({{dt = "float16", tol = 1e-2}, {dt = "bfloat16", tol = 5e-
     end
     return r
   end
-  local function check(label, f, shapes, seed)
-    both(label, function(d) return fwd_bwd(d, f, shapes, seed) end, kind.tol, kind.tol)
+  local function check(label, f, shapes, seed, whole)
+    both(label, function(d) return fwd_bwd(d, f, shapes, seed, whole) end, kind.tol, kind.tol)
   end
   check("matmul " .. dt .. " (65,129)@(129,33), forward and backward", np.matmul, {{65, 129}, {129, 33}}, 20)
   check("matmul " .. dt .. " batched broadcast (3,1,5,7)@(4,7,6), forward and backward", np.matmul,
@@ -664,9 +666,12 @@ for _, kind in ipairs({{dt = "float16", tol = 1e-2}, {dt = "bfloat16", tol = 5e-
   check("fully_connected " .. dt .. " with bias and relu, forward and backward", function(x, w, b)
     return npx.relu(npx.fully_connected(x, w, b, {num_hidden = 17}))
   end, {{9, 4, 5}, {17, 20}, {17}}, 40)
+  -- whole numbers (|v| <= 8): every sum is exact in both, so the relu's
+  -- mask is the same on both sides (with random data a pre-activation within
+  -- one 16-bit ulp of 0 may fall either way and move a gradient by a lot)
   check("conv2d " .. dt .. " with bias and fused relu, forward and backward", function(x, w, b)
     return npx.convolution(x, w, b, {kernel = {3, 3}, num_filter = 8, pad = {1, 1}, act_type = "relu"})
-  end, {{3, 5, 13, 11}, {8, 5, 3, 3}, {8}}, 50)
+  end, {{3, 5, 13, 11}, {8, 5, 3, 3}, {8}}, 50, true)
   check("conv2d " .. dt .. " strided, dilated, grouped, forward and backward", function(x, w)
     return npx.convolution(x, w, {kernel = {3, 2}, num_filter = 6, stride = {2, 1}, dilate = {1, 2},
                                   num_group = 2, no_bias = true})

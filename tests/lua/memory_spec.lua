@@ -11,20 +11,32 @@ for _, dev in ipairs(H.devices()) do
       local a = np.ones({1}, {device = dev})
       local b = np.ones({1}, {device = dev})
       local c
-      for _ = 1, 10000 do c = a + b end          -- warm-up: caches, JIT traces
-      collectgarbage("collect")
-      local rss0 = H.rss_kb()
-      for _ = 1, 100000 do c = a + b end
-      collectgarbage("collect")
-      local rss1 = H.rss_kb()
+      -- warm-up: caches, JIT traces, and on a GPU the driver's own host
+      -- memory, which grows over the first launches (78 MB on an H200
+      -- within 30k in a fresh process, flat over the next 270k)
+      for _ = 1, 50000 do c = a + b end
+      local function window()
+        collectgarbage("collect")
+        local r0 = H.rss_kb()
+        for _ = 1, 100000 do c = a + b end
+        collectgarbage("collect")
+        local r1 = H.rss_kb()
+        return r0 and (r1 - r0) / 1024
+      end
+      -- two windows of 100k: a leak grows in both; on a GPU, after other
+      -- spec files in the same process, the driver's growth may still
+      -- reach into the first (24.8 MB seen on an H200), so there only the
+      -- second counts
+      local first, second = window(), window()
       H.assert_close(c, {2})
       -- under AddressSanitizer freed memory sits in its quarantine, so the
       -- resident size says nothing about our reuse there
       local asan = (os.getenv("LD_PRELOAD") or ""):find("asan", 1, true)
       -- nor under the stand-in backend, whose "GPU" blocks are resident host memory
-      if rss0 and not asan and not (H.stand_in_gpus and dev.device_type == "gpu") then
-        local grew = (rss1 - rss0) / 1024
-        assert.is_true(grew < 20, ("resident memory grew by %.1f MB over 100k ops"):format(grew))
+      if first and not asan and not (H.stand_in_gpus and dev.device_type == "gpu") then
+        local real_gpu = dev.device_type == "gpu"
+        assert.is_true(second < 20, ("resident memory grew by %.1f MB over the second 100k ops"):format(second))
+        assert.is_true(real_gpu or first < 20, ("resident memory grew by %.1f MB over 100k ops"):format(first))
       end
     end)
 
