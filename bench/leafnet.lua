@@ -6,17 +6,23 @@
 -- line goes on with "peak <MiB> MiB (classes <MiB> MiB)": the most device
 -- memory asked for during the steps (npx.memory_stats' peak_requested, what
 -- PyTorch's max_memory_allocated counts in the peer), then the most held in
--- luon's size classes.
+-- luon's size classes. --profile sync|launch then prints luon.profiler's
+-- per-op table over as many steps (sync: each op waited for, so a GPU op's
+-- time is its kernels'; launch: the host's time only).
 local luon = require("luon")
 local np, npx, gluon, autograd = luon.np, luon.npx, luon.gluon, luon.autograd
 
 local here = debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./"
 local LeafNetwork = dofile(here .. "../examples/leafnet.lua")
 
-local batches, dev, on_gpu = {}, npx.cpu(0), false
+local batches, dev, on_gpu, profile = {}, npx.cpu(0), false, nil
 local k = 1
 while k <= #arg do
-  if arg[k] == "--device" then
+  if arg[k] == "--profile" then -- after the timing: luon.profiler's table (sync: each op waited for)
+    profile = arg[k + 1]
+    if profile ~= "sync" and profile ~= "launch" then error("leafnet: --profile takes sync or launch, got " .. tostring(profile)) end
+    k = k + 2
+  elseif arg[k] == "--device" then
     on_gpu = arg[k + 1] == "gpu"
     if not on_gpu and arg[k + 1] ~= "cpu" then error("leafnet: --device takes cpu or gpu, got " .. tostring(arg[k + 1])) end
     dev = on_gpu and npx.gpu(0) or npx.cpu(0)
@@ -60,5 +66,16 @@ for _, b in ipairs(batches) do
     line = line .. (" peak %.1f MiB (classes %.1f MiB)"):format(m.peak_requested / 2 ^ 20, m.peak / 2 ^ 20)
   end
   print(line)
+  if profile then
+    luon.profiler.set_config{sync = profile == "sync"}
+    luon.profiler.reset()
+    luon.profiler.set_state("run")
+    local t0 = luon.clock()
+    for _ = 1, timed do step() end
+    local wall = (luon.clock() - t0) / timed
+    luon.profiler.set_state("stop")
+    print(("profile (%s) batch %d: %.3f ms/step, ops' share below per step x %d steps"):format(profile, b, wall * 1e3, timed))
+    print(luon.profiler.dumps{reset = true})
+  end
   net, trainer, x, y = nil, nil, nil, nil
 end

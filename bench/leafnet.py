@@ -3,7 +3,8 @@
 # cuDNN's default algorithm choice, NCHW; strict fp32 unless --tf32). --channels-last uses the
 # best-known CPU layout (perf_anchors.md). On a GPU each step ends with
 # torch.cuda.synchronize() and the line goes on with "peak <MiB> MiB"
-# (max_memory_allocated over the steps), as luon's does.
+# (max_memory_allocated over the steps), as luon's does. --profile adds
+# torch.profiler's table over as many steps.
 import sys, time, torch, torch.nn as nn
 from leafnet_torch import leafnet
 torch.set_num_threads(2)
@@ -53,4 +54,11 @@ for b in batches:
     if gpu:
         line += " peak %.1f MiB" % (torch.cuda.max_memory_allocated() / 2**20)
     print(line)
+    if "--profile" in sys.argv:  # the same steps under torch.profiler, by device time
+        acts = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if gpu else [])
+        with torch.profiler.profile(activities=acts) as prof:
+            for _ in range(timed):
+                step()
+        print("profile batch %d over %d steps" % (b, timed))
+        print(prof.key_averages().table(sort_by="cuda_time_total" if gpu else "cpu_time_total", row_limit=30))
     del net, x, y, opt

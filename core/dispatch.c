@@ -353,9 +353,11 @@ luon_status luon_op_call(int32_t op, int32_t nin, luon_tensor *const *in, const 
                          int32_t *nout_p, luon_tensor **out) {
   bool capture = lu_capture_top();
   if (capture && op >= 0 && op < LU_OP_COUNT) LU_TRY(lu_graph_check_call(op, nout_p ? *nout_p : 0, out));
+  int64_t t0 = lu_op_depth == 0 ? lu_profile_start() : 0;
   lu_op_depth++;
   luon_status s = op_call(op, nin, in, attrs, nout_p, out);
   lu_op_depth--;
+  if (t0) lu_profile_stop(op, s == LUON_OK && *nout_p > 0 ? out[0] : nin > 0 ? in[0] : NULL, t0);
   if (s == LUON_OK && capture) {
     s = lu_graph_record(op, nin, in, attrs, *nout_p, out);
     if (s != LUON_OK)

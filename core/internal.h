@@ -515,6 +515,10 @@ typedef struct lu_capture lu_capture;
 #ifndef __cplusplus
 extern _Thread_local lu_capture *lu_capturing;
 extern _Thread_local int32_t lu_op_depth;
+/* core/profile.c: 0 when the profiler is off, else the start time; stop
+ * adds the op's time (after waiting for `on`'s GPU in sync mode) */
+int64_t lu_profile_start(void);
+void lu_profile_stop(int32_t op, const luon_tensor *on, int64_t t0);
 extern _Thread_local int32_t lu_capture_paused;
 static inline bool lu_capture_top(void) { return lu_capturing && lu_op_depth == 0 && !lu_capture_paused; }
 #endif

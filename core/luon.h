@@ -218,6 +218,16 @@ int32_t luon_op_num_inputs(int32_t op);
 int32_t luon_op_num_outputs(int32_t op);
 /* 1 when op has a backward rule, 0 when it has none (or is not an op). */
 int32_t luon_op_has_grad(int32_t op);
+/* The op profiler (luon.profiler). While on, each op called from outside
+ * any op adds 1 and its wall time to its totals (the ops it calls are
+ * inside that time); LUON_PROFILE_SYNC waits for a GPU op's device after it,
+ * so the time is its kernels'. Setting a mode keeps the totals; reset zeroes
+ * them. luon_profile_get: op's calls and nanoseconds since the last reset. */
+typedef enum luon_profile_kind { LUON_PROFILE_OFF = 0, LUON_PROFILE_ON = 1, LUON_PROFILE_SYNC = 2 } luon_profile_kind;
+luon_status luon_profile_set(int32_t mode);
+int32_t luon_profile_mode(void);
+void luon_profile_reset(void);
+luon_status luon_profile_get(int32_t op, int64_t *calls, int64_t *nanoseconds);
 /* The registry's facts about an op (core/luon_ops.def), which the Lua layer,
  * the tests and the parity check read instead of keeping lists of names. */
 enum {

@@ -29,6 +29,7 @@ end
 luon.image = require("luon.image")
 luon.dist = require("luon.dist")                    -- processes over MPI (docs/distributed.md)
 luon.amp = require("luon.amp")                      -- mixed precision (MXNet's mx.contrib.amp)
+luon.profiler = require("luon.profiler")            -- per-op time (MXNet's mx.profiler)
 luon.contrib = core.strict_module({amp = luon.amp}, "mx.contrib")
 
 -- MXNet's top-level spellings: mx.cpu(), mx.gpu(1), mx.context.num_gpus(),
