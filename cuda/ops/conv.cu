@@ -1,7 +1,8 @@
 /* conv.cu: 2-d and 3-d convolution (cross-correlation) in NCHW / NCDHW and
  * their input and weight gradients through cuDNN 9's convolution API (N-d
  * descriptors): stride, padding, dilation, groups; algorithms from cuDNN's
- * heuristics (the _v7 queries) or, under LUON_CUDNN_AUTOTUNE=1, measured,
+ * measurements (cudnnFind*, MXNet's default) or, under
+ * LUON_CUDNN_AUTOTUNE=0, cuDNN's heuristics (the _v7 queries),
  * chosen once per problem and kept with its descriptors in a bounded
  * per-GPU cache (keycache.h); workspace from the core's caching allocator;
  * where cuDNN has no algorithm (float64 with some dilations or groups), a
@@ -155,9 +156,11 @@ typedef struct cand {
   cudnnMathType_t math;
 } cand;
 
-/* The candidates in cuDNN's order: measured (fastest first) under
- * LUON_CUDNN_AUTOTUNE=1, as MXNET_CUDNN_AUTOTUNE_DEFAULT, falling back to
- * the heuristics when measuring fails; otherwise the heuristics (_v7). */
+/* The candidates in cuDNN's order: measured (fastest first), as MXNet's
+ * default (MXNET_CUDNN_AUTOTUNE_DEFAULT=1), falling back to the heuristics
+ * when measuring fails; with LUON_CUDNN_AUTOTUNE=0 the heuristics (_v7)
+ * only. Strict float32 (no LUON_CUDA_TF32) puts the FMA candidates first:
+ * a tensor-op one was measured with TF32 but would run without it. */
 #define CANDIDATES(PERF_T, FIND, GET)                                                   \
   do {                                                                                 \
     PERF_T perf[8];                                                                    \
@@ -166,13 +169,19 @@ typedef struct cand {
     if (tune) r = (FIND);                                                              \
     if (r != CUDNN_STATUS_SUCCESS || got == 0) r = (GET);                              \
     if (r != CUDNN_STATUS_SUCCESS) return r;                                           \
-    for (int i = 0; i < got && i < 8; i++)                                             \
-      if (perf[i].status == CUDNN_STATUS_SUCCESS) out[(*n)++] = cand{(int)perf[i].algo, perf[i].mathType}; \
+    for (int pass = 0; pass < 2; pass++) /* strict: FMA ones, then the rest */       \
+      for (int i = 0; i < got && i < 8; i++)                                           \
+        if (perf[i].status == CUDNN_STATUS_SUCCESS && (pass == 1) == (strict && !fma_like(perf[i].mathType))) \
+          out[(*n)++] = cand{(int)perf[i].algo, perf[i].mathType};                     \
     return CUDNN_STATUS_SUCCESS;                                                       \
   } while (0)
 
+static bool fma_like(cudnnMathType_t m) { return m == CUDNN_DEFAULT_MATH || m == CUDNN_FMA_MATH; }
+
 static cudnnStatus_t candidates(const operands *o, const plan *p, cand *out, int *n) {
-  bool tune = lu_cuda_flag("LUON_CUDNN_AUTOTUNE");
+  const char *at = getenv("LUON_CUDNN_AUTOTUNE");
+  bool tune = !(at && strcmp(at, "0") == 0);
+  bool strict = o->dt == LUON_DTYPE_F32 && !o->tf32;
   cudnnHandle_t h = o->h;
   *n = 0;
   if (o->kind == C_FWD)

@@ -5,7 +5,9 @@
  * as core/ops/reduce.c), then a tree merge that keeps the first index on
  * ties and lets NaN win. With few results (a whole-array sum) the reduced
  * elements are cut into chunks so that the card's SMs all take part, and a
- * second kernel merges each result's partials in chunk order. */
+ * second kernel merges each result's partials in chunk order. Float sums
+ * and means over runs of memory (a bias gradient's (N, H*W), a whole array)
+ * take a kernel without the per-element index arithmetic (k_sum_rows). */
 #include "kernels.cuh"
 
 typedef struct rplan {
@@ -128,6 +130,88 @@ template <class A> __global__ void k_reduce_partials(rplan p, const A *pv, const
   }
 }
 
+/* The common case without the generic kernel's index arithmetic: a float
+ * sum or mean whose reduced elements are, once adjacent axes are merged,
+ * `rows` runs of `inner` >= 32 elements (x's strides rs between runs, is
+ * within one; rows = 1 for one axis). Each thread steps through its chunk
+ * with no division per element; sums in double; no indices kept. */
+typedef struct rows_t {
+  int64_t rows, inner, rs, is;
+} rows_t;
+
+template <class A> __device__ __forceinline__ A block_sum(A v, A *sv) {
+  sv[threadIdx.x] = v;
+  __syncthreads();
+  for (int h = blockDim.x / 2; h > 0; h >>= 1) {
+    if ((int)threadIdx.x < h) sv[threadIdx.x] += sv[threadIdx.x + h];
+    __syncthreads();
+  }
+  A r = sv[0];
+  __syncthreads();
+  return r;
+}
+
+__device__ __forceinline__ void finish_sum(const rplan &p, int64_t o, double v) {
+  lu_st<double>(p.y, p.ydt, o, p.rop == LU_R_MEAN ? v / (double)p.nred : v);
+}
+
+__global__ void k_sum_rows(rplan p, rows_t w, double *pv) {
+  __shared__ double sv[LU_THREADS];
+  int64_t g = blockIdx.y, r0 = g * p.chunk, r1 = r0 + p.chunk < p.nred ? r0 + p.chunk : p.nred;
+  for (int64_t o = blockIdx.x; o < p.nout; o += gridDim.x) {
+    int64_t base = 0, q = o;
+    for (int d = p.nk - 1; d >= 0; d--) {
+      int64_t r = q % p.kshape[d];
+      q /= p.kshape[d];
+      base += r * p.kst[d];
+    }
+    double v = 0;
+    int64_t r = r0 + threadIdx.x;
+    if (r < r1) {
+      int64_t j = r / w.inner, i = r - j * w.inner;
+      for (; r < r1; r += blockDim.x) {
+        v += lu_ld<double>(p.x, p.xdt, base + j * w.rs + i * w.is);
+        i += blockDim.x;
+        while (i >= w.inner) i -= w.inner, j++;
+      }
+    }
+    v = block_sum<double>(v, sv);
+    if (threadIdx.x == 0) {
+      if (p.nchunk > 1) pv[o * p.nchunk + g] = v;
+      else finish_sum(p, o, v);
+    }
+  }
+}
+
+__global__ void k_sum_partials(rplan p, const double *pv) {
+  LU_GRID_LOOP(o, p.nout) {
+    double v = 0;
+    for (int64_t g = 0; g < p.nchunk; g++) v += pv[o * p.nchunk + g];
+    finish_sum(p, o, v);
+  }
+}
+
+/* p's reduced axes as rows of runs (merging each axis into the next where
+ * its stride is the next's extent: one run in memory), when they come to
+ * at most two such axes with an inner extent of 32 or more. */
+static bool as_rows(const rplan &p, rows_t *w) {
+  int64_t sh[LU_MAXD], st[LU_MAXD];
+  int n = 0;
+  for (int d = 0; d < p.nr; d++) {
+    if (p.rshape[d] == 1) continue;
+    if (n > 0 && st[n - 1] == p.rshape[d] * p.rst[d]) {
+      sh[n - 1] *= p.rshape[d];
+      st[n - 1] = p.rst[d];
+    } else {
+      sh[n] = p.rshape[d], st[n] = p.rst[d], n++;
+    }
+  }
+  if (n == 1) *w = rows_t{1, sh[0], 0, st[0]};
+  else if (n == 2) *w = rows_t{sh[0], sh[1], st[0], st[1]};
+  else return false;
+  return w->inner >= 32;
+}
+
 /* Enough blocks for every SM of a large card several times over (an H200
  * has 132), each with at least 16 elements per thread. */
 enum { WANT_BLOCKS = 1024, MIN_CHUNK = 16 * LU_THREADS, MAX_CHUNKS = 1024 };
@@ -141,6 +225,19 @@ template <class A> static luon_status launch(rplan &p, int32_t id, cudaStream_t 
   }
   p.chunk = (p.nred + p.nchunk - 1) / p.nchunk;
   unsigned gx = (unsigned)(p.nout < 65536 ? p.nout : 65536);
+  rows_t w;
+  if (!lu_is_int<A>::v && (p.rop == LU_R_SUM || p.rop == LU_R_MEAN) && p.nred > 0 && as_rows(p, &w)) {
+    if (p.nchunk == 1) {
+      k_sum_rows<<<dim3(gx, 1), LU_THREADS, 0, s>>>(p, w, (double *)NULL);
+      return LUON_OK;
+    }
+    lu_block *b = NULL;
+    LU_TRY(lu_cuda_scratch(id, (size_t)(p.nout * p.nchunk) * sizeof(double), &b));
+    k_sum_rows<<<dim3(gx, (unsigned)p.nchunk), LU_THREADS, 0, s>>>(p, w, (double *)b->ptr);
+    k_sum_partials<<<lu_blocks(p.nout), LU_THREADS, 0, s>>>(p, (const double *)b->ptr);
+    lu_cuda_scratch_free(b);
+    return LUON_OK;
+  }
   if (p.nchunk == 1) {
     k_reduce<A><<<dim3(gx, 1), LU_THREADS, 0, s>>>(p, (A *)NULL, (int64_t *)NULL);
     return LUON_OK;
