@@ -3,51 +3,13 @@
  * luon_graph_run replays the nodes through the dispatcher in one C call.
  * Not a compiler: no fusion, no reordering; the same kernels in the same
  * order as the eager forward, so the results are the same bits. */
-#include "internal.h"
+#include "graph.h"
 #include <stdio.h>
 #include <stdlib.h>
 
 _Thread_local lu_capture *lu_capturing;
 _Thread_local int32_t lu_op_depth;
 _Thread_local int32_t lu_capture_paused;
-
-enum { SLOT_INPUT = 0, SLOT_CONST = 1, SLOT_NODE = 2 };
-enum { OP_DETACH = -1 }; /* luon_tensor_detach, which is not a registry op */
-
-typedef struct gnode {
-  int32_t op;            /* registry id, or OP_DETACH */
-  int32_t nin, nout;
-  int32_t in[LUON_MAX_OP_INPUTS], out[LUON_MAX_OP_INPUTS]; /* slots */
-  luon_attrs attrs;
-} gnode;
-
-typedef struct sig {
-  int32_t dtype, ndim;
-  lu_device dev;
-  int64_t shape[LU_MAXD];
-} sig;
-
-struct luon_graph {
-  int32_t nin, nout, nslots, nnodes;
-  gnode *nodes;
-  int32_t *outputs;       /* slots of the graph's outputs */
-  int8_t *kind;           /* per slot: SLOT_* */
-  luon_tensor **consts;   /* per slot: the constant held (+1), else NULL */
-  int32_t *last_use;      /* per slot: the last node that reads it (-1: none) */
-  bool *is_output;        /* per slot */
-  sig *in_sig;            /* the inputs it was captured for */
-  luon_tensor **vals;     /* per slot, during a run (busy) */
-  bool busy;
-  /* static_alloc: buffers planned at the first run that does not record
-   * and reused by later ones. root: the slot whose storage a slot's view
-   * (or detached copy) shares; root_end: the last node that reads any
-   * slot of that root, -2 when a graph output shares it (never planned). */
-  bool static_alloc, planned;
-  int32_t *root, *root_end, *plan;  /* plan: per slot, its buffer, -1 none */
-  luon_tensor **bufs;
-  bool *buf_busy;
-  int32_t nbufs;
-};
 
 struct lu_capture {
   luon_graph *g;
@@ -209,6 +171,14 @@ static bool plannable(const luon_graph *g, int32_t s) {
 
 /* ---- capturing ------------------------------------------------------------ */
 
+static void set_sig(sig *w, const luon_tensor *t) {
+  w->dtype = t->dtype;
+  w->ndim = t->ndim;
+  w->dev = t->dev;
+  memcpy(w->shape, t->shape, sizeof(int64_t) * (size_t)t->ndim);
+}
+
+
 static void free_map(lu_capture *c) {
   for (int32_t i = 0; i < c->hcap; i++) luon_tensor_release(c->keys[i]);
   free(c->keys);
@@ -220,7 +190,7 @@ static void free_map(lu_capture *c) {
 
 void luon_graph_free(luon_graph *g) {
   if (!g) return;
-  for (int32_t s = 0; s < g->nslots; s++) luon_tensor_release(g->consts[s]);
+  for (int32_t s = 0; g->consts && s < g->nslots; s++) luon_tensor_release(g->consts[s]);
   free(g->nodes);
   free(g->outputs);
   free(g->kind);
@@ -228,6 +198,11 @@ void luon_graph_free(luon_graph *g) {
   free(g->last_use);
   free(g->is_output);
   free(g->in_sig);
+  free(g->out_sig);
+  for (int32_t i = 0; g->in_names && i < g->nin; i++) free(g->in_names[i]);
+  for (int32_t k = 0; k < g->nconst_names; k++) free(g->const_names[k]);
+  free(g->in_names);
+  free(g->const_names);
   free(g->vals);
   for (int32_t b = 0; b < g->nbufs; b++) luon_tensor_release(g->bufs[b]);
   free(g->root);
@@ -266,10 +241,7 @@ luon_status luon_graph_capture_begin(int32_t nin, luon_tensor *const *inputs) {
   luon_status s = LUON_OK;
   for (int32_t i = 0; i < nin && s == LUON_OK; i++) {
     const luon_tensor *t = inputs[i];
-    in_sig[i].dtype = t->dtype;
-    in_sig[i].ndim = t->ndim;
-    in_sig[i].dev = t->dev;
-    memcpy(in_sig[i].shape, t->shape, sizeof(int64_t) * (size_t)t->ndim);
+    set_sig(&in_sig[i], t);
     int32_t slot;
     if (find_slot(c, t) >= 0) s = lu_error(LUON_EINVAL, "graph_capture_begin: input %d is input %d again", i + 1, find_slot(c, t) + 1);
     if (s == LUON_OK) s = add_slot(c, inputs[i], SLOT_INPUT, &slot);
@@ -294,6 +266,20 @@ void luon_graph_capture_abort(void) {
   free(c);
 }
 
+luon_status lu_graph_finish(luon_graph *g) {
+  int32_t n = g->nslots > 0 ? g->nslots : 1;
+  g->last_use = malloc(sizeof(int32_t) * (size_t)n);
+  g->is_output = calloc((size_t)n, sizeof(bool));
+  g->vals = calloc((size_t)n, sizeof(luon_tensor *));
+  if (!g->last_use || !g->is_output || !g->vals) return lu_error(LUON_ENOMEM, "graph: out of host memory");
+  for (int32_t i = 0; i < g->nslots; i++) g->last_use[i] = -1;
+  for (int32_t j = 0; j < g->nnodes; j++)
+    for (int i = 0; i < g->nodes[j].nin; i++) g->last_use[g->nodes[j].in[i]] = j;
+  for (int32_t k = 0; k < g->nout; k++) g->is_output[g->outputs[k]] = true;
+  plan_roots(g);
+  return LUON_OK;
+}
+
 luon_status luon_graph_capture_end(int32_t nout, luon_tensor *const *outputs, luon_graph **out) {
   lu_capture *c = lu_capturing;
   if (!c) return lu_error(LUON_EINVAL, "graph_capture_end: this thread is not capturing a graph");
@@ -306,29 +292,20 @@ luon_status luon_graph_capture_end(int32_t nout, luon_tensor *const *outputs, lu
   if (s == LUON_OK && (nout < 0 || (nout > 0 && !outputs)))
     s = lu_error(LUON_EINVAL, "graph_capture_end: %d outputs at %p", nout, (const void *)outputs);
   luon_graph *g = c->g;
-  if (s == LUON_OK && !(g->outputs = calloc((size_t)(nout > 0 ? nout : 1), sizeof(int32_t))))
+  if (s == LUON_OK && (!(g->outputs = calloc((size_t)(nout > 0 ? nout : 1), sizeof(int32_t))) ||
+                        !(g->out_sig = calloc((size_t)(nout > 0 ? nout : 1), sizeof(sig)))))
     s = lu_error(LUON_ENOMEM, "graph_capture_end: out of host memory");
   for (int32_t k = 0; k < nout && s == LUON_OK; k++) {
     if (!outputs[k]) s = lu_error(LUON_EINVAL, "graph_capture_end: output %d is NULL", k + 1);
     else s = slot_of(c, outputs[k], &g->outputs[k]);
+    if (s == LUON_OK) set_sig(&g->out_sig[k], outputs[k]);
   }
   g->nout = nout;
-  int32_t n = g->nslots > 0 ? g->nslots : 1;
-  if (s == LUON_OK) {
-    g->last_use = malloc(sizeof(int32_t) * (size_t)n);
-    g->is_output = calloc((size_t)n, sizeof(bool));
-    g->vals = calloc((size_t)n, sizeof(luon_tensor *));
-    if (!g->last_use || !g->is_output || !g->vals) s = lu_error(LUON_ENOMEM, "graph_capture_end: out of host memory");
-  }
+  if (s == LUON_OK) s = lu_graph_finish(g);
   if (s != LUON_OK) {
     luon_graph_capture_abort();
     return s;
   }
-  for (int32_t i = 0; i < g->nslots; i++) g->last_use[i] = -1;
-  for (int32_t j = 0; j < g->nnodes; j++)
-    for (int i = 0; i < g->nodes[j].nin; i++) g->last_use[g->nodes[j].in[i]] = j;
-  for (int32_t k = 0; k < nout; k++) g->is_output[g->outputs[k]] = true;
-  plan_roots(g);
   lu_capturing = NULL;
   free_map(c);
   free(c);

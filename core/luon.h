@@ -309,6 +309,40 @@ int32_t luon_graph_num_nodes(const luon_graph *g);
 int32_t luon_graph_num_consts(const luon_graph *g);
 luon_tensor *luon_graph_const(const luon_graph *g, int32_t k);
 luon_status luon_graph_set_const(luon_graph *g, int32_t k, luon_tensor *t);
+/* Graphs as files (core/graph_file.c; net:export, SymbolBlock.imports). Save
+ * writes the graph as readable JSON to symbol_path and its constants as
+ * safetensors to params_path, each file replaced whole; input_names and
+ * const_names may be NULL or hold NULLs (then "data"/"data<k>" and the
+ * names the graph was loaded with, else "_const<k>"). A graph whose inputs,
+ * constants or creation nodes sit on two devices is refused. Load reads
+ * them onto device (dev_type, dev_id), checking the whole file first
+ * (LUON_EFORMAT naming the file and the fault, LUON_EIO when unreadable);
+ * params_path may be NULL for a graph without constants. */
+luon_status luon_graph_save(const luon_graph *g, const char *symbol_path, const char *params_path,
+                            const char *const *input_names, const char *const *const_names);
+luon_status luon_graph_load(const char *symbol_path, const char *params_path, int32_t dev_type,
+                            int32_t dev_id, luon_graph **out);
+int32_t luon_graph_num_inputs(const luon_graph *g);
+int32_t luon_graph_num_outputs(const luon_graph *g);
+/* Input k's (output 0) or output k's (output 1) dtype, ndim and shape (room
+ * for 8; any pointer may be NULL). */
+luon_status luon_graph_io(const luon_graph *g, int32_t output, int32_t k, int32_t *dtype, int32_t *ndim,
+                          int64_t *shape);
+/* A loaded graph's names of input k and of constant k (NULL otherwise). */
+const char *luon_graph_input_name(const luon_graph *g, int32_t k);
+const char *luon_graph_const_name(const luon_graph *g, int32_t k);
+/* A model: a graph loaded for a C host, run on host buffers with no Lua
+ * (a robot controller links libluon and two files). run reads each input
+ * from a host buffer of the input's dtype and shape (row-major) and writes
+ * each output into a host buffer of its dtype and shape (luon_graph_io
+ * through luon_model_graph says which); static_alloc is on, so a run
+ * allocates only its outputs (and, on a GPU, its inputs' copies). */
+typedef struct luon_model luon_model;
+luon_status luon_model_load(const char *symbol_path, const char *params_path, int32_t dev_type,
+                            int32_t dev_id, luon_model **out);
+luon_status luon_model_run(luon_model *m, const void *const *inputs, void *const *outputs);
+luon_graph *luon_model_graph(luon_model *m); /* borrowed */
+void luon_model_free(luon_model *m);
 
 /* Autograd. While recording is on (per thread), every op whose inputs need
  * a gradient is put on the tape; backward walks it in reverse. */

@@ -5,7 +5,11 @@
 -- previous action), and the teacher's action is tanh(2 (target - position)
 -- - 0.5 velocity). Not a real robot's policy: a realistic shape and size.
 --
---   build/luon examples/policy.lua --train PATH   train briefly, save PATH (safetensors)
+--   build/luon examples/policy.lua --train PATH   train briefly, save PATH (safetensors),
+--                                                 and export the graph of one tick beside it
+--                                                 (PATH without .safetensors: -symbol.json and
+--                                                 -0000.safetensors), which a C host runs with
+--                                                 luon_model_load/luon_model_run and no Lua
 --   luon_rt_dofile(rt, "policy.lua")             a host: defines the global `policy`,
 --   policy.load(PATH); policy.act(obs)           then loads parameters and acts each tick
 local luon = require("luon")
@@ -61,8 +65,11 @@ if arg and arg[1] == "--train" and arg[2] then
   local t0 = luon.clock()
   local final = M.train(tonumber(arg[3]) or 600, 128)
   net:save_parameters(arg[2])
-  print(("policy: trained %d steps in %.2f s, final L2 loss %.5f, saved %s")
-        :format(tonumber(arg[3]) or 600, luon.clock() - t0, final, arg[2]))
+  net:hybridize()
+  net(np.zeros(batch_of_one))
+  local sym = net:export((arg[2]:gsub("%.safetensors$", "")))
+  print(("policy: trained %d steps in %.2f s, final L2 loss %.5f, saved %s, exported %s")
+        :format(tonumber(arg[3]) or 600, luon.clock() - t0, final, arg[2], sym))
 end
 
 return M

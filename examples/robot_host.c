@@ -5,6 +5,10 @@
  * copy in), gets the action back in another host buffer, moves a toy
  * 4-joint arm, and steps the garbage collector before the next tick.
  *
+ * With --model PREFIX it also runs the policy exported by policy.lua
+ * (PREFIX-symbol.json, PREFIX-0000.safetensors) through luon_model_run:
+ * host buffers in and out, no Lua at all.
+ *
  * usage: robot_host [options] POLICY.lua PARAMS.safetensors
  *   --ticks N         ticks after warm-up (default 10000)
  *   --warmup N        ticks before measuring (default 2000)
@@ -14,6 +18,8 @@
  *                     native memory (deterministic when the budget lets every step
  *                     finish a cycle; a timed budget that sometimes does not can need
  *                     a few more cached blocks when a cycle runs long)
+ *   --model PREFIX    also run the exported graph through luon_model_run (checked
+ *                     and benchmarked as the Lua policy is)
  *   --bench           also run the plain-C forward pass and luon with automatic GC,
  *                     and print them side by side (scripts/bench robot) */
 #include <luon_embed.h>
@@ -156,16 +162,21 @@ static int64_t fresh_blocks(void) {
   return s.allocs - s.cache_hits;
 }
 
-enum mode { PLAIN_C, LUON_AUTO_GC, LUON_MANUAL_GC };
+enum mode { PLAIN_C, LUON_AUTO_GC, LUON_MANUAL_GC, LUON_MODEL };
 
-/* warmup + n ticks of the loop; the policy is luon's (rt) or plain C (m) */
-static int run(luon_rt *rt, const mlp *m, enum mode mode, long warmup, long n, int budget_us, stats *st) {
+/* warmup + n ticks of the loop; the policy is luon's (rt, or model with
+ * mode LUON_MODEL) or plain C (m) */
+static int run(luon_rt *rt, luon_model *model, const mlp *m, enum mode mode, long warmup, long n, int budget_us,
+               stats *st) {
   arm a = {.rng = 12345};
   float obs[OBS], act[ACT], ref[ACT];
   luon_buffer in = {obs, LUON_DTYPE_F32, 1, {OBS}};
   luon_buffer out = {act, LUON_DTYPE_F32, 1, {ACT}};
+  if (mode == LUON_MODEL) rt = NULL;
   if (rt && luon_rt_set_gc_mode(rt, mode == LUON_MANUAL_GC ? LUON_RT_GC_MANUAL : LUON_RT_GC_AUTO))
     return failed(rt, "set_gc_mode");
+  const void *ins[1] = {obs};
+  void *outs[1] = {act};
   memset(st, 0, sizeof *st);
   st->tick_ns = calloc((size_t)n, sizeof(int64_t));
   st->gc_ns = calloc((size_t)n, sizeof(int64_t));
@@ -181,7 +192,9 @@ static int run(luon_rt *rt, const mlp *m, enum mode mode, long warmup, long n, i
     observe(&a, obs);
     long cs0 = preemptions();
     int64_t t0 = now_ns();
-    if (rt) {
+    if (mode == LUON_MODEL) {
+      if (luon_model_run(model, ins, outs) != LUON_OK) return failed(NULL, "luon_model_run");
+    } else if (rt) {
       if (luon_rt_call(rt, "policy.act", 1, &in, 1, &out) != LUON_OK) return failed(rt, "policy.act");
     } else {
       mlp_act(m, obs, act);
@@ -235,7 +248,7 @@ static void free_stats(stats *st) {
 int main(int argc, char **argv) {
   long ticks = 10000, warmup = 2000;
   int budget_us = 200, check = 0, bench = 0;
-  const char *files[2] = {NULL, NULL};
+  const char *files[2] = {NULL, NULL}, *model_prefix = NULL;
   int nfiles = 0;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--ticks") == 0 && i + 1 < argc) ticks = atol(argv[++i]);
@@ -243,9 +256,10 @@ int main(int argc, char **argv) {
     else if (strcmp(argv[i], "--gc-budget-us") == 0 && i + 1 < argc) budget_us = atoi(argv[++i]);
     else if (strcmp(argv[i], "--check") == 0) check = 1;
     else if (strcmp(argv[i], "--bench") == 0) bench = 1;
+    else if (strcmp(argv[i], "--model") == 0 && i + 1 < argc) model_prefix = argv[++i];
     else if (argv[i][0] != '-' && nfiles < 2) files[nfiles++] = argv[i];
     else {
-      fprintf(stderr, "usage: robot_host [--ticks N] [--warmup N] [--gc-budget-us N] [--check] [--bench] "
+      fprintf(stderr, "usage: robot_host [--ticks N] [--warmup N] [--gc-budget-us N] [--check] [--bench] [--model PREFIX] "
                       "POLICY.lua PARAMS.safetensors\n");
       return 2;
     }
@@ -268,13 +282,34 @@ int main(int argc, char **argv) {
     return 1;
   }
 
+  /* the exported graph of the same policy, for a host with no Lua */
+  luon_model *model = NULL;
+  stats by_model = {0};
+  if (model_prefix) {
+    char sym[4096], params[4096];
+    snprintf(sym, sizeof sym, "%s-symbol.json", model_prefix);
+    snprintf(params, sizeof params, "%s-0000.safetensors", model_prefix);
+    int32_t dt, nd;
+    int64_t shape[8];
+    if (luon_model_load(sym, params, LUON_CPU, 0, &model) != LUON_OK) return failed(NULL, "luon_model_load");
+    luon_graph *g = luon_model_graph(model);
+    if (luon_graph_num_inputs(g) != 1 || luon_graph_num_outputs(g) != 1 ||
+        luon_graph_io(g, 0, 0, &dt, &nd, shape) != LUON_OK || dt != LUON_DTYPE_F32 || nd != 2 ||
+        shape[0] * shape[1] != OBS || luon_graph_io(g, 1, 0, &dt, &nd, shape) != LUON_OK ||
+        dt != LUON_DTYPE_F32 || nd != 2 || shape[0] * shape[1] != ACT) {
+      fprintf(stderr, "robot_host: %s is not a policy of %d observations and %d actions\n", sym, OBS, ACT);
+      return 1;
+    }
+    if (run(NULL, model, &m, LUON_MODEL, warmup, ticks, 0, &by_model)) return 1;
+  }
+
   int bad = 0;
   stats manual;
-  if (run(rt, &m, LUON_MANUAL_GC, warmup, ticks, budget_us, &manual)) return 1;
+  if (run(rt, NULL, &m, LUON_MANUAL_GC, warmup, ticks, budget_us, &manual)) return 1;
   if (bench) {
     stats plain, automatic;
-    if (run(NULL, &m, PLAIN_C, warmup, ticks, 0, &plain) ||
-        run(rt, &m, LUON_AUTO_GC, warmup, ticks, 0, &automatic))
+    if (run(NULL, NULL, &m, PLAIN_C, warmup, ticks, 0, &plain) ||
+        run(rt, NULL, &m, LUON_AUTO_GC, warmup, ticks, 0, &automatic))
       return 1;
     printf("robot policy MLP 16-64-64-4, one observation per tick, %ld ticks after %ld warm-up:\n",
            ticks, warmup);
@@ -283,6 +318,10 @@ int main(int argc, char **argv) {
     double p50c = pct_us(plain.tick_ns, plain.n, 0.5);
     print_ticks("luon, GC stepped by host", &manual);
     printf("  luon/plain C at p50: %.1fx\n", pct_us(manual.tick_ns, manual.n, 0.5) / p50c);
+    if (model) {
+      print_ticks("luon_model_run (no Lua)", &by_model);
+      printf("  luon_model_run/plain C at p50: %.1fx\n", pct_us(by_model.tick_ns, by_model.n, 0.5) / p50c);
+    }
     free_stats(&plain);
     free_stats(&automatic);
   } else {
@@ -296,7 +335,13 @@ int main(int argc, char **argv) {
   printf("  actions: max |luon - plain C| %.2e, mean |action - PD teacher| %.3f\n", manual.max_err_c,
          manual.mean_err_teacher);
 
+  if (model)
+    printf("  luon_model_run: max |model - plain C| %.2e, fresh native blocks after warm-up %lld\n",
+           by_model.max_err_c, (long long)by_model.fresh);
+
   if (check) {
+    if (model && by_model.max_err_c > 1e-4) bad = fprintf(stderr, "CHECK: luon_model_run differs from plain C\n");
+    if (model && by_model.fresh != 0) bad = fprintf(stderr, "CHECK: luon_model_run allocated fresh blocks\n");
     /* the same as plain C; no allocation of fresh memory once warm; errors come back and
      * leave the runtime usable */
     if (manual.max_err_c > 1e-4) bad = fprintf(stderr, "CHECK: actions differ from plain C\n");
@@ -312,6 +357,8 @@ int main(int argc, char **argv) {
     printf("robot_host: check %s\n", bad ? "FAILED" : "ok");
   }
   free_stats(&manual);
+  free_stats(&by_model);
+  luon_model_free(model);
   luon_rt_free(rt);
   return bad ? 1 : 0;
 }

@@ -3,7 +3,8 @@
 -- gluon.nn and gluon.rnn (the list is read from the modules), in train and
 -- predict mode, outputs and gradients, bit for bit on the CPU; tracing once
 -- per signature and again for a new one; what a hybridized forward may not
--- do (read values, write in place) and its errors; Lua state traced once;
+-- do (read values, write in place) and its errors; every layer exported and
+-- imported (gluon.SymbolBlock) gives the inference outputs again; Lua state traced once;
 -- hybridize(false); training a hybridized network step for step as eager.
 package.path = (debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "") .. "?.lua;" .. package.path
 local H = require("helpers")
@@ -205,6 +206,17 @@ describe("hybridize", function()
             end
           end
           assert.are.equal(#modes, #hybrid.graphs(net))
+          -- exported and imported without the Lua code: the inference outputs again
+          local prefix = os.tmpname()
+          local sym, prm = net:export(prefix)
+          local flat = flatten(args)
+          local names = {}
+          for k = 1, #flat do names[k] = #flat == 1 and "data" or "data" .. (k - 1) end
+          local sb = gluon.SymbolBlock.imports(sym, names, prm, dev)
+          local got = {}
+          for _, y in ipairs(flatten(pack(sb(unpack(flat))))) do got[#got + 1] = y:totable() end
+          same(got, eager.infer.out, tol, name .. " exported")
+          for _, f in ipairs({prefix, sym, prm}) do os.remove(f) end
         end)
       end
 
@@ -242,7 +254,7 @@ describe("hybridize", function()
         end
       end)
 
-      it("a first call that makes deferred parameters runs eagerly; the next one traces", function()
+      it("a first call that makes deferred parameters runs eagerly; an inference call then traces", function()
         local calls = 0
         local net = Custom(function(self, x)
           calls = calls + 1
@@ -251,14 +263,27 @@ describe("hybridize", function()
         net:initialize{device = dev}
         net:hybridize()
         local x = xs({2, 4}):copyto(dev)
-        local y1 = net(x)
-        assert.are.same({}, hybrid.graphs(net))
-        local y2 = net(x)
-        local y3 = net(x)
+        local y1 = net(x) -- eager (makes the weights), then the trace
         assert.are.equal(2, calls)
         assert.are.equal(1, #hybrid.graphs(net))
+        local y2 = net(x)
+        assert.are.equal(2, calls)
         H.assert_equal(y2, y1:totable())
-        H.assert_equal(y3, y1:totable())
+        -- a training call with deferred parameters only runs eagerly (its
+        -- random draws are eager's); the next one traces
+        local calls_t = 0
+        local tnet = Custom(function(self, x)
+          calls_t = calls_t + 1
+          return self.d(x)
+        end, {d = nn.Dense(3)})
+        tnet:initialize{device = dev}
+        tnet:hybridize()
+        autograd.record(function() return tnet(x) end)
+        assert.are.same({}, hybrid.graphs(tnet))
+        autograd.record(function() return tnet(x) end)
+        autograd.record(function() return tnet(x) end)
+        assert.are.equal(2, calls_t)
+        assert.are.equal(1, #hybrid.graphs(tnet))
       end)
 
       it("training a hybridized LeafNetwork gives eager's weights and predictions", function()

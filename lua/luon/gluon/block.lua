@@ -308,6 +308,12 @@ function HybridBlock:__call(x, ...)
   return Block.__call(self, x, ...)
 end
 
+-- export(path, epoch=0): the graph of the latest inference call (after
+-- hybridize()) as path-symbol.json and its parameters as
+-- path-EPOCH.safetensors, for gluon.SymbolBlock.imports and the C
+-- embedding API's luon_model_load; returns the two file names.
+function HybridBlock:export(path, epoch) return hybrid.export(self, path, epoch) end
+
 local function add_hook(list, fn)
   if type(fn) ~= "function" then core.error("register_forward_hook: expected a function") end
   list[#list + 1] = fn

@@ -4,8 +4,10 @@
 -- forward once while the C core captures its ops into a graph
 -- (core/graph.c) and returns forward's real results (the signature also
 -- counts luon.amp's rule changes); later calls with that
--- signature replay the graph in one C call, with no Lua per op. Not here:
--- the Block classes (block.lua), fusion, export.
+-- signature replay the graph in one C call, with no Lua per op; export
+-- writes the latest inference graph to files (core/graph_file.c), which
+-- gluon.SymbolBlock.imports (symbol_block.lua) and luon_model_load read.
+-- Not here: the Block classes (block.lua), fusion.
 local core = require("luon.core")
 local param = require("luon.gluon.parameter")
 local ffi, C = core.ffi, core.C
@@ -132,7 +134,7 @@ local function replay(e, arrs)
   return unpack(res, 1, e.nres)
 end
 
-local function finish_trace(block, key, arrs, ok, ...)
+local function finish_trace(block, key, arrs, mode, ok, ...)
   if not ok then
     C.luon_graph_capture_abort()
     error((...), 0)
@@ -148,7 +150,7 @@ local function finish_trace(block, key, arrs, ok, ...)
   if block._static_alloc then core.check(C.luon_graph_set_static_alloc(g, 1)) end
   local e = {g = g, nout = #flat, nres = n, tmpl = tmpl,
              ins = ffi.new("luon_tensor*[?]", #arrs + 1), outs = ffi.new("luon_tensor*[?]", #flat + 1),
-             binds = bind_params(block, g), gen = param.generation, epoch = M.epoch}
+             binds = bind_params(block, g), gen = param.generation, epoch = M.epoch, mode = mode}
   local cache = block._hybrid_cache
   if not cache then
     cache = {order = {}, by_key = {}}
@@ -180,13 +182,67 @@ function M.call(block, run, ...)
   -- A first call that still has to make parameters (deferred shapes) runs
   -- eagerly: layers may take other paths once ready (Conv2D's fusion with
   -- the next pooling), and the graph must be what later eager calls run.
+  -- An inference call then traces at once (so that net(x); net:export()
+  -- works as in MXNet); a training call's next call traces, so that random
+  -- draws (dropout) stay those of eager calls.
   for _, p in ipairs(block:collect_params():unique()) do
-    if not p._data then return run(block, ...) end
+    if not p._data then
+      if parts[1] ~= 0 or parts[2] ~= 0 then return run(block, ...) end
+      run(block, ...)
+      break
+    end
   end
   local ins = ffi.new("luon_tensor*[?]", #arrs + 1)
   for k = 1, #arrs do ins[k - 1] = arrs[k].t end
   core.check(C.luon_graph_capture_begin(#arrs, ins))
-  return finish_trace(block, key, arrs, pcall(run, block, ...))
+  return finish_trace(block, key, arrs, {recording = parts[1] ~= 0, training = parts[2] ~= 0},
+                      pcall(run, block, ...))
+end
+
+-- export(block, path, epoch): the latest graph traced for inference
+-- (outside autograd.record) as path-symbol.json and path-EPOCH.safetensors,
+-- its parameters under their structural names; returns both paths.
+-- The two file names of export(path, epoch) (here and SymbolBlock's).
+function M.export_paths(fname, path, epoch)
+  if type(path) ~= "string" or path == "" then
+    core.error(("%s: path must be a file name prefix, got %s"):format(fname, core.show_value(path)))
+  end
+  epoch = epoch == nil and 0 or epoch
+  if type(epoch) ~= "number" or epoch < 0 or epoch % 1 ~= 0 or epoch > 9999 then
+    core.error(("%s: epoch must be a whole number from 0 to 9999, got %s"):format(fname, core.show_value(epoch)))
+  end
+  return path .. "-symbol.json", ("%s-%04d.safetensors"):format(path, epoch)
+end
+
+function M.export(block, path, epoch)
+  local fname = block._class.__name .. ":export"
+  local sym, params = M.export_paths(fname, path, epoch)
+  local cache, e = block._hybrid_cache, nil
+  for k = #(cache and cache.order or {}), 1, -1 do
+    local c = cache.by_key[cache.order[k]]
+    if c.epoch == M.epoch and not c.mode.recording and not c.mode.training then e = c break end
+  end
+  if not e then
+    local why = not block._active and "it is not hybridized: call hybridize(), then run it once"
+                or "it has not run for inference (outside autograd.record) since hybridize(): run it once"
+    core.error(("%s: %s has no inference graph to export; %s (MXNet: 'Please first call " ..
+                "block.hybridize() and then run forward with this block at least once before " ..
+                "calling export.')"):format(fname, block._class.__name, why))
+  end
+  if e.gen ~= param.generation and not rebind(e) then
+    core.error(("%s: a parameter of the traced graph is gone (reset or uninitialized): run the block " ..
+                "once again before exporting"):format(fname))
+  end
+  local name_of = {}
+  for name, p in block:collect_params():items() do name_of[p] = name_of[p] or name end
+  local nconst = tonumber(C.luon_graph_num_consts(e.g))
+  local names, keep = ffi.new("const char*[?]", nconst + 1), {}
+  for _, b in ipairs(e.binds) do
+    keep[#keep + 1] = name_of[b.p]
+    names[b.k] = keep[#keep]
+  end
+  core.check(C.luon_graph_save(e.g, sym, params, nil, names))
+  return sym, params
 end
 
 -- The number of graphs a block holds and the nodes of each (tests).

@@ -27,4 +27,5 @@ return core.strict_module(gluon, "gluon", {
   model_zoo = module("luon.gluon.model_zoo"),
   contrib = module("luon.gluon.contrib"),
   Trainer = function() return require("luon.gluon.trainer").Trainer end,
+  SymbolBlock = function() return require("luon.gluon.symbol_block") end,
 })
