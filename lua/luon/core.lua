@@ -40,7 +40,11 @@ local own_prefix = debug.getinfo(1, "S").source:match("^(@.*[/\\])")
 -- raise "interrupted" only outside these files
 lua_registry.luon_lua_dir = own_prefix
 local lua_error = error
+-- The shared attribute struct is handed out (M.attrs) and not yet passed to
+-- its op; an error on the way gives it back (see M.attrs).
+local attrs_busy = false
 local function error(msg)
+  attrs_busy = false
   if own_prefix then
     for k = 2, 200 do
       local info = debug.getinfo(k, "S")
@@ -997,8 +1001,14 @@ local attrs = ffi.new("luon_attrs")
 local ENOMEM = C.LUON_ENOMEM
 
 -- A zeroed attribute struct, shared: fill it and pass it to call at once.
+-- While a caller holds it (until its op runs, or a luon error), anyone else
+-- gets a new one: a finalizer of the host's (a newproxy's __gc) that runs
+-- ops may run at any allocation between the caller's attrs() and its call,
+-- and took the same struct, zeroing what the caller had filled in
+-- (np.arange(6) once ran as arange(0, 0, 0)).
 function M.attrs()
-  if in_finalizer > 0 then return ffi.new("luon_attrs") end
+  if in_finalizer > 0 or attrs_busy then return ffi.new("luon_attrs") end
+  attrs_busy = true
   ffi.fill(attrs, ffi.sizeof(attrs))
   return attrs
 end
@@ -1059,6 +1069,7 @@ local function run(op, n, a, inputs, x, y, out, cap, oom)
     st = C.luon_op_call(op, n, I, a, N, O)
     if st ~= ENOMEM then break end
   end
+  if rawequal(a, attrs) then attrs_busy = false end
   return st, O, N
 end
 
