@@ -68,6 +68,9 @@ typedef struct lu_cuda_ctx {
 } lu_cuda_ctx;
 luon_status lu_cuda_begin(const lu_call *c, lu_cuda_ctx *k);
 luon_status lu_cuda_end(lu_cuda_ctx *k, luon_status s);
+/* y (N,O,P...) of dtype dt (float32/64) in place on stream st: + b[o] (dense,
+ * dt; NULL: none), then max(., 0) with NaN kept when relu (cuda/ops/conv.cu) */
+void lu_cuda_bias_relu(void *y, int32_t dt, const void *b, const luon_tensor *yt, bool relu, cudaStream_t st);
 
 /* Device scratch of `bytes` on gpu(id) from the core's cache. Free it right
  * after the kernels that use it are queued: reuse is stream ordered. */

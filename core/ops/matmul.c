@@ -2,7 +2,8 @@
  * broadcasting; a 1-d first input is (1, K), a 1-d second input (K, 1), and
  * the added axis is dropped from the result. Floats go to BLAS (float32 with
  * few rows or a short inner dimension to the skinny kernels below), integers
- * to a plain loop. Not here: dot/tensordot/einsum (composites in lua/). */
+ * to a plain loop. linear is Dense's x @ w^T + b (relu) on the same kernels.
+ * Not here: dot/tensordot/einsum (composites in lua/). */
 #include "steps.h"
 #include <cblas.h>
 #include <limits.h>
@@ -514,6 +515,111 @@ luon_status lu_grad_matmul(lu_grad_call *g) {
   } else if (wb) {
     luon_tensor *at = swapped(&e, lu_steps_reshape(&e, a, an, as));
     give(&e, lu_steps_run(&e, LU_OP_matmul, NULL, at, dcf, NULL), bn, bs, b, &g->din[1]);
+  }
+  return lu_steps_end(&e);
+}
+
+/* ---- linear: x @ w^T (+ b) (relu) ------------------------------------------------ */
+
+luon_status lu_shape_linear(lu_call *c) {
+  if (c->nin != 2 && c->nin != 3)
+    return lu_error(LUON_EINVAL, "linear: takes x, w and an optional bias b, got %d inputs", c->nin);
+  const luon_tensor *x = c->in[0], *w = c->in[1], *b = c->nin == 3 ? c->in[2] : NULL;
+  int32_t dt = x->dtype;
+  if (dt != LUON_DTYPE_F32 && dt != LUON_DTYPE_F64)
+    return lu_error(LUON_EDTYPE, "linear: x is %s; it takes float32 or float64 (npx.fully_connected "
+                    "takes the others)", luon_dtype_name(dt));
+  for (int i = 1; i < c->nin; i++)
+    if (c->in[i]->dtype != dt)
+      return lu_error(LUON_EDTYPE, "linear: x is %s but input %d is %s: all must have one dtype",
+                      luon_dtype_name(dt), i + 1, luon_dtype_name(c->in[i]->dtype));
+  if (x->ndim != 2 || w->ndim != 2 || x->shape[1] != w->shape[1] || (b && (b->ndim != 1 || b->shape[0] != w->shape[0])))
+    return lu_error(LUON_ESHAPE, "linear: x %s, w %s%s%s: expected x (M,K), w (N,K) and b (N,)",
+                    lu_shape_str(x->ndim, x->shape), lu_shape_str(w->ndim, w->shape), b ? ", b " : "",
+                    b ? lu_shape_str(b->ndim, b->shape) : "");
+  c->nout = 1;
+  c->out_ndim[0] = 2;
+  c->out_shape[0][0] = x->shape[0];
+  c->out_shape[0][1] = w->shape[0];
+  c->out_dtype[0] = dt;
+  return LUON_OK;
+}
+
+/* w seen as (K,N): a struct copy sharing w's storage (no reference taken),
+ * for one call of the matmul kernel inside this op */
+static luon_tensor transposed(const luon_tensor *w) {
+  luon_tensor t = *w;
+  t.shape[0] = w->shape[1], t.shape[1] = w->shape[0];
+  t.strides[0] = w->strides[1], t.strides[1] = w->strides[0];
+  t.node = NULL, t.grad = NULL;
+  return t;
+}
+
+typedef struct bjob {
+  void *y;
+  const void *b;
+  int64_t N;
+  bool relu, f64;
+} bjob;
+
+static void bias_relu_rows(void *ctx, int64_t r0, int64_t r1) {
+  const bjob *j = ctx;
+  for (int64_t r = r0; r < r1; r++) {
+    if (j->f64) {
+      double *y = (double *)j->y + r * j->N;
+      const double *b = j->b;
+      for (int64_t n = 0; n < j->N; n++) {
+        double v = b ? y[n] + b[n] : y[n];
+        y[n] = j->relu && v < 0 ? 0 : v; /* NaN stays, as relu's */
+      }
+    } else {
+      float *y = (float *)j->y + r * j->N;
+      const float *b = j->b;
+      for (int64_t n = 0; n < j->N; n++) {
+        float v = b ? y[n] + b[n] : y[n];
+        y[n] = j->relu && v < 0 ? 0 : v;
+      }
+    }
+  }
+}
+
+luon_status lu_cpu_linear(lu_call *c) {
+  luon_tensor wt = transposed(c->in[1]);
+  luon_tensor *in[2] = {c->in[0], &wt};
+  lu_call m = *c;
+  m.nin = 2;
+  m.in = in;
+  LU_TRY(lu_cpu_matmul(&m));
+  luon_tensor *y = c->out[0];
+  bool relu = c->attrs->ni > LU_LINEAR_RELU && c->attrs->i[LU_LINEAR_RELU] == 1;
+  const luon_tensor *b = c->nin == 3 ? c->in[2] : NULL;
+  if ((!b && !relu) || y->size == 0) return LUON_OK;
+  /* the bias, dense (a strided one is rare: copied) */
+  luon_tensor *bd = NULL;
+  if (b && !lu_is_contiguous(b)) LU_TRY(lu_run(LU_OP_copy, NULL, &bd, 1, b));
+  bjob j = {lu_data(y), b ? lu_data(bd ? bd : b) : NULL, y->shape[1], relu, y->dtype == LUON_DTYPE_F64};
+  int64_t grain = 32768 / (j.N > 0 ? j.N : 1);
+  lu_parallel_for(y->shape[0], grain < 1 ? 1 : grain, bias_relu_rows, &j);
+  luon_tensor_release(bd);
+  return LUON_OK;
+}
+
+/* z = relu ? dy * (y > 0) : dy;  dx = z @ w,  dw = z^T @ x,  db = z summed over rows
+ * (matmul's and add's rules for x @ w^T + b, so the gradients are theirs) */
+luon_status lu_grad_linear(lu_grad_call *g) {
+  luon_tensor *dy = g->dout[0], *x = g->in[0], *w = g->in[1];
+  if (!dy) return LUON_OK;
+  lu_steps e = {LUON_OK, 0, {NULL}};
+  bool relu = g->attrs->ni > LU_LINEAR_RELU && g->attrs->i[LU_LINEAR_RELU] == 1;
+  luon_tensor *z = relu ? R2(relu_grad, g->out[0], dy) : dy;
+  if (g->need[0]) lu_steps_give(&e, R2(matmul, z, w), x, &g->din[0]);
+  if (g->need[1]) lu_steps_give(&e, R2(matmul, swapped(&e, z), x), w, &g->din[1]);
+  if (g->nin == 3 && g->need[2]) {
+    luon_attrs s;
+    memset(&s, 0, sizeof s);
+    s.i[LU_REDUCE_AXES] = 0;
+    s.ni = LU_REDUCE_AXES + 1;
+    lu_steps_give(&e, RA(sum, &s, z), g->in[2], &g->din[2]);
   }
   return lu_steps_end(&e);
 }

@@ -33,8 +33,9 @@ __global__ void k_bias_relu(void *y, int32_t dt, const void *b, int64_t n, int64
   }
 }
 
-/* y (N,O,P) of dtype dt, in place: + bias b (dense, dt; may be NULL) then relu. */
-static void bias_relu(void *y, int32_t dt, const void *b, const luon_tensor *yt, bool relu, cudaStream_t st) {
+/* y (N,O,P) of dtype dt, in place: + bias b (dense, dt; may be NULL) then relu
+ * (also linear's, cuda/ops/matmul.cu, with P = 1). */
+void lu_cuda_bias_relu(void *y, int32_t dt, const void *b, const luon_tensor *yt, bool relu, cudaStream_t st) {
   int64_t n = yt->size, O = yt->shape[1], P = 1;
   for (int d = 2; d < yt->ndim; d++) P *= yt->shape[d];
   if (n == 0 || (!b && !relu)) return;
@@ -469,7 +470,7 @@ static luon_status conv(lu_call *c, int kind) {
      * the CPU does when C/groups is 0 */
     s = lu_cuda_zero(lu_data(c->out[0]), (size_t)c->out[0]->size * luon_dtype_size(dt), k.s);
     if (s == LUON_OK && kind == C_FWD && c->nin > 2) s = lu_cuda_dense(c->in[2], dt, k.s, &bias, &b2);
-    if (s == LUON_OK && kind == C_FWD) bias_relu(lu_data(c->out[0]), dt, bias, yt, relu, k.s);
+    if (s == LUON_OK && kind == C_FWD) lu_cuda_bias_relu(lu_data(c->out[0]), dt, bias, yt, relu, k.s);
     goto done;
   }
   s = lu_cuda_dense(c->in[0], dt, k.s, &in0, &b0);
@@ -479,7 +480,7 @@ static luon_status conv(lu_call *c, int kind) {
   if (s != LUON_OK) goto done;
   o.in0 = in0, o.in1 = in1;
   s = convolve(&o, &key, k.s);
-  if (s == LUON_OK && kind == C_FWD) bias_relu(lu_data(c->out[0]), dt, bias, yt, relu, k.s);
+  if (s == LUON_OK && kind == C_FWD) lu_cuda_bias_relu(lu_data(c->out[0]), dt, bias, yt, relu, k.s);
 done:
   lu_cuda_scratch_free(b0);
   lu_cuda_scratch_free(b1);

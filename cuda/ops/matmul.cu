@@ -244,3 +244,42 @@ luon_status lu_cuda_matmul(lu_call *c) {
   lu_cuda_scratch_free(by);
   return lu_cuda_end(&k, s);
 }
+
+/* linear (core/ops/matmul.c): x @ w^T through the matmul above (w read
+ * transposed where it lies), then the bias and relu in one pass. */
+luon_status lu_cuda_linear(lu_call *c) {
+  luon_tensor wt = *c->in[1];
+  wt.shape[0] = c->in[1]->shape[1], wt.shape[1] = c->in[1]->shape[0];
+  wt.strides[0] = c->in[1]->strides[1], wt.strides[1] = c->in[1]->strides[0];
+  wt.node = NULL, wt.grad = NULL;
+  luon_tensor *in[2] = {c->in[0], &wt};
+  lu_call m = *c;
+  m.nin = 2;
+  m.in = in;
+  LU_TRY(lu_cuda_matmul(&m));
+  luon_tensor *y = c->out[0];
+  bool relu = c->attrs->ni > LU_LINEAR_RELU && c->attrs->i[LU_LINEAR_RELU] == 1;
+  const luon_tensor *b = c->nin == 3 ? c->in[2] : NULL;
+  if ((!b && !relu) || y->size == 0) return LUON_OK;
+  lu_cuda_ctx k;
+  LU_TRY(lu_cuda_begin(c, &k));
+  luon_status s = LUON_OK;
+  lu_block *bb = NULL;
+  const void *bp = b ? lu_data(b) : NULL;
+  if (b && !lu_cuda_contiguous(b)) { /* a strided bias, made dense */
+    s = lu_cuda_scratch(k.id, (size_t)b->size * luon_dtype_size(b->dtype), &bb);
+    if (s == LUON_OK) {
+      int64_t one = 1;
+      lu_space sp;
+      lu_space_init(&sp, b->ndim, b->shape);
+      lu_space_add_raw(&sp, bb->ptr, b->dtype, &one);
+      lu_space_add_raw(&sp, lu_data(b), b->dtype, b->strides);
+      lu_space_done(&sp);
+      s = lu_cuda_copy_space(&sp, k.s);
+      bp = bb->ptr;
+    }
+  }
+  if (s == LUON_OK) lu_cuda_bias_relu(lu_data(y), y->dtype, bp, y, relu, k.s);
+  lu_cuda_scratch_free(bb);
+  return lu_cuda_end(&k, s);
+}

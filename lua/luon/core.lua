@@ -1085,6 +1085,9 @@ function M.set_amp_rules(rules)
   amp_rules = rules
   M.amp_epoch = M.amp_epoch + 1
 end
+-- Whether luon.amp casts op's inputs (a fused op that stands for it, as
+-- linear for matmul, steps aside then).
+function M.amp_casts(op) return amp_rules ~= nil and amp_rules[op] ~= nil end
 local cast_attrs = ffi.new("luon_attrs") -- never the shared one: the caller's attrs are filled
 local cast_info = ffi.new("luon_tensor_info") -- nor the shared info a caller may be reading
 local function amp_cast(op, inputs)

@@ -169,7 +169,7 @@ local DROPOUT_P, LEAKY_SLOPE, SOFTMAX_AXIS = S.DROPOUT_P, S.LEAKY_SLOPE, S.SOFTM
 -- (pooling{pool_typ = 'avg'} must not quietly mean max); the lists of each
 -- op are made once (not a table per call on the hot path).
 local bn_keys = {"eps", "momentum", "fix_gamma", "use_global_stats", "axis", "output_mean_var"}
-local fc_keys, dropout_keys = {"num_hidden", "no_bias", "flatten"}, {"p", "mode", "axes"}
+local fc_keys, dropout_keys = {"num_hidden", "no_bias", "flatten", "act_type"}, {"p", "mode", "axes"}
 local activation_keys, leaky_keys = {"act_type"}, {"act_type", "slope"}
 local softmax_keys, pick_keys = {"axis", "temperature", "use_length"}, {"axis", "mode", "keepdims"}
 
@@ -551,8 +551,18 @@ function npx.batch_norm(x, gamma, beta, running_mean, running_var, kw)
 end
 
 -- fully_connected(x, weight, bias, {num_hidden=, no_bias=false,
--- flatten=true}): y = x . weight^T + bias, weight (num_hidden, in_units).
--- flatten: x (N, ...) is taken as (N, prod(...)); else the last axis.
+-- flatten=true, act_type=nil|'relu'}): y = x . weight^T + bias, weight
+-- (num_hidden, in_units). flatten: x (N, ...) is taken as (N, prod(...));
+-- else the last axis. act_type 'relu' (luon's, as convolution's) applies a
+-- relu in the same pass. Float32 and float64 (x, weight and bias of one
+-- dtype, x 2-D once flattened, amp not casting matmul) run as one linear op;
+-- the rest as matmul, add and relu, which give the same values.
+local F32, F64 = C.LUON_DTYPE_F32, C.LUON_DTYPE_F64
+local fc_info = ffi.new("luon_tensor_info")
+local function fc_dtype(t)
+  C.luon_tensor_info_get(t.t, fc_info)
+  return fc_info.dtype, fc_info.ndim, fc_info.shape[0], fc_info.shape[1]
+end
 function npx.fully_connected(x, weight, bias, kw)
   if type(bias) == "table" and not is_array(bias) then kw, bias = bias, nil end
   kw = core.options(kw, "fully_connected", fc_keys)
@@ -566,12 +576,30 @@ function npx.fully_connected(x, weight, bias, kw)
     core.error(("fully_connected: num_hidden is %s but the weight has %d rows (shape %s)")
                :format(core.show_value(kw.num_hidden), weight.shape[1], core.shape_text(weight.shape)))
   end
+  local relu = kw.act_type ~= nil
+  if relu and kw.act_type ~= "relu" then
+    core.error(("fully_connected: act_type can only be 'relu' (fused), got %s"):format(core.show_value(kw.act_type)))
+  end
   if kw.flatten ~= false and x.ndim ~= 2 then
     local n = x.ndim == 0 and 1 or x.shape[1]
     x = np.reshape(x, {n, -1})
   end
+  if bias ~= nil and not kw.no_bias then need_array(bias, "fully_connected", "bias") else bias = nil end
+  local dt, xn, _, xk = fc_dtype(x)
+  local wdt, _, wn, wk = fc_dtype(weight)
+  local fused = (dt == F32 or dt == F64) and wdt == dt and xn == 2 and xk == wk and not core.amp_casts(op.matmul)
+  if fused and bias then
+    local bdt, bn, bs = fc_dtype(bias)
+    fused = bdt == dt and bn == 1 and bs == wn
+  end
+  if fused then
+    local a = core.attrs()
+    a.i[S.LINEAR_RELU], a.ni = relu and 1 or 0, S.LINEAR_RELU + 1
+    return core.call(op.linear, bias and {x, weight, bias} or {x, weight}, a)
+  end
   local y = np.matmul(x, np.transpose(weight))
-  if bias ~= nil and not kw.no_bias then y = y + need_array(bias, "fully_connected", "bias") end
+  if bias then y = y + bias end
+  if relu then y = npx.relu(y) end
   return y
 end
 

@@ -377,6 +377,16 @@ both("matmul float32 (65,129)@(129,33) and batched broadcast", function(d)
           np.matmul(data(d, {3, 1, 5, 7}, "float32", 3), data(d, {4, 7, 6}, "float32", 4)):astype("float64")}
 end, 1e-5, 2e-3)
 
+-- linear (Dense's fused op): cuBLAS with w read transposed, then the bias
+-- and relu pass; a strided bias goes through a dense copy
+both("linear float32 with bias and relu, a strided bias, float64 without bias", function(d)
+  local x, w = data(d, {9, 20}, "float32", 5), data(d, {17, 20}, "float32", 6)
+  local bias = data(d, {17, 2}, "float32", 7)
+  return {npx.fully_connected(x, w, data(d, {17}, "float32", 8), {act_type = "relu"}):astype("float64"),
+          npx.fully_connected(x, w, bias:slice(true, {0, 1}):reshape({17}), {act_type = "relu"}):astype("float64"),
+          npx.fully_connected(data(d, {4, 6}, "float64", 9), data(d, {3, 6}, "float64", 10), {no_bias = true})}
+end, 1e-5, 2e-3)
+
 -- Special values through the generic elementwise kernels and the device's
 -- dtype conversions (cuda/kernels.cuh): NaN, infinities, signed zeros,
 -- values out of the integer and 16-bit ranges, integer wrapping.

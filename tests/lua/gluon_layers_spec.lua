@@ -122,6 +122,42 @@ for _, dev in ipairs(H.devices()) do
       H.check(d.bias:grad(dev), {2, 2})
     end)
 
+    it("Dense's fused linear op equals matmul, add and relu (values and gradients, float32 and float64)", function()
+      for _, dt in ipairs({"float32", "float64"}) do
+        for _, case in ipairs({{"relu", true}, {"relu", false}, {nil, true}, {"tanh", true}}) do
+          np.random.seed(11)
+          local x = np.random.uniform(-1, 1, {5, 2, 3}):astype(dt):copyto(dev)
+          local w = np.random.uniform(-1, 1, {4, 6}):astype(dt):copyto(dev)
+          local b = np.random.uniform(-1, 1, {4}):astype(dt):copyto(dev)
+          local function run(fused)
+            local xs, ws, bs = x:copy(), w:copy(), b:copy()
+            for _, a in ipairs({xs, ws, bs}) do a:attach_grad() end
+            local d = nn.Dense(4, {activation = case[1], use_bias = case[2], dtype = dt})
+            d:initialize{device = dev}
+            d.weight:set_data(ws)
+            if case[2] then d.bias:set_data(bs) end
+            local y = autograd.record(function()
+              if fused then return d(xs) end
+              local z = np.matmul(np.reshape(xs, {5, 6}), np.transpose(ws))
+              if case[2] then z = z + bs end
+              if case[1] then z = npx.activation(z, {act_type = case[1]}) end
+              return z
+            end)
+            y:backward(np.ones(y.shape, {dtype = dt, device = dev}))
+            local wg = fused and d.weight:grad(dev) or ws.grad
+            local bg = case[2] and (fused and d.bias:grad(dev) or bs.grad)
+            return y, xs.grad, wg, bg
+          end
+          local y1, g1, w1, b1 = run(true)
+          local y2, g2, w2, b2 = run(false)
+          H.assert_equal(y1, y2:totable())
+          H.assert_equal(g1, g2:totable())
+          H.assert_equal(w1, w2:totable())
+          if b1 then H.assert_equal(b1, b2:totable()) end
+        end
+      end
+    end)
+
     it("Conv2D: constant weights by hand", function()
       local c = on(dev, nn.Conv2D{channels = 1, kernel_size = 2, in_channels = 1},
                    {weight = {{{{1, 1}, {1, 1}}}}, bias = {0.5}})

@@ -421,6 +421,12 @@ table.insert(cases.reshape, {"npx.reshape with -6, -1 and -4",
   inputs = function() return {randn({6, 2, 2})} end, f = function(x) return npx.reshape(x, {-6, 2, -1, -4}) end})
 
 -- Neural-network ops through the registry (attrs as in core/luon_ops.def).
+cases.linear = {
+  {"x @ w^T + b", inputs = function() return {randn({3, 4}), randn({5, 4}), randn({5})} end,
+   f = function(x, w, b) return raw("linear", {x, w, b}) end},
+  {"relu(x @ w^T), a transposed x", inputs = function() return {randn({4, 3}), randn({2, 4})} end,
+   f = function(x, w) return raw("linear", {np.transpose(x), w}, {LINEAR_RELU = 1}) end},
+}
 cases.conv2d = {
   {"stride 1 pad 1 with bias", inputs = function() return {randn({2, 3, 5, 5}), randn({4, 3, 3, 3}), randn({4})} end,
    f = function(x, w, b) return raw("conv2d", {x, w, b}, conv({1, 1}, {1, 1}, {1, 1}, 1)) end},

@@ -38,6 +38,7 @@ function Dense:__init(...)
   local in_units = known_size(o.in_units, "Dense", "in_units")
   self._units, self._flatten = units, o.flatten ~= false
   self._kw = {flatten = self._flatten}
+  self._kw_relu = {flatten = self._flatten, act_type = "relu"}
   self.weight = Parameter("weight", {shape = {units, in_units > 0 and in_units or -1}, dtype = o.dtype,
                                      init = o.weight_initializer, allow_deferred_init = true})
   if o.use_bias ~= false then
@@ -63,8 +64,13 @@ end
 function Dense:forward(x)
   local dev = device_of(x)
   local bias = self.bias
-  local y = npx.fully_connected(x, self.weight:data(dev), bias and bias:data(dev), self._kw)
+  bias = bias and bias:data(dev)
   local act = self.act
+  if act and act._act_type == "relu" and #act._fhooks == 0 and #act._prehooks == 0 then
+    -- fused: one pass over the output (the act child runs itself when hooked, as for summary)
+    return npx.fully_connected(x, self.weight:data(dev), bias, self._kw_relu)
+  end
+  local y = npx.fully_connected(x, self.weight:data(dev), bias, self._kw)
   if act then return act(y) end
   return y
 end
