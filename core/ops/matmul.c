@@ -209,20 +209,30 @@ typedef struct sjob {
  * stay in L1 while every column of B in [b, e) passes. NC columns at once:
  * with one or two rows of A, one column gives too few independent sums to
  * keep the FMA units busy (a sum waits for the previous FMA's result), so
- * 4 or 2 columns go together; with more rows, the rows give enough. */
+ * 8 or 4 columns go together; with more rows, the rows give enough. */
 #define SKINNY_KC 1024
 static inline __attribute__((always_inline)) void dot_cols(const sjob *j, int64_t n, int64_t k0, int64_t k1,
                                                            const int MM, const int NC) {
   int64_t k16 = k0 + (k1 - k0) / 16 * 16;
-  v16 acc[MM][NC];
+  /* fixed sizes, not [MM][NC] (a variable-length array, kept on the stack):
+   * with MM and NC constant after inlining the sums stay in registers */
+  v16 acc[8][8];
+  const float *bp[8];
+#pragma GCC unroll 8
+  for (int c = 0; c < NC; c++) bp[c] = j->B + (n + c) * j->sbn;
+#pragma GCC unroll 8
   for (int m = 0; m < MM; m++)
+#pragma GCC unroll 8
     for (int c = 0; c < NC; c++) acc[m][c] = (v16){0};
   for (int64_t k = k0; k < k16; k += 16) {
-    v16 bv[NC];
-    for (int c = 0; c < NC; c++) memcpy(&bv[c], j->B + (n + c) * j->sbn + k, sizeof bv[c]);
+    v16 bv[8];
+#pragma GCC unroll 8
+    for (int c = 0; c < NC; c++) memcpy(&bv[c], bp[c] + k, sizeof bv[c]);
+#pragma GCC unroll 8
     for (int m = 0; m < MM; m++) {
       v16 av;
       memcpy(&av, j->A + m * j->sam + k, sizeof av);
+#pragma GCC unroll 8
       for (int c = 0; c < NC; c++) acc[m][c] += av * bv[c];
     }
   }
@@ -237,7 +247,7 @@ static inline __attribute__((always_inline)) void dot_cols(const sjob *j, int64_
 }
 
 static inline __attribute__((always_inline)) void dot_body(const sjob *j, int64_t b, int64_t e, const int MM) {
-  const int NC = MM == 1 ? 4 : MM == 2 ? 2 : 1;
+  const int NC = MM == 1 ? 8 : MM == 2 ? 4 : 1;
   for (int64_t k0 = 0; k0 < j->K; k0 += SKINNY_KC) {
     int64_t k1 = k0 + SKINNY_KC < j->K ? k0 + SKINNY_KC : j->K, n = b;
     for (; n + NC <= e && !lu_interrupted(); n += NC) dot_cols(j, n, k0, k1, MM, NC);
