@@ -37,10 +37,19 @@ luon_status lu_run(int32_t op, const luon_attrs *attrs, luon_tensor **out, int n
   return luon_op_call(op, nin, in, attrs, &nout, out);
 }
 
+/* read once (a getenv per call was 4% of a small network's replay);
+ * lu_set_ref_kernels switches it (the C tests compare both paths) */
+static int ref_kernels = -1;
 bool lu_ref_kernels(void) {
-  const char *e = getenv("LUON_REF_KERNELS");
-  return e && e[0] == '1';
+  int r = __atomic_load_n(&ref_kernels, __ATOMIC_RELAXED);
+  if (r < 0) {
+    const char *e = getenv("LUON_REF_KERNELS");
+    r = e && e[0] == '1';
+    __atomic_store_n(&ref_kernels, r, __ATOMIC_RELAXED);
+  }
+  return r;
 }
+void lu_set_ref_kernels(int on) { __atomic_store_n(&ref_kernels, on != 0, __ATOMIC_RELAXED); }
 
 int32_t luon_op_count(void) { return LU_OP_COUNT; }
 

@@ -471,8 +471,10 @@ void lu_foreach_row(int ndim, const int64_t *shape, int nops, char *const *base,
  * for kernels that want dense operands of any strided tensor. */
 void lu_pack(const luon_tensor *t, void *buf);
 void lu_unpack(luon_tensor *t, const void *buf);
-/* LUON_REF_KERNELS=1: kernels take their naive reference path (tests). */
+/* LUON_REF_KERNELS=1 (read once): kernels take their naive reference
+ * path; lu_set_ref_kernels switches it (the C tests, testutil.h). */
 bool lu_ref_kernels(void);
+void lu_set_ref_kernels(int on);
 /* Byte strides of t broadcast to (ndim, shape), for lu_foreach_row. */
 void lu_byte_strides(const luon_tensor *t, int ndim, const int64_t *shape, int64_t *out);
 

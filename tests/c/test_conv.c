@@ -53,9 +53,9 @@ static luon_tensor *call(int32_t op, const luon_attrs *a, int nin, luon_tensor *
  * difference relative to max(1, |ref|). */
 static double fast_vs_ref(int32_t op, const luon_attrs *a, int nin, luon_tensor **in) {
   luon_tensor *f = call(op, a, nin, in);
-  setenv("LUON_REF_KERNELS", "1", 1);
+  lu_set_ref_kernels(1);
   luon_tensor *r = call(op, a, nin, in);
-  unsetenv("LUON_REF_KERNELS");
+  lu_set_ref_kernels(0);
   if (!f || !r) return INFINITY;
   double *fv = vals(f), *rv = vals(r), worst = 0;
   for (int64_t k = 0; k < f->size; k++) {

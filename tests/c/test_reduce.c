@@ -297,9 +297,9 @@ static void test_precision(void) {
 
 /* A result with LUON_REF_KERNELS=1 (the general path alone) as doubles. */
 static double *ref_values(const char *op, luon_tensor *x, const luon_attrs *a, int64_t *n) {
-  setenv("LUON_REF_KERNELS", "1", 1);
+  lu_set_ref_kernels(1);
   luon_tensor *y = run(op, x, a, NULL);
-  unsetenv("LUON_REF_KERNELS");
+  lu_set_ref_kernels(0);
   CHECK(y != NULL, "ref %s: %s", op, luon_last_error());
   if (!y) return NULL;
   luon_tensor_info in;

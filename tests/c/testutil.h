@@ -27,6 +27,10 @@ static int test_failures;
           luon_last_error());                                                 \
   } while (0)
 
+/* The kernels' naive reference paths on or off (LUON_REF_KERNELS=1 read at
+ * start; core/internal.h), to compare both in one process. */
+void lu_set_ref_kernels(int on);
+
 /* A named attribute slot's index (core/luon_ops.def), through the public
  * luon_attr_slot, for tests that build attributes without internal.h. */
 static inline int test_slot(const char *name) {
