@@ -67,6 +67,7 @@ local function construct(cls, ...)
     _plain = {},                         -- every other field
     _fhooks = {}, _prehooks = {},
     _active = false,
+    _hybrid_fast = false, -- hybrid.lua: the graph of the last one-array call
     _ready = false,    -- every own parameter has data (see finish_deferred)
   }, Fields)
   local self = newproxy(true)
@@ -491,6 +492,7 @@ function Block:hybridize(active, kw)
     b._active = active and derives(b, HybridBlock)
     b._static_alloc = active and o.static_alloc or false
     b._hybrid_cache = nil
+    b._hybrid_fast = false
   end)
   return self
 end
