@@ -1050,6 +1050,11 @@ local function run(op, n, a, inputs, x, y, out, cap, oom)
   local I, O, N = ins, outs, nout
   if in_finalizer > 0 then
     I, O, N = ffi.new("luon_tensor*[8]"), ffi.new("luon_tensor*[8]"), ffi.new("int32_t[1]")
+  elseif cap then
+    -- several outputs are read after allocations (each read boxes a
+    -- pointer), where a host's finalizer that runs ops could overwrite the
+    -- shared array: the op's own array, made before the call
+    O, N = ffi.new("luon_tensor*[8]"), ffi.new("int32_t[1]")
   end
   local st
   for attempt = oom and 2 or 1, 2 do
@@ -1133,9 +1138,7 @@ function M.call(op, inputs, a, out, cap)
     end
     return wrap(p)
   end
-  local m = N[0]
-  local ps = ffi.new("luon_tensor*[?]", m + 1) -- wrapping allocates: keep them first
-  ffi.copy(ps, O, ffi.sizeof("luon_tensor*") * m)
+  local m, ps = N[0], O -- O is this call's own array (run)
   gc_pressure()
   local res = {}
   for k = 0, m - 1 do
