@@ -203,6 +203,7 @@ void luon_graph_free(luon_graph *g) {
   for (int32_t k = 0; k < g->nconst_names; k++) free(g->const_names[k]);
   free(g->in_names);
   free(g->const_names);
+  free(g->const_nograd);
   free(g->vals);
   for (int32_t b = 0; b < g->nbufs; b++) luon_tensor_release(g->bufs[b]);
   free(g->root);
@@ -489,6 +490,15 @@ luon_status luon_graph_run(luon_graph *g, int32_t nin, luon_tensor *const *in, i
       }
     }
   }
+  /* the outputs are what the graph says (a loaded graph's file declares them) */
+  for (int32_t k = 0; k < nout && st == LUON_OK; k++) {
+    const luon_tensor *t = vals[g->outputs[k]];
+    const sig *w = &g->out_sig[k];
+    if (t->dtype != w->dtype || t->ndim != w->ndim || memcmp(t->shape, w->shape, sizeof(int64_t) * (size_t)t->ndim))
+      st = lu_error(LUON_EFORMAT, "graph_run: output %d is %s %s, but the graph declares %s %s", k + 1,
+                    luon_dtype_name(t->dtype), lu_shape_str(t->ndim, t->shape), luon_dtype_name(w->dtype),
+                    lu_shape_str(w->ndim, w->shape));
+  }
   for (int32_t k = 0; k < nout; k++) out[k] = st == LUON_OK ? luon_tensor_retain(vals[g->outputs[k]]) : NULL;
   for (int32_t s = 0; s < g->nslots; s++) {
     if (g->kind[s] == SLOT_NODE) luon_tensor_release(vals[s]);
@@ -523,8 +533,8 @@ luon_tensor *luon_graph_const(const luon_graph *g, int32_t k) {
 luon_status luon_graph_set_const(luon_graph *g, int32_t k, luon_tensor *t) {
   if (!g) return lu_error(LUON_EINVAL, "graph_set_const: graph is NULL");
   if (!t) return lu_error(LUON_EINVAL, "graph_set_const: tensor is NULL");
-  for (int32_t s = 0; s < g->nslots; s++) {
-    if (g->kind[s] != SLOT_CONST || k-- != 0) continue;
+  for (int32_t s = 0, left = k; s < g->nslots; s++) {
+    if (g->kind[s] != SLOT_CONST || left-- != 0) continue;
     const luon_tensor *o = g->consts[s];
     if (o->dtype != t->dtype || o->ndim != t->ndim || !lu_device_eq(o->dev, t->dev) ||
         memcmp(o->shape, t->shape, sizeof(int64_t) * (size_t)t->ndim) != 0)

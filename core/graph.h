@@ -32,6 +32,7 @@ struct luon_graph {
   sig *out_sig;           /* its outputs as captured */
   /* a loaded graph's names (graph_file.c; NULL for a captured one) */
   char **in_names, **const_names;
+  uint8_t *const_nograd;  /* per constant: saved as taking no gradient */
   int32_t nconst_names;
   luon_tensor **vals;     /* per slot, during a run (busy) */
   bool busy;

@@ -15,7 +15,8 @@
  *   {"format": "luon-graph", "version": 1, "device": "cpu(0)",
  *    "slots": N,
  *    "inputs":  [{"name", "dtype", "shape"}],       slots 0 .. #inputs-1
- *    "consts":  [{"slot", "name", "dtype", "shape"}], in the params file by name
+ *    "consts":  [{"slot", "name", "dtype", "shape"[, "grad": false]}], in the
+ *               params file by name ("grad": false: a running statistic)
  *    "nodes":   [{"op", "inputs": [slot..], "outputs": [slot..],
  *                 "dtype", "i": [int..], "f": [number..]}],
  *    "outputs": [{"slot", "dtype", "shape"}]}
@@ -149,7 +150,8 @@ static luon_status write_text(const char *path, const char *text) {
 }
 
 luon_status luon_graph_save(const luon_graph *g, const char *symbol_path, const char *params_path,
-                            const char *const *input_names, const char *const *const_names) {
+                            const char *const *input_names, const char *const *const_names,
+                            const uint8_t *const_nograd) {
   if (!g) return lu_error(LUON_EINVAL, "graph_save: graph is NULL");
   if (!symbol_path || !symbol_path[0] || !params_path || !params_path[0])
     return lu_error(LUON_EINVAL, "graph_save: a graph file and a parameter file must be named");
@@ -189,7 +191,11 @@ luon_status luon_graph_save(const luon_graph *g, const char *symbol_path, const 
     for (int32_t sl = 0, k = 0; sl < g->nslots; sl++) {
       if (g->kind[sl] != SLOT_CONST) continue;
       const luon_tensor *t = g->consts[sl];
-      cJSON_AddItemToArray(cs, array_item(names[k++], sl, t->dtype, t->ndim, t->shape));
+      cJSON *c = array_item(names[k], sl, t->dtype, t->ndim, t->shape);
+      bool nograd = const_nograd ? const_nograd[k] != 0 : g->const_nograd && k < g->nconst_names && g->const_nograd[k];
+      if (nograd) cJSON_AddFalseToObject(c, "grad");
+      cJSON_AddItemToArray(cs, c);
+      k++;
     }
     cJSON *ns = cJSON_AddArrayToObject(root, "nodes");
     for (int32_t j = 0; j < g->nnodes; j++) cJSON_AddItemToArray(ns, node_item(&g->nodes[j]));
@@ -298,10 +304,14 @@ static bool get_sig(reader *R, const cJSON *o, const char *what, sig *w) {
   if (!get_list(R, o, "shape", LU_MAXD, what, &sh)) return false;
   w->ndim = cJSON_GetArraySize(sh);
   int d = 0;
+  int64_t bytes = luon_dtype_size(w->dtype);
   for (const cJSON *e = sh->child; e; e = e->next, d++) {
     char m[200];
     snprintf(m, sizeof m, "%s's dimension %d", what, d + 1);
     if (!get_int(R, e, 0, INT64_MAX, m, &w->shape[d])) return false;
+    if (w->shape[d] > 0 && bytes > (INT64_C(1) << 62) / w->shape[d])
+      return bad(R, "%s's shape %s is larger than any array", what, lu_shape_str(d + 1, w->shape));
+    bytes *= w->shape[d];
   }
   return true;
 }
@@ -443,6 +453,12 @@ static bool read_consts(reader *R, const cJSON *cs, luon_graph *g, const char *p
     ok = ok && get_name(R, o, what, &g->const_names[k]) && get_sig(R, o, what, &w) &&
          get_slot(R, field(o, "slot"), g, true, what, &slot);
     if (!ok) break;
+    const cJSON *gr = field(o, "grad");
+    if (gr && !cJSON_IsBool(gr)) {
+      ok = bad(R, "%s has %s for \"grad\": expected true or false", what, kind_of(gr));
+      break;
+    }
+    g->const_nograd[k] = gr && cJSON_IsFalse(gr);
     if (slot < last) { /* the k-th constant is the k-th in slot order (luon_graph_const) */
       ok = bad(R, "%s is slot %d, after a constant in slot %d: constants are listed in slot order", what,
                (int)slot, (int)last);
@@ -512,9 +528,10 @@ static bool read_graph(reader *R, const cJSON *root, luon_graph *g, const char *
   g->nodes = calloc((size_t)g->nnodes + 1, sizeof *g->nodes);
   g->in_names = calloc((size_t)g->nin + 1, sizeof *g->in_names);
   g->const_names = calloc((size_t)nconst + 1, sizeof *g->const_names);
+  g->const_nograd = calloc((size_t)nconst + 1, 1);
   g->nconst_names = nconst;
   if (!g->kind || !g->consts || !g->in_sig || !g->out_sig || !g->outputs || !g->nodes || !g->in_names ||
-      !g->const_names) {
+      !g->const_names || !g->const_nograd) {
     R->err = lu_error(LUON_ENOMEM, "graph_load: out of host memory");
     return false;
   }
@@ -588,8 +605,8 @@ luon_status luon_graph_io(const luon_graph *g, int32_t output, int32_t k, int32_
   if (!g) return lu_error(LUON_EINVAL, "graph_io: graph is NULL");
   int32_t n = output ? g->nout : g->nin;
   if (k < 0 || k >= n)
-    return lu_error(LUON_EINVAL, "graph_io: the graph has %d %s, asked for %d", n, output ? "outputs" : "inputs",
-                    k + 1);
+    return lu_error(LUON_EINVAL, "graph_io: the graph has %d %s (0 to %d), asked for %d", n,
+                    output ? "outputs" : "inputs", n - 1, k);
   const sig *w = output ? &g->out_sig[k] : &g->in_sig[k];
   if (dtype) *dtype = w->dtype;
   if (ndim) *ndim = w->ndim;
@@ -603,6 +620,10 @@ const char *luon_graph_input_name(const luon_graph *g, int32_t k) {
 
 const char *luon_graph_const_name(const luon_graph *g, int32_t k) {
   return g && g->const_names && k >= 0 && k < g->nconst_names ? g->const_names[k] : NULL;
+}
+
+int32_t luon_graph_const_nograd(const luon_graph *g, int32_t k) {
+  return g && g->const_nograd && k >= 0 && k < g->nconst_names ? g->const_nograd[k] : 0;
 }
 
 /* ---- luon_model: a loaded graph for a C host -------------------------------- */

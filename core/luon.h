@@ -313,13 +313,16 @@ luon_status luon_graph_set_const(luon_graph *g, int32_t k, luon_tensor *t);
  * writes the graph as readable JSON to symbol_path and its constants as
  * safetensors to params_path, each file replaced whole; input_names and
  * const_names may be NULL or hold NULLs (then "data"/"data<k>" and the
- * names the graph was loaded with, else "_const<k>"). A graph whose inputs,
+ * names the graph was loaded with, else "_const<k>"); const_nograd[k] 1 marks
+ * a constant that takes no gradient (a running statistic; NULL: none, or
+ * as loaded), kept in the file for SymbolBlock's grad_req. A graph whose inputs,
  * constants or creation nodes sit on two devices is refused. Load reads
  * them onto device (dev_type, dev_id), checking the whole file first
  * (LUON_EFORMAT naming the file and the fault, LUON_EIO when unreadable);
  * params_path may be NULL for a graph without constants. */
 luon_status luon_graph_save(const luon_graph *g, const char *symbol_path, const char *params_path,
-                            const char *const *input_names, const char *const *const_names);
+                            const char *const *input_names, const char *const *const_names,
+                            const uint8_t *const_nograd);
 luon_status luon_graph_load(const char *symbol_path, const char *params_path, int32_t dev_type,
                             int32_t dev_id, luon_graph **out);
 int32_t luon_graph_num_inputs(const luon_graph *g);
@@ -331,6 +334,10 @@ luon_status luon_graph_io(const luon_graph *g, int32_t output, int32_t k, int32_
 /* A loaded graph's names of input k and of constant k (NULL otherwise). */
 const char *luon_graph_input_name(const luon_graph *g, int32_t k);
 const char *luon_graph_const_name(const luon_graph *g, int32_t k);
+/* 1 when a loaded graph's constant k was saved as taking no gradient, else 0. */
+int32_t luon_graph_const_nograd(const luon_graph *g, int32_t k);
+/* A graph or model runs on one thread at a time (its buffers are its own);
+ * load one per thread to run in parallel. */
 /* A model: a graph loaded for a C host, run on host buffers with no Lua
  * (a robot controller links libluon and two files). run reads each input
  * from a host buffer of the input's dtype and shape (row-major) and writes

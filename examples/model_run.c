@@ -67,6 +67,18 @@ int main(int argc, char **argv) {
       bad = failed(files[k]);
       break;
     }
+    luon_tensor_info ti;
+    luon_tensor_info_get(t, &ti);
+    if (ti.ndim != nd || memcmp(ti.shape, shape, sizeof(int64_t) * (size_t)nd) != 0) {
+      fprintf(stderr, "model_run: %s has %d axes of shape (", files[k], (int)ti.ndim);
+      for (int d = 0; d < ti.ndim; d++) fprintf(stderr, d ? ",%lld" : "%lld", (long long)ti.shape[d]);
+      fprintf(stderr, ") but input %d of the model takes (", (int)k + 1);
+      for (int d = 0; d < nd; d++) fprintf(stderr, d ? ",%lld" : "%lld", (long long)shape[d]);
+      fprintf(stderr, ")\n");
+      luon_tensor_release(t);
+      bad = 1;
+      break;
+    }
     in[k] = malloc(n + 1);
     if (luon_tensor_to_host(t, in[k], dt, n) != LUON_OK) /* the dtype converted, the size checked */
       bad = failed(files[k]);

@@ -547,6 +547,8 @@ luon_status lu_shape_linear(lu_call *c) {
     return lu_error(LUON_ESHAPE, "linear: x %s, w %s%s%s: expected x (M,K), w (N,K) and b (N,)",
                     lu_shape_str(x->ndim, x->shape), lu_shape_str(w->ndim, w->shape), b ? ", b " : "",
                     b ? lu_shape_str(b->ndim, b->shape) : "");
+  if (c->attrs->ni > LU_LINEAR_RELU && c->attrs->i[LU_LINEAR_RELU] != 0 && c->attrs->i[LU_LINEAR_RELU] != 1)
+    return lu_error(LUON_EINVAL, "linear: RELU is %lld; expected 0 or 1", (long long)c->attrs->i[LU_LINEAR_RELU]);
   c->nout = 1;
   c->out_ndim[0] = 2;
   c->out_shape[0][0] = x->shape[0];

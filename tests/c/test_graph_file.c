@@ -111,7 +111,8 @@ int main(void) {
   CHECK_OK(luon_graph_capture_end(2, outs, &g));
 
   const char *cnames[2] = {"layer.weight", NULL};
-  CHECK_OK(luon_graph_save(g, sym, params, NULL, cnames));
+  const uint8_t nograd[2] = {0, 1}; /* the second: a running statistic, say */
+  CHECK_OK(luon_graph_save(g, sym, params, NULL, cnames, nograd));
   char *text = slurp(sym);
   CHECK(text && strstr(text, "\"layer.weight\"") && strstr(text, "\"_const1\"") && strstr(text, "\"-inf\"") &&
         strstr(text, "\"op\":\t\"clip\"") && strstr(text, "\"name\":\t\"data\""), "graph file:\n%s", text);
@@ -122,6 +123,8 @@ int main(void) {
   CHECK(luon_graph_num_inputs(l) == 1 && luon_graph_num_outputs(l) == 2, "inputs and outputs");
   CHECK(!strcmp(luon_graph_input_name(l, 0), "data") && !strcmp(luon_graph_const_name(l, 0), "layer.weight") &&
         luon_graph_const_name(l, 2) == NULL && luon_graph_input_name(g, 0) == NULL, "names");
+  CHECK(luon_graph_const_nograd(l, 0) == 0 && luon_graph_const_nograd(l, 1) == 1 && strstr(text, "\"grad\":\tfalse"),
+        "the no-gradient mark");
   int32_t dt, nd;
   int64_t shape[8];
   CHECK_OK(luon_graph_io(l, 1, 1, &dt, &nd, shape));
@@ -166,9 +169,29 @@ int main(void) {
   CHECK(luon_graph_run(l, 1, &w4, 2, r2) == LUON_ESHAPE, "shape (4,) into a (2,4) graph: %s", luon_last_error());
 
   /* saved again, the same text (names kept) */
-  CHECK_OK(luon_graph_save(l, sym2, params2, NULL, NULL));
+  CHECK_OK(luon_graph_save(l, sym2, params2, NULL, NULL, NULL));
   char *text2 = slurp(sym2);
   CHECK(text2 && !strcmp(text, text2), "a loaded graph saved again differs:\n%s", text2);
+
+  /* an output declared with another shape: loads, and its run says so */
+  {
+    const char *last = NULL, *at = text;
+    while ((at = strstr(at, "\"shape\":\t[4]")) != NULL) last = at++;
+    CHECK(last != NULL, "no (4,) output in the file");
+    if (last) {
+      char *t = strdup(text);
+      memcpy(t + (last - text), "\"shape\":\t[5]", strlen("\"shape\":\t[5]"));
+      spit(bad_sym, t);
+      luon_graph *o = NULL;
+      CHECK_OK(luon_graph_load(bad_sym, params, LUON_CPU, 0, &o));
+      luon_tensor *ro[2] = {NULL, NULL};
+      CHECK(luon_graph_run(o, 1, &x, 2, ro) == LUON_EFORMAT && ro[0] == NULL &&
+            strstr(luon_last_error(), "output 2 is float32 (4,), but the graph declares float32 (5,)"),
+            "declared output: %s", luon_last_error());
+      luon_graph_free(o);
+      free(t);
+    }
+  }
 
   /* damaged files */
   refused(text, "\"luon-graph\"", "\"other\"", "not a graph written by luon's export");
@@ -195,8 +218,8 @@ int main(void) {
   CHECK(luon_graph_load(sym, NULL, LUON_CPU, 0, &none) == LUON_EFORMAT &&
         strstr(luon_last_error(), "no parameter file"), "no params: %s", luon_last_error());
   CHECK(luon_graph_load(sym, params, LUON_GPU, 7, &none) != LUON_OK, "no gpu(7)");
-  CHECK(luon_graph_save(NULL, sym, params, NULL, NULL) == LUON_EINVAL, "NULL graph");
-  CHECK(luon_graph_save(g, "", params, NULL, NULL) == LUON_EINVAL, "no file name");
+  CHECK(luon_graph_save(NULL, sym, params, NULL, NULL, NULL) == LUON_EINVAL, "NULL graph");
+  CHECK(luon_graph_save(g, "", params, NULL, NULL, NULL) == LUON_EINVAL, "no file name");
   luon_model *nm = (luon_model *)1;
   CHECK(luon_model_load(bad_sym, params, LUON_CPU, 0, &nm) == LUON_EFORMAT && nm == NULL, "model from a bad file");
   CHECK(luon_model_run(NULL, NULL, NULL) == LUON_EINVAL, "NULL model");
@@ -213,7 +236,7 @@ int main(void) {
   luon_tensor *w1on0 = call("copyto", 1, w1, NULL, &to0), *sum2 = call("add", 2, x1, w1on0, NULL);
   luon_graph *g2 = NULL;
   CHECK_OK(luon_graph_capture_end(1, &sum2, &g2));
-  CHECK(luon_graph_save(g2, sym2, params2, NULL, NULL) == LUON_EDEVICE && strstr(luon_last_error(), "cpu(1)"),
+  CHECK(luon_graph_save(g2, sym2, params2, NULL, NULL, NULL) == LUON_EDEVICE && strstr(luon_last_error(), "cpu(1)"),
         "two devices: %s", luon_last_error());
 
   luon_graph_free(g2);

@@ -87,9 +87,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   write_file(in_path, data, size);
   luon_graph *g = NULL, *h = NULL;
   if (luon_graph_load(in_path, params, LUON_CPU, 0, &g) != LUON_OK) return 0;
-  if (luon_graph_save(g, sym2, params2, NULL, NULL) != LUON_OK) __builtin_trap();
+  if (luon_graph_save(g, sym2, params2, NULL, NULL, NULL) != LUON_OK) __builtin_trap();
   if (luon_graph_load(sym2, params2, LUON_CPU, 0, &h) != LUON_OK) __builtin_trap();
-  if (luon_graph_save(h, sym3, params3, NULL, NULL) != LUON_OK) __builtin_trap();
+  if (luon_graph_save(h, sym3, params3, NULL, NULL, NULL) != LUON_OK) __builtin_trap();
   char *a = slurp(sym2), *b = slurp(sym3);
   if (strcmp(a, b) != 0) __builtin_trap();
   free(a);

@@ -220,6 +220,18 @@ describe("hybridize", function()
         end)
       end
 
+      it("a layer added to a traced HybridSequential is in the next call", function()
+        local net = seq({nn.Dense(4)})
+        net:initialize{device = dev}
+        net:hybridize()
+        local x = xs({1, 3}):copyto(dev)
+        H.assert_shape(net(x), {1, 4})
+        local d2 = nn.Dense(2)
+        d2:initialize{device = dev}
+        net:add(d2)
+        H.assert_shape(net(x), {1, 2})
+      end)
+
       it("traces once per signature and again for a new shape, dtype or device", function()
         local calls = 0
         local net = Custom(function(self, x)

@@ -69,6 +69,7 @@ local function construct(cls, ...)
     _active = false,
     _hybrid_fast = false, -- hybrid.lua: the graph of the last one-array call
     _ready = false,    -- every own parameter has data (see finish_deferred)
+    _ran = false,      -- it has been called: a graph may hold it (see Instance.__newindex)
   }, Fields)
   local self = newproxy(true)
   local mt = getmetatable(self)
@@ -176,6 +177,9 @@ local function register_child(self, name, child)
     order[#order + 1] = name
   end
   self._children[name] = child
+  -- every graph traced before is dropped once this block has run (a block
+  -- being built is in no graph yet); Sequential:add too
+  if self._ran then hybrid.invalidate() end
 end
 M.register_child = register_child
 
@@ -189,11 +193,10 @@ function Instance.__newindex(u, k, v)
   end
   if is_block(v) then
     self._plain[k] = nil
-    hybrid.invalidate()
-    register_child(u, k, v)
+    register_child(u, k, v) -- drops the graphs traced before, as a new parameter does
   elseif is_parameter(v) then
     self._plain[k] = nil
-    hybrid.invalidate()
+    if self._ran then hybrid.invalidate() end
     self._ready = false
     if self._params[k] == nil then
       local order = self._param_order
@@ -259,6 +262,7 @@ local function finish_deferred(self, ...)
     ready = true
   end
   self._ready = ready
+  self._ran = true
 end
 
 -- Set the unknown dims of own parameters from the inputs of the first

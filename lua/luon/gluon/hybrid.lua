@@ -22,6 +22,9 @@ M.epoch = 0
 function M.invalidate() M.epoch = M.epoch + 1 end
 
 local concat, unpack, select = table.concat, unpack, select
+-- Calls served, counted: an entry's `used` is its latest (export takes the
+-- latest inference graph).
+local calls = 0
 
 -- Appends the signature of value v to parts and its arrays to arrs.
 local function describe(v, arrs, parts, fname)
@@ -124,6 +127,8 @@ local function rebind(e)
 end
 
 local function replay(e, arrs)
+  calls = calls + 1
+  e.used = calls
   local ins = e.ins
   for k = 1, #arrs do ins[k - 1] = arrs[k].t end
   core.check(C.luon_graph_run(e.g, #arrs, ins, e.nout, e.outs))
@@ -165,6 +170,8 @@ local function same_one(e, x)
 end
 
 local function replay_one(e, x)
+  calls = calls + 1
+  e.used = calls
   e.ins[0] = x.t
   core.check(C.luon_graph_run(e.g, 1, e.ins, e.nout, e.outs))
   if e.nres == 1 and e.tmpl[1] == 1 then return core.wrap(e.outs[0]) end
@@ -192,6 +199,8 @@ local function finish_trace(block, key, arrs, mode, ok, ...)
   local e = {g = g, nout = #flat, nres = n, tmpl = tmpl,
              ins = ffi.new("luon_tensor*[?]", #arrs + 1), outs = ffi.new("luon_tensor*[?]", #flat + 1),
              binds = bind_params(block, g), gen = param.generation, epoch = M.epoch, mode = mode}
+  calls = calls + 1
+  e.used = calls
   local cache = block._hybrid_cache
   if not cache then
     cache = {order = {}, by_key = {}}
@@ -248,7 +257,7 @@ function M.call(block, run, ...)
                       pcall(run, block, ...))
 end
 
--- export(block, path, epoch): the latest graph traced for inference
+-- export(block, path, epoch): the graph of the latest inference call
 -- (outside autograd.record) as path-symbol.json and path-EPOCH.safetensors,
 -- its parameters under their structural names; returns both paths.
 -- The two file names of export(path, epoch) (here and SymbolBlock's).
@@ -257,8 +266,8 @@ function M.export_paths(fname, path, epoch)
     core.error(("%s: path must be a file name prefix, got %s"):format(fname, core.show_value(path)))
   end
   epoch = epoch == nil and 0 or epoch
-  if type(epoch) ~= "number" or epoch < 0 or epoch % 1 ~= 0 or epoch > 9999 then
-    core.error(("%s: epoch must be a whole number from 0 to 9999, got %s"):format(fname, core.show_value(epoch)))
+  if type(epoch) ~= "number" or epoch < 0 or epoch % 1 ~= 0 or epoch >= 2^53 then
+    core.error(("%s: epoch must be a whole number, 0 or more, got %s"):format(fname, core.show_value(epoch)))
   end
   return path .. "-symbol.json", ("%s-%04d.safetensors"):format(path, epoch)
 end
@@ -267,9 +276,10 @@ function M.export(block, path, epoch)
   local fname = block._class.__name .. ":export"
   local sym, params = M.export_paths(fname, path, epoch)
   local cache, e = block._hybrid_cache, nil
-  for k = #(cache and cache.order or {}), 1, -1 do
-    local c = cache.by_key[cache.order[k]]
-    if c.epoch == M.epoch and not c.mode.recording and not c.mode.training then e = c break end
+  for _, c in pairs(cache and cache.by_key or {}) do
+    if c.epoch == M.epoch and not c.mode.recording and not c.mode.training and (not e or c.used > e.used) then
+      e = c
+    end
   end
   if not e then
     local why = not block._active and "it is not hybridized: call hybridize(), then run it once"
@@ -279,18 +289,20 @@ function M.export(block, path, epoch)
                 "calling export.')"):format(fname, block._class.__name, why))
   end
   if e.gen ~= param.generation and not rebind(e) then
-    core.error(("%s: a parameter of the traced graph is gone (reset or uninitialized): run the block " ..
-                "once again before exporting"):format(fname))
+    core.error(("%s: a parameter of the traced graph is gone or has another dtype or shape (reset, " ..
+                "cast): run the block once again before exporting"):format(fname))
   end
   local name_of = {}
   for name, p in block:collect_params():items() do name_of[p] = name_of[p] or name end
   local nconst = tonumber(C.luon_graph_num_consts(e.g))
   local names, keep = ffi.new("const char*[?]", nconst + 1), {}
+  local nograd = ffi.new("uint8_t[?]", nconst + 1)
   for _, b in ipairs(e.binds) do
     keep[#keep + 1] = name_of[b.p]
     names[b.k] = keep[#keep]
+    nograd[b.k] = b.p.grad_req == "null" and 1 or 0 -- running statistics
   end
-  core.check(C.luon_graph_save(e.g, sym, params, nil, names))
+  core.check(C.luon_graph_save(e.g, sym, params, nil, names, nograd))
   return sym, params
 end
 

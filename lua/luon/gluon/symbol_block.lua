@@ -80,32 +80,36 @@ function SymbolBlock:__init(g, device, input_names)
   local binds = {}
   for k = 0, C.luon_graph_num_consts(g) - 1 do
     local name = ffi.string(C.luon_graph_const_name(g, k))
-    if name:sub(1, 1) ~= "_" then -- "_const<k>": a constant that is not a parameter
+    if not name:match("^_const%d+$") then -- "_const<k>": a constant that is not a parameter
       local t = C.luon_graph_const(g, k)
       local arr = core.wrap(C.luon_tensor_retain(t))
-      local p = param.new({name = name, shape = arr.shape, dtype = arr.dtype})
+      local p = param.new({name = name, shape = arr.shape, dtype = arr.dtype,
+                           grad_req = C.luon_graph_const_nograd(g, k) == 1 and "null" or "write"})
       p:_load_init(arr, {device})
       self[name] = p
-      binds[#binds + 1] = {k = k, p = p}
+      binds[#binds + 1] = {k = k, name = name}
     end
   end
   self._binds = binds
-  self._gen = -1
+  self._gen, self._epoch = -1, -1
 end
 
 -- The parameters' current arrays into the graph (after load_parameters,
 -- reset_device or a cast replaced them).
+-- The parameter registered under a name now (share_parameters replaces it).
 local function rebind(self)
   local fname = "SymbolBlock"
+  local params = self:collect_params()
   for _, b in ipairs(self._binds) do
-    local r = b.p._by_dev and b.p._by_dev[self._device]
+    local p = params[b.name]
+    local r = p and p._by_dev and p._by_dev[self._device]
     if not r then
       core.error(("%s: parameter '%s' has no data on %s, where the graph was imported")
-                 :format(fname, b.p.name, tostring(self._device)))
+                 :format(fname, b.name, tostring(self._device)))
     end
     if r.t ~= C.luon_graph_const(self._graph, b.k) then core.check(C.luon_graph_set_const(self._graph, b.k, r.t)) end
   end
-  self._gen = param.generation
+  self._gen, self._epoch = param.generation, hybrid.epoch
 end
 
 function SymbolBlock:forward(...)
@@ -113,7 +117,7 @@ function SymbolBlock:forward(...)
   if n ~= self._nin then
     core.error(("SymbolBlock: the graph takes %d inputs %s, got %d"):format(self._nin, quoted(self._input_names), n))
   end
-  if self._gen ~= param.generation then rebind(self) end
+  if self._gen ~= param.generation or self._epoch ~= hybrid.epoch then rebind(self) end
   local ins, outs = self._ins, self._outs
   for k = 1, n do
     local x = select(k, ...)
@@ -132,8 +136,8 @@ end
 -- current values (no call needed first).
 function SymbolBlock:export(path, epoch)
   local sym, params = hybrid.export_paths("SymbolBlock:export", path, epoch)
-  if self._gen ~= param.generation then rebind(self) end
-  core.check(C.luon_graph_save(self._graph, sym, params, nil, nil))
+  if self._gen ~= param.generation or self._epoch ~= hybrid.epoch then rebind(self) end
+  core.check(C.luon_graph_save(self._graph, sym, params, nil, nil, nil))
   return sym, params
 end
 
