@@ -184,6 +184,9 @@ local function set_heads(fname, hs, hgs)
   if type(hs) ~= "table" or #hs == 0 or #hs > 64 then
     core.error(("%s: expected an array or a list of 1 to 64 arrays"):format(fname))
   end
+  if hgs and #hgs > #hs then -- (fewer: the missing ones are ones, as nil entries)
+    core.error(("%s: %d head gradients for %d heads (MXNet asserts one per head)"):format(fname, #hgs, #hs))
+  end
   for k = 1, #hs do
     if not core.is_array(hs[k]) then core.error(("%s: head %d is not an ndarray"):format(fname, k)) end
     heads[k - 1] = hs[k].t

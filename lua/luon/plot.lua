@@ -96,6 +96,10 @@ function CSVLog:write(epoch, batch, kind, values)
   end
   local cells = {cell(core.num_arg(epoch, "CSVLog.write", "epoch")),
                  cell(core.num_arg(batch, "CSVLog.write", "batch")), kind}
+  if type(values) ~= "table" or #values > self.n then
+    core.error(("CSVLog.write: values must be a list of at most %d (one per column after epoch, batch and " ..
+                "kind), got %s"):format(self.n, type(values) == "table" and #values .. " values" or core.show_value(values)))
+  end
   for k = 1, self.n do cells[#cells + 1] = cell(values[k]) end
   local f, err = io.open(self.path, "ab")
   if not f then core.error(("CSVLog.write: cannot write %s (%s)"):format(self.path, tostring(err))) end

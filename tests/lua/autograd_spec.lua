@@ -409,3 +409,16 @@ for _, dev in ipairs(H.devices()) do
     end)
   end)
 end
+
+describe("head gradients", function()
+  it("more head gradients than heads is an error, as MXNet asserts", function()
+    local x = np.ones({2})
+    x:attach_grad()
+    H.assert_error(function()
+      autograd.record(function()
+        local y = x * x
+        return autograd.grad({y, y * 2}, {x}, {head_grads = {x, x, x}})
+      end)
+    end, {"grad: 3 head gradients for 2 heads"})
+  end)
+end)

@@ -216,3 +216,15 @@ describe("metrics over several devices", function()
     H.assert_error(function() metric.create("f2") end, {"unknown metric 'f2'", "acc"})
   end)
 end)
+
+describe("F1 and MCC labels", function()
+  it("refuse a fractional or negative label instead of truncating it", function()
+    local metric = H.luon.gluon.metric
+    local pred = np.array({{0.1, 0.9}, {0.1, 0.9}, {0.9, 0.1}})
+    for _, name in ipairs({"F1", "MCC"}) do
+      H.assert_error(function() metric[name]():update(np.array({1.9, 1, 0}), pred) end,
+                     {name .. ".update: 1 label is not 0 or 1"})
+      H.assert_error(function() metric[name]():update(np.array({1, 1, -0.5}), pred) end, {"not 0 or 1"})
+    end
+  end)
+end)

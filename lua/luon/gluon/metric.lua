@@ -479,8 +479,9 @@ local function binary_stats(cname, labels, preds)
     end
     pred = pred:to_device(label.device)
     local yhat = np.equal(np.argmax(pred, 1), 1)
+    -- the labels as given (a float 1.9 or -0.5 is no class: as_int would truncate it)
+    local bad = np.sum(np.logical_and(np.not_equal(label, 0), np.not_equal(label, 1))):item()
     local y = np.reshape(as_int(label), {-1})
-    local bad = np.sum(np.logical_and(np.not_equal(y, 0), np.not_equal(y, 1))):item()
     if bad > 0 then
       core.error(("%s.update: %d label%s not 0 or 1 (this metric is for binary classification; labels %s)")
                  :format(cname, bad, bad == 1 and " is" or "s are", shape_text(label.shape)))

@@ -341,6 +341,13 @@ function Optimizer:create_state(_, _) return nil end
 -- update(index, weight, grad, state) (one index, as MXNet 1.x: it counts
 -- with self:_update_count(index) itself; the Updater calls it per index).
 function Optimizer:update(indices, weights, grads, states)
+  if type(indices) == "number" then -- MXNet 1.x's update(index, weight, grad, state)
+    indices, weights, grads, states = {indices}, {weights}, {grads}, {states}
+  end
+  if type(indices) ~= "table" or type(weights) ~= "table" or type(grads) ~= "table" then
+    core.error(("Optimizer.update: expects (index, weight, grad, state) or lists of them (indices, weights, " ..
+                "grads, states), got %s"):format(core.show_value(indices)))
+  end
   self:_update_count(indices)
   self:step(indices, weights, grads, states)
 end

@@ -131,8 +131,9 @@ local function metrics_text(metrics)
   return table.concat(parts, ", ")
 end
 
--- 'min' or 'max' for a monitor; 'auto': max for accuracy and F1, else min
--- (what MXNet 1.9.1's auto mode means to do).
+-- 'min' or 'max' for a monitor; 'auto': max for accuracy, F1, MCC and
+-- Pearson's r (higher is better), else min (what MXNet 1.9.1's auto mode
+-- means to do).
 local function monitor_mode(mode, monitor, fname)
   mode = mode or "auto"
   if mode ~= "auto" and mode ~= "min" and mode ~= "max" then
@@ -140,7 +141,10 @@ local function monitor_mode(mode, monitor, fname)
   end
   if mode ~= "auto" or monitor == nil then return mode end
   local name = tostring((monitor:get())):lower()
-  return (name:find("acc", 1, true) or name:find("f1", 1, true)) and "max" or "min"
+  for _, higher in ipairs({"acc", "f1", "mcc", "pearson"}) do
+    if name:find(higher, 1, true) then return "max" end
+  end
+  return "min"
 end
 
 local function better(mode, a, b) if mode == "max" then return a > b end return a < b end
@@ -613,7 +617,8 @@ end
 -- LRSchedulerHandler(schedule, {period = 'epoch', priority = -3000})
 -- (luon's; MXNet 1.9.1 has none): before each epoch (or batch) sets the
 -- trainer's learning rate to schedule(n), n the epochs (batches) done
--- since fit began; schedule a function or an lr_scheduler object.
+-- since fit began, for a function; an lr_scheduler object counts from 1,
+-- as a Trainer calls it (its first update is number 1).
 
 local LRSchedulerHandler = class("LRSchedulerHandler", M.EventHandler)
 M.LRSchedulerHandler = LRSchedulerHandler
@@ -637,7 +642,7 @@ end
 function LRSchedulerHandler:train_begin() self.count = 0 end
 
 function LRSchedulerHandler:_apply(est)
-  local lr = self.schedule(self.count)
+  local lr = self.schedule(type(self.schedule) == "function" and self.count or self.count + 1)
   if type(lr) ~= "number" or not (lr >= 0) or lr == math.huge then
     core.error(("LRSchedulerHandler: the schedule gave %s at %s %d (expected a learning rate >= 0)")
                :format(core.show_value(lr), self.period, self.count))
