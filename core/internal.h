@@ -143,6 +143,17 @@ static inline void *lu_data(const luon_tensor *t) {
   return (char *)t->storage->ptr + t->offset * (int64_t)luon_dtype_size(t->dtype);
 }
 bool lu_is_contiguous(const luon_tensor *t);
+/* A 2-d tensor seen transposed: a struct copy sharing t's storage (no
+ * reference taken, no autograd links), for one kernel call inside an op
+ * (linear's x @ w^T through matmul's kernel, CPU and CUDA). */
+static inline luon_tensor lu_transposed2(const luon_tensor *t) {
+  luon_tensor r = *t;
+  r.shape[0] = t->shape[1], r.shape[1] = t->shape[0];
+  r.strides[0] = t->strides[1], r.strides[1] = t->strides[0];
+  r.node = NULL, r.grad = NULL;
+  return r;
+}
+
 void lu_contiguous_strides(int ndim, const int64_t *shape, int64_t *strides);
 int64_t lu_numel(int ndim, const int64_t *shape);
 /* New contiguous tensor (+1). */

@@ -557,16 +557,6 @@ luon_status lu_shape_linear(lu_call *c) {
   return LUON_OK;
 }
 
-/* w seen as (K,N): a struct copy sharing w's storage (no reference taken),
- * for one call of the matmul kernel inside this op */
-static luon_tensor transposed(const luon_tensor *w) {
-  luon_tensor t = *w;
-  t.shape[0] = w->shape[1], t.shape[1] = w->shape[0];
-  t.strides[0] = w->strides[1], t.strides[1] = w->strides[0];
-  t.node = NULL, t.grad = NULL;
-  return t;
-}
-
 typedef struct bjob {
   void *y;
   const void *b;
@@ -596,7 +586,7 @@ static void bias_relu_rows(void *ctx, int64_t r0, int64_t r1) {
 }
 
 luon_status lu_cpu_linear(lu_call *c) {
-  luon_tensor wt = transposed(c->in[1]);
+  luon_tensor wt = lu_transposed2(c->in[1]); /* w seen as (K,N) */
   luon_tensor *in[2] = {c->in[0], &wt};
   lu_call m = *c;
   m.nin = 2;

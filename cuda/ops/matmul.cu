@@ -248,10 +248,7 @@ luon_status lu_cuda_matmul(lu_call *c) {
 /* linear (core/ops/matmul.c): x @ w^T through the matmul above (w read
  * transposed where it lies), then the bias and relu in one pass. */
 luon_status lu_cuda_linear(lu_call *c) {
-  luon_tensor wt = *c->in[1];
-  wt.shape[0] = c->in[1]->shape[1], wt.shape[1] = c->in[1]->shape[0];
-  wt.strides[0] = c->in[1]->strides[1], wt.strides[1] = c->in[1]->strides[0];
-  wt.node = NULL, wt.grad = NULL;
+  luon_tensor wt = lu_transposed2(c->in[1]); /* w seen as (K,N) */
   luon_tensor *in[2] = {c->in[0], &wt};
   lu_call m = *c;
   m.nin = 2;

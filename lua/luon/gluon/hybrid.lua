@@ -126,17 +126,22 @@ local function rebind(e)
   return true
 end
 
+-- A replay's outputs as forward returned them.
+local function results(e)
+  local outs = {}
+  for k = 1, e.nout do outs[k] = core.wrap(e.outs[k - 1]) end
+  local res = {}
+  for k = 1, e.nres do res[k] = rebuild(e.tmpl[k], outs) end
+  return unpack(res, 1, e.nres)
+end
+
 local function replay(e, arrs)
   calls = calls + 1
   e.used = calls
   local ins = e.ins
   for k = 1, #arrs do ins[k - 1] = arrs[k].t end
   core.check(C.luon_graph_run(e.g, #arrs, ins, e.nout, e.outs))
-  local outs = {}
-  for k = 1, e.nout do outs[k] = core.wrap(e.outs[k - 1]) end
-  local res = {}
-  for k = 1, e.nres do res[k] = rebuild(e.tmpl[k], outs) end
-  return unpack(res, 1, e.nres)
+  return results(e)
 end
 
 -- The fast path of a call with one array and nothing else (a network's
@@ -175,11 +180,7 @@ local function replay_one(e, x)
   e.ins[0] = x.t
   core.check(C.luon_graph_run(e.g, 1, e.ins, e.nout, e.outs))
   if e.nres == 1 and e.tmpl[1] == 1 then return core.wrap(e.outs[0]) end
-  local outs = {}
-  for k = 1, e.nout do outs[k] = core.wrap(e.outs[k - 1]) end
-  local res = {}
-  for k = 1, e.nres do res[k] = rebuild(e.tmpl[k], outs) end
-  return unpack(res, 1, e.nres)
+  return results(e)
 end
 
 local function finish_trace(block, key, arrs, mode, ok, ...)
