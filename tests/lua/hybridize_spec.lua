@@ -220,6 +220,17 @@ describe("hybridize", function()
         end)
       end
 
+      it("a call with a parameter's own array as input runs eagerly, and later calls are right", function()
+        local d = nn.Dense(4, {in_units = 4})
+        d:initialize{device = dev}
+        local x = xs({4, 4}):copyto(dev)
+        local want_w, want_x = d(d.weight:data(dev)):totable(), d(x):totable()
+        d:hybridize()
+        H.assert_close(d(d.weight:data(dev)), want_w, tol)
+        H.assert_close(d(x), want_x, tol)
+        H.assert_close(d(x), want_x, tol)
+      end)
+
       it("a layer added to a traced HybridSequential is in the next call", function()
         local net = seq({nn.Dense(4)})
         net:initialize{device = dev}

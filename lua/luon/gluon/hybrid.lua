@@ -251,6 +251,16 @@ function M.call(block, run, ...)
       break
     end
   end
+  -- a parameter's own array as an argument would be one slot for both
+  -- roles, and a replay would compute with the next input as the
+  -- parameter: such a call runs eagerly
+  local pt = {}
+  for _, p in ipairs(block:collect_params():unique()) do
+    for _, r in pairs(p._by_dev or {}) do pt[tostring(ffi.cast("uintptr_t", r.t))] = true end
+  end
+  for k = 1, #arrs do
+    if pt[tostring(ffi.cast("uintptr_t", arrs[k].t))] then return run(block, ...) end
+  end
   local ins = ffi.new("luon_tensor*[?]", #arrs + 1)
   for k = 1, #arrs do ins[k - 1] = arrs[k].t end
   core.check(C.luon_graph_capture_begin(#arrs, ins))
