@@ -8,20 +8,24 @@
 -- PyTorch's max_memory_allocated counts in the peer), then the most held in
 -- luon's size classes. --profile sync|launch then prints luon.profiler's
 -- per-op table over as many steps (sync: each op waited for, so a GPU op's
--- time is its kernels'; launch: the host's time only).
+-- time is its kernels'; launch: the host's time only). --hybridize runs it
+-- hybridized (static_alloc), as bench/leafnet_mx.py runs MXNet's.
 local luon = require("luon")
 local np, npx, gluon, autograd = luon.np, luon.npx, luon.gluon, luon.autograd
 
 local here = debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./"
 local LeafNetwork = dofile(here .. "../examples/leafnet.lua")
 
-local batches, dev, on_gpu, profile = {}, npx.cpu(0), false, nil
+local batches, dev, on_gpu, profile, hybridize = {}, npx.cpu(0), false, nil, false
 local k = 1
 while k <= #arg do
   if arg[k] == "--profile" then -- after the timing: luon.profiler's table (sync: each op waited for)
     profile = arg[k + 1]
     if profile ~= "sync" and profile ~= "launch" then error("leafnet: --profile takes sync or launch, got " .. tostring(profile)) end
     k = k + 2
+  elseif arg[k] == "--hybridize" then -- hybridize{static_alloc = true}; the lines say luon-hybrid
+    hybridize = true
+    k = k + 1
   elseif arg[k] == "--device" then
     on_gpu = arg[k + 1] == "gpu"
     if not on_gpu and arg[k + 1] ~= "cpu" then error("leafnet: --device takes cpu or gpu, got " .. tostring(arg[k + 1])) end
@@ -39,6 +43,7 @@ for _, b in ipairs(batches) do
   if on_gpu then npx.reset_peak_memory_stats(dev) end
   local net = LeafNetwork()
   net:initialize{init = luon.init.Xavier(), device = dev}
+  if hybridize then net:hybridize{static_alloc = true} end
   local loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
   local trainer = gluon.Trainer(net:collect_params(), "sgd", {learning_rate = 0.001})
   local x = np.random.uniform(0, 1, {b, 3, 128, 128}, {device = dev})
@@ -60,7 +65,7 @@ for _, b in ipairs(batches) do
   end
   table.sort(t)
   local med = t[math.floor((timed + 1) / 2)]
-  local line = ("luon %d %.1f %.1f"):format(b, b / med, med * 1e3)
+  local line = ("%s %d %.1f %.1f"):format(hybridize and "luon-hybrid" or "luon", b, b / med, med * 1e3)
   if on_gpu then
     local m = npx.memory_stats(dev)
     line = line .. (" peak %.1f MiB (classes %.1f MiB)"):format(m.peak_requested / 2 ^ 20, m.peak / 2 ^ 20)
