@@ -520,13 +520,20 @@ typedef struct late_stop {
   pthread_t th;
   luon_rt *rt;
   long delay_us;
+  int done; /* the call returned */
 } late_stop;
 
+/* Interrupt after delay_us, and again every millisecond until the call
+ * has returned: an interrupt that comes before the call has begun stops
+ * nothing (there is no call yet), which a loaded machine makes happen. */
 static void *stop_after(void *arg) {
   late_stop *ls = arg;
-  struct timespec ts = {0, ls->delay_us * 1000L};
+  struct timespec ts = {0, ls->delay_us * 1000L}, ms = {0, 1000000L};
   nanosleep(&ts, NULL);
-  luon_rt_interrupt(ls->rt);
+  while (!__atomic_load_n(&ls->done, __ATOMIC_ACQUIRE)) {
+    luon_rt_interrupt(ls->rt);
+    nanosleep(&ms, NULL);
+  }
   return NULL;
 }
 
@@ -541,9 +548,10 @@ static void test_no_lost_arrays(void) {
   int64_t live = luon_counters_get()->tensors_live;
   int stopped = 0;
   for (int k = 0; k < 400; k++) {
-    late_stop ls = {0, rt, 200 + 37 * (k % 50)};
+    late_stop ls = {0, rt, 200 + 37 * (k % 50), 0};
     pthread_create(&ls.th, NULL, stop_after, &ls);
     stopped += luon_rt_call(rt, "loop", 0, NULL, 0, NULL) == LUON_EINTERRUPTED;
+    __atomic_store_n(&ls.done, 1, __ATOMIC_RELEASE);
     pthread_join(ls.th, NULL);
   }
   CHECK(stopped == 400, "%d of 400 loops stopped", stopped);
