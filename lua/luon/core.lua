@@ -561,6 +561,15 @@ local function names_of(list)
   table.sort(t)
   return t
 end
+-- Whether shapes a and b (lists) broadcast together (NumPy's rule).
+function M.broadcastable(a, b)
+  for k = 1, math.min(#a, #b) do
+    local x, y = a[#a - k + 1], b[#b - k + 1]
+    if x ~= y and x ~= 1 and y ~= 1 then return false end
+  end
+  return true
+end
+
 function M.check_keys(t, fname, known, more, what)
   for k in pairs(t) do
     if not listed(known, k) and not listed(more, k) then

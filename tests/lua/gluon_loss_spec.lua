@@ -155,3 +155,21 @@ for _, dev in ipairs(H.devices()) do
     end)
   end)
 end
+
+describe("loss errors name the loss and the argument", function()
+  it("sample_weight, pos_weight, CosineEmbedding's and Triplet's inputs, KLDiv's dtype", function()
+    local L = H.luon.gluon.loss
+    local o43 = np.ones({4, 3})
+    H.assert_error(function() return L.HuberLoss()(o43, o43, np.ones({4, 2})) end,
+                   {"HuberLoss: sample_weight of shape (4,2) does not broadcast to the loss's shape (4,3)"})
+    H.assert_error(function() return L.SigmoidBinaryCrossEntropyLoss()(o43, o43, nil, np.ones({2})) end,
+                   {"SigmoidBinaryCrossEntropyLoss: pos_weight", "(4,3)", "(2,)"})
+    H.assert_error(function() return L.CosineEmbeddingLoss()(np.ones({4, 5}), np.ones({4, 6}), np.ones({4})) end,
+                   {"CosineEmbeddingLoss: input1 of shape (4,5) cannot be reshaped to input2's shape (4,6)"})
+    H.assert_error(function() return L.TripletLoss()(np.ones({4, 5}), np.ones({4, 5}), np.ones({4, 4})) end,
+                   {"TripletLoss: negative of shape (4,4)"})
+    H.assert_error(function() return L.KLDivLoss({from_logits = false})(np.ones({4, 3}, {dtype = "int32"}), o43) end,
+                   {"KLDivLoss: pred is int32 (4,3)"})
+    H.assert_equal(L.HuberLoss()(o43, np.zeros({4, 3}), np.ones({4, 1})), {0.5, 0.5, 0.5, 0.5})
+  end)
+end)

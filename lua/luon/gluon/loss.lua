@@ -33,20 +33,29 @@ local shape_text = core.shape_text
 
 local same_shape = core.same_shape
 
--- label reshaped to pred's shape (Gluon's _reshape_like); the sizes must agree.
-local function reshape_like(label, pred, name)
+-- label reshaped to pred's shape (Gluon's _reshape_like); the sizes must
+-- agree. what, like: the two arguments' names for the error ("label",
+-- "the prediction's" unless given).
+local function reshape_like(label, pred, name, what, like)
   local ls, ps = label.shape, pred.shape
   if same_shape(ls, ps) then return label end
   if label.size ~= pred.size then
-    core.error(("%s: label of shape %s cannot be reshaped to the prediction's shape %s")
-               :format(name, shape_text(ls), shape_text(ps)))
+    core.error(("%s: %s of shape %s cannot be reshaped to %s shape %s")
+               :format(name, what or "label", shape_text(ls), like or "the prediction's", shape_text(ps)))
   end
   return np.reshape(label, ps)
 end
 
--- loss * sample_weight (broadcast), then * weight (a number).
-local function apply_weighting(l, weight, sample_weight)
-  if sample_weight ~= nil then l = np.multiply(l, sample_weight) end
+-- loss * sample_weight (broadcast), then * weight (a number); name: the
+-- loss's class, for the error when sample_weight does not broadcast.
+local function apply_weighting(l, weight, sample_weight, name)
+  if sample_weight ~= nil then
+    if not core.broadcastable(l.shape, sample_weight.shape) then
+      core.error(("%s: sample_weight of shape %s does not broadcast to the loss's shape %s")
+                 :format(name, shape_text(sample_weight.shape), shape_text(l.shape)))
+    end
+    l = np.multiply(l, sample_weight)
+  end
   if weight ~= nil then l = np.multiply(l, weight) end
   return l
 end
@@ -165,7 +174,7 @@ function SoftmaxCrossEntropyLoss:forward(pred, label, sample_weight)
     label = reshape_like(label, pred, name)
     l = np.negative(np.sum(np.multiply(pred, label), self._axis, {keepdims = true}))
   end
-  l = apply_weighting(l, self._weight, sample_weight)
+  l = apply_weighting(l, self._weight, sample_weight, self.__name)
   return batch_mean(l, self._batch_axis, name)
 end
 
@@ -186,7 +195,7 @@ function L2Loss:forward(pred, label, sample_weight)
   check_inputs("L2Loss", pred, label)
   label = reshape_like(label, pred, "L2Loss")
   local l = np.square(np.subtract(label, pred))
-  l = apply_weighting(l, self._weight / 2, sample_weight)
+  l = apply_weighting(l, self._weight / 2, sample_weight, self.__name)
   return batch_mean(l, self._batch_axis, "L2Loss")
 end
 
@@ -205,7 +214,7 @@ function L1Loss:forward(pred, label, sample_weight)
   check_inputs("L1Loss", pred, label)
   label = reshape_like(label, pred, "L1Loss")
   local l = np.abs(np.subtract(label, pred))
-  l = apply_weighting(l, self._weight, sample_weight)
+  l = apply_weighting(l, self._weight, sample_weight, self.__name)
   return batch_mean(l, self._batch_axis, "L1Loss")
 end
 
@@ -231,6 +240,11 @@ function SigmoidBinaryCrossEntropyLoss:forward(pred, label, sample_weight, pos_w
   local name = "SigmoidBinaryCrossEntropyLoss"
   check_inputs(name, pred, label)
   label = reshape_like(label, pred, name)
+  if pos_weight ~= nil and not (is_array(pos_weight) and core.broadcastable(pred.shape, pos_weight.shape)) then
+    core.error(("%s: pos_weight must be an ndarray that broadcasts to the prediction's shape %s, got %s")
+               :format(name, shape_text(pred.shape), is_array(pos_weight) and "shape " .. shape_text(pos_weight.shape)
+                       or core.show_value(pos_weight)))
+  end
   local l
   if not self._from_sigmoid then
     local soft = softrelu(np.negative(np.abs(pred)))
@@ -248,7 +262,7 @@ function SigmoidBinaryCrossEntropyLoss:forward(pred, label, sample_weight, pos_w
     local neg = np.multiply(np.log(np.add(np.subtract(1, pred), eps)), np.subtract(1, label))
     l = np.negative(np.add(pos, neg))
   end
-  l = apply_weighting(l, self._weight, sample_weight)
+  l = apply_weighting(l, self._weight, sample_weight, self.__name)
   return batch_mean(l, self._batch_axis, name)
 end
 
@@ -291,7 +305,7 @@ local function elementwise_loss(name, names, defaults, f)
     check_inputs(name, pred, label)
     check_sample_weight(name, sample_weight)
     label = reshape_like(label, pred, name)
-    local l = apply_weighting(f(self, pred, label), self._weight, sample_weight)
+    local l = apply_weighting(f(self, pred, label), self._weight, sample_weight, self.__name)
     return batch_mean(l, self._batch_axis, name)
   end
   return cls
@@ -359,13 +373,19 @@ function KLDivLoss:forward(pred, label, sample_weight)
   local name = "KLDivLoss"
   check_inputs(name, pred, label)
   check_sample_weight(name, sample_weight)
+  for _, a in ipairs({{"pred", pred}, {"label", label}}) do
+    local dt = a[2].dtype
+    if dt ~= "float32" and dt ~= "float64" then
+      core.error(("%s: %s is %s %s; it takes float32 or float64"):format(name, a[1], dt, shape_text(a[2].shape)))
+    end
+  end
   if not same_shape(pred.shape, label.shape) then
     core.error(("%s: label of shape %s does not match the prediction's shape %s")
                :format(name, shape_text(label.shape), shape_text(pred.shape)))
   end
   if not self._from_logits then pred = log_softmax(pred, self._axis) end
   local l = np.multiply(label, np.subtract(np.log(np.add(label, 1e-12)), pred))
-  l = apply_weighting(l, self._weight, sample_weight)
+  l = apply_weighting(l, self._weight, sample_weight, self.__name)
   return batch_mean(l, self._batch_axis, name, np.sum)
 end
 
@@ -392,7 +412,7 @@ function CosineEmbeddingLoss:forward(input1, input2, label, sample_weight)
   check_inputs(name, input1, input2)
   if not is_array(label) then core.error(("%s: label must be an ndarray, got %s"):format(name, type(label))) end
   check_sample_weight(name, sample_weight)
-  input1 = reshape_like(input1, input2, name)
+  input1 = reshape_like(input1, input2, name, "input1", "input2's")
   if input2.ndim == 0 or label.size * input2.shape[input2.ndim] ~= input2.size then
     core.error(("%s: label of shape %s does not give one value per row of the inputs %s (expected %d labels)")
                :format(name, shape_text(label.shape), shape_text(input2.shape),
@@ -405,7 +425,7 @@ function CosineEmbeddingLoss:forward(input1, input2, label, sample_weight)
   local cos = np.divide(dot, np.maximum(np.multiply(n1, n2), 1e-12))
   local pos = np.multiply(np.subtract(1, cos), np.equal(label, 1))
   local neg = relu(np.multiply(np.equal(label, -1), np.subtract(cos, self._margin)))
-  return apply_weighting(np.add(pos, neg), self._weight, sample_weight)
+  return apply_weighting(np.add(pos, neg), self._weight, sample_weight, self.__name)
 end
 
 ---------------------------------------------------------------------------
@@ -428,11 +448,11 @@ function TripletLoss:forward(pred, positive, negative)
   local name = "TripletLoss"
   check_inputs(name, pred, positive)
   if not is_array(negative) then core.error(("%s: negative must be an ndarray, got %s"):format(name, type(negative))) end
-  positive = reshape_like(positive, pred, name)
-  negative = reshape_like(negative, pred, name)
+  positive = reshape_like(positive, pred, name, "positive", "pred's")
+  negative = reshape_like(negative, pred, name, "negative", "pred's")
   local d = np.subtract(np.square(np.subtract(positive, pred)), np.square(np.subtract(negative, pred)))
   local l = relu(np.add(batch_mean(d, self._batch_axis, name, np.sum), self._margin))
-  return apply_weighting(l, self._weight, nil)
+  return apply_weighting(l, self._weight, nil, self.__name)
 end
 
 ---------------------------------------------------------------------------
@@ -476,7 +496,7 @@ function PoissonNLLLoss:forward(pred, target, sample_weight, epsilon)
     local stirling = np.add(np.subtract(np.multiply(t, np.log(t)), t), np.multiply(np.log(np.multiply(t, 2 * math.pi)), 0.5))
     l = np.add(l, np.where(big, stirling, 0))
   end
-  l = apply_weighting(l, self._weight, sample_weight)
+  l = apply_weighting(l, self._weight, sample_weight, self.__name)
   return np.mean(l)
 end
 
@@ -531,7 +551,7 @@ function CTCLoss:forward(pred, label, pred_lengths, label_lengths, sample_weight
   if self._batch_axis == 1 then label = np.swapaxes(label, 0, 1) end
   local l = npx.ctc_loss(pred, label, pred_lengths, label_lengths, {use_data_lengths = pred_lengths ~= nil,
                          use_label_lengths = label_lengths ~= nil, blank_label = "last"})
-  return apply_weighting(l, self._weight, sample_weight)
+  return apply_weighting(l, self._weight, sample_weight, self.__name)
 end
 
 function CTCLoss:__tostring()

@@ -327,6 +327,11 @@ function CrossEntropy:update(...)
       core.error(("%s.update: shape mismatch: labels %s vs. predictions %s (axis %d)")
                  :format(cname, shape_text(label.shape), shape_text(pshape), self.axis))
     end
+    local pdt = pred.dtype
+    if pdt ~= "float32" and pdt ~= "float64" then
+      core.error(("%s.update: predictions are %s %s; probabilities are float32 or float64")
+                 :format(cname, pdt, shape_text(pshape)))
+    end
     pred = pred:to_device(label.device)
     if self.from_logits then pred = npx.softmax(pred, {axis = ax}) end
     -- the label's shape is pred's without the axis
