@@ -170,6 +170,8 @@ local function run_pass(nh, hgs, nv, flags, create)
   end
   collect_released()
   if raw then error(msg, 0) end
+  -- the core names the pass "backward"; autograd.grad's is grad's
+  if msg and nv > 0 then msg = msg:gsub("^backward: ", "grad: ") end
   if msg then core.error(msg) end
 end
 

@@ -166,7 +166,7 @@ end
 function serialize.load_any(path, dev, caller)
   check_path(path, caller)
   local f, err = io.open(path, "rb")
-  if not f then core.error(("%s: %s: cannot open: %s"):format(caller, path, tostring(err))) end
+  if not f then core.error(("%s: cannot open %s"):format(caller, tostring(err))) end -- err names the path
   local head = f:read(8) or ""
   f:close()
   local out = ffi.new("luon_tensor*[1]")
@@ -228,7 +228,8 @@ local function savez(fname, compress, file, ...)
       local keys = {}
       for name in pairs(v) do
         if type(name) ~= "string" then
-          core.error(("%s: the keyword table's keys name arrays, got %s"):format(fname, core.show_value(name)))
+          core.error(("%s: the last argument, a table, names arrays by string keys (got the key %s); pass " ..
+                      "unnamed arrays as arguments: %s(file, a, b)"):format(fname, core.show_value(name), fname))
         end
         keys[#keys + 1] = name
       end

@@ -776,6 +776,10 @@ function LAMB:create_state(_, weight)
 end
 
 function LAMB:_step_one(index, w, g, state)
+  local dt = w.dtype -- (r1, the weight's norm, would be float32 and the message about it)
+  if dt ~= "float32" and dt ~= "float64" then
+    core.error(("LAMB: weight %d is %s; LAMB updates float32 and float64 weights"):format(index, dt))
+  end
   local lr, wd = self:_get_lr(index), self:_get_wd(index)
   local t = self._index_update_count[index]
   local r1 = np.linalg.norm(w) -- before update_attrs: ops share core.attrs()
