@@ -361,6 +361,18 @@ luon_status lu_graph_record(int32_t op, int32_t nin, luon_tensor *const *in, con
 
 /* ---- replaying ------------------------------------------------------------ */
 
+int32_t luon_graph_matches(const luon_graph *g, int32_t nin, luon_tensor *const *in) {
+  if (!g || nin != g->nin || (nin > 0 && !in)) return 0;
+  for (int32_t i = 0; i < nin; i++) {
+    const luon_tensor *t = in[i];
+    const sig *w = &g->in_sig[i];
+    if (!t || t->dtype != w->dtype || t->ndim != w->ndim || !lu_device_eq(t->dev, w->dev) ||
+        memcmp(t->shape, w->shape, sizeof(int64_t) * (size_t)t->ndim) != 0)
+      return 0;
+  }
+  return 1;
+}
+
 static luon_status check_inputs(const luon_graph *g, int32_t nin, luon_tensor *const *in) {
   if (nin != g->nin)
     return lu_error(LUON_EINVAL, "graph_run: the graph takes %d inputs, got %d", g->nin, nin);

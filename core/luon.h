@@ -297,6 +297,9 @@ int32_t luon_graph_capture_pause(int32_t paused);
 luon_status luon_graph_run(luon_graph *g, int32_t nin, luon_tensor *const *inputs, int32_t nout,
                            luon_tensor **out);
 void luon_graph_free(luon_graph *g);
+/* 1 when inputs[0..nin) are of the dtypes, shapes and devices g runs on
+ * (what luon_graph_run checks), else 0; sets no error (a caller's test). */
+int32_t luon_graph_matches(const luon_graph *g, int32_t nin, luon_tensor *const *inputs);
 /* static_alloc (hybridize's): a run that does not record plans the
  * graph's intermediate buffers once (a buffer is reused after the last
  * reader of what it held) and later such runs write into the same buffers,

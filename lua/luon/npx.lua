@@ -557,12 +557,6 @@ end
 -- relu in the same pass. Float32 and float64 (x, weight and bias of one
 -- dtype, x 2-D once flattened, amp not casting matmul) run as one linear op;
 -- the rest as matmul, add and relu, which give the same values.
-local F32, F64 = C.LUON_DTYPE_F32, C.LUON_DTYPE_F64
-local fc_info = ffi.new("luon_tensor_info")
-local function fc_dtype(t)
-  C.luon_tensor_info_get(t.t, fc_info)
-  return fc_info.dtype, fc_info.ndim, fc_info.shape[0], fc_info.shape[1]
-end
 function npx.fully_connected(x, weight, bias, kw)
   if type(bias) == "table" and not is_array(bias) then kw, bias = bias, nil end
   kw = core.options(kw, "fully_connected", fc_keys)
@@ -585,12 +579,18 @@ function npx.fully_connected(x, weight, bias, kw)
     x = np.reshape(x, {n, -1})
   end
   if bias ~= nil and not kw.no_bias then need_array(bias, "fully_connected", "bias") else bias = nil end
-  local dt, xn, _, xk = fc_dtype(x)
-  local wdt, _, wn, wk = fc_dtype(weight)
-  local fused = (dt == F32 or dt == F64) and wdt == dt and xn == 2 and xk == wk and not core.amp_casts(op.matmul)
-  if fused and bias then
-    local bdt, bn, bs = fc_dtype(bias)
-    fused = bdt == dt and bn == 1 and bs == wn
+  -- (the arrays' properties, each read on its own: one info struct shared by
+  -- several reads in a JIT-compiled trace gave another call's stale ndim)
+  local dt = x.dtype
+  local fused = (dt == "float32" or dt == "float64") and weight.dtype == dt and x.ndim == 2 and
+                not core.amp_casts(op.matmul)
+  if fused then
+    local xs, ws = x.shape, weight.shape
+    fused = xs[2] == ws[2]
+    if fused and bias then
+      local bs = bias.shape
+      fused = bias.dtype == dt and #bs == 1 and bs[1] == ws[1]
+    end
   end
   if fused then
     local a = core.attrs()

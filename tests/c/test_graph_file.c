@@ -167,6 +167,8 @@ int main(void) {
   CHECK_OK(luon_tensor_empty(LUON_DTYPE_F32, 1, sh1, LUON_CPU, 0, &w4));
   luon_tensor *r2[2] = {NULL, NULL};
   CHECK(luon_graph_run(l, 1, &w4, 2, r2) == LUON_ESHAPE, "shape (4,) into a (2,4) graph: %s", luon_last_error());
+  CHECK(luon_graph_matches(l, 1, &x) == 1 && luon_graph_matches(l, 1, &w4) == 0 && luon_graph_matches(l, 2, &x) == 0 &&
+        luon_graph_matches(NULL, 1, &x) == 0, "luon_graph_matches");
 
   /* saved again, the same text (names kept) */
   CHECK_OK(luon_graph_save(l, sym2, params2, NULL, NULL, NULL));

@@ -65,7 +65,7 @@ describe("export and SymbolBlock.imports", function()
           npx.save(prefix .. ".npy", x:copyto(npx.cpu(0)))
           -- the same thread count: the batch-1 conv+pool splits rows among the threads
           local out = H.sh(("LUON_NUM_THREADS=%d %s %s %s %s %s 2>&1"):format(npx.num_threads(),
-                           H.quote(H.root .. "build/examples/model_run"),
+                           H.quote((H.luon_exe():gsub("luon$", "examples/model_run"))),
                            H.quote(sym), H.quote(prm), H.quote(prefix .. ".npy"), H.quote(prefix .. "-out.npy")))
           assert.are.equal("", out)
           same(want:totable(), npx.load(prefix .. "-out.npy"), "from C")

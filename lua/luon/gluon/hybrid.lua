@@ -146,14 +146,10 @@ end
 
 -- The fast path of a call with one array and nothing else (a network's
 -- forward): the last such call's graph, taken again without building the
--- signature's string when the array's dtype, device and shape, autograd's
--- modes, amp's rules and the parameters are all as they were.
-local info1 = ffi.new("luon_tensor_info")
-local function remember_one(block, e, x)
-  C.luon_tensor_info_get(x.t, info1)
-  local sig = {info1.dtype, info1.dev_type, info1.dev_id, info1.ndim}
-  for d = 0, info1.ndim - 1 do sig[#sig + 1] = tonumber(info1.shape[d]) end
-  e.sig1 = sig
+-- signature's string when autograd's modes, amp's rules and the parameters
+-- are as they were and the core says the array fits the graph
+-- (luon_graph_matches: its dtype, device and shape).
+local function remember_one(block, e)
   e.rec, e.train, e.amp = C.luon_autograd_is_recording(), C.luon_autograd_is_training(), core.amp_epoch
   block._hybrid_fast = e
 end
@@ -163,15 +159,8 @@ local function same_one(e, x)
      e.rec ~= C.luon_autograd_is_recording() or e.train ~= C.luon_autograd_is_training() then
     return false
   end
-  C.luon_tensor_info_get(x.t, info1)
-  local sig = e.sig1
-  if info1.dtype ~= sig[1] or info1.dev_type ~= sig[2] or info1.dev_id ~= sig[3] or info1.ndim ~= sig[4] then
-    return false
-  end
-  for d = 0, info1.ndim - 1 do
-    if info1.shape[d] ~= sig[5 + d] then return false end
-  end
-  return true
+  e.ins[0] = x.t
+  return C.luon_graph_matches(e.g, 1, e.ins) == 1
 end
 
 local function replay_one(e, x)
@@ -212,7 +201,7 @@ local function finish_trace(block, key, arrs, mode, ok, ...)
   end
   cache.order[#cache.order + 1] = key
   cache.by_key[key] = e
-  if mode.one then remember_one(block, e, arrs[1]) end
+  if mode.one then remember_one(block, e) end
   return ...
 end
 
@@ -231,7 +220,7 @@ function M.call(block, run, ...)
   local cache = block._hybrid_cache
   local e = cache and cache.by_key[key]
   if e and e.epoch == M.epoch and (e.gen == param.generation or rebind(e)) then
-    if one then remember_one(block, e, arrs[1]) end
+    if one then remember_one(block, e) end
     return replay(e, arrs)
   end
   if e then -- a parameter changed beyond rebinding: trace again
