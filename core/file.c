@@ -1,7 +1,8 @@
 /* file.c: files the core reads and writes. Replacing a file (a temporary
  * file of its own, fsync, rename: never a half file; lu_wfile), used by the
  * safetensors writer and imwrite, and opening a regular file for reading
- * (lu_open_regular), used by every reader of files. */
+ * (lu_open_regular), used by every reader of files, and reading one whole
+ * (lu_read_file). */
 #include "internal.h"
 #include <dirent.h>
 #include <errno.h>
@@ -272,3 +273,45 @@ int lu_open_regular(const char *path, uint64_t *size) {
   *size = (uint64_t)st.st_size;
   return fd;
 }
+
+/* ---- reading a whole file -------------------------------------------------- */
+
+/* "fn: " before a message, or nothing when fn is NULL. */
+#define P(fn) (fn) ? (fn) : "", (fn) ? ": " : ""
+
+luon_status lu_read_file(const char *fn, const char *path, uint64_t max, uint8_t **buf, size_t *len) {
+  uint64_t size = 0;
+  int fd = lu_open_regular(path, &size);
+  if (fd < 0 && errno)
+    return lu_error(LUON_EIO, "%s%scannot open '%s': %s", P(fn), path, strerror(errno));
+  if (fd < 0) return lu_error(LUON_EIO, "%s%s'%s' is not a regular file", P(fn), path);
+  if (max && size > max) {
+    close(fd);
+    return lu_error(LUON_EFORMAT, "%s%s'%s' has %llu bytes, more than the %llu this reader takes", P(fn), path,
+                    (unsigned long long)size, (unsigned long long)max);
+  }
+  size_t n = (size_t)size, got = 0;
+  uint8_t *b = malloc(n + 1);
+  if (!b) {
+    close(fd);
+    return lu_error(LUON_ENOMEM, "%s%sout of host memory reading '%s' (%zu bytes)", P(fn), path, n);
+  }
+  while (got < n) {
+    ssize_t r = read(fd, b + got, n - got);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      luon_status s = lu_error(LUON_EIO, "%s%scannot read '%s': %s", P(fn), path,
+                               r < 0 ? strerror(errno) : "file shrank while reading");
+      free(b);
+      close(fd);
+      return s;
+    }
+    got += (size_t)r;
+  }
+  close(fd);
+  b[n] = 0;
+  *buf = b;
+  *len = n;
+  return LUON_OK;
+}
+#undef P

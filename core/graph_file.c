@@ -32,7 +32,6 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <unistd.h>
 
 #define MAX_FILE (64u << 20) /* a larger graph file is not one */
 #define MAX_SLOTS (1 << 20)
@@ -391,37 +390,14 @@ static bool read_node(reader *R, const cJSON *o, luon_graph *g, int32_t j, lu_de
 }
 
 static luon_status read_file(const char *path, char **text) {
-  uint64_t size;
-  int fd = lu_open_regular(path, &size);
-  if (fd < 0) {
-    int e = errno;
-    return lu_error(LUON_EIO, "graph_load: %s: %s", path, e ? strerror(e) : "not a regular file");
-  }
-  if (size > MAX_FILE) {
-    close(fd);
-    return lu_error(LUON_EFORMAT, "graph_load: %s: %llu bytes: a graph file has at most %u", path,
-                    (unsigned long long)size, MAX_FILE);
-  }
-  char *t = malloc(size + 1);
-  size_t got = 0;
-  while (t && got < size) {
-    ssize_t r = read(fd, t + got, size - got);
-    if (r <= 0) break;
-    got += (size_t)r;
-  }
-  close(fd);
-  if (!t) return lu_error(LUON_ENOMEM, "graph_load: %s: out of host memory", path);
-  if (got != size) {
-    free(t);
-    return lu_error(LUON_EIO, "graph_load: %s: read %llu of %llu bytes", path, (unsigned long long)got,
-                    (unsigned long long)size);
-  }
-  t[size] = 0;
-  if (strlen(t) != size) {
-    free(t);
+  uint8_t *b;
+  size_t n;
+  LU_TRY(lu_read_file("graph_load", path, MAX_FILE, &b, &n));
+  if (strlen((char *)b) != n) {
+    free(b);
     return lu_error(LUON_EFORMAT, "graph_load: %s: a NUL byte in the text: not a graph file", path);
   }
-  *text = t;
+  *text = (char *)b;
   return LUON_OK;
 }
 

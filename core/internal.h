@@ -436,6 +436,10 @@ void lu_dgemm(int order, int ta, int tb, int m, int n, int k, double alpha, cons
 /* open(path) for reading, without waiting on a FIFO: the fd of a regular
  * file and its size, or -1 with errno set (0: not a regular file). */
 int lu_open_regular(const char *path, uint64_t *size);
+/* The whole file at path in a malloc'd buffer of len bytes and a NUL after
+ * them (free it); more than max bytes (0: any) is LUON_EFORMAT. Errors name
+ * the path, after "fn: " when fn is not NULL. */
+luon_status lu_read_file(const char *fn, const char *path, uint64_t max, uint8_t **buf, size_t *len);
 
 /* ---- replacing a file (file.c) -------------------------------------------- */
 

@@ -9,12 +9,6 @@
 #include <math.h>
 #include <stdlib.h>
 
-/* ---- files (image.c) ------------------------------------------------------ */
-
-/* The whole file at path in a malloc'd buffer (free it); errors name the
- * path, after "fn: " when fn is not NULL. */
-luon_status lu_read_file(const char *fn, const char *path, uint8_t **buf, size_t *len);
-
 /* ---- the transforms' images ------------------------------------------------
  * The transforms are cut in four files: transform.c (the steps' rules, the
  * random draws, validation, the entry points), resample.c (resizing),

@@ -353,40 +353,6 @@ luon_status luon_image_decode(const void *bytes, size_t n, int32_t flag, int32_t
   return decode("imdecode", bytes, n, flag, min_w, min_h, name, out);
 }
 
-/* The whole file at path in a malloc'd buffer. */
-/* "fn: " before a message, or nothing when fn is NULL. */
-#define P(fn) (fn) ? (fn) : "", (fn) ? ": " : ""
-
-luon_status lu_read_file(const char *fn, const char *path, uint8_t **buf, size_t *len) {
-  uint64_t size = 0;
-  int fd = lu_open_regular(path, &size);
-  if (fd < 0 && errno)
-    return lu_error(LUON_EIO, "%s%scannot open '%s': %s", P(fn), path, strerror(errno));
-  if (fd < 0) return lu_error(LUON_EIO, "%s%s'%s' is not a regular file", P(fn), path);
-  size_t n = (size_t)size, got = 0;
-  uint8_t *b = malloc(n ? n : 1);
-  if (!b) {
-    close(fd);
-    return lu_error(LUON_ENOMEM, "%s%sout of host memory reading '%s' (%zu bytes)", P(fn), path, n);
-  }
-  while (got < n) {
-    ssize_t r = read(fd, b + got, n - got);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) {
-      luon_status s = lu_error(LUON_EIO, "%s%scannot read '%s': %s", P(fn), path,
-                               r < 0 ? strerror(errno) : "file shrank while reading");
-      free(b);
-      close(fd);
-      return s;
-    }
-    got += (size_t)r;
-  }
-  close(fd);
-  *buf = b;
-  *len = n;
-  return LUON_OK;
-}
-#undef P
 
 luon_status luon_image_read(const char *path, int32_t flag, int32_t min_w, int32_t min_h,
                             luon_tensor **out) {
@@ -394,7 +360,7 @@ luon_status luon_image_read(const char *path, int32_t flag, int32_t min_w, int32
   *out = NULL;
   uint8_t *buf = NULL;
   size_t n = 0;
-  LU_TRY(lu_read_file("imread", path, &buf, &n));
+  LU_TRY(lu_read_file("imread", path, 0, &buf, &n));
   luon_status s = decode("imread", buf, n, flag, min_w, min_h, path, out);
   free(buf);
   return s;

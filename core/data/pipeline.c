@@ -99,7 +99,7 @@ static luon_status sample_decode(const char *path, int32_t flag, const luon_tran
   s->steps = steps, s->nsteps = n;
   uint8_t *bytes = NULL;
   size_t len = 0;
-  LU_TRY(lu_read_file(NULL, path, &bytes, &len));
+  LU_TRY(lu_read_file(NULL, path, 0, &bytes, &len));
   int min_w, min_h;
   luon_transform_step first;
   decode_hint(steps, n, bytes, len, &min_w, &min_h, &first);
