@@ -310,12 +310,14 @@ static void span(int64_t off, int64_t s, int64_t W, int64_t OW, int64_t *lo, int
   *lo = a, *hi = b;
 }
 
-/* x (Cg,H,W) of one sample and group -> col (K,P), row (c,p,q), column (i,j).
- * col2im adds col back into dx (Cg,H,W), which the caller zeroed. Both stop
- * between channels after luon_interrupt (a sample's columns can be ~100 MB). */
+/* Channels [c0, c1) of x (Cg,H,W) of one sample and group -> their rows of
+ * col (K,P), row (c,p,q), column (i,j). col2im adds those rows of col back
+ * into dx (Cg,H,W), which the caller zeroed. Both stop between channels
+ * after luon_interrupt (a sample's columns can be ~100 MB). */
 #define GEN_COLS(T, S)                                                                   \
-  static TC NODIST void im2col_##S(const geom *g, const T *restrict x, T *restrict col) { \
-    for (int64_t c = 0; c < g->Cg && !lu_interrupted(); c++)                             \
+  static TC NODIST void im2col_##S(const geom *g, const T *restrict x, T *restrict col, \
+                                   int64_t c0, int64_t c1) {                             \
+    for (int64_t c = c0; c < c1 && !lu_interrupted(); c++)                               \
       for (int64_t p = 0; p < g->KH; p++)                                                \
         for (int64_t q = 0; q < g->KW; q++) {                                            \
           T *restrict r = col + ((c * g->KH + p) * g->KW + q) * g->P;                    \
@@ -335,8 +337,9 @@ static void span(int64_t off, int64_t s, int64_t W, int64_t OW, int64_t *lo, int
           }                                                                              \
         }                                                                                \
   }                                                                                      \
-  static TC void col2im_##S(const geom *g, const T *restrict col, T *restrict dx) {      \
-    for (int64_t c = 0; c < g->Cg && !lu_interrupted(); c++)                             \
+  static TC void col2im_##S(const geom *g, const T *restrict col, T *restrict dx, int64_t c0, \
+                            int64_t c1) {                                                \
+    for (int64_t c = c0; c < c1 && !lu_interrupted(); c++)                               \
       for (int64_t p = 0; p < g->KH; p++)                                                \
         for (int64_t q = 0; q < g->KW; q++) {                                            \
           const T *restrict r = col + ((c * g->KH + p) * g->KW + q) * g->P;              \
@@ -357,13 +360,36 @@ static void span(int64_t off, int64_t s, int64_t W, int64_t OW, int64_t *lo, int
 GEN_COLS(float, f32)
 GEN_COLS(double, f64)
 
+/* One call's operands, for the channel ranges over luon's threads. */
+typedef struct cols_job {
+  const geom *g;
+  int32_t dt;
+  const char *src;
+  char *dst;
+} cols_job;
+
+static void im2col_range(void *ctx, int64_t c0, int64_t c1) {
+  const cols_job *j = ctx;
+  if (j->dt == LUON_DTYPE_F32) im2col_f32(j->g, (const float *)j->src, (float *)j->dst, c0, c1);
+  else im2col_f64(j->g, (const double *)j->src, (double *)j->dst, c0, c1);
+}
+static void col2im_range(void *ctx, int64_t c0, int64_t c1) {
+  const cols_job *j = ctx;
+  if (j->dt == LUON_DTYPE_F32) col2im_f32(j->g, (const float *)j->src, (float *)j->dst, c0, c1);
+  else col2im_f64(j->g, (const double *)j->src, (double *)j->dst, c0, c1);
+}
+
+/* The channels split over luon's threads: a call made on one chunk of
+ * samples (fewer samples than threads) would otherwise fill its columns on
+ * one core while the GEMM after it runs on all; inside a parallel kernel
+ * (one chunk per thread) lu_parallel_for runs inline. */
 static void im2col(int32_t dt, const geom *g, const char *x, char *col) {
-  if (dt == LUON_DTYPE_F32) im2col_f32(g, (const float *)x, (float *)col);
-  else im2col_f64(g, (const double *)x, (double *)col);
+  cols_job j = {g, dt, x, col};
+  lu_parallel_for(g->Cg, 1, im2col_range, &j);
 }
 static void col2im(int32_t dt, const geom *g, const char *col, char *dx) {
-  if (dt == LUON_DTYPE_F32) col2im_f32(g, (const float *)col, (float *)dx);
-  else col2im_f64(g, (const double *)col, (double *)dx);
+  cols_job j = {g, dt, col, dx};
+  lu_parallel_for(g->Cg, 1, col2im_range, &j);
 }
 
 /* ---- forward ------------------------------------------------------------------- */
