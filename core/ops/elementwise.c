@@ -165,6 +165,23 @@ static inline double mod_d(double x, double y) {
 #define E_bitwise_and(s, T, U, x, y) ((T)((U)(x) & (U)(y)))
 #define E_bitwise_or(s, T, U, x, y) ((T)((U)(x) | (U)(y)))
 #define E_bitwise_xor(s, T, U, x, y) ((T)((U)(x) ^ (U)(y)))
+/* gcd and lcm of the magnitudes in uint64 (NumPy's results, wrapped to T) */
+static inline uint64_t imag(int64_t x) { return x < 0 ? -(uint64_t)x : (uint64_t)x; }
+static inline uint64_t ugcd(uint64_t a, uint64_t b) {
+  while (b) {
+    uint64_t t = a % b;
+    a = b, b = t;
+  }
+  return a;
+}
+static inline uint64_t ulcm(uint64_t a, uint64_t b) { return a == 0 || b == 0 ? 0 : a / ugcd(a, b) * b; }
+#define E_gcd(s, T, U, x, y) ((T)ugcd(imag((int64_t)(x)), imag((int64_t)(y))))
+#define E_lcm(s, T, U, x, y) ((T)ulcm(imag((int64_t)(x)), imag((int64_t)(y))))
+/* shifts by [0, bits) as C's (through the unsigned twin to the left);
+ * others give 0, or -1 for a negative x shifted right (NumPy's) */
+#define SHIFT_OK(T, y) ((y) >= 0 && (int64_t)(y) < (int64_t)(8 * sizeof(T)))
+#define E_left_shift(s, T, U, x, y) (SHIFT_OK(T, y) ? (T)((U)(x) << (y)) : (T)0)
+#define E_right_shift(s, T, U, x, y) (SHIFT_OK(T, y) ? (T)((x) >> (y)) : (T)((x) < 0 ? -1 : 0))
 
 /* o[i] = x OP y over n elements: vv two arrays, vs y one value, sv x one value. */
 typedef void (*bin_fn)(int64_t n, const void *a, const void *b, void *o);
@@ -221,6 +238,10 @@ BIN_KERNELS(logical_xor, DEF_CMP, ALL_TYPES)
 BIN_KERNELS(bitwise_and, DEF_ARITH, INT_TYPES)
 BIN_KERNELS(bitwise_or, DEF_ARITH, INT_TYPES)
 BIN_KERNELS(bitwise_xor, DEF_ARITH, INT_TYPES)
+BIN_KERNELS(gcd, DEF_ARITH, INT_TYPES) /* bool refused by the shape check */
+BIN_KERNELS(lcm, DEF_ARITH, INT_TYPES)
+BIN_KERNELS(left_shift, DEF_ARITH, INT_TYPES)
+BIN_KERNELS(right_shift, DEF_ARITH, INT_TYPES)
 
 /* Unary ops: o[i] = E_op(suffix, T, U, x); p = op parameters (clip bounds as T). */
 typedef void (*un_fn)(int64_t n, const void *a, void *o, const void *p);
@@ -595,6 +616,10 @@ BINOP(logical_xor, B_CMP, GRAIN_CHEAP)
 BINOP(bitwise_and, B_ARITH, GRAIN_CHEAP)
 BINOP(bitwise_or, B_ARITH, GRAIN_CHEAP)
 BINOP(bitwise_xor, B_ARITH, GRAIN_CHEAP)
+BINOP(gcd, B_NUM, GRAIN_MATH)
+BINOP(lcm, B_NUM, GRAIN_MATH)
+BINOP(left_shift, B_NUM, GRAIN_CHEAP)
+BINOP(right_shift, B_NUM, GRAIN_CHEAP)
 
 /* ---- unary ops -------------------------------------------------------------- */
 

@@ -198,6 +198,24 @@ template <class T> __device__ __forceinline__ T recip_(T x) {
 BITOP(band_, (U)x & (U)y)
 BITOP(bor_, (U)x | (U)y)
 BITOP(bxor_, (U)x ^ (U)y)
+/* gcd and lcm of the magnitudes in uint64, wrapped to T; shifts by [0, bits)
+ * as C's, others 0 (-1 for a negative x shifted right): core's E_gcd ... */
+__device__ __forceinline__ unsigned long long umag_(long long x) {
+  return x < 0 ? 0ull - (unsigned long long)x : (unsigned long long)x;
+}
+__device__ __forceinline__ unsigned long long ugcd_(unsigned long long a, unsigned long long b) {
+  while (b) {
+    unsigned long long t = a % b;
+    a = b, b = t;
+  }
+  return a;
+}
+BITOP(gcd_, ugcd_(umag_((long long)x), umag_((long long)y)))
+BITOP(lcm_, umag_((long long)x) == 0 || umag_((long long)y) == 0
+                ? 0ull
+                : umag_((long long)x) / ugcd_(umag_((long long)x), umag_((long long)y)) * umag_((long long)y))
+BITOP(shl_, y >= 0 && (long long)y < (long long)(8 * sizeof(T)) ? (U)((U)x << y) : (U)0)
+BITOP(shr_, y >= 0 && (long long)y < (long long)(8 * sizeof(T)) ? (T)(x >> y) : (T)(x < 0 ? -1 : 0))
 template <class T> __device__ __forceinline__ T bnot_(T x, bool is_bool) {
   if constexpr (std::is_integral<T>::value) return is_bool ? (T)(x == 0) : (T)~(typename twin<T>::U)x;
   else return x;
@@ -301,6 +319,10 @@ BIN(Xor, (bool)((x != 0) != (y != 0)))
 BIN(BitAnd, band_(x, y))
 BIN(BitOr, bor_(x, y))
 BIN(BitXor, bxor_(x, y))
+BIN(Gcd, gcd_(x, y))
+BIN(Lcm, lcm_(x, y))
+BIN(Shl, shl_(x, y))
+BIN(Shr, shr_(x, y))
 /* predicates: a truth value of x */
 #define PRED(NAME, EXPR)                                                               \
   struct NAME {                                                                        \
@@ -629,6 +651,10 @@ COMPARE(logical_xor, Xor)
 BINARY(bitwise_and, BitAnd, false)
 BINARY(bitwise_or, BitOr, false)
 BINARY(bitwise_xor, BitXor, false)
+BINARY(gcd, Gcd, false)
+BINARY(lcm, Lcm, false)
+BINARY(left_shift, Shl, false)
+BINARY(right_shift, Shr, false)
 BINARY(relu_grad, GRelu, true)
 BINARY(sigmoid_grad, GSigmoid, true)
 BINARY(tanh_grad, GTanh, true)

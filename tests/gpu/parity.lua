@@ -194,7 +194,7 @@ for _, op in ipairs({"equal", "not_equal", "greater", "greater_equal", "less", "
 end
 -- np's elementwise math without a gradient, and its integer kernels
 for _, op in ipairs({"logical_and", "logical_or", "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor",
-                     "mod", "fmod", "copysign"}) do
+                     "mod", "fmod", "copysign", "gcd", "lcm", "left_shift", "right_shift"}) do
   both(op .. " int32 (7,5) with (5)", function(d)
     return np[op](data(d, {7, 5}, "int32", 1), data(d, {5}, "int32", 2)):astype("float64")
   end)
