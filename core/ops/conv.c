@@ -600,6 +600,9 @@ luon_status lu_cpu_conv2d(lu_call *c) {
     conv_ref(&g, dt, d.in[0], d.in[1], bias, d.out);
   } else if (direct_ok(&g, dt) && !(algo && algo[0] == 'g')) {
     lu_parallel_for(g.N * g.OH, 4, direct_rows, &j);
+  } else if (lu_wino_fwd_ok(&g, dt)) {
+    s = lu_wino_fwd("conv2d", &g, (const float *)d.in[0], (const float *)d.in[1], (const float *)bias,
+                    (float *)d.out);
   } else {
     s = job_run("conv2d", &j, false, fwd_chunks);
     lu_scratch_free(j.col);
@@ -651,6 +654,8 @@ luon_status lu_cpu_conv2d_grad_input(lu_call *c) {
   luon_status s = LUON_OK;
   if (lu_ref_kernels()) {
     gin_ref(&g, dt, d.in[0], d.in[1], d.out);
+  } else if (lu_wino_gin_ok(&g, dt)) {
+    s = lu_wino_gin("conv2d_grad_input", &g, (const float *)d.in[1], (const float *)d.in[0], (float *)d.out);
   } else {
     s = job_run("conv2d_grad_input", &j, false, gin_chunks);
     lu_scratch_free(j.col);
@@ -800,6 +805,8 @@ luon_status lu_cpu_conv2d_grad_weight(lu_call *c) {
   int64_t nw = g.O * g.K;
   if (lu_ref_kernels()) {
     gw_ref(&g, dt, d.in[0], d.in[1], d.out);
+  } else if (lu_wino_gw_ok(&g, dt)) {
+    s = lu_wino_gw("conv2d_grad_weight", &g, (const float *)d.in[0], (const float *)d.in[1], (float *)d.out);
   } else {
     s = job_run("conv2d_grad_weight", &j, true, gw_chunks);
     if (s == LUON_OK) {

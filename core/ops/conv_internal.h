@@ -103,6 +103,18 @@ static inline bool direct_ok(const geom *g, int32_t dt) {
   return dt == LUON_DTYPE_F32 && g->sw == 1 && g->K <= 32 && g->KH * g->KW * g->Cg <= 64;
 }
 
+/* ---- Winograd F(4x4, 3x3) for float32 3x3 stride-1 kernels (conv_winograd.c) ---- */
+/* Whether the forward, the input gradient, and the weight gradient of g take it */
+bool lu_wino_fwd_ok(const geom *g, int32_t dt);
+bool lu_wino_gin_ok(const geom *g, int32_t dt);
+/* y = conv2d(x, w) + bias (NULL: none), relu'd when g->relu; dx = conv2d_grad_input(dy, w) */
+luon_status lu_wino_fwd(const char *op, const geom *g, const float *x, const float *w, const float *bias,
+                        float *y);
+luon_status lu_wino_gin(const char *op, const geom *g, const float *w, const float *dy, float *dx);
+/* dw = conv2d_grad_weight(x, dy) (the adjoint of the forward's transforms) */
+bool lu_wino_gw_ok(const geom *g, int32_t dt);
+luon_status lu_wino_gw(const char *op, const geom *g, const float *x, const float *dy, float *dw);
+
 /* ---- per-sample kernels (conv.c) ------------------------------------------------ */
 
 /* yn (O,P) = W_g (Og,K) @ col(xn_g) (K,P) + b for each group g of sample xn

@@ -144,6 +144,54 @@ static void test_conv_ref(void) {
   }
 }
 
+/* Winograd F(4x4, 3x3) (float32 3x3 stride 1, LUON_CONV_WINOGRAD=1 forcing
+ * it where the size heuristic would not) against the references: the
+ * forward with and without bias and relu, both gradients, for paddings
+ * 0..2, planes that are not whole tiles, one channel, and a batch whose
+ * tile rows split into several blocks per thread. */
+static void test_conv_winograd(void) {
+  static const cfg cs[] = {
+      {2, 16, 9, 11, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, LUON_DTYPE_F32},
+      {3, 3, 13, 7, 5, 3, 3, 1, 1, 0, 0, 1, 1, 1, 0, LUON_DTYPE_F32},
+      {2, 2, 10, 10, 4, 3, 3, 1, 1, 2, 2, 1, 1, 1, 1, LUON_DTYPE_F32},
+      {1, 1, 3, 3, 1, 3, 3, 1, 1, 0, 0, 1, 1, 1, 1, LUON_DTYPE_F32},
+      {1, 5, 1, 7, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0, LUON_DTYPE_F32},
+      {1, 8, 17, 30, 3, 3, 3, 1, 1, 2, 1, 1, 1, 1, 1, LUON_DTYPE_F32},
+      {9, 12, 20, 12, 10, 3, 3, 1, 1, 1, 0, 1, 1, 1, 1, LUON_DTYPE_F32},
+  };
+  setenv("LUON_CONV_WINOGRAD", "1", 1);
+  for (size_t k = 0; k < sizeof cs / sizeof cs[0]; k++) {
+    const cfg *c = &cs[k];
+    int64_t xs[4] = {c->N, c->C, c->H, c->W}, ws[4] = {c->O, c->C, 3, 3}, bs[1] = {c->O};
+    luon_tensor *in[3] = {rnd(c->dt, 4, xs), rnd(c->dt, 4, ws), c->bias ? rnd(c->dt, 1, bs) : NULL};
+    luon_attrs a = conv_attrs(1, 1, c->ph, c->pw, 1, 1, 1);
+    const double tol = 1e-4; /* F(4x4, 3x3) rounds ~10x more than the direct sums */
+    setenv("LUON_CONV_ALGO", "gemm", 1); /* not the direct kernel for few taps */
+    double e = fast_vs_ref(LU_OP_conv2d, &a, c->bias ? 3 : 2, in);
+    CHECK(e < tol, "winograd config %zu: conv2d differs from the reference by %g", k, e);
+    luon_attrs ra = a;
+    ra.i[LU_CONV2D_RELU] = 1, ra.ni = LU_NI_conv2d;
+    e = fast_vs_ref(LU_OP_conv2d, &ra, c->bias ? 3 : 2, in);
+    CHECK(e < tol, "winograd config %zu: conv2d+relu differs from the reference by %g", k, e);
+    unsetenv("LUON_CONV_ALGO");
+    luon_tensor *y = call(LU_OP_conv2d, &a, c->bias ? 3 : 2, in);
+    luon_tensor *dy = rnd(c->dt, 4, y->shape);
+    luon_attrs ga = a;
+    ga.ni = LU_NI_conv2d_grad_input;
+    ga.i[LU_CONV2D_GRAD_INPUT_H] = c->H, ga.i[LU_CONV2D_GRAD_INPUT_W] = c->W;
+    luon_tensor *gi[2] = {dy, in[1]};
+    e = fast_vs_ref(LU_OP_conv2d_grad_input, &ga, 2, gi);
+    CHECK(e < tol, "winograd config %zu: conv2d_grad_input differs from the reference by %g", k, e);
+    ga.i[LU_CONV2D_GRAD_WEIGHT_KH] = 3, ga.i[LU_CONV2D_GRAD_WEIGHT_KW] = 3;
+    luon_tensor *gw[2] = {in[0], dy};
+    e = fast_vs_ref(LU_OP_conv2d_grad_weight, &ga, 2, gw);
+    CHECK(e < tol * 10, "winograd config %zu: conv2d_grad_weight differs from the reference by %g", k, e);
+    luon_tensor_release(y), luon_tensor_release(dy);
+    for (int i = 0; i < 3; i++) luon_tensor_release(in[i]);
+  }
+  unsetenv("LUON_CONV_WINOGRAD");
+}
+
 /* A non-contiguous input (a transposed view) gives the same result. */
 static void test_conv_strided(void) {
   int64_t xs[4] = {2, 3, 7, 6}, ws[4] = {4, 3, 2, 2};
@@ -562,6 +610,7 @@ static void test_conv3d_ref(void) {
 
 int main(void) {
   test_conv_ref();
+  test_conv_winograd();
   test_conv3d_ref();
   test_conv_strided();
   test_conv_fd();
