@@ -311,16 +311,17 @@ static void span(int64_t off, int64_t s, int64_t W, int64_t OW, int64_t *lo, int
 }
 
 /* Channels [c0, c1) of x (Cg,H,W) of one sample and group -> their rows of
- * col (K,P), row (c,p,q), column (i,j). col2im adds those rows of col back
- * into dx (Cg,H,W), which the caller zeroed. Both stop between channels
+ * col (K,P) (rows ld apart: several samples' columns side by side), row
+ * (c,p,q), column (i,j). col2im adds those rows of col back into dx
+ * (Cg,H,W), which the caller zeroed. Both stop between channels
  * after luon_interrupt (a sample's columns can be ~100 MB). */
 #define GEN_COLS(T, S)                                                                   \
   static TC NODIST void im2col_##S(const geom *g, const T *restrict x, T *restrict col, \
-                                   int64_t c0, int64_t c1) {                             \
+                                   int64_t ld, int64_t c0, int64_t c1) {                 \
     for (int64_t c = c0; c < c1 && !lu_interrupted(); c++)                               \
       for (int64_t p = 0; p < g->KH; p++)                                                \
         for (int64_t q = 0; q < g->KW; q++) {                                            \
-          T *restrict r = col + ((c * g->KH + p) * g->KW + q) * g->P;                    \
+          T *restrict r = col + ((c * g->KH + p) * g->KW + q) * ld;                      \
           int64_t off = q * g->dw - g->pw, lo, hi;                                       \
           span(off, g->sw, g->W, g->OW, &lo, &hi);                                       \
           for (int64_t i = 0; i < g->OH; i++, r += g->OW) {                              \
@@ -337,12 +338,12 @@ static void span(int64_t off, int64_t s, int64_t W, int64_t OW, int64_t *lo, int
           }                                                                              \
         }                                                                                \
   }                                                                                      \
-  static TC void col2im_##S(const geom *g, const T *restrict col, T *restrict dx, int64_t c0, \
-                            int64_t c1) {                                                \
+  static TC void col2im_##S(const geom *g, const T *restrict col, T *restrict dx, int64_t ld, \
+                            int64_t c0, int64_t c1) {                                    \
     for (int64_t c = c0; c < c1 && !lu_interrupted(); c++)                               \
       for (int64_t p = 0; p < g->KH; p++)                                                \
         for (int64_t q = 0; q < g->KW; q++) {                                            \
-          const T *restrict r = col + ((c * g->KH + p) * g->KW + q) * g->P;              \
+          const T *restrict r = col + ((c * g->KH + p) * g->KW + q) * ld;                \
           int64_t off = q * g->dw - g->pw, lo, hi;                                       \
           span(off, g->sw, g->W, g->OW, &lo, &hi);                                       \
           for (int64_t i = 0; i < g->OH; i++, r += g->OW) {                              \
@@ -366,31 +367,34 @@ typedef struct cols_job {
   int32_t dt;
   const char *src;
   char *dst;
+  int64_t ld;
 } cols_job;
 
 static void im2col_range(void *ctx, int64_t c0, int64_t c1) {
   const cols_job *j = ctx;
-  if (j->dt == LUON_DTYPE_F32) im2col_f32(j->g, (const float *)j->src, (float *)j->dst, c0, c1);
-  else im2col_f64(j->g, (const double *)j->src, (double *)j->dst, c0, c1);
+  if (j->dt == LUON_DTYPE_F32) im2col_f32(j->g, (const float *)j->src, (float *)j->dst, j->ld, c0, c1);
+  else im2col_f64(j->g, (const double *)j->src, (double *)j->dst, j->ld, c0, c1);
 }
 static void col2im_range(void *ctx, int64_t c0, int64_t c1) {
   const cols_job *j = ctx;
-  if (j->dt == LUON_DTYPE_F32) col2im_f32(j->g, (const float *)j->src, (float *)j->dst, c0, c1);
-  else col2im_f64(j->g, (const double *)j->src, (double *)j->dst, c0, c1);
+  if (j->dt == LUON_DTYPE_F32) col2im_f32(j->g, (const float *)j->src, (float *)j->dst, j->ld, c0, c1);
+  else col2im_f64(j->g, (const double *)j->src, (double *)j->dst, j->ld, c0, c1);
 }
 
 /* The channels split over luon's threads: a call made on one chunk of
  * samples (fewer samples than threads) would otherwise fill its columns on
  * one core while the GEMM after it runs on all; inside a parallel kernel
  * (one chunk per thread) lu_parallel_for runs inline. */
-static void im2col(int32_t dt, const geom *g, const char *x, char *col) {
-  cols_job j = {g, dt, x, col};
+static void im2col_ld(int32_t dt, const geom *g, const char *x, char *col, int64_t ld) {
+  cols_job j = {g, dt, x, col, ld};
   lu_parallel_for(g->Cg, 1, im2col_range, &j);
 }
-static void col2im(int32_t dt, const geom *g, const char *col, char *dx) {
-  cols_job j = {g, dt, col, dx};
+static void col2im_ld(int32_t dt, const geom *g, const char *col, char *dx, int64_t ld) {
+  cols_job j = {g, dt, col, dx, ld};
   lu_parallel_for(g->Cg, 1, col2im_range, &j);
 }
+static void im2col(int32_t dt, const geom *g, const char *x, char *col) { im2col_ld(dt, g, x, col, g->P); }
+static void col2im(int32_t dt, const geom *g, const char *col, char *dx) { col2im_ld(dt, g, col, dx, g->P); }
 
 /* ---- forward ------------------------------------------------------------------- */
 
@@ -436,12 +440,59 @@ void lu_conv_fwd_sample(const job *j, const char *xn, char *col, char *yn, bool 
   }
 }
 
+/* ---- samples side by side ------------------------------------------------------ */
+
+/* Small planes put several samples' columns side by side, so that a GEMM
+ * has about GROUP_COLS columns: resnet's 7x7 stage ran a 512x49x4608
+ * product per sample, whose packed weights served 49 columns. One group,
+ * of the whole chunk's samples when fewer, per GEMM; one sample where the
+ * plane is large, the kernel 1x1 (x is its own column matrix) or grouped. */
+#define GROUP_COLS 512
+static int64_t group_size(const geom *g, int64_t samples) {
+  if (g->G != 1 || pointwise(g) || 2 * g->P > GROUP_COLS || samples < 2) return 1;
+  int64_t gs = (GROUP_COLS + g->P - 1) / g->P;
+  return gs < samples ? gs : samples;
+}
+
+/* dyg (O, m P): samples [n, n+m) of dy (N,O,P) side by side */
+static void gather_dy(const job *j, const char *dy, int64_t n, int64_t m, char *dyg) {
+  const geom *g = j->g;
+  size_t row = (size_t)(g->P * j->es);
+  for (int64_t s = 0; s < m; s++)
+    for (int64_t o = 0; o < g->O; o++)
+      memcpy(dyg + (o * m + s) * g->P * j->es, dy + ((n + s) * g->O + o) * g->P * j->es, row);
+}
+
+/* y of samples [n, n+m): one GEMM over their columns into `out` (O, m P),
+ * then each sample's rows with the bias and the relu */
+static void fwd_group(const job *j, int64_t n, int64_t m, char *colg, char *out) {
+  const geom *g = j->g;
+  int64_t es = j->es, w = m * g->P;
+  for (int64_t s = 0; s < m; s++)
+    im2col_ld(j->dt, g, j->a + (n + s) * g->C * g->H * g->W * es, colg + s * g->P * es, w);
+  gemm(j->dt, false, false, g->O, w, g->K, j->b, g->K, colg, w, 0, out, w);
+  for (int64_t s = 0; s < m; s++)
+    for (int64_t o = 0; o < g->O; o++) {
+      char *yr = j->y + ((n + s) * g->O + o) * g->P * es;
+      const char *src = out + (o * w + s * g->P) * es;
+      double b = j->bias ? ld(j->bias, j->dt, o) : 0;
+      for (int64_t k = 0; k < g->P; k++) st(yr, j->dt, k, ld(src, j->dt, k) + b);
+      if (g->relu) relu_inplace(j->dt, g->P, yr);
+    }
+}
+
 static void fwd_chunks(void *ctx, int64_t c0, int64_t c1) {
   const job *j = ctx;
   const geom *g = j->g;
   for (int64_t ch = c0; ch < c1; ch++) {
     int64_t n0, n1;
     sample_range(j, ch, &n0, &n1);
+    if (j->gs > 1) {
+      char *colg = j->col + ch * j->colsz * j->es, *out = colg + g->K * g->P * j->gs * j->es;
+      for (int64_t n = n0; n < n1 && !lu_interrupted(); n += j->gs)
+        fwd_group(j, n, n1 - n < j->gs ? n1 - n : j->gs, colg, out);
+      continue;
+    }
     for (int64_t n = n0; n < n1 && !lu_interrupted(); n++)
       lu_conv_fwd_sample(j, j->a + n * g->C * g->H * g->W * j->es, j->col + ch * j->colsz * j->es,
                  j->y + n * g->O * g->P * j->es, false);
@@ -565,7 +616,10 @@ static int64_t pick_chunks(const geom *g) {
 static luon_status job_alloc(const char *op, job *j, bool acc) {
   const geom *g = j->g;
   /* no im2col for 1x1 kernels, nor for weight gradients (acc) the direct kernel makes */
-  j->colsz = pointwise(g) || (acc && direct_ok(g, j->dt)) ? 0 : g->K * g->P;
+  bool direct_gw = acc && direct_ok(g, j->dt);
+  j->gs = direct_gw ? 1 : group_size(g, (g->N + j->chunks - 1) / j->chunks);
+  j->colsz = pointwise(g) || direct_gw ? 0 : g->K * g->P;
+  if (j->gs > 1) j->colsz = (g->K + g->O) * g->P * j->gs; /* the columns and (O, gs P) beside them */
   size_t n = (size_t)(j->chunks * j->colsz) + (acc ? (size_t)(j->chunks * g->O * g->K) : 0);
   j->col = lu_scratch_alloc(n * (size_t)j->es + 1);
   if (!j->col)
@@ -593,7 +647,7 @@ luon_status lu_cpu_conv2d(lu_call *c) {
   LU_TRY(lu_conv_dense_get("conv2d", c, &d));
   int32_t dt = c->in[0]->dtype;
   const char *bias = c->nin == 3 ? d.in[2] : NULL;
-  job j = {&g, dt, luon_dtype_size(dt), 1, d.in[0], d.in[1], bias, d.out, NULL, NULL, 0};
+  job j = {&g, dt, luon_dtype_size(dt), 1, d.in[0], d.in[1], bias, d.out, NULL, NULL, 0, 0};
   luon_status s = LUON_OK;
   const char *algo = getenv("LUON_CONV_ALGO");
   if (lu_ref_kernels() || g.K == 0) {
@@ -630,12 +684,31 @@ void lu_conv_gin_sample(const geom *g, int32_t dt, const char *w, const char *dy
   }
 }
 
+/* dx of samples [n, n+m) from their dy side by side: one GEMM, then col2im */
+static void gin_group(const job *j, int64_t n, int64_t m, char *colg, char *dyg) {
+  const geom *g = j->g;
+  int64_t es = j->es, w = m * g->P;
+  gather_dy(j, j->a, n, m, dyg);
+  gemm(j->dt, true, false, g->K, w, g->O, j->b, g->K, dyg, w, 0, colg, w);
+  for (int64_t s = 0; s < m; s++) {
+    char *dx = j->y + (n + s) * g->C * g->H * g->W * es;
+    memset(dx, 0, (size_t)(g->C * g->H * g->W * es));
+    col2im_ld(j->dt, g, colg + s * g->P * es, dx, w);
+  }
+}
+
 static void gin_chunks(void *ctx, int64_t c0, int64_t c1) {
   const job *j = ctx;
   const geom *g = j->g;
   for (int64_t ch = c0; ch < c1; ch++) {
     int64_t n0, n1;
     sample_range(j, ch, &n0, &n1);
+    if (j->gs > 1) {
+      char *colg = j->col + ch * j->colsz * j->es, *dyg = colg + g->K * g->P * j->gs * j->es;
+      for (int64_t n = n0; n < n1 && !lu_interrupted(); n += j->gs)
+        gin_group(j, n, n1 - n < j->gs ? n1 - n : j->gs, colg, dyg);
+      continue;
+    }
     for (int64_t n = n0; n < n1 && !lu_interrupted(); n++)
       lu_conv_gin_sample(g, j->dt, j->b, j->a + n * g->O * g->P * j->es, j->col + ch * j->colsz * j->es,
                  j->y + n * g->C * g->H * g->W * j->es);
@@ -650,7 +723,7 @@ luon_status lu_cpu_conv2d_grad_input(lu_call *c) {
   dense d;
   LU_TRY(lu_conv_dense_get("conv2d_grad_input", c, &d));
   int32_t dt = c->in[0]->dtype;
-  job j = {&g, dt, luon_dtype_size(dt), 1, d.in[0], d.in[1], NULL, d.out, NULL, NULL, 0};
+  job j = {&g, dt, luon_dtype_size(dt), 1, d.in[0], d.in[1], NULL, d.out, NULL, NULL, 0, 0};
   luon_status s = LUON_OK;
   if (lu_ref_kernels()) {
     gin_ref(&g, dt, d.in[0], d.in[1], d.out);
@@ -786,6 +859,17 @@ static void gw_chunks(void *ctx, int64_t c0, int64_t c1) {
     int64_t n0, n1;
     sample_range(j, ch, &n0, &n1);
     if (n0 == n1) memset(acc, 0, (size_t)(g->O * g->K * es));
+    if (j->gs > 1) { /* acc = sum over groups of dyg (O, w) @ colg^T (w, K) */
+      char *colg = j->col + ch * j->colsz * es, *dyg = colg + g->K * g->P * j->gs * es;
+      for (int64_t n = n0; n < n1 && !lu_interrupted(); n += j->gs) {
+        int64_t m = n1 - n < j->gs ? n1 - n : j->gs, w = m * g->P;
+        gather_dy(j, j->b, n, m, dyg);
+        for (int64_t s = 0; s < m; s++)
+          im2col_ld(j->dt, g, j->a + (n + s) * g->C * g->H * g->W * es, colg + s * g->P * es, w);
+        gemm(j->dt, false, true, g->O, g->K, w, dyg, w, colg, w, n == n0 ? 0 : 1, acc, g->K);
+      }
+      continue;
+    }
     for (int64_t n = n0; n < n1 && !lu_interrupted(); n++)
       lu_conv_gw_sample(g, j->dt, j->a + n * g->C * g->H * g->W * es, j->b + n * g->O * g->P * es,
                 j->col + ch * j->colsz * es, n == n0 ? 0 : 1, acc);
@@ -800,7 +884,7 @@ luon_status lu_cpu_conv2d_grad_weight(lu_call *c) {
   dense d;
   LU_TRY(lu_conv_dense_get("conv2d_grad_weight", c, &d));
   int32_t dt = c->in[0]->dtype;
-  job j = {&g, dt, luon_dtype_size(dt), 1, d.in[0], d.in[1], NULL, d.out, NULL, NULL, 0};
+  job j = {&g, dt, luon_dtype_size(dt), 1, d.in[0], d.in[1], NULL, d.out, NULL, NULL, 0, 0};
   luon_status s = LUON_OK;
   int64_t nw = g.O * g.K;
   if (lu_ref_kernels()) {

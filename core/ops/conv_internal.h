@@ -91,6 +91,7 @@ typedef struct job {
   char *col;                  /* chunks * colsz elements */
   char *acc;                  /* weight gradient: chunks * O*K elements */
   int64_t colsz;              /* K*P, or 0 for 1x1 kernels, which need no im2col (job_alloc) */
+  int64_t gs;                 /* samples per GEMM (small planes side by side; job_alloc), 0 or 1: one */
 } job;
 
 static inline void sample_range(const job *j, int64_t ch, int64_t *n0, int64_t *n1) {
