@@ -362,9 +362,13 @@ static void gw_out_range(void *ctx, int64_t o0, int64_t o1) {
 static luon_status run(const char *op, wino *p, const float *w, bool flip) {
   p->th = (p->OH + WT - 1) / WT, p->tw = (p->OW + WT - 1) / WT;
   int64_t R = p->N * p->th, nt = lu_num_threads();
-  /* tile rows per block: about 96 tiles, fewer where V and M would pass ~1.5 MB */
+  /* tile rows per block: about 96 tiles, fewer where V and M would pass
+   * ~1.5 MB (an L2); with many channels up to 256, as every block's GEMMs
+   * repack all of U (36 Co Ci) and that copy must serve enough tiles */
   int64_t want = 96, cap = (int64_t)(1.5 * 1024 * 1024 / (4.0 * WX * (double)(p->Ci + p->Co)));
   if (want > cap) want = cap;
+  if (want < p->Ci * p->Co / 256) want = p->Ci * p->Co / 256;
+  if (want > 256) want = 256;
   if (want < 16) want = 16;
   p->rows = (want + p->tw) / (p->tw + 1);
   if (p->rows < 1) p->rows = 1;
@@ -395,16 +399,20 @@ static luon_status run(const char *op, wino *p, const float *w, bool flip) {
   return LUON_OK;
 }
 
-/* Enough tiles for the transformed weights (36 Co Ci, made and read once
- * per call, and repacked per block by the GEMM) to pay: measured on
- * resnet's shapes (2 threads, AVX-512), Winograd took half the direct time
- * at 64..128 channels and 28..56 pixels, a fifth less at 256 channels and
- * 14x14 with batch 32, and twice the time at batch 1 there or at 512
- * channels and 7x7, where the tiles per weight are few. */
+/* Enough tiles for the transformed weights (36 Co Ci, made once per call
+ * and repacked by each block's GEMMs) to pay, and those weights at most
+ * 64 MB. Measured on resnet's shapes (2 threads, AVX-512), Winograd against
+ * the direct method, by tiles (with the padding lane) and Co Ci per tile:
+ * 64 ch 56x56 batch 1: 210 tiles, 20: 1.3x faster; 128 ch 28x28 batch 1-2:
+ * 56-112 tiles, 292-146: 1.0-1.4x; 256 ch 14x14 batch 1-4-8-32: 20-80-160-640
+ * tiles, 3277-819-410-102: 0.5x, 0.87x, 1.2x, 1.2x; 512 ch 7x7 batch 8-16-32:
+ * 48-96-192 tiles: 0.6x, 1.0x, 1.33x. */
 static bool worth(int64_t N, int64_t OH, int64_t OW, int64_t Ci, int64_t Co) {
-  int64_t tiles = N * ((OH + WT - 1) / WT) * ((OW + WT - 1) / WT + 1); /* with the padding lane */
+  int64_t tiles = N * ((OH + WT - 1) / WT) * ((OW + WT - 1) / WT + 1);
   int m = mode();
-  return m == 1 || (m == 2 && Ci >= 8 && Co >= 8 && OH >= 8 && OW >= 8 && Ci * Co <= 128 * tiles);
+  if (m != 2) return m == 1;
+  return Ci >= 8 && Co >= 8 && OH >= 6 && OW >= 6 && Ci * Co <= (64 << 20) / (4 * WX) &&
+         (tiles >= 128 || Ci * Co <= 200 * tiles);
 }
 
 bool lu_wino_fwd_ok(const geom *g, int32_t dt) {
@@ -424,7 +432,14 @@ luon_status lu_wino_fwd(const char *op, const geom *g, const float *x, const flo
   return run(op, &p, w, false);
 }
 
-bool lu_wino_gw_ok(const geom *g, int32_t dt) { return lu_wino_fwd_ok(g, dt); }
+/* The weight gradient's GEMMs are short (the tiles of a block are their
+ * inner dimension) and write 36 Co Ci per block: it paid at 64 and 128
+ * channels with batch 32 (Co Ci per tile 0.6 and 9: 1.6x and 1.3x faster
+ * than the direct one), not at 256 and 512 (102 and 1365: 0.9x). */
+bool lu_wino_gw_ok(const geom *g, int32_t dt) {
+  int64_t tiles = g->N * ((g->OH + WT - 1) / WT) * ((g->OW + WT - 1) / WT + 1);
+  return lu_wino_fwd_ok(g, dt) && (mode() == 1 || g->C * g->O <= 32 * tiles);
+}
 
 luon_status lu_wino_gw(const char *op, const geom *g, const float *x, const float *dy, float *dw) {
   wino p = {g->N, g->C, g->H, g->W, g->O, g->OH, g->OW, g->ph, g->pw, 0, 0, 0, 0, 0,

@@ -86,6 +86,7 @@ typedef struct cfg {
 } cfg;
 
 static void test_conv_ref(void) {
+  setenv("LUON_CONV_WINOGRAD", "0", 1); /* the direct and im2col kernels (test_conv_winograd: the other) */
   static const cfg cs[] = {
       {2, 3, 9, 11, 4, 3, 3, 1, 1, 0, 0, 1, 1, 1, 1, LUON_DTYPE_F32},   /* plain */
       {2, 3, 9, 11, 4, 3, 3, 2, 2, 0, 0, 1, 1, 1, 0, LUON_DTYPE_F32},   /* stride 2 */
@@ -142,6 +143,7 @@ static void test_conv_ref(void) {
     unsetenv("LUON_CONV_CHUNKS");
     for (int i = 0; i < 3; i++) luon_tensor_release(in[i]);
   }
+  unsetenv("LUON_CONV_WINOGRAD");
 }
 
 /* Winograd F(4x4, 3x3) (float32 3x3 stride 1, LUON_CONV_WINOGRAD=1 forcing
