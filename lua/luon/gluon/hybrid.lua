@@ -141,6 +141,7 @@ local function replay(e, arrs)
   local ins = e.ins
   for k = 1, #arrs do ins[k - 1] = arrs[k].t end
   core.check(C.luon_graph_run(e.g, #arrs, ins, e.nout, e.outs))
+  core.gc_pressure() -- the outputs are new memory, as an op's are
   return results(e)
 end
 
@@ -168,6 +169,7 @@ local function replay_one(e, x)
   e.used = calls
   e.ins[0] = x.t
   core.check(C.luon_graph_run(e.g, 1, e.ins, e.nout, e.outs))
+  core.gc_pressure()
   if e.nres == 1 and e.tmpl[1] == 1 then return core.wrap(e.outs[0]) end
   return results(e)
 end
