@@ -12,7 +12,10 @@
  * Rounding: the transforms' constants (up to 8 and 1/24) make float32
  * results differ from the exact ones by up to ~5e-5 of their magnitude,
  * against ~5e-6 for the direct sums (as cuDNN's and oneDNN's Winograd
- * algorithms do); float64 never takes this path. */
+ * algorithms do); float64 never takes this path. Each output mixes its
+ * whole 6x6 input tile: an inf in the input makes NaN of the 4x4 outputs
+ * beside it (the direct sums give inf there), and inputs near 1e37
+ * overflow. */
 #include "conv_internal.h"
 #include <stdlib.h>
 
@@ -185,7 +188,10 @@ static TC void input_transform(const wino *p, int64_t r0, int64_t r1, float *V, 
       }
     }
     for (int k = 0; k < WA; k++) { /* horizontal: d4, d5 are phases 0, 1 one tile on */
-      const float *pk = ph + k * 4 * T;
+      float *pk = ph + k * 4 * T;
+      /* the last lane's d4, d5: in a short block, memory no row wrote (a
+       * NaN there made the weight gradient's sum over lanes NaN) */
+      if (n < T) pk[n] = pk[T + n] = 0.0f;
       float *o[WA];
       for (int i = 0; i < WA; i++) o[i] = h + (k * WA + i) * T;
       bt6(n, pk, pk + T, pk + 2 * T, pk + 3 * T, pk + 1, pk + T + 1, o);
@@ -314,7 +320,7 @@ static void gw_chunk_run(void *ctx, int64_t c0, int64_t c1) {
           *dU = rb + rowbuf_floats(p);
     int64_t b0 = p->blocks * ch / p->chunks, b1 = p->blocks * (ch + 1) / p->chunks;
     int64_t R = p->N * p->th;
-    if (b0 == b1) memset(dU, 0, sizeof(float) * (size_t)(WX * p->Co * p->Ci));
+    memset(dU, 0, sizeof(float) * (size_t)(WX * p->Co * p->Ci)); /* also when interrupted at once */
     for (int64_t blk = b0; blk < b1 && !lu_interrupted(); blk++) {
       int64_t r0 = blk * p->rows, r1 = r0 + p->rows < R ? r0 + p->rows : R, Tb = (r1 - r0) * tws(p);
       input_transform(p, r0, r1, V, rb);
@@ -322,7 +328,7 @@ static void gw_chunk_run(void *ctx, int64_t c0, int64_t c1) {
       for (int xi = 0; xi < WX; xi++)
         lu_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)p->Co, (int)p->Ci, (int)Tb, 1.0f,
                  M + (int64_t)xi * p->Co * T, (int)T, V + (int64_t)xi * p->Ci * T, (int)T,
-                 blk == b0 ? 0.0f : 1.0f, dU + (int64_t)xi * p->Co * p->Ci, (int)p->Ci);
+                 1.0f, dU + (int64_t)xi * p->Co * p->Ci, (int)p->Ci);
     }
   }
 }
@@ -410,7 +416,8 @@ static luon_status run(const char *op, wino *p, const float *w, bool flip) {
 static bool worth(int64_t N, int64_t OH, int64_t OW, int64_t Ci, int64_t Co) {
   int64_t tiles = N * ((OH + WT - 1) / WT) * ((OW + WT - 1) / WT + 1);
   int m = mode();
-  if (m != 2) return m == 1;
+  if (Ci < 1 || Co < 1 || m == 0) return false; /* no product to make (BLAS refuses lda 0) */
+  if (m == 1) return true;
   return Ci >= 8 && Co >= 8 && OH >= 6 && OW >= 6 && Ci * Co <= (64 << 20) / (4 * WX) &&
          (tiles >= 128 || Ci * Co <= 200 * tiles);
 }
