@@ -16,6 +16,9 @@ function M.wrap(p)
   return core.wrap(ffi.cast(tensor_p, p))
 end
 
+-- ffi.cast of a light userdata is not compiled (it aborted every call's trace)
+local last_outs, last_o
+
 local function finish(outs, nout, ...)
   local n = select("#", ...)
   if n < nout then
@@ -28,8 +31,10 @@ local function finish(outs, nout, ...)
       error(("result %d is a %s, the host expects an ndarray"):format(k, type(v)), 0)
     end
   end
-  local o = ffi.cast(tensor_pp, outs)
-  for k = 1, nout do o[k - 1] = C.luon_tensor_retain((select(k, ...)).t) end
+  if outs ~= last_outs then -- the runtime's array, the same every call: cast once
+    last_outs, last_o = outs, ffi.cast(tensor_pp, outs)
+  end
+  for k = 1, nout do last_o[k - 1] = C.luon_tensor_retain((select(k, ...)).t) end
 end
 
 -- f(...), then the first nout results (+1 each) into the C array outs.
