@@ -155,6 +155,26 @@ static int64_t tiles_per_block(const wino *p) { return p->rows * tws(p); }
  * (36 x T) and one padded row; output partials (24 x T) and rows (16 x T) */
 static int64_t rowbuf_floats(const wino *p) { return (24 + WX) * tiles_per_block(p) + 4 * tws(p) + 8; }
 
+/* One row of n values placed lo elements in and zero-padded to 4 w1 (row),
+ * then split by column mod 4: pk[j * T + t] = row[4 t + j], t < w1 (the
+ * tiles' columns, phase by phase, for the transforms' lanes) */
+static inline __attribute__((always_inline)) void split_row(const float *src, int64_t lo, int64_t n,
+                                                            int64_t w1, float *restrict row,
+                                                            float *pk, int64_t T) {
+  if (lo > 4 * w1) lo = 4 * w1;
+  if (n > 4 * w1 - lo) n = 4 * w1 - lo;
+  memset(row, 0, sizeof(float) * (size_t)lo);
+  memcpy(row + lo, src, sizeof(float) * (size_t)n);
+  memset(row + lo + n, 0, sizeof(float) * (size_t)(4 * w1 - lo - n));
+  float *restrict q0 = pk, *restrict q1 = pk + T, *restrict q2 = pk + 2 * T, *restrict q3 = pk + 3 * T;
+  for (int64_t t = 0; t < w1; t++) {
+    q0[t] = row[4 * t];
+    q1[t] = row[4 * t + 1];
+    q2[t] = row[4 * t + 2];
+    q3[t] = row[4 * t + 3];
+  }
+}
+
 /* V[xi][c][t] for the block's tiles from x */
 static TC void input_transform(const wino *p, int64_t r0, int64_t r1, float *V, float *rb) {
   const int64_t w1 = tws(p), T = tiles_per_block(p), n = (r1 - r0) * w1;
@@ -173,18 +193,7 @@ static TC void input_transform(const wino *p, int64_t r0, int64_t r1, float *V, 
           continue;
         }
         /* the row zero-padded into row[u] = x[u - pw], u < 4 w1, then split by u mod 4 */
-        const float *xr = xp + iy * p->W;
-        int64_t lo = p->pw < 4 * w1 ? p->pw : 4 * w1, len = p->W < 4 * w1 - lo ? p->W : 4 * w1 - lo;
-        memset(row, 0, sizeof(float) * (size_t)lo);
-        memcpy(row + lo, xr, sizeof(float) * (size_t)len);
-        memset(row + lo + len, 0, sizeof(float) * (size_t)(4 * w1 - lo - len));
-        float *restrict q0 = pk, *restrict q1 = pk + T, *restrict q2 = pk + 2 * T, *restrict q3 = pk + 3 * T;
-        for (int64_t t = 0; t < w1; t++) {
-          q0[t] = row[4 * t];
-          q1[t] = row[4 * t + 1];
-          q2[t] = row[4 * t + 2];
-          q3[t] = row[4 * t + 3];
-        }
+        split_row(xp + iy * p->W, p->pw, p->W, w1, row, pk, T);
       }
     }
     for (int k = 0; k < WA; k++) { /* horizontal: d4, d5 are phases 0, 1 one tile on */
@@ -285,15 +294,7 @@ static TC void dy_transform(const wino *p, int64_t r0, int64_t r1, float *Mt, fl
           for (int e = 0; e < 4; e++) memset(pk + e * T, 0, sizeof(float) * (size_t)w1);
           continue;
         }
-        memcpy(row, p->dy + ((nn * p->Co + o) * p->OH + oy) * p->OW, sizeof(float) * (size_t)p->OW);
-        memset(row + p->OW, 0, sizeof(float) * (size_t)(4 * w1 - p->OW));
-        float *restrict q0 = pk, *restrict q1 = pk + T, *restrict q2 = pk + 2 * T, *restrict q3 = pk + 3 * T;
-        for (int64_t t = 0; t < w1; t++) {
-          q0[t] = row[4 * t];
-          q1[t] = row[4 * t + 1];
-          q2[t] = row[4 * t + 2];
-          q3[t] = row[4 * t + 3];
-        }
+        split_row(p->dy + ((nn * p->Co + o) * p->OH + oy) * p->OW, 0, p->OW, w1, row, pk, T);
       }
     }
     for (int b = 0; b < WT; b++) {

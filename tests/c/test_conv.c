@@ -85,6 +85,25 @@ typedef struct cfg {
   int32_t dt;
 } cfg;
 
+/* Both gradients of conv2d(in) (attributes a) against the references, for a
+ * random dy: the input's within tol, the weight's (longer sums) 10 tol. */
+static void grads_vs_ref(const char *what, const cfg *c, const luon_attrs *a, luon_tensor **in, double tol) {
+  luon_tensor *y = call(LU_OP_conv2d, a, c->bias ? 3 : 2, in);
+  if (!y) return;
+  luon_tensor *dy = rnd(c->dt, 4, y->shape);
+  luon_attrs ga = *a;
+  ga.ni = LU_NI_conv2d_grad_input;
+  ga.i[LU_CONV2D_GRAD_INPUT_H] = c->H, ga.i[LU_CONV2D_GRAD_INPUT_W] = c->W;
+  luon_tensor *gi[2] = {dy, in[1]};
+  double e = fast_vs_ref(LU_OP_conv2d_grad_input, &ga, 2, gi);
+  CHECK(e < tol, "%s: conv2d_grad_input differs from the reference by %g", what, e);
+  ga.i[LU_CONV2D_GRAD_WEIGHT_KH] = c->KH, ga.i[LU_CONV2D_GRAD_WEIGHT_KW] = c->KW;
+  luon_tensor *gw[2] = {in[0], dy};
+  e = fast_vs_ref(LU_OP_conv2d_grad_weight, &ga, 2, gw);
+  CHECK(e < tol * 10, "%s: conv2d_grad_weight differs from the reference by %g", what, e);
+  luon_tensor_release(y), luon_tensor_release(dy);
+}
+
 static void test_conv_ref(void) {
   setenv("LUON_CONV_WINOGRAD", "0", 1); /* the direct and im2col kernels (test_conv_winograd: the other) */
   static const cfg cs[] = {
@@ -125,20 +144,9 @@ static void test_conv_ref(void) {
       e = fast_vs_ref(LU_OP_conv2d, &ra, c->bias ? 3 : 2, in);
       unsetenv("LUON_CONV_ALGO");
       CHECK(e < tol, "config %zu chunks %d: conv2d+relu (im2col) differs from the reference by %g", k, chunks, e);
-      luon_tensor *y = call(LU_OP_conv2d, &a, c->bias ? 3 : 2, in);
-      luon_tensor *dy = rnd(c->dt, 4, y->shape);
-      luon_attrs ga = a;
-      ga.ni = LU_NI_conv2d_grad_input;
-      ga.i[LU_CONV2D_GRAD_INPUT_H] = c->H, ga.i[LU_CONV2D_GRAD_INPUT_W] = c->W;
-      luon_tensor *gi[2] = {dy, in[1]};
-      e = fast_vs_ref(LU_OP_conv2d_grad_input, &ga, 2, gi);
-      CHECK(e < tol, "config %zu chunks %d: conv2d_grad_input differs from the reference by %g", k, chunks, e);
-      ga.i[LU_CONV2D_GRAD_WEIGHT_KH] = c->KH, ga.i[LU_CONV2D_GRAD_WEIGHT_KW] = c->KW;
-      luon_tensor *gw[2] = {in[0], dy};
-      e = fast_vs_ref(LU_OP_conv2d_grad_weight, &ga, 2, gw);
-      CHECK(e < tol * 10, "config %zu chunks %d: conv2d_grad_weight differs from the reference by %g", k,
-            chunks, e);
-      luon_tensor_release(y), luon_tensor_release(dy);
+      char what[64];
+      snprintf(what, sizeof what, "config %zu chunks %d", k, chunks);
+      grads_vs_ref(what, c, &a, in, tol);
     }
     unsetenv("LUON_CONV_CHUNKS");
     for (int i = 0; i < 3; i++) luon_tensor_release(in[i]);
@@ -176,19 +184,9 @@ static void test_conv_winograd(void) {
     e = fast_vs_ref(LU_OP_conv2d, &ra, c->bias ? 3 : 2, in);
     CHECK(e < tol, "winograd config %zu: conv2d+relu differs from the reference by %g", k, e);
     unsetenv("LUON_CONV_ALGO");
-    luon_tensor *y = call(LU_OP_conv2d, &a, c->bias ? 3 : 2, in);
-    luon_tensor *dy = rnd(c->dt, 4, y->shape);
-    luon_attrs ga = a;
-    ga.ni = LU_NI_conv2d_grad_input;
-    ga.i[LU_CONV2D_GRAD_INPUT_H] = c->H, ga.i[LU_CONV2D_GRAD_INPUT_W] = c->W;
-    luon_tensor *gi[2] = {dy, in[1]};
-    e = fast_vs_ref(LU_OP_conv2d_grad_input, &ga, 2, gi);
-    CHECK(e < tol, "winograd config %zu: conv2d_grad_input differs from the reference by %g", k, e);
-    ga.i[LU_CONV2D_GRAD_WEIGHT_KH] = 3, ga.i[LU_CONV2D_GRAD_WEIGHT_KW] = 3;
-    luon_tensor *gw[2] = {in[0], dy};
-    e = fast_vs_ref(LU_OP_conv2d_grad_weight, &ga, 2, gw);
-    CHECK(e < tol * 10, "winograd config %zu: conv2d_grad_weight differs from the reference by %g", k, e);
-    luon_tensor_release(y), luon_tensor_release(dy);
+    char what[64];
+    snprintf(what, sizeof what, "winograd config %zu", k);
+    grads_vs_ref(what, c, &a, in, tol);
     for (int i = 0; i < 3; i++) luon_tensor_release(in[i]);
   }
   unsetenv("LUON_CONV_WINOGRAD");
