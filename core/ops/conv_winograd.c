@@ -417,10 +417,10 @@ static luon_status run(const char *op, wino *p, const float *w, bool flip) {
 static bool worth(int64_t N, int64_t OH, int64_t OW, int64_t Ci, int64_t Co) {
   int64_t tiles = N * ((OH + WT - 1) / WT) * ((OW + WT - 1) / WT + 1);
   int m = mode();
-  if (Ci < 1 || Co < 1 || m == 0) return false; /* no product to make (BLAS refuses lda 0) */
+  /* no product to make (BLAS refuses lda 0), or past 64 MB of transformed weights even when forced */
+  if (Ci < 1 || Co < 1 || m == 0 || Ci * Co > (64 << 20) / (4 * WX)) return false;
   if (m == 1) return true;
-  return Ci >= 8 && Co >= 8 && OH >= 6 && OW >= 6 && Ci * Co <= (64 << 20) / (4 * WX) &&
-         (tiles >= 128 || Ci * Co <= 200 * tiles);
+  return Ci >= 8 && Co >= 8 && OH >= 6 && OW >= 6 && (tiles >= 128 || Ci * Co <= 200 * tiles);
 }
 
 bool lu_wino_fwd_ok(const geom *g, int32_t dt) {
