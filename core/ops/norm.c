@@ -54,6 +54,7 @@ typedef struct acc {
   double mean;      /* subtracted before summing squares / products */
   double s0, s1;    /* the sums */
   double a, b, d;   /* affine coefficients of the writing passes */
+  bool relu;        /* the writing pass's results through max(., 0) (NaN kept, as relu) */
 } acc;
 
 #define LD(T, p, i, s) ((double)*(const T *)((p) + (i) * (s)))
@@ -125,14 +126,21 @@ static void dot_row(void *ctx, int64_t n, char *const *p, const int64_t *st) {
   else dot_row_f64(a, n, p, st);
 }
 
-/* op 0 out, op 1 u, op 2 v (or none): out = a * u + b * v + d */
+/* op 0 out, op 1 u, op 2 v (or none): out = a * u + b * v + d, relu'd when
+ * a->relu (never with v: batch_norm's pass has none) */
 #define AFFINE_ROW(T)                                                          \
   do {                                                                         \
     const T ca = (T)a->a, cb = (T)a->b, cd = (T)a->d;                          \
     if (nops == 2 && st[0] == sizeof(T) && st[1] == sizeof(T)) {               \
       T *restrict o = (T *)p[0];                                               \
       const T *restrict u = (const T *)p[1];                                   \
-      for (int64_t i = 0; i < n; i++) o[i] = ca * u[i] + cd;                   \
+      if (a->relu)                                                             \
+        for (int64_t i = 0; i < n; i++) {                                      \
+          T r = ca * u[i] + cd;                                                \
+          o[i] = r < 0 ? (T)0 : r;                                             \
+        }                                                                      \
+      else                                                                     \
+        for (int64_t i = 0; i < n; i++) o[i] = ca * u[i] + cd;                 \
     } else if (nops == 3 && st[0] == sizeof(T) && st[1] == sizeof(T) && st[2] == sizeof(T)) { \
       T *restrict o = (T *)p[0];                                               \
       const T *restrict u = (const T *)p[1], *restrict v = (const T *)p[2];    \
@@ -141,7 +149,7 @@ static void dot_row(void *ctx, int64_t n, char *const *p, const int64_t *st) {
       for (int64_t i = 0; i < n; i++) {                                        \
         T r = ca * *(const T *)(p[1] + i * st[1]) + cd;                        \
         if (nops == 3) r += cb * *(const T *)(p[2] + i * st[2]);               \
-        *(T *)(p[0] + i * st[0]) = r;                                          \
+        *(T *)(p[0] + i * st[0]) = a->relu && r < 0 ? (T)0 : r;                \
       }                                                                        \
     }                                                                          \
   } while (0)
@@ -216,6 +224,7 @@ typedef struct bn_fwd {
   lu_call *c;
   chan ch;            /* op 0 x, op 1 y */
   bool batch;         /* batch statistics, running ones updated */
+  bool relu;          /* the fused relu */
   double eps, mom;
 } bn_fwd;
 
@@ -224,7 +233,7 @@ static void bn_fwd_range(void *ctx, int64_t c0, int64_t c1) {
   luon_tensor *const *in = f->c->in;
   static const int X[1] = {0}, YX[2] = {1, 0};
   for (int64_t c = c0; c < c1; c++) {
-    acc a = {in[0]->dtype, 0, 0, 0, 0, 0, 0};
+    acc a = {in[0]->dtype, 0, 0, 0, 0, 0, 0, false};
     double mean, var;
     if (f->batch) {
       if (f->ch.m > 0) {
@@ -251,9 +260,10 @@ static void bn_fwd_range(void *ctx, int64_t c0, int64_t c1) {
     double invstd = 1 / sqrt(var + f->eps);
     vset(f->c->out[1], c, mean);
     vset(f->c->out[2], c, invstd);
-    /* y = scale * x + (beta - scale * mean) */
+    /* y = scale * x + (beta - scale * mean), relu'd when fused */
     a.a = vget(in[1], c) * invstd;
     a.d = vget(in[2], c) - a.a * mean;
+    a.relu = f->relu;
     chan_walk(&f->ch, c, 2, YX, affine2_row, &a);
   }
 }
@@ -266,6 +276,7 @@ luon_status lu_cpu_batch_norm(lu_call *c) {
   f.c = c;
   chan_init(&f.ch, ax, t, 2);
   f.batch = c->attrs->i[LU_BN_TRAINING] && !c->attrs->i[LU_BN_GLOBAL_STATS];
+  f.relu = c->attrs->ni > LU_BN_RELU && c->attrs->i[LU_BN_RELU] == 1;
   f.eps = c->attrs->f[LU_BN_EPS];
   f.mom = c->attrs->f[LU_BN_MOMENTUM];
   int64_t C = c->in[0]->shape[ax], g = CH_GRAIN / (f.ch.m > 0 ? f.ch.m : 1);
@@ -312,7 +323,7 @@ static void bn_bwd_range(void *ctx, int64_t c0, int64_t c1) {
   static const int XDY[2] = {0, 1}, DXDYX[3] = {2, 1, 0};
   double m = (double)b->ch.m;
   for (int64_t c = c0; c < c1; c++) {
-    acc a = {in[0]->dtype, vget(in[3], c), 0, 0, 0, 0, 0};
+    acc a = {in[0]->dtype, vget(in[3], c), 0, 0, 0, 0, 0, false};
     double gamma = vget(in[2], c), invstd = vget(in[4], c);
     chan_walk(&b->ch, c, 2, XDY, dot_row, &a);
     double dbeta = a.s0, dgamma = a.s1 * invstd;
@@ -351,10 +362,17 @@ luon_status lu_grad_batch_norm(lu_grad_call *g) {
   a.ni = LU_NI_batch_norm_grad;
   a.i[LU_BN_GRAD_AXIS] = g->attrs->i[LU_BN_AXIS];
   a.i[LU_BN_GRAD_BATCH_STATS] = g->attrs->i[LU_BN_TRAINING] && !g->attrs->i[LU_BN_GLOBAL_STATS];
-  luon_tensor *in[5] = {g->in[0], g->dout[0], g->in[1], g->out[1], g->out[2]};
+  luon_tensor *dy = g->dout[0], *masked = NULL;
+  if (g->attrs->ni > LU_BN_RELU && g->attrs->i[LU_BN_RELU] == 1) { /* fused relu: dy * (y > 0) */
+    LU_TRY(lu_run(LU_OP_relu_grad, NULL, &masked, 2, g->out[0], dy));
+    dy = masked;
+  }
+  luon_tensor *in[5] = {g->in[0], dy, g->in[1], g->out[1], g->out[2]};
   luon_tensor *out[3] = {NULL, NULL, NULL};
   int32_t nout = 3;
-  LU_TRY(luon_op_call(LU_OP_batch_norm_grad, 5, in, &a, &nout, out));
+  luon_status s = luon_op_call(LU_OP_batch_norm_grad, 5, in, &a, &nout, out);
+  luon_tensor_release(masked);
+  LU_TRY(s);
   for (int k = 0; k < 3; k++) {
     if (g->need[k]) g->din[k] = out[k];
     else luon_tensor_release(out[k]);

@@ -14,6 +14,7 @@ typedef struct bnp {
   void *v[8];            /* per-channel vectors */
   int64_t vst[8];
   bool batch;
+  bool relu;             /* forward: y = max(., 0) (batch_norm's RELU) */
   double eps, mom;
 } bnp;
 
@@ -119,7 +120,8 @@ template <class T> __global__ void k_bn_fwd(bnp p, const double *part) {
   CHAN_LOOP(i) {
     int64_t o[LU_MAX_OPS];
     lu_offsets(p.s, i, o);
-    y[o[1]] = ca * x[o[0]] + cd;
+    T r = ca * x[o[0]] + cd;
+    y[o[1]] = p.relu && r < (T)0 ? (T)0 : r; /* NaN kept, as relu */
   }
 }
 
@@ -218,6 +220,7 @@ luon_status lu_cuda_batch_norm(lu_call *c) {
     p.vst[k] = v[k]->strides[0];
   }
   p.batch = c->attrs->i[LU_BN_TRAINING] && !c->attrs->i[LU_BN_GLOBAL_STATS];
+  p.relu = c->attrs->ni > LU_BN_RELU && c->attrs->i[LU_BN_RELU] == 1;
   p.eps = c->attrs->f[LU_BN_EPS];
   p.mom = c->attrs->f[LU_BN_MOMENTUM];
   return launch(c, &p, true, c->in[0]->shape[ax]);

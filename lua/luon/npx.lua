@@ -168,7 +168,7 @@ local DROPOUT_P, LEAKY_SLOPE, SOFTMAX_AXIS = S.DROPOUT_P, S.LEAKY_SLOPE, S.SOFTM
 -- An op's options (core.options) are exactly those the op reads
 -- (pooling{pool_typ = 'avg'} must not quietly mean max); the lists of each
 -- op are made once (not a table per call on the hot path).
-local bn_keys = {"eps", "momentum", "fix_gamma", "use_global_stats", "axis", "output_mean_var"}
+local bn_keys = {"eps", "momentum", "fix_gamma", "use_global_stats", "axis", "output_mean_var", "act_type"}
 local fc_keys, dropout_keys = {"num_hidden", "no_bias", "flatten", "act_type"}, {"p", "mode", "axes"}
 local activation_keys, leaky_keys = {"act_type"}, {"act_type", "slope"}
 local softmax_keys, pick_keys = {"axis", "temperature", "use_length"}, {"axis", "mode", "keepdims"}
@@ -529,8 +529,13 @@ end
 -- statistics and updates the running statistics in place, in the forward
 -- pass, with the biased variance; otherwise it uses the running statistics.
 -- fix_gamma: gamma is taken as 1 (MXNet's default for this op).
+-- act_type 'relu' (luon's, as convolution's): y = max(y, 0) in the same
+-- pass (BatchNorm followed by Activation('relu') in a Sequential uses it).
 function npx.batch_norm(x, gamma, beta, running_mean, running_var, kw)
   kw = core.options(kw, "batch_norm", bn_keys)
+  if kw.act_type ~= nil and kw.act_type ~= "relu" then
+    core.error(("batch_norm: act_type can only be 'relu' (fused), got %s"):format(tostring(kw.act_type)))
+  end
   need_array(x, "batch_norm", "x")
   need_array(gamma, "batch_norm", "gamma")
   need_array(beta, "batch_norm", "beta")
@@ -542,7 +547,8 @@ function npx.batch_norm(x, gamma, beta, running_mean, running_var, kw)
   local a = core.attrs()
   a.i[S.BN_AXIS] = core.int_arg(kw.axis or 1, "batch_norm", "axis")
   a.i[S.BN_TRAINING], a.i[S.BN_GLOBAL_STATS] = C.luon_autograd_is_training(), kw.use_global_stats and 1 or 0
-  a.ni = S.BN_GLOBAL_STATS + 1
+  a.i[S.BN_RELU] = kw.act_type and 1 or 0
+  a.ni = S.BN_RELU + 1
   a.f[S.BN_EPS] = core.num_arg(kw.eps or 1e-3, "batch_norm", "eps")
   a.f[S.BN_MOMENTUM] = core.num_arg(kw.momentum or 0.9, "batch_norm", "momentum")
   local outs = core.call(op.batch_norm, {x, gamma, beta, running_mean, running_var}, a, nil, 3)

@@ -519,15 +519,17 @@ end, 0, 0)
 -- batch_norm updates its running statistics in place: compare them too.
 -- float32 within a few ulps (the device fuses a * x + b into one rounding)
 local S = core.slot
-local function bn_call(x, g, b, rm, rv, axis, training, global)
+local function bn_call(x, g, b, rm, rv, axis, training, global, relu)
   local a = core.attrs()
-  a.i[S.BN_AXIS], a.i[S.BN_TRAINING], a.i[S.BN_GLOBAL_STATS], a.ni = axis, training, global, S.BN_GLOBAL_STATS + 1
+  a.i[S.BN_AXIS], a.i[S.BN_TRAINING], a.i[S.BN_GLOBAL_STATS], a.ni = axis, training, global, S.BN_RELU + 1
+  a.i[S.BN_RELU] = relu and 1 or 0
   a.f[S.BN_EPS], a.f[S.BN_MOMENTUM] = 1e-5, 0.9
   return core.call(core.op_ids.batch_norm, {x, g, b, rm, rv}, a, nil, 3)
 end
 for _, c in ipairs({{"float32 (4,3,5) axis 1", {4, 3, 5}, "float32", 1, false},
                     {"float64 transposed (5,6,3) axis -1", {3, 6, 5}, "float64", -1, true}}) do
-  for _, mode in ipairs({{1, 0, "training"}, {0, 0, "inference"}, {1, 1, "use_global_stats"}}) do
+  for _, mode in ipairs({{1, 0, "training"}, {0, 0, "inference"}, {1, 1, "use_global_stats"},
+                        {1, 0, "training, fused relu", true}}) do
     both("batch_norm " .. c[1] .. ", " .. mode[3] .. ": y, mean, invstd, running mean and var", function(d)
       local x = data(d, c[2], c[3], 16)
       if c[5] then x = x:transpose() end
@@ -536,7 +538,7 @@ for _, c in ipairs({{"float32 (4,3,5) axis 1", {4, 3, 5}, "float32", 1, false},
       local b = data(d, {C}, c[3], 18)
       local rm = data(d, {C}, c[3], 19)
       local rv = np.abs(data(d, {C}, c[3], 20))
-      local r = bn_call(x, g, b, rm, rv, c[4], mode[1], mode[2])
+      local r = bn_call(x, g, b, rm, rv, c[4], mode[1], mode[2], mode[4])
       r[#r + 1] = rm
       r[#r + 1] = rv
       for k = 1, #r do r[k] = r[k]:astype("float64") end

@@ -243,6 +243,78 @@ describe("the utility blocks", function()
   end)
 end)
 
+-- BatchNorm then Activation('relu') in a Sequential runs as one batch_norm
+-- op with its relu: the same outputs and gradients as the two blocks apart
+-- (a forward hook on the activation keeps them apart), in training and in
+-- predict mode, eager and hybridized.
+for _, dev in ipairs(H.devices()) do
+  describe("BatchNorm + relu fusion on " .. tostring(dev), function()
+    local function net(apart, hybrid)
+      local s = nn.HybridSequential()
+      local act = nn.Activation("relu")
+      s:add(nn.Conv2D{channels = 6, kernel_size = 3, padding = 1}, nn.BatchNorm(), act, nn.Dense(3))
+      if apart then act:register_forward_hook(function() end) end
+      s:initialize{device = dev, init = luon.init.Xavier()}
+      if hybrid then s:hybridize() end
+      return s
+    end
+    local function run(s, x, train)
+      local ps = s:collect_params()
+      for _, p in pairs(ps) do p:zero_grad() end
+      x:attach_grad() -- a fresh zero gradient
+      local y = autograd.record(function() return s(x) end, train)
+      y:backward()
+      local g = {}
+      for name, p in pairs(ps) do
+        if p.grad_req ~= "null" then g[name] = p:grad(dev):asnumpy() end
+      end
+      return y:asnumpy(), g, x.grad:asnumpy()
+    end
+    for _, hybrid in ipairs({false, true}) do
+      for _, train in ipairs({true, false}) do
+        it(("equals the blocks apart (%s, %s)"):format(hybrid and "hybridized" or "eager",
+                                                      train and "training" or "predict mode"), function()
+          np.random.seed(5)
+          local x = np.random.uniform(-2, 2, {4, 3, 5, 5}):copyto(dev)
+          local fused, apart = net(false, hybrid), net(true, hybrid)
+          fused(x) -- deferred shapes, then the same parameters in both
+          apart(x)
+          local pf, pa = fused:collect_params(), apart:collect_params()
+          for name, p in pairs(pf) do pa[name]:set_data(p:data(dev):copy()) end
+          local yf, gf, xf = run(fused, x, train)
+          local ya, ga, xa = run(apart, x, train)
+          local tol = dev.device_type == "cpu" and 0 or 1e-6
+          H.assert_close(yf, ya:totable(), tol)
+          H.assert_close(xf, xa:totable(), tol)
+          for name, v in pairs(gf) do H.assert_close(v, ga[name]:totable(), tol) end
+          assert.is_true((yf:abs():sum():item()) > 0)
+          -- and it did run fused: no relu op (only in the blocks apart)
+          local function relus(s)
+            luon.profiler.reset()
+            luon.profiler.set_state("run")
+            autograd.record(function() return s(x) end, train):wait_to_read()
+            luon.profiler.set_state("stop")
+            local n = 0
+            for _, r in ipairs(luon.profiler.stats()) do if r.name == "relu" then n = n + r.calls end end
+            return n
+          end
+          if not hybrid then
+            assert.are.equal(0, relus(fused))
+            assert.are.equal(1, relus(apart))
+          end
+        end)
+      end
+    end
+    it("npx.batch_norm's act_type is 'relu' or nothing", function()
+      local x, one, zero = np.ones({2, 3}):copyto(dev), np.ones({3}):copyto(dev), np.zeros({3}):copyto(dev)
+      H.assert_error(function() return npx.batch_norm(x, one, zero, zero, one, {act_type = "tanh"}) end,
+                     {"batch_norm", "act_type", "relu", "tanh"})
+      local y = npx.batch_norm(x * -1, one, zero, zero, one, {act_type = "relu", fix_gamma = false})
+      H.check(y, {{0, 0, 0}, {0, 0, 0}}, {tol = 0})
+    end)
+  end)
+end
+
 describe("SyncBatchNorm", function()
   it("equals BatchNorm on one device", function()
     local x = input({4, 3, 2})

@@ -101,6 +101,8 @@ function BatchNorm:__init(...)
   self._use_global_stats = o.use_global_stats == true
   self._kw = {eps = self._eps, momentum = self._momentum, fix_gamma = not self._scale,
               use_global_stats = self._use_global_stats, axis = self._axis}
+  self._fused_kw = {act_type = "relu"} -- _fuse_next's: the same with the relu
+  for k, v in pairs(self._kw) do self._fused_kw[k] = v end
   local c = known_size(o.in_channels, "BatchNorm", "in_channels")
   c = c > 0 and c or -1
   local function p(name, init, req, differentiable)
@@ -126,6 +128,21 @@ function BatchNorm:forward(x)
   local dev = device_of(x)
   return npx.batch_norm(x, self.gamma:data(dev), self.beta:data(dev), self.running_mean:data(dev),
                         self.running_var:data(dev), self._kw)
+end
+
+-- In a Sequential, BatchNorm followed by Activation('relu') runs as one
+-- batch_norm op with its relu (one pass over the output instead of two;
+-- the backward masks dy by the output as relu's does). Not when a hook
+-- could see the output between them, for a subclass (SyncBatchNorm, whose
+-- forward is its own), or before the first call (deferred shapes).
+function BatchNorm:_fuse_next(nxt, x, ...)
+  if self._class ~= BatchNorm or nxt._act_type ~= "relu" or select("#", ...) > 0 or not core.is_array(x) or
+     not self._ready or #self._fhooks + #self._prehooks + #nxt._fhooks + #nxt._prehooks > 0 then
+    return nil
+  end
+  local dev = device_of(x)
+  return npx.batch_norm(x, self.gamma:data(dev), self.beta:data(dev), self.running_mean:data(dev),
+                        self.running_var:data(dev), self._fused_kw)
 end
 
 function BatchNorm:__tostring()
