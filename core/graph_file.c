@@ -11,7 +11,7 @@
  * their attributes as for any caller. luon_model_* wraps a loaded graph for
  * a C host with no Lua: host buffers in, host buffers out.
  *
- * The format ("luon-graph", version 1):
+ * The format ("luon-graph", version 1 or 2):
  *   {"format": "luon-graph", "version": 1, "device": "cpu(0)",
  *    "slots": N,
  *    "inputs":  [{"name", "dtype", "shape"}],       slots 0 .. #inputs-1
@@ -24,7 +24,10 @@
  * integer beyond 2^53 is written as a decimal string, a float that is not
  * finite as "inf", "-inf" or "nan"; "device" is where the graph was
  * captured, and a node that makes arrays on a device (creation, random,
- * copyto) makes them where the graph is loaded. */
+ * copyto) makes them where the graph is loaded. Version 2 is written only
+ * for a graph with a batch_norm whose RELU slot is set (BatchNorm + relu
+ * fused): a reader of version 1 ignores ints past the ones it knows, and
+ * would run it without the relu, so it must refuse the file instead. */
 #include "graph.h"
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -148,6 +151,15 @@ static luon_status write_text(const char *path, const char *text) {
   return lu_wfile_commit(&f);
 }
 
+
+/* 2 where a node needs a reader that knows batch_norm's RELU slot, else 1 */
+static int format_version(const luon_graph *g) {
+  for (int32_t k = 0; k < g->nnodes; k++) {
+    const gnode *n = &g->nodes[k];
+    if (n->op == LU_OP_batch_norm && n->attrs.ni > LU_BN_RELU && n->attrs.i[LU_BN_RELU] != 0) return 2;
+  }
+  return 1;
+}
 luon_status luon_graph_save(const luon_graph *g, const char *symbol_path, const char *params_path,
                             const char *const *input_names, const char *const *const_names,
                             const uint8_t *const_nograd) {
@@ -174,7 +186,7 @@ luon_status luon_graph_save(const luon_graph *g, const char *symbol_path, const 
   }
   if (s == LUON_OK) {
     cJSON_AddStringToObject(root, "format", "luon-graph");
-    cJSON_AddNumberToObject(root, "version", 1);
+    cJSON_AddNumberToObject(root, "version", format_version(g));
     cJSON_AddStringToObject(root, "device", lu_device_str(dev));
     cJSON_AddNumberToObject(root, "slots", g->nslots);
     cJSON *ins = cJSON_AddArrayToObject(root, "inputs");
@@ -481,7 +493,8 @@ static bool read_graph(reader *R, const cJSON *root, luon_graph *g, const char *
     return bad(R, "\"format\" is not \"luon-graph\": not a graph written by luon's export");
   int64_t v, nslots;
   if (!get_int(R, ver, 1, INT32_MAX, "\"version\"", &v)) return false;
-  if (v != 1) return bad(R, "graph format version %lld: this luon reads version 1", (long long)v);
+  if (v != 1 && v != 2)
+    return bad(R, "graph format version %lld: this luon reads versions 1 and 2", (long long)v);
   if (!cJSON_IsString(dev)) return bad(R, "\"device\" is %s: expected a device's name", kind_of(dev));
   if (!get_int(R, field(root, "slots"), 0, MAX_SLOTS, "\"slots\"", &nslots)) return false;
   const cJSON *ins, *cs, *ns, *os;

@@ -197,7 +197,7 @@ int main(void) {
 
   /* damaged files */
   refused(text, "\"luon-graph\"", "\"other\"", "not a graph written by luon's export");
-  refused(text, "\"version\":\t1", "\"version\":\t2", "version 2");
+  refused(text, "\"version\":\t1", "\"version\":\t3", "version 3");
   refused(text, "\"op\":\t\"clip\"", "\"op\":\t\"no_such_op\"", "no op is named \"no_such_op\"");
   refused(text, "\"op\":\t\"relu\"", "\"op\":\t\"add\"", "reads 1 slots: the op takes 2");
   refused(text, "\"inputs\":\t[0, 1]", "\"inputs\":\t[0, 9]", "read before any node makes it");

@@ -305,6 +305,53 @@ for _, dev in ipairs(H.devices()) do
         end)
       end
     end
+    it("follows the layer's options as they are now, and steps aside for a forward of another's", function()
+      np.random.seed(6)
+      local x = np.random.uniform(-2, 2, {4, 3, 5, 5}):copyto(dev)
+      local function pair(make_act)
+        local f, a = nn.HybridSequential(), nn.HybridSequential()
+        local fb, ab = nn.BatchNorm(), nn.BatchNorm()
+        f:add(fb, make_act())
+        local act = make_act()
+        act:register_forward_hook(function() end)
+        a:add(ab, act)
+        f:initialize{device = dev}
+        a:initialize{device = dev}
+        f(x); a(x)
+        return f, a, fb, ab
+      end
+      -- MXNet users freeze a BatchNorm through its options
+      local f, a, fb, ab = pair(function() return nn.Activation("relu") end)
+      fb._kw.use_global_stats, ab._kw.use_global_stats = true, true
+      local yf = autograd.record(function() return f(x) end)
+      local ya = autograd.record(function() return a(x) end)
+      H.assert_close(yf, ya:totable(), 0)
+      H.assert_close(fb.running_mean:data(dev), ab.running_mean:data(dev):totable(), 0)
+      -- an Activation subclass with its own forward runs that forward
+      local Odd = nn.Activation:extend("Odd")
+      function Odd:forward(y) return y * 2 end
+      f, a = pair(function() return Odd("relu") end)
+      H.assert_close(f(x), a(x):totable(), 0)
+      assert.is_true(f(x):min():item() < 0)
+    end)
+    it("a graph with the fused op is format version 2 (a version-1 reader would drop the relu)", function()
+      local function version(fuse)
+        local s = nn.HybridSequential()
+        local act = nn.Activation("relu")
+        s:add(nn.BatchNorm(), act)
+        if not fuse then act:register_forward_hook(function() end) end
+        s:initialize{device = dev}
+        s:hybridize()
+        s(np.ones({2, 3}):copyto(dev))
+        local prefix = os.tmpname()
+        local sym = s:export(prefix)
+        local text = io.open(sym):read("*a")
+        os.remove(prefix); os.remove(sym); os.remove(prefix .. "-0000.safetensors")
+        return tonumber(text:match('"version"%s*:%s*(%d+)'))
+      end
+      assert.are.equal(2, version(true))
+      assert.are.equal(1, version(false))
+    end)
     it("npx.batch_norm's act_type is 'relu' or nothing", function()
       local x, one, zero = np.ones({2, 3}):copyto(dev), np.ones({3}):copyto(dev), np.zeros({3}):copyto(dev)
       H.assert_error(function() return npx.batch_norm(x, one, zero, zero, one, {act_type = "tanh"}) end,

@@ -16,7 +16,8 @@ local Parameter = param.new
 local tuple = param.tuple
 local opts, positive_int, known_size, pyrepr = util.opts, util.positive_int, util.known_size, util.pyrepr
 local device_of = util.device_of
-local maybe_act = require("luon.gluon.nn.activations").maybe_act
+local activations = require("luon.gluon.nn.activations")
+local maybe_act = activations.maybe_act
 
 local nn = {}
 
@@ -101,8 +102,7 @@ function BatchNorm:__init(...)
   self._use_global_stats = o.use_global_stats == true
   self._kw = {eps = self._eps, momentum = self._momentum, fix_gamma = not self._scale,
               use_global_stats = self._use_global_stats, axis = self._axis}
-  self._fused_kw = {act_type = "relu"} -- _fuse_next's: the same with the relu
-  for k, v in pairs(self._kw) do self._fused_kw[k] = v end
+  self._fused_kw = {} -- _fuse_next's: _kw's with the relu, refilled each call
   local c = known_size(o.in_channels, "BatchNorm", "in_channels")
   c = c > 0 and c or -1
   local function p(name, init, req, differentiable)
@@ -133,16 +133,25 @@ end
 -- In a Sequential, BatchNorm followed by Activation('relu') runs as one
 -- batch_norm op with its relu (one pass over the output instead of two;
 -- the backward masks dy by the output as relu's does). Not when a hook
--- could see the output between them, for a subclass (SyncBatchNorm, whose
--- forward is its own), or before the first call (deferred shapes).
+-- could see the output between them, when either forward is not the
+-- layer's own (SyncBatchNorm, a subclass, a replaced method), while amp
+-- casts relu (its dtype would change), or before the first call (deferred
+-- shapes). The options are _kw's as they are now (MXNet users set
+-- use_global_stats there to freeze a layer).
+local relu_op = core.op_ids.relu
 function BatchNorm:_fuse_next(nxt, x, ...)
-  if self._class ~= BatchNorm or nxt._act_type ~= "relu" or select("#", ...) > 0 or not core.is_array(x) or
-     not self._ready or #self._fhooks + #self._prehooks + #nxt._fhooks + #nxt._prehooks > 0 then
+  if self.forward ~= BatchNorm.forward or nxt.forward ~= activations.Activation.forward or
+     nxt._act_type ~= "relu" or select("#", ...) > 0 or not core.is_array(x) or not self._ready or
+     #self._fhooks + #self._prehooks + #nxt._fhooks + #nxt._prehooks > 0 or core.amp_casts(relu_op) then
     return nil
   end
+  local kw = self._fused_kw
+  for k in pairs(kw) do kw[k] = nil end
+  for k, v in pairs(self._kw) do kw[k] = v end
+  kw.act_type = "relu"
   local dev = device_of(x)
   return npx.batch_norm(x, self.gamma:data(dev), self.beta:data(dev), self.running_mean:data(dev),
-                        self.running_var:data(dev), self._fused_kw)
+                        self.running_var:data(dev), kw)
 end
 
 function BatchNorm:__tostring()
