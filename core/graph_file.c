@@ -151,7 +151,6 @@ static luon_status write_text(const char *path, const char *text) {
   return lu_wfile_commit(&f);
 }
 
-
 /* 2 where a node needs a reader that knows batch_norm's RELU slot, else 1 */
 static int format_version(const luon_graph *g) {
   for (int32_t k = 0; k < g->nnodes; k++) {
@@ -160,6 +159,7 @@ static int format_version(const luon_graph *g) {
   }
   return 1;
 }
+
 luon_status luon_graph_save(const luon_graph *g, const char *symbol_path, const char *params_path,
                             const char *const *input_names, const char *const *const_names,
                             const uint8_t *const_nograd) {

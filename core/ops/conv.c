@@ -409,6 +409,17 @@ static TC void relu_inplace(int32_t dt, int64_t n, char *y) {
   }
 }
 
+/* Rows [0, R) of y (ld apart), n elements each: row r = v[r] (the bias a
+ * GEMM then adds to with beta 1) */
+static void fill_rows(int32_t dt, int64_t R, int64_t n, int64_t ld, const char *v, char *y) {
+  for (int64_t r = 0; r < R; r++) {
+    if (dt == LUON_DTYPE_F32)
+      for (int64_t k = 0; k < n; k++) ((float *)y)[r * ld + k] = ((const float *)v)[r];
+    else
+      for (int64_t k = 0; k < n; k++) ((double *)y)[r * ld + k] = ((const double *)v)[r];
+  }
+}
+
 /* yn (O,P) = W_g (Og,K) @ col(xn_g) (K,P) + b for each group g of sample xn
  * (C,H,W), relu'd when fused, while the sample is in cache; `raw`: without
  * the bias and the relu (conv2d_maxpool applies them after pooling) */
@@ -426,13 +437,7 @@ void lu_conv_fwd_sample(const job *j, const char *xn, char *col, char *yn, bool 
     double beta = 0;
     if (j->bias && !raw) {
       beta = 1;
-      for (int64_t o = 0; o < g->Og; o++) {
-        int64_t ob = gi * g->Og + o;
-        if (j->dt == LUON_DTYPE_F32)
-          for (int64_t k = 0; k < g->P; k++) ((float *)yg)[o * g->P + k] = ((const float *)j->bias)[ob];
-        else
-          for (int64_t k = 0; k < g->P; k++) ((double *)yg)[o * g->P + k] = ((const double *)j->bias)[ob];
-      }
+      fill_rows(j->dt, g->Og, g->P, g->P, j->bias + gi * g->Og * es, yg);
     }
     gemm(j->dt, false, false, g->Og, g->P, g->K, j->b + gi * g->Og * g->K * es, g->K, cm, g->P, beta,
          yg, g->P);
@@ -464,19 +469,18 @@ static void gather_dy(const job *j, const char *dy, int64_t n, int64_t m, char *
 }
 
 /* y of samples [n, n+m): one GEMM over their columns into `out` (O, m P),
- * then each sample's rows with the bias and the relu */
+ * the bias filled in first, then each sample's rows copied out and relu'd */
 static void fwd_group(const job *j, int64_t n, int64_t m, char *colg, char *out) {
   const geom *g = j->g;
   int64_t es = j->es, w = m * g->P;
   for (int64_t s = 0; s < m; s++)
     im2col_ld(j->dt, g, j->a + (n + s) * g->C * g->H * g->W * es, colg + s * g->P * es, w);
-  gemm(j->dt, false, false, g->O, w, g->K, j->b, g->K, colg, w, 0, out, w);
+  if (j->bias) fill_rows(j->dt, g->O, w, w, j->bias, out);
+  gemm(j->dt, false, false, g->O, w, g->K, j->b, g->K, colg, w, j->bias ? 1 : 0, out, w);
   for (int64_t s = 0; s < m; s++)
     for (int64_t o = 0; o < g->O; o++) {
       char *yr = j->y + ((n + s) * g->O + o) * g->P * es;
-      const char *src = out + (o * w + s * g->P) * es;
-      double b = j->bias ? ld(j->bias, j->dt, o) : 0;
-      for (int64_t k = 0; k < g->P; k++) st(yr, j->dt, k, ld(src, j->dt, k) + b);
+      memcpy(yr, out + (o * w + s * g->P) * es, (size_t)(g->P * es));
       if (g->relu) relu_inplace(j->dt, g->P, yr);
     }
 }

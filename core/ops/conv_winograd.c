@@ -155,6 +155,21 @@ static int64_t tiles_per_block(const wino *p) { return p->rows * tws(p); }
  * (36 x T) and one padded row; output partials (24 x T) and rows (16 x T) */
 static int64_t rowbuf_floats(const wino *p) { return (24 + WX) * tiles_per_block(p) + 4 * tws(p) + 8; }
 
+/* Chunk ch's scratch, in order: V (36, Ci, T), M (36, Co, T), the row
+ * buffers, and for the weight gradient its accumulator dU (36, Co, Ci). */
+typedef struct chunk_bufs {
+  float *V, *M, *rb, *dU;
+} chunk_bufs;
+static chunk_bufs bufs_of(const wino *p, int64_t ch) {
+  chunk_bufs b;
+  int64_t T = tiles_per_block(p);
+  b.V = p->scratch + ch * p->per_chunk;
+  b.M = b.V + WX * p->Ci * T;
+  b.rb = b.M + WX * p->Co * T;
+  b.dU = b.rb + rowbuf_floats(p);
+  return b;
+}
+
 /* One row of n values placed lo elements in and zero-padded to 4 w1 (row),
  * then split by column mod 4: pk[j * T + t] = row[4 t + j], t < w1 (the
  * tiles' columns, phase by phase, for the transforms' lanes) */
@@ -261,7 +276,8 @@ static void chunk_run(void *ctx, int64_t c0, int64_t c1) {
   const wino *p = ctx;
   const int64_t T = tiles_per_block(p);
   for (int64_t ch = c0; ch < c1; ch++) {
-    float *V = p->scratch + ch * p->per_chunk, *M = V + WX * p->Ci * T, *rb = M + WX * p->Co * T;
+    chunk_bufs cb = bufs_of(p, ch);
+    float *V = cb.V, *M = cb.M, *rb = cb.rb;
     int64_t b0 = p->blocks * ch / p->chunks, b1 = p->blocks * (ch + 1) / p->chunks;
     int64_t R = p->N * p->th;
     for (int64_t blk = b0; blk < b1 && !lu_interrupted(); blk++) {
@@ -317,8 +333,8 @@ static void gw_chunk_run(void *ctx, int64_t c0, int64_t c1) {
   const wino *p = ctx;
   const int64_t T = tiles_per_block(p);
   for (int64_t ch = c0; ch < c1; ch++) {
-    float *V = p->scratch + ch * p->per_chunk, *M = V + WX * p->Ci * T, *rb = M + WX * p->Co * T,
-          *dU = rb + rowbuf_floats(p);
+    chunk_bufs cb = bufs_of(p, ch);
+    float *V = cb.V, *M = cb.M, *rb = cb.rb, *dU = cb.dU;
     int64_t b0 = p->blocks * ch / p->chunks, b1 = p->blocks * (ch + 1) / p->chunks;
     int64_t R = p->N * p->th;
     memset(dU, 0, sizeof(float) * (size_t)(WX * p->Co * p->Ci)); /* also when interrupted at once */
@@ -338,14 +354,13 @@ static void gw_chunk_run(void *ctx, int64_t c0, int64_t c1) {
 static void gw_out_range(void *ctx, int64_t o0, int64_t o1) {
   const wino *p = ctx;
   const int64_t CC = p->Co * p->Ci;
+  const float *dU0 = bufs_of(p, 0).dU; /* the chunks' accumulators lie per_chunk apart */
   for (int64_t o = o0; o < o1; o++)
     for (int64_t c = 0; c < p->Ci; c++) {
       float u[WA][WA], t[WA][3];
       for (int xi = 0; xi < WX; xi++) {
         float v = 0;
-        for (int64_t ch = 0; ch < p->chunks; ch++)
-          v += (p->scratch + ch * p->per_chunk + WX * (p->Ci + p->Co) * tiles_per_block(p) +
-                rowbuf_floats(p))[xi * CC + o * p->Ci + c];
+        for (int64_t ch = 0; ch < p->chunks; ch++) v += dU0[ch * p->per_chunk + xi * CC + o * p->Ci + c];
         u[xi / WA][xi % WA] = v;
       }
       for (int a = 0; a < WA; a++) { /* t = dU G */
@@ -414,8 +429,11 @@ static luon_status run(const char *op, wino *p, const float *w, bool flip) {
  * 56-112 tiles, 292-146: 1.0-1.4x; 256 ch 14x14 batch 1-4-8-32: 20-80-160-640
  * tiles, 3277-819-410-102: 0.5x, 0.87x, 1.2x, 1.2x; 512 ch 7x7 batch 8-16-32:
  * 48-96-192 tiles: 0.6x, 1.0x, 1.33x. */
+static int64_t tiles_of(int64_t N, int64_t OH, int64_t OW) {
+  return N * ((OH + WT - 1) / WT) * ((OW + WT - 1) / WT + 1); /* with the padding lane */
+}
 static bool worth(int64_t N, int64_t OH, int64_t OW, int64_t Ci, int64_t Co) {
-  int64_t tiles = N * ((OH + WT - 1) / WT) * ((OW + WT - 1) / WT + 1);
+  int64_t tiles = tiles_of(N, OH, OW);
   int m = mode();
   /* no product to make (BLAS refuses lda 0), or past 64 MB of transformed weights even when forced */
   if (Ci < 1 || Co < 1 || m == 0 || Ci * Co > (64 << 20) / (4 * WX)) return false;
@@ -423,14 +441,18 @@ static bool worth(int64_t N, int64_t OH, int64_t OW, int64_t Ci, int64_t Co) {
   return Ci >= 8 && Co >= 8 && OH >= 6 && OW >= 6 && (tiles >= 128 || Ci * Co <= 200 * tiles);
 }
 
-bool lu_wino_fwd_ok(const geom *g, int32_t dt) {
+/* float32, 3x3, stride 1, no dilation, one group */
+static bool f43_geom(const geom *g, int32_t dt) {
   return dt == LUON_DTYPE_F32 && g->KH == 3 && g->KW == 3 && g->sh == 1 && g->sw == 1 && g->dh == 1 &&
-         g->dw == 1 && g->G == 1 && worth(g->N, g->OH, g->OW, g->C, g->O);
+         g->dw == 1 && g->G == 1;
+}
+
+bool lu_wino_fwd_ok(const geom *g, int32_t dt) {
+  return f43_geom(g, dt) && worth(g->N, g->OH, g->OW, g->C, g->O);
 }
 
 bool lu_wino_gin_ok(const geom *g, int32_t dt) {
-  return dt == LUON_DTYPE_F32 && g->KH == 3 && g->KW == 3 && g->sh == 1 && g->sw == 1 && g->dh == 1 &&
-         g->dw == 1 && g->G == 1 && g->ph <= 2 && g->pw <= 2 && worth(g->N, g->H, g->W, g->O, g->C);
+  return f43_geom(g, dt) && g->ph <= 2 && g->pw <= 2 && worth(g->N, g->H, g->W, g->O, g->C);
 }
 
 luon_status lu_wino_fwd(const char *op, const geom *g, const float *x, const float *w, const float *bias,
@@ -445,8 +467,7 @@ luon_status lu_wino_fwd(const char *op, const geom *g, const float *x, const flo
  * channels with batch 32 (Co Ci per tile 0.6 and 9: 1.6x and 1.3x faster
  * than the direct one), not at 256 and 512 (102 and 1365: 0.9x). */
 bool lu_wino_gw_ok(const geom *g, int32_t dt) {
-  int64_t tiles = g->N * ((g->OH + WT - 1) / WT) * ((g->OW + WT - 1) / WT + 1);
-  return lu_wino_fwd_ok(g, dt) && (mode() == 1 || g->C * g->O <= 32 * tiles);
+  return lu_wino_fwd_ok(g, dt) && (mode() == 1 || g->C * g->O <= 32 * tiles_of(g->N, g->OH, g->OW));
 }
 
 luon_status lu_wino_gw(const char *op, const geom *g, const float *x, const float *dy, float *dw) {
