@@ -230,31 +230,25 @@ static int64_t channels_last_scratch(const geom *g, const lu_pool_win *pl) {
         for (int64_t q = 0; q < g->KW; q++, t++)                                                       \
           tap[t] = xn + (c * g->H + hh * g->sh + p * g->dh) * W + q * g->dw;                           \
     wr += ob, row += ob;                                                                               \
-    int64_t ww = 0;                                                                                    \
-    for (; ww + P <= g->OW; ww += P) {                                                                 \
+    for (int64_t ww = 0; ww < g->OW; ww += P) {                                                        \
+      /* the last P positions of a row may be fewer: the missing ones repeat the last and are not      \
+       * stored (one accumulator chain per position and channel vector would wait on each FMA) */      \
+      int64_t n = g->OW - ww < P ? g->OW - ww : P, off[P];                                             \
+      _Pragma("GCC unroll 16") for (int k = 0; k < P; k++) off[k] = (ww + (k < n ? k : n - 1)) * sw;   \
       v16 s[P * OB];                                                                                   \
       _Pragma("GCC unroll 16") for (int k = 0; k < P * OB; k++) s[k] = (v16){0};                       \
       for (int64_t t = 0; t < K; t++) {                                                                \
-        const float *xr = tap[t] + ww * sw, *wt = wr + t * O;                                          \
+        const float *xr = tap[t], *wt = wr + t * O;                                                    \
         _Pragma("GCC unroll 4") for (int b = 0; b < OB; b++) {                                         \
           v16 wv;                                                                                      \
           memcpy(&wv, wt + 16 * b, sizeof wv);                                                         \
-          _Pragma("GCC unroll 8") for (int k = 0; k < P; k++) s[k * OB + b] += xr[k * sw] * wv;        \
+          _Pragma("GCC unroll 16") for (int k = 0; k < P; k++) s[k * OB + b] += xr[off[k]] * wv;       \
         }                                                                                              \
       }                                                                                                \
-      _Pragma("GCC unroll 16") for (int k = 0; k < P; k++)                                             \
+      for (int64_t k = 0; k < n; k++)                                                                  \
         _Pragma("GCC unroll 4") for (int b = 0; b < OB; b++)                                           \
           memcpy(row + (ww + k) * O + 16 * b, &s[k * OB + b], 64);                                     \
     }                                                                                                  \
-    for (; ww < g->OW; ww++)                                                                           \
-      for (int b = 0; b < OB; b++) {                                                                   \
-        v16 s = {0}, wv;                                                                               \
-        for (int64_t t = 0; t < K; t++) {                                                              \
-          memcpy(&wv, wr + t * O + 16 * b, sizeof wv);                                                 \
-          s += tap[t][ww * sw] * wv;                                                                   \
-        }                                                                                              \
-        memcpy(row + ww * O + 16 * b, &s, sizeof s);                                                   \
-      }                                                                                                \
   }                                                                                                    \
                                                                                                        \
   static TC void channels_last_fwd_##OB(const geom *g, const lu_pool_win *pl, const float *xn,         \
@@ -897,8 +891,7 @@ luon_status lu_cpu_conv2d_maxpool(lu_call *c) {
       return lu_error(LUON_ENOMEM, "conv2d_maxpool: out of host memory for the weight (%lld elements)",
                       (long long)(g.K * g.O));
     }
-    for (int64_t o = 0; o < g.O; o++)
-      for (int64_t t = 0; t < g.K; t++) m.wr[t * g.O + o] = ((const float *)d.in[1])[o * g.K + t];
+    transpose_f32((const float *)d.in[1], g.O, g.K, g.K, m.wr, g.O, false);
   }
   luon_status s = convpool_alloc("conv2d_maxpool", &m,
                                  m.wr ? channels_last_scratch(&g, &pw) : g.O * g.P + m.j.colsz + pool);
