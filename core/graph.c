@@ -169,6 +169,96 @@ static bool plannable(const luon_graph *g, int32_t s) {
   return g->kind[s] == SLOT_NODE && g->root[s] == s && g->root_end[s] >= 0;
 }
 
+/* ---- elementwise chains --------------------------------------------------- */
+
+/* Chains: runs of lu_ew_chainable nodes (one output each), each reading the
+ * one before's result, which nothing else reads and which is not a graph
+ * output, at most LU_CHAIN_MAX long. A chain's nodes need not be next to
+ * each other as captured (a constant's node comes between, say): each is
+ * moved to just before the next, which reads its result and is the only
+ * node that does, so the graph computes the same and a chain is a run of
+ * consecutive nodes; chain_end[j] is the last node of the chain node j
+ * starts. Without memory for it a graph just runs its nodes one by one. */
+static void find_chains(luon_graph *g) {
+  int32_t nn = g->nnodes, n1 = nn > 0 ? nn : 1, ns = g->nslots > 0 ? g->nslots : 1;
+  int32_t *readers = calloc((size_t)ns, sizeof(int32_t)), *reader = malloc(sizeof(int32_t) * (size_t)ns);
+  int32_t *next = malloc(sizeof(int32_t) * (size_t)n1), *head = malloc(sizeof(int32_t) * (size_t)n1);
+  int32_t *last = malloc(sizeof(int32_t) * (size_t)n1);
+  gnode *order = malloc(sizeof(gnode) * (size_t)n1);
+  g->chain_end = malloc(sizeof(int32_t) * (size_t)n1);
+  if (!readers || !reader || !next || !head || !last || !order || !g->chain_end) {
+    free(g->chain_end);
+    g->chain_end = NULL;
+    goto done;
+  }
+  for (int32_t j = 0; j < nn; j++) /* each slot's readers (a node reading it twice counts once) */
+    for (int i = 0; i < g->nodes[j].nin; i++) {
+      int32_t sl = g->nodes[j].in[i];
+      if (readers[sl] == 0 || reader[sl] != j) readers[sl]++;
+      reader[sl] = j;
+    }
+  for (int32_t j = 0; j < nn; j++) { /* next[j]: the node a chain may go on to from j */
+    const gnode *a = &g->nodes[j];
+    next[j] = head[j] = last[j] = g->chain_end[j] = -1;
+    if (a->op < 0 || a->nout != 1 || !lu_ew_chainable(a->op)) continue;
+    int32_t sl = a->out[0], r = reader[sl];
+    if (g->kind[sl] == SLOT_NODE && !g->is_output[sl] && readers[sl] == 1 && g->nodes[r].op >= 0 &&
+        g->nodes[r].nout == 1 && lu_ew_chainable(g->nodes[r].op))
+      next[j] = r;
+  }
+  for (int32_t j = 0; j < nn; j++) { /* greedy, first nodes first; head: a member's first node */
+    if (head[j] >= 0 || next[j] < 0 || head[next[j]] >= 0) continue;
+    int32_t e = j;
+    head[j] = j;
+    for (int len = 1; next[e] >= 0 && head[next[e]] < 0 && len < LU_CHAIN_MAX; len++) e = next[e], head[e] = j;
+    last[j] = e;
+  }
+  int32_t at = 0;
+  for (int32_t p = 0; p < nn; p++) {
+    if (head[p] < 0) {
+      order[at++] = g->nodes[p];
+    } else if (last[head[p]] == p) { /* a chain's last node: the chain, here */
+      int32_t first = at;
+      for (int32_t q = head[p];; q = next[q]) {
+        order[at++] = g->nodes[q];
+        if (q == p) break;
+      }
+      g->chain_end[first] = at - 1;
+    }
+  }
+  memcpy(g->nodes, order, sizeof(gnode) * (size_t)nn);
+done:
+  free(readers);
+  free(reader);
+  free(next);
+  free(head);
+  free(last);
+  free(order);
+}
+
+/* Nodes j..e as one chain into `into` (or new); *done false when its
+ * operands are not ones a chain takes (the nodes then run one by one). */
+static luon_status run_chain(const luon_graph *g, int32_t j, int32_t e, luon_tensor **vals, luon_tensor *into,
+                             bool *done) {
+  lu_ew_link l[LU_CHAIN_MAX];
+  for (int32_t i = j; i <= e; i++) {
+    const gnode *n = &g->nodes[i];
+    lu_ew_link *k = &l[i - j];
+    k->op = n->op, k->attrs = &n->attrs, k->nin = n->nin;
+    for (int a = 0; a < n->nin && a < 2; a++)
+      k->in[a] = i > j && n->in[a] == g->nodes[i - 1].out[0] ? NULL : vals[n->in[a]];
+  }
+  luon_tensor *out = NULL;
+  int64_t t0 = lu_profile_start();
+  LU_TRY(lu_ew_chain_run(e - j + 1, l, into, &out));
+  *done = out != NULL;
+  if (out) { /* the profiler counts a chain as one call of its last op */
+    lu_profile_stop(g->nodes[e].op, out, t0);
+    vals[g->nodes[e].out[0]] = out;
+  }
+  return LUON_OK;
+}
+
 /* ---- capturing ------------------------------------------------------------ */
 
 static void set_sig(sig *w, const luon_tensor *t) {
@@ -209,6 +299,7 @@ void luon_graph_free(luon_graph *g) {
   free(g->root);
   free(g->root_end);
   free(g->plan);
+  free(g->chain_end);
   free(g->bufs);
   free(g->buf_busy);
   free(g);
@@ -273,10 +364,11 @@ luon_status lu_graph_finish(luon_graph *g) {
   g->is_output = calloc((size_t)n, sizeof(bool));
   g->vals = calloc((size_t)n, sizeof(luon_tensor *));
   if (!g->last_use || !g->is_output || !g->vals) return lu_error(LUON_ENOMEM, "graph: out of host memory");
+  for (int32_t k = 0; k < g->nout; k++) g->is_output[g->outputs[k]] = true;
+  find_chains(g); /* may reorder the nodes: the rest follows the order it leaves */
   for (int32_t i = 0; i < g->nslots; i++) g->last_use[i] = -1;
   for (int32_t j = 0; j < g->nnodes; j++)
     for (int i = 0; i < g->nodes[j].nin; i++) g->last_use[g->nodes[j].in[i]] = j;
-  for (int32_t k = 0; k < g->nout; k++) g->is_output[g->outputs[k]] = true;
   plan_roots(g);
   return LUON_OK;
 }
@@ -457,6 +549,35 @@ static void free_after(luon_graph *g, int32_t s, int32_t j) {
   if (g->root_end[r] == j && g->plan[r] >= 0) g->buf_busy[g->plan[r]] = false;
 }
 
+/* The planned buffers node n writes (NULL: none); planning forgets the
+ * plan of an earlier try. */
+static void node_into(luon_graph *g, const gnode *n, bool plan, bool planning, luon_tensor **into) {
+  for (int k = 0; k < n->nout; k++) {
+    into[k] = NULL;
+    int32_t s = n->out[k];
+    if (!plan || aliases(n->op) || !plannable(g, s)) continue;
+    if (planning) g->plan[s] = -1;
+    if (g->plan[s] >= 0) into[k] = g->bufs[g->plan[s]];
+  }
+}
+
+/* After node j ran (alone or in a chain): the buffers and values it was the
+ * last to read. */
+static void after_node(luon_graph *g, int32_t j, luon_tensor **vals, bool plan) {
+  const gnode *n = &g->nodes[j];
+  if (plan) /* buffers whose every reader has run are free for the next nodes */
+    for (int k = 0; k < n->nout; k++) free_after(g, n->out[k], j);
+  for (int i = 0; plan && i < n->nin; i++) free_after(g, n->in[i], j);
+  /* slots read for the last time go back to the allocator now */
+  for (int i = 0; i < n->nin; i++) {
+    int32_t s = n->in[i];
+    if (g->kind[s] == SLOT_NODE && g->last_use[s] == j && !g->is_output[s] && vals[s]) {
+      luon_tensor_release(vals[s]);
+      vals[s] = NULL;
+    }
+  }
+}
+
 luon_status luon_graph_run(luon_graph *g, int32_t nin, luon_tensor *const *in, int32_t nout,
                            luon_tensor **out) {
   if (!g) return lu_error(LUON_EINVAL, "graph_run: graph is NULL");
@@ -477,30 +598,26 @@ luon_status luon_graph_run(luon_graph *g, int32_t nin, luon_tensor *const *in, i
   bool plan = g->static_alloc && g->plan && !own && !lu_recording && !lu_capturing;
   bool planning = plan && !g->planned;
   for (int32_t b = 0; b < g->nbufs; b++) g->buf_busy[b] = false;
+  /* chains, where nothing records the nodes apart (autograd, a capture) */
+  bool chains = g->chain_end && !lu_recording && !lu_capturing;
   for (int32_t j = 0; j < g->nnodes && st == LUON_OK; j++) {
-    const gnode *n = &g->nodes[j];
+    int32_t e = chains ? g->chain_end[j] : -1; /* the nodes this step runs: j..e */
     luon_tensor *into[LUON_MAX_OP_INPUTS] = {NULL};
-    if (plan && !aliases(n->op)) {
-      for (int k = 0; k < n->nout; k++) {
-        int32_t s = n->out[k];
-        if (!plannable(g, s)) continue;
-        if (planning) g->plan[s] = -1;
-        if (g->plan[s] >= 0) into[k] = g->bufs[g->plan[s]];
-      }
+    bool done = false;
+    if (e > j) {
+      for (int32_t i = j; planning && i < e; i++) node_into(g, &g->nodes[i], true, true, into);
+      node_into(g, &g->nodes[e], plan, planning, into);
+      st = run_chain(g, j, e, vals, into[0], &done);
     }
-    st = run_node(n, vals, plan ? into : NULL);
+    if (!done) e = j;
+    const gnode *n = &g->nodes[e];
+    if (!done && st == LUON_OK) {
+      node_into(g, n, plan, planning, into);
+      st = run_node(n, vals, plan ? into : NULL);
+    }
     if (st == LUON_OK && planning) st = plan_outputs(g, n, vals);
-    if (plan) /* buffers whose every reader has run are free for the next nodes */
-      for (int k = 0; k < n->nout; k++) free_after(g, n->out[k], j);
-    for (int i = 0; plan && i < n->nin; i++) free_after(g, n->in[i], j);
-    /* slots read for the last time go back to the allocator now */
-    for (int i = 0; i < n->nin && st == LUON_OK; i++) {
-      int32_t s = n->in[i];
-      if (g->kind[s] == SLOT_NODE && g->last_use[s] == j && !g->is_output[s] && vals[s]) {
-        luon_tensor_release(vals[s]);
-        vals[s] = NULL;
-      }
-    }
+    for (int32_t i = j; i <= e && st == LUON_OK; i++) after_node(g, i, vals, plan);
+    j = e;
   }
   /* the outputs are what the graph says (a loaded graph's file declares them) */
   for (int32_t k = 0; k < nout && st == LUON_OK; k++) {

@@ -40,6 +40,9 @@ struct luon_graph {
    * and reused by later ones. root: the slot whose storage a slot's view
    * (or detached copy) shares; root_end: the last node that reads any
    * slot of that root, -2 when a graph output shares it (never planned). */
+  /* elementwise chains (lu_ew_chainable ops, each result read only by the
+   * next node): per node, the last node of the chain it starts, else -1 */
+  int32_t *chain_end;
   bool static_alloc, planned;
   int32_t *root, *root_end, *plan;  /* plan: per slot, its buffer, -1 none */
   luon_tensor **bufs;

@@ -501,6 +501,25 @@ void lu_byte_strides(const luon_tensor *t, int ndim, const int64_t *shape, int64
  * the dispatcher throws away (the copy op), never for luon_tensor_copy,
  * which writes gradients and parameters in place. */
 void lu_copy_cpu(luon_tensor *dst, const luon_tensor *src, bool stoppable);
+/* Elementwise chains (core/ops/elementwise.c), which a replayed graph runs
+ * in one pass (core/graph.c): link i applies op to its inputs, in[k] NULL
+ * being link i-1's result. The same kernels as the ops', so the same values
+ * bit for bit. */
+enum { LU_CHAIN_MAX = 16 };
+typedef struct lu_ew_link {
+  int32_t op;
+  const luon_attrs *attrs;
+  int nin;
+  const luon_tensor *in[2];
+} lu_ew_link;
+/* Whether op may be a link: an elementwise op whose float32 inputs give float32. */
+bool lu_ew_chainable(int32_t op);
+/* The chain's result (+1) in *out, written into `into` when that has its
+ * shape (else new); *out NULL when the operands are not all float32 CPU
+ * tensors, each dense of one shape or a single value (the caller then runs
+ * the ops one by one). */
+luon_status lu_ew_chain_run(int n, const lu_ew_link *links, luon_tensor *into, luon_tensor **out);
+
 /* The row primitives under it and under the elementwise ops' strided
  * operands. lu_gather: n elements of dtype sdt at src, `stride` bytes apart,
  * into dense dst as ddt (n <= LU_ROW_CHUNK when converting a strided row).

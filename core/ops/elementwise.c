@@ -592,34 +592,39 @@ static luon_status bin_run(lu_call *c, const binop *b) {
   static const binop B_##op = {#op, kind, grain, K_##op};                             \
   luon_status lu_shape_##op(lu_call *c) { return bin_shape(c, &B_##op); }      \
   luon_status lu_cpu_##op(lu_call *c) { return bin_run(c, &B_##op); }
-BINOP(add, B_ARITH, GRAIN_CHEAP)
-BINOP(subtract, B_SUB, GRAIN_CHEAP)
-BINOP(multiply, B_ARITH, GRAIN_CHEAP)
-BINOP(divide, B_FLOAT, GRAIN_CHEAP)
-BINOP(power, B_ARITH, GRAIN_MATH)
-BINOP(maximum, B_ARITH, GRAIN_CHEAP)
-BINOP(minimum, B_ARITH, GRAIN_CHEAP)
-BINOP(equal, B_CMP, GRAIN_CHEAP)
-BINOP(not_equal, B_CMP, GRAIN_CHEAP)
-BINOP(greater, B_CMP, GRAIN_CHEAP)
-BINOP(greater_equal, B_CMP, GRAIN_CHEAP)
-BINOP(less, B_CMP, GRAIN_CHEAP)
-BINOP(less_equal, B_CMP, GRAIN_CHEAP)
-BINOP(arctan2, B_FLOAT, GRAIN_MATH)
-BINOP(hypot, B_FLOAT, GRAIN_MATH)
-BINOP(fmod, B_NUM, GRAIN_MATH)
-BINOP(mod, B_NUM, GRAIN_MATH)
-BINOP(copysign, B_NUM, GRAIN_CHEAP)
-BINOP(logical_and, B_CMP, GRAIN_CHEAP)
-BINOP(logical_or, B_CMP, GRAIN_CHEAP)
-BINOP(logical_xor, B_CMP, GRAIN_CHEAP)
-BINOP(bitwise_and, B_ARITH, GRAIN_CHEAP)
-BINOP(bitwise_or, B_ARITH, GRAIN_CHEAP)
-BINOP(bitwise_xor, B_ARITH, GRAIN_CHEAP)
-BINOP(gcd, B_NUM, GRAIN_MATH)
-BINOP(lcm, B_NUM, GRAIN_MATH)
-BINOP(left_shift, B_NUM, GRAIN_CHEAP)
-BINOP(right_shift, B_NUM, GRAIN_CHEAP)
+#define EW_BINOPS(X) \
+  X(add, B_ARITH, GRAIN_CHEAP) \
+  X(subtract, B_SUB, GRAIN_CHEAP) \
+  X(multiply, B_ARITH, GRAIN_CHEAP) \
+  X(divide, B_FLOAT, GRAIN_CHEAP) \
+  X(power, B_ARITH, GRAIN_MATH) \
+  X(maximum, B_ARITH, GRAIN_CHEAP) \
+  X(minimum, B_ARITH, GRAIN_CHEAP) \
+  X(equal, B_CMP, GRAIN_CHEAP) \
+  X(not_equal, B_CMP, GRAIN_CHEAP) \
+  X(greater, B_CMP, GRAIN_CHEAP) \
+  X(greater_equal, B_CMP, GRAIN_CHEAP) \
+  X(less, B_CMP, GRAIN_CHEAP) \
+  X(less_equal, B_CMP, GRAIN_CHEAP) \
+  X(arctan2, B_FLOAT, GRAIN_MATH) \
+  X(hypot, B_FLOAT, GRAIN_MATH) \
+  X(fmod, B_NUM, GRAIN_MATH) \
+  X(mod, B_NUM, GRAIN_MATH) \
+  X(copysign, B_NUM, GRAIN_CHEAP) \
+  X(logical_and, B_CMP, GRAIN_CHEAP) \
+  X(logical_or, B_CMP, GRAIN_CHEAP) \
+  X(logical_xor, B_CMP, GRAIN_CHEAP) \
+  X(bitwise_and, B_ARITH, GRAIN_CHEAP) \
+  X(bitwise_or, B_ARITH, GRAIN_CHEAP) \
+  X(bitwise_xor, B_ARITH, GRAIN_CHEAP) \
+  X(gcd, B_NUM, GRAIN_MATH) \
+  X(lcm, B_NUM, GRAIN_MATH) \
+  X(left_shift, B_NUM, GRAIN_CHEAP) \
+  X(right_shift, B_NUM, GRAIN_CHEAP)
+EW_BINOPS(BINOP)
+#define BIN_OF(op, kind, grain) [LU_OP_##op] = &B_##op,
+static const binop *const BIN_OF_OP[LU_OP_COUNT] = {EW_BINOPS(BIN_OF)};
+#undef BIN_OF
 
 /* ---- unary ops -------------------------------------------------------------- */
 
@@ -709,48 +714,182 @@ static luon_status un_run(lu_call *c, const unop *u) {
   static const unop U_##op = {#op, kind, grain, K_##op};                              \
   luon_status lu_shape_##op(lu_call *c) { return un_shape(c, &U_##op); }       \
   luon_status lu_cpu_##op(lu_call *c) { return un_run(c, &U_##op); }
-UNOP(negative, U_NEG, GRAIN_CHEAP)
-UNOP(abs, U_KEEP, GRAIN_CHEAP)
-UNOP(sign, U_KEEP, GRAIN_CHEAP)
-UNOP(exp, U_FLOAT, GRAIN_MATH)
-UNOP(log, U_FLOAT, GRAIN_MATH)
-UNOP(log2, U_FLOAT, GRAIN_MATH)
-UNOP(sqrt, U_FLOAT, GRAIN_CHEAP)
-UNOP(square, U_KEEP, GRAIN_CHEAP)
-UNOP(tanh, U_FLOAT, GRAIN_MATH)
-UNOP(sigmoid, U_FLOAT, GRAIN_MATH)
-UNOP(relu, U_KEEP, GRAIN_CHEAP)
-UNOP(clip, U_CLIP, GRAIN_CHEAP)
-UNOP(sin, U_FLOAT, GRAIN_MATH)
-UNOP(cos, U_FLOAT, GRAIN_MATH)
-UNOP(tan, U_FLOAT, GRAIN_MATH)
-UNOP(arcsin, U_FLOAT, GRAIN_MATH)
-UNOP(arccos, U_FLOAT, GRAIN_MATH)
-UNOP(arctan, U_FLOAT, GRAIN_MATH)
-UNOP(sinh, U_FLOAT, GRAIN_MATH)
-UNOP(cosh, U_FLOAT, GRAIN_MATH)
-UNOP(arcsinh, U_FLOAT, GRAIN_MATH)
-UNOP(arccosh, U_FLOAT, GRAIN_MATH)
-UNOP(arctanh, U_FLOAT, GRAIN_MATH)
-UNOP(log10, U_FLOAT, GRAIN_MATH)
-UNOP(log1p, U_FLOAT, GRAIN_MATH)
-UNOP(expm1, U_FLOAT, GRAIN_MATH)
-UNOP(cbrt, U_FLOAT, GRAIN_MATH)
-UNOP(deg2rad, U_FLOAT, GRAIN_CHEAP)
-UNOP(rad2deg, U_FLOAT, GRAIN_CHEAP)
-UNOP(reciprocal, U_NUM, GRAIN_CHEAP)
-UNOP(floor, U_NUM, GRAIN_CHEAP)
-UNOP(ceil, U_NUM, GRAIN_CHEAP)
-UNOP(trunc, U_NUM, GRAIN_CHEAP)
-UNOP(rint, U_NUM, GRAIN_CHEAP)
-UNOP(round, U_ROUND, GRAIN_MATH)
-UNOP(isnan, U_PRED, GRAIN_CHEAP)
-UNOP(isinf, U_PRED, GRAIN_CHEAP)
-UNOP(isfinite, U_PRED, GRAIN_CHEAP)
-UNOP(isposinf, U_PRED, GRAIN_CHEAP)
-UNOP(isneginf, U_PRED, GRAIN_CHEAP)
-UNOP(logical_not, U_PRED, GRAIN_CHEAP)
-UNOP(bitwise_not, U_KEEP, GRAIN_CHEAP)
+#define EW_UNOPS(X) \
+  X(negative, U_NEG, GRAIN_CHEAP) \
+  X(abs, U_KEEP, GRAIN_CHEAP) \
+  X(sign, U_KEEP, GRAIN_CHEAP) \
+  X(exp, U_FLOAT, GRAIN_MATH) \
+  X(log, U_FLOAT, GRAIN_MATH) \
+  X(log2, U_FLOAT, GRAIN_MATH) \
+  X(sqrt, U_FLOAT, GRAIN_CHEAP) \
+  X(square, U_KEEP, GRAIN_CHEAP) \
+  X(tanh, U_FLOAT, GRAIN_MATH) \
+  X(sigmoid, U_FLOAT, GRAIN_MATH) \
+  X(relu, U_KEEP, GRAIN_CHEAP) \
+  X(clip, U_CLIP, GRAIN_CHEAP) \
+  X(sin, U_FLOAT, GRAIN_MATH) \
+  X(cos, U_FLOAT, GRAIN_MATH) \
+  X(tan, U_FLOAT, GRAIN_MATH) \
+  X(arcsin, U_FLOAT, GRAIN_MATH) \
+  X(arccos, U_FLOAT, GRAIN_MATH) \
+  X(arctan, U_FLOAT, GRAIN_MATH) \
+  X(sinh, U_FLOAT, GRAIN_MATH) \
+  X(cosh, U_FLOAT, GRAIN_MATH) \
+  X(arcsinh, U_FLOAT, GRAIN_MATH) \
+  X(arccosh, U_FLOAT, GRAIN_MATH) \
+  X(arctanh, U_FLOAT, GRAIN_MATH) \
+  X(log10, U_FLOAT, GRAIN_MATH) \
+  X(log1p, U_FLOAT, GRAIN_MATH) \
+  X(expm1, U_FLOAT, GRAIN_MATH) \
+  X(cbrt, U_FLOAT, GRAIN_MATH) \
+  X(deg2rad, U_FLOAT, GRAIN_CHEAP) \
+  X(rad2deg, U_FLOAT, GRAIN_CHEAP) \
+  X(reciprocal, U_NUM, GRAIN_CHEAP) \
+  X(floor, U_NUM, GRAIN_CHEAP) \
+  X(ceil, U_NUM, GRAIN_CHEAP) \
+  X(trunc, U_NUM, GRAIN_CHEAP) \
+  X(rint, U_NUM, GRAIN_CHEAP) \
+  X(round, U_ROUND, GRAIN_MATH) \
+  X(isnan, U_PRED, GRAIN_CHEAP) \
+  X(isinf, U_PRED, GRAIN_CHEAP) \
+  X(isfinite, U_PRED, GRAIN_CHEAP) \
+  X(isposinf, U_PRED, GRAIN_CHEAP) \
+  X(isneginf, U_PRED, GRAIN_CHEAP) \
+  X(logical_not, U_PRED, GRAIN_CHEAP) \
+  X(bitwise_not, U_KEEP, GRAIN_CHEAP)
+EW_UNOPS(UNOP)
+#define UN_OF(op, kind, grain) [LU_OP_##op] = &U_##op,
+static const unop *const UN_OF_OP[LU_OP_COUNT] = {EW_UNOPS(UN_OF)};
+#undef UN_OF
+
+/* ---- chains: several ops in one pass (a replayed graph's fusion) ----------- */
+
+/* The float32 kernel of op in e, as bin_run or un_run would choose it for
+ * float32 inputs; false when op is not one a chain holds (not of this file,
+ * a float32 result not guaranteed, or no float32 kernel). */
+static bool chain_step(int32_t op, const luon_attrs *a, ew *e) {
+  if (op < 0 || op >= LU_OP_COUNT) return false;
+  const binop *b = BIN_OF_OP[op];
+  const unop *u = UN_OF_OP[op];
+  const int32_t t = LUON_DTYPE_F32;
+  memset(e, 0, sizeof *e);
+  e->odt = e->want[0] = e->want[1] = t;
+  if (b && b->kind != B_CMP && b->k[t].vv) {
+    e->kind = EW_BIN, e->nin = 2, e->bk = &b->k[t], e->grain = b->grain;
+    return true;
+  }
+  if (u && u->kind != U_PRED && u->k[t]) {
+    e->kind = EW_UN, e->nin = 1, e->uf = u->k[t], e->grain = u->grain;
+    if (a && u->kind == U_CLIP) clip_bounds(e, t, a->f);
+    if (a && u->kind == U_ROUND) round_param(e, a);
+    return true;
+  }
+  return false;
+}
+
+bool lu_ew_chainable(int32_t op) {
+  ew e;
+  return chain_step(op, NULL, &e);
+}
+
+enum { CHAIN_BLK = 512 }; /* floats per block: each link's result stays in L1 */
+
+typedef struct chain_job {
+  int n;
+  ew e[LU_CHAIN_MAX];
+  const float *p[LU_CHAIN_MAX][2]; /* an operand's data; NULL: the link before's result */
+  bool one[LU_CHAIN_MAX][2];       /* a single value, broadcast */
+  float *out;
+  int64_t size;
+} chain_job;
+
+static void chain_blocks(void *ctx, int64_t b0, int64_t b1) {
+  const chain_job *c = ctx;
+  _Alignas(64) float buf[2][CHAIN_BLK];
+  for (int64_t b = b0; b < b1 && !lu_interrupted(); b++) {
+    int64_t lo = b * CHAIN_BLK, m = c->size - lo < CHAIN_BLK ? c->size - lo : CHAIN_BLK;
+    const float *prev = NULL;
+    for (int i = 0; i < c->n; i++) {
+      const ew *e = &c->e[i];
+      float *o = i == c->n - 1 ? c->out + lo : buf[i & 1];
+      const float *in[2];
+      bool one[2];
+      for (int k = 0; k < e->nin; k++) {
+        one[k] = c->one[i][k] && m > 1;
+        in[k] = !c->p[i][k] ? prev : c->one[i][k] ? c->p[i][k] : c->p[i][k] + lo;
+      }
+      if (e->kind == EW_UN) e->uf(m, in[0], o, e->param);
+      else if (one[1]) e->bk->vs(m, in[0], in[1], o);
+      else if (one[0]) e->bk->sv(m, in[0], in[1], o);
+      else e->bk->vv(m, in[0], in[1], o);
+      prev = o;
+    }
+  }
+}
+
+/* The chain's operands as one shape: each is float32 on dev, and either
+ * dense of the shape of the one with the most dimensions, or a single value
+ * with no more dimensions than that. */
+static bool chain_shape(int n, const lu_ew_link *links, lu_device *dev, int *nd, int64_t *shape) {
+  const luon_tensor *big = NULL;
+  for (int i = 0; i < n; i++)
+    for (int k = 0; k < links[i].nin; k++) {
+      const luon_tensor *t = links[i].in[k];
+      if (t && (!big || t->ndim > big->ndim)) big = t;
+    }
+  if (!big || big->dev.type != LUON_CPU) return false;
+  for (int i = 0; i < n; i++)
+    for (int k = 0; k < links[i].nin; k++) {
+      const luon_tensor *t = links[i].in[k];
+      if (!t) continue;
+      if (t->dtype != LUON_DTYPE_F32 || !lu_device_eq(t->dev, big->dev)) return false;
+      bool same = t->ndim == big->ndim && memcmp(t->shape, big->shape, sizeof(int64_t) * (size_t)t->ndim) == 0;
+      if (!(same && dense(t)) && t->size != 1) return false;
+    }
+  /* the first link makes a result of the whole shape: one operand of it */
+  bool whole = big->size == 1;
+  for (int k = 0; k < links[0].nin; k++) whole = whole || (links[0].in[k] && links[0].in[k]->size == big->size);
+  if (!whole) return false;
+  *dev = big->dev;
+  *nd = big->ndim;
+  memcpy(shape, big->shape, sizeof(int64_t) * (size_t)big->ndim);
+  return true;
+}
+
+luon_status lu_ew_chain_run(int n, const lu_ew_link *links, luon_tensor *into, luon_tensor **out) {
+  *out = NULL;
+  if (n < 1 || n > LU_CHAIN_MAX || links[0].in[0] == NULL) return LUON_OK;
+  chain_job c;
+  c.n = n;
+  int64_t grain = GRAIN_CHEAP;
+  for (int i = 0; i < n; i++) {
+    if (!chain_step(links[i].op, links[i].attrs, &c.e[i]) || c.e[i].nin != links[i].nin) return LUON_OK;
+    if (c.e[i].grain < grain) grain = c.e[i].grain;
+    for (int k = 0; k < links[i].nin; k++) {
+      const luon_tensor *t = links[i].in[k];
+      if (!t && i == 0) return LUON_OK;
+      c.p[i][k] = t ? lu_data(t) : NULL;
+      c.one[i][k] = t && t->size == 1;
+    }
+  }
+  lu_device dev;
+  int nd;
+  int64_t shape[LU_MAXD];
+  if (!chain_shape(n, links, &dev, &nd, shape)) return LUON_OK;
+  luon_tensor *o = NULL;
+  if (into && into->dtype == LUON_DTYPE_F32 && into->ndim == nd && lu_device_eq(into->dev, dev) && dense(into) &&
+      memcmp(into->shape, shape, sizeof(int64_t) * (size_t)nd) == 0)
+    o = luon_tensor_retain(into);
+  else
+    LU_TRY(lu_tensor_new(LUON_DTYPE_F32, nd, shape, dev, &o));
+  c.out = lu_data(o);
+  c.size = o->size;
+  int64_t blocks = (c.size + CHAIN_BLK - 1) / CHAIN_BLK;
+  if (c.size < 2 * grain) chain_blocks(&c, 0, blocks);
+  else lu_parallel_for(blocks, grain / CHAIN_BLK, chain_blocks, &c);
+  *out = o;
+  return LUON_OK;
+}
 
 /* ---- where ------------------------------------------------------------------ */
 
