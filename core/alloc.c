@@ -187,13 +187,17 @@ static void drain(pool *pl, lu_device d) {
 
 #define BUMP(field, v) __atomic_store_n(&(field), __atomic_load_n(&(field), __ATOMIC_RELAXED) + (v), __ATOMIC_RELAXED)
 
-static void account(pool *pl, const lu_block *b) {
+/* gc: the block counts toward the Lua collector's pace (bytes_since_gc),
+ * as any block a tensor may hold; a kernel's scratch, which the kernel
+ * frees before it returns, does not (a batch-1 inference's megabytes of
+ * im2col and pooling scratch forced a full collection every call or two) */
+static void account(pool *pl, const lu_block *b, bool gc) {
   pl->stats.allocs++;
   pl->stats.in_use += (int64_t)b->bytes;
   if (pl->stats.in_use > pl->stats.peak) pl->stats.peak = pl->stats.in_use;
   pl->stats.requested += (int64_t)b->asked;
   if (pl->stats.requested > pl->stats.peak_requested) pl->stats.peak_requested = pl->stats.requested;
-  BUMP(counters.bytes_since_gc, (int64_t)b->bytes);
+  if (gc) BUMP(counters.bytes_since_gc, (int64_t)b->bytes);
   __atomic_add_fetch(&counters.bytes_in_use, (int64_t)b->bytes, __ATOMIC_RELAXED);
 }
 
@@ -235,7 +239,7 @@ static luon_status reserve(pool *pl, lu_device d, size_t bytes, size_t rounded) 
   return LUON_OK;
 }
 
-luon_status lu_alloc(lu_device d, size_t bytes, lu_block **out) {
+static luon_status alloc_block(lu_device d, size_t bytes, bool gc, lu_block **out) {
   pool *pl = pool_of(d);
   if (!pl) return lu_error(LUON_EDEVICE, "alloc: no such device %s", lu_device_str(d));
   size_t rounded;
@@ -248,7 +252,7 @@ luon_status lu_alloc(lu_device d, size_t bytes, lu_block **out) {
     pl->stats.cached -= (int64_t)b->bytes;
     pl->stats.cache_hits++;
     b->asked = bytes;
-    account(pl, b);
+    account(pl, b, gc);
   }
   luon_status lim = b ? LUON_OK : reserve(pl, d, bytes, rounded);
   pthread_mutex_unlock(&pl->lock);
@@ -287,13 +291,15 @@ luon_status lu_alloc(lu_device d, size_t bytes, lu_block **out) {
     b->dev = d;
     pthread_mutex_lock(&pl->lock);
     pl->reserved -= (int64_t)rounded;
-    account(pl, b);
+    account(pl, b, gc);
     pthread_mutex_unlock(&pl->lock);
   }
   b->next = NULL;
   *out = b;
   return LUON_OK;
 }
+
+luon_status lu_alloc(lu_device d, size_t bytes, lu_block **out) { return alloc_block(d, bytes, true, out); }
 
 bool lu_pinned_available(void) {
   luon_gpu_count(); /* loads the backend once */
@@ -428,7 +434,7 @@ luon_status luon_memory_limit_get(int32_t type, int32_t id, int64_t *bytes) {
  * page-faulted by malloc every time. */
 void *lu_scratch_alloc(size_t bytes) {
   lu_block *b;
-  if (lu_alloc((lu_device){LUON_CPU, 0}, bytes + 64, &b) != LUON_OK) return NULL;
+  if (alloc_block((lu_device){LUON_CPU, 0}, bytes + 64, false, &b) != LUON_OK) return NULL;
   *(lu_block **)b->ptr = b;
   return (char *)b->ptr + 64;
 }

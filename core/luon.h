@@ -192,7 +192,8 @@ int32_t luon_tensor_is_pinned(const luon_tensor *t);
  * without locks (a heuristic: approximate when threads allocate). */
 typedef struct luon_counters {
   int64_t bytes_since_gc;   /* bytes handed out (blocks, cached or fresh, and
-                               tensor headers) since the binding last reset it */
+                               tensor headers; not the kernels' own scratch, freed
+                               before they return) since the binding last reset it */
   int64_t tensors_live;
   int64_t bytes_in_use;     /* blocks handed out and not yet returned, all devices */
 } luon_counters;

@@ -194,6 +194,25 @@ for _, dev in ipairs(H.devices()) do
   end)
 end
 
+describe("the collector's pace", function()
+  it("counts the blocks an op's results hold, not its kernel's scratch", function()
+    local core = require("luon.core")
+    local counters = core.C.luon_counters_get()
+    -- a 5x5 convolution's im2col columns (64 x 25 x 56 x 56 floats, 20 MB)
+    -- are scratch, freed before the op returns; its result holds 0.8 MB
+    local x, w = np.ones({1, 64, 56, 56}), np.ones({64, 64, 5, 5})
+    local opts = {kernel = {5, 5}, pad = {2, 2}, num_filter = 64, no_bias = true}
+    npx.convolution(x, w, nil, opts) -- warm: the allocator's classes
+    core.set_gc_mode("manual") -- no collection (which resets the count) in between
+    finally(function() core.set_gc_mode("auto") end)
+    local before = tonumber(counters.bytes_since_gc)
+    local y = npx.convolution(x, w, nil, opts)
+    local grew = tonumber(counters.bytes_since_gc) - before
+    assert.is_true(grew >= 0 and grew < 4 * 1024 * 1024, "bytes_since_gc grew by " .. grew)
+    assert.are.equal(1600, y:max():item())
+  end)
+end)
+
 describe("LUON_MEMORY_LIMIT", function()
   it("gives every device its first limit (K, M, G suffixes); set_memory_limit overrides it", function()
     local out, status = run("LUON_MEMORY_LIMIT=64M",
