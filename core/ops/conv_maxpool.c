@@ -100,7 +100,8 @@ typedef struct convpool_job {
   int64_t ring_at;              /* backward, sparse: elements before each chunk's sparse_ring */
   float *wr;                    /* forward, channels-last (channels_last_ok): w as (K,O); NULL: not */
   bool few_channels;            /* backward: few_channels_dw_sample (few_channels_ok) */
-  int64_t row_blocks;           /* forward, channels-last: chunks per sample, each a band of pooled rows */
+  int64_t row_blocks, ch_parts; /* forward, channels-last: bands of pooled rows and parts of the output
+                                   channels per sample (chunks per sample: their product) */
 } convpool_job;
 
 /* dst[c * ldd + r] = src[r * lds + c] for r < rows, c < cols: float32 in
@@ -253,7 +254,8 @@ static int64_t channels_last_scratch(const geom *g, const lu_pool_win *pl) {
                                                                                                        \
   static TC void channels_last_fwd_##OB(const geom *g, const lu_pool_win *pl, const float *xn,         \
                                         const float *wr, const float *bias, float *yn, uint8_t *in,    \
-                                        float *scratch, int64_t i0, int64_t i1) {                      \
+                                        float *scratch, int64_t i0, int64_t i1, int64_t o0,            \
+                                        int64_t o1) {                                                  \
     const int64_t O = g->O, RB = pl->KH, PW = pl->OW, PP = pl->OH * PW;                                \
     float *ring = scratch, *prow = ring + RB * g->OW * O;                                              \
     int32_t *pidx = (int32_t *)(prow + PP * O);                                                        \
@@ -263,10 +265,10 @@ static int64_t channels_last_scratch(const geom *g, const lu_pool_win *pl) {
       int64_t h0 = i * pl->sh;                                                                         \
       if (next < h0) next = h0;                                                                        \
       for (; next < h0 + pl->KH; next++)                                                               \
-        for (int64_t ob = 0; ob < O; ob += 16 * OB)                                                    \
+        for (int64_t ob = o0; ob < o1; ob += 16 * OB)                                                  \
           channels_last_row_##OB(g, xn, wr, next, ob, ring + next % RB * g->OW * O);                   \
       for (int64_t p = 0; p < pl->KH; p++) rows[p] = ring + (h0 + p) % RB * g->OW * O;                 \
-      for (int64_t ob = 0; ob < O; ob += 16 * OB) {                                                    \
+      for (int64_t ob = o0; ob < o1; ob += 16 * OB) {                                                  \
         v16 bv[OB];                                                                                    \
         for (int b = 0; b < OB; b++) {                                                                 \
           bv[b] = (v16){0};                                                                            \
@@ -287,20 +289,26 @@ static int64_t channels_last_scratch(const geom *g, const lu_pool_win *pl) {
       }                                                                                                \
     }                                                                                                  \
     int64_t r0 = i0 * PW, nr = (i1 - i0) * PW;                                                         \
-    transpose_f32(prow + r0 * O, nr, O, O, yn + r0, PP, true);                                         \
-    transpose_i32_u8((const float *)(pidx + r0 * O), nr, O, O, in + r0, PP, true);                     \
+    transpose_f32(prow + r0 * O + o0, nr, o1 - o0, O, yn + o0 * PP + r0, PP, true);                    \
+    transpose_i32_u8((const float *)(pidx + r0 * O + o0), nr, o1 - o0, O, in + o0 * PP + r0, PP, true); \
   }
 GEN_CHANNELS_LAST(1, 8)
 GEN_CHANNELS_LAST(2, 8)
 GEN_CHANNELS_LAST(4, 4)
 
-/* x[n] -> pooled rows [i0, i1) of y[n] (O,PH,PW) and idx[n]; wr (K,O) */
+/* The output channels each kernel call makes: 16, 32 or 64 */
+static int64_t channels_last_block(const geom *g) { return g->O == 16 ? 16 : g->O == 32 ? 32 : 64; }
+
+/* x[n] -> pooled rows [i0, i1) of y[n] (O,PH,PW) and idx[n], channels part
+ * q of `parts` (in whole blocks); wr (K,O) */
 static void channels_last_fwd_sample(const geom *g, const lu_pool_win *pl, const float *xn, const float *wr,
                                      const float *bias, float *yn, uint8_t *in, float *scratch, int64_t i0,
-                                     int64_t i1) {
-  if (g->O == 16) channels_last_fwd_1(g, pl, xn, wr, bias, yn, in, scratch, i0, i1);
-  else if (g->O == 32) channels_last_fwd_2(g, pl, xn, wr, bias, yn, in, scratch, i0, i1);
-  else channels_last_fwd_4(g, pl, xn, wr, bias, yn, in, scratch, i0, i1);
+                                     int64_t i1, int64_t q, int64_t parts) {
+  int64_t nb = g->O / channels_last_block(g), o0 = nb * q / parts * channels_last_block(g),
+          o1 = nb * (q + 1) / parts * channels_last_block(g);
+  if (g->O == 16) channels_last_fwd_1(g, pl, xn, wr, bias, yn, in, scratch, i0, i1, o0, o1);
+  else if (g->O == 32) channels_last_fwd_2(g, pl, xn, wr, bias, yn, in, scratch, i0, i1, o0, o1);
+  else channels_last_fwd_4(g, pl, xn, wr, bias, yn, in, scratch, i0, i1, o0, o1);
 }
 
 static void convpool_fwd_chunks(void *ctx, int64_t c0, int64_t c1) {
@@ -311,11 +319,12 @@ static void convpool_fwd_chunks(void *ctx, int64_t c0, int64_t c1) {
   for (int64_t ch = c0; ch < c1; ch++) {
     char *buf = m->scratch + ch * m->per_chunk * es, *col = buf + g->O * g->P * es;
     char *pool = col + j->colsz * es;
-    if (m->row_blocks > 1) { /* fewer samples than threads: a band of one sample's pooled rows */
-      int64_t n = ch / m->row_blocks, b = ch % m->row_blocks, OH = m->pw->OH;
+    if (m->row_blocks * m->ch_parts > 1) { /* fewer samples than threads: a part of one sample */
+      int64_t per = m->row_blocks * m->ch_parts, n = ch / per, b = ch % per / m->ch_parts, q = ch % m->ch_parts;
+      int64_t OH = m->pw->OH;
       channels_last_fwd_sample(g, m->pw, (const float *)j->a + n * g->C * g->H * g->W, m->wr,
                                (const float *)j->bias, (float *)m->y + n * g->O * PP, m->idx + n * g->O * PP,
-                               (float *)buf, OH * b / m->row_blocks, OH * (b + 1) / m->row_blocks);
+                               (float *)buf, OH * b / m->row_blocks, OH * (b + 1) / m->row_blocks, q, m->ch_parts);
       continue;
     }
     int64_t n0, n1;
@@ -324,7 +333,7 @@ static void convpool_fwd_chunks(void *ctx, int64_t c0, int64_t c1) {
       if (m->wr) {
         channels_last_fwd_sample(g, m->pw, (const float *)j->a + n * g->C * g->H * g->W, m->wr,
                                  (const float *)j->bias, (float *)m->y + n * g->O * PP, m->idx + n * g->O * PP,
-                                 (float *)buf, 0, m->pw->OH);
+                                 (float *)buf, 0, m->pw->OH, 0, 1);
         continue;
       }
       if (m->direct)
@@ -871,15 +880,21 @@ luon_status lu_cpu_conv2d_maxpool(lu_call *c) {
   /* LUON_CONV_ALGO=c(hannels-last) takes it without AVX-512 too (tests); any other value never */
   bool channels_last = channels_last_ok(&g, &pw, dt) && (algo ? algo[0] == 'c' : lu_cpu_avx512());
   /* Fewer samples than threads: the channels-last path splits each sample
-   * into bands of pooled rows (the conv rows two bands' windows share are
-   * made twice); one sample on another path leaves the direct kernel for
-   * im2col and a GEMM that lu_sgemm threads (one chunk runs inline, so it
-   * may). */
-  m.row_blocks = 1;
+   * into parts of its output channels, whole kernel blocks, where they
+   * divide evenly (nothing made twice, the parts equal), else into bands of
+   * pooled rows (the conv rows two bands' windows share are made twice);
+   * one sample on another path leaves the direct kernel for im2col and a
+   * GEMM that lu_sgemm threads (one chunk runs inline, so it may). */
+  m.row_blocks = m.ch_parts = 1;
   if (g.N < nt && channels_last) {
-    m.row_blocks = (nt + g.N - 1) / g.N;
-    if (m.row_blocks > pw.OH) m.row_blocks = pw.OH > 0 ? pw.OH : 1;
-    m.j.chunks = g.N * m.row_blocks;
+    int64_t parts = (nt + g.N - 1) / g.N, blocks = g.O / channels_last_block(&g);
+    if (blocks % parts == 0) {
+      m.ch_parts = parts;
+    } else {
+      m.row_blocks = parts;
+      if (m.row_blocks > pw.OH) m.row_blocks = pw.OH > 0 ? pw.OH : 1;
+    }
+    m.j.chunks = g.N * m.row_blocks * m.ch_parts;
   } else if (g.N == 1) {
     m.direct = false;
   }
