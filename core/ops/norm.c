@@ -6,7 +6,7 @@
 #include "internal.h"
 #include <math.h>
 
-#define CH_GRAIN 65536 /* elements per thread before channels are split across threads */
+#define CH_GRAIN 32768 /* elements per thread before channels are split across threads */
 
 static luon_status need_float(const char *op, const luon_tensor *t, const char *what) {
   if (t->dtype != LUON_DTYPE_F32 && t->dtype != LUON_DTYPE_F64)
