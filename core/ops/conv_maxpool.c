@@ -102,6 +102,7 @@ typedef struct convpool_job {
   bool few_channels;            /* backward: few_channels_dw_sample (few_channels_ok) */
   int64_t row_blocks, ch_parts; /* forward, channels-last: bands of pooled rows and parts of the output
                                    channels per sample (chunks per sample: their product) */
+  int64_t ch_block;             /* forward, channels-last, the parts: channels_last_block */
 } convpool_job;
 
 /* dst[c * ldd + r] = src[r * lds + c] for r < rows, c < cols: float32 in
@@ -296,18 +297,25 @@ GEN_CHANNELS_LAST(1, 8)
 GEN_CHANNELS_LAST(2, 8)
 GEN_CHANNELS_LAST(4, 4)
 
-/* The output channels each kernel call makes: 16, 32 or 64 */
-static int64_t channels_last_block(const geom *g) { return g->O == 16 ? 16 : g->O == 32 ? 32 : 64; }
+/* The output channels each kernel call makes (16, 32 or 64: the kernels of
+ * OB 1, 2, 4), for a sample split into `parts` parts of its channels: 64
+ * where O allows, else 32 where that divides evenly and 64 does not (64
+ * channels in two parts: the 32-channel kernel, nearly as fast), else 0:
+ * the channels do not split. */
+static int64_t channels_last_block(const geom *g, int64_t parts) {
+  int64_t b = g->O == 16 ? 16 : g->O == 32 ? 32 : 64;
+  if ((g->O / b) % parts == 0) return b;
+  return b == 64 && (g->O / 32) % parts == 0 ? 32 : 0;
+}
 
 /* x[n] -> pooled rows [i0, i1) of y[n] (O,PH,PW) and idx[n], channels part
- * q of `parts` (in whole blocks); wr (K,O) */
+ * q of `parts` (whole blocks of `block`); wr (K,O) */
 static void channels_last_fwd_sample(const geom *g, const lu_pool_win *pl, const float *xn, const float *wr,
                                      const float *bias, float *yn, uint8_t *in, float *scratch, int64_t i0,
-                                     int64_t i1, int64_t q, int64_t parts) {
-  int64_t nb = g->O / channels_last_block(g), o0 = nb * q / parts * channels_last_block(g),
-          o1 = nb * (q + 1) / parts * channels_last_block(g);
-  if (g->O == 16) channels_last_fwd_1(g, pl, xn, wr, bias, yn, in, scratch, i0, i1, o0, o1);
-  else if (g->O == 32) channels_last_fwd_2(g, pl, xn, wr, bias, yn, in, scratch, i0, i1, o0, o1);
+                                     int64_t i1, int64_t block, int64_t q, int64_t parts) {
+  int64_t nb = g->O / block, o0 = nb * q / parts * block, o1 = nb * (q + 1) / parts * block;
+  if (block == 16) channels_last_fwd_1(g, pl, xn, wr, bias, yn, in, scratch, i0, i1, o0, o1);
+  else if (block == 32) channels_last_fwd_2(g, pl, xn, wr, bias, yn, in, scratch, i0, i1, o0, o1);
   else channels_last_fwd_4(g, pl, xn, wr, bias, yn, in, scratch, i0, i1, o0, o1);
 }
 
@@ -324,7 +332,8 @@ static void convpool_fwd_chunks(void *ctx, int64_t c0, int64_t c1) {
       int64_t OH = m->pw->OH;
       channels_last_fwd_sample(g, m->pw, (const float *)j->a + n * g->C * g->H * g->W, m->wr,
                                (const float *)j->bias, (float *)m->y + n * g->O * PP, m->idx + n * g->O * PP,
-                               (float *)buf, OH * b / m->row_blocks, OH * (b + 1) / m->row_blocks, q, m->ch_parts);
+                               (float *)buf, OH * b / m->row_blocks, OH * (b + 1) / m->row_blocks, m->ch_block, q,
+                               m->ch_parts);
       continue;
     }
     int64_t n0, n1;
@@ -333,7 +342,7 @@ static void convpool_fwd_chunks(void *ctx, int64_t c0, int64_t c1) {
       if (m->wr) {
         channels_last_fwd_sample(g, m->pw, (const float *)j->a + n * g->C * g->H * g->W, m->wr,
                                  (const float *)j->bias, (float *)m->y + n * g->O * PP, m->idx + n * g->O * PP,
-                                 (float *)buf, 0, m->pw->OH, 0, 1);
+                                 (float *)buf, 0, m->pw->OH, channels_last_block(g, 1), 0, 1);
         continue;
       }
       if (m->direct)
@@ -887,10 +896,11 @@ luon_status lu_cpu_conv2d_maxpool(lu_call *c) {
    * GEMM that lu_sgemm threads (one chunk runs inline, so it may). */
   m.row_blocks = m.ch_parts = 1;
   if (g.N < nt && channels_last) {
-    int64_t parts = (nt + g.N - 1) / g.N, blocks = g.O / channels_last_block(&g);
-    if (blocks % parts == 0) {
+    int64_t parts = (nt + g.N - 1) / g.N;
+    if ((m.ch_block = channels_last_block(&g, parts)) > 0) {
       m.ch_parts = parts;
     } else {
+      m.ch_block = channels_last_block(&g, 1);
       m.row_blocks = parts;
       if (m.row_blocks > pw.OH) m.row_blocks = pw.OH > 0 ? pw.OH : 1;
     }

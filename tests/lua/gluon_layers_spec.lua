@@ -420,9 +420,9 @@ for _, dev in ipairs(H.devices()) do
     end
     -- batch 1 or 3 with 4 threads, not recording: the fused forward (on the
     -- channels-last path parts of the output channels where its 64-channel
-    -- blocks divide evenly: 128 channels at batch 3, 256 at both, else bands
-    -- of pooled rows; im2col and a threaded GEMM instead of the direct
-    -- kernel for one sample elsewhere)
+    -- blocks, or else 32-channel ones, divide evenly: 64 and 128 channels at
+    -- batch 3, 256 at both, else bands of pooled rows; im2col and a threaded
+    -- GEMM instead of the direct kernel for one sample elsewhere)
     it("fewer samples than threads, predict mode: fused, the same outputs", function()
       local threads = npx.num_threads()
       npx.set_num_threads(4)
@@ -430,6 +430,7 @@ for _, dev in ipairs(H.devices()) do
         for _, case in ipairs({{"relu", nn.MaxPool2D{pool_size = 4, strides = 2}, 3, 2, 0, nil, 32},
                                {"relu", nn.MaxPool2D{pool_size = 4, strides = 2}, 32, 2, 0, nil, 128},
                                {"relu", nn.MaxPool2D{pool_size = 4, strides = 2}, 16, 2, 0, nil, 256},
+                               {nil, nn.MaxPool2D{pool_size = 4, strides = 2}, 8, 2, 0, nil, 64},
                                {nil, nn.MaxPool2D{pool_size = 2, strides = 1}, 4, 3, 0, nil, 48, {strides = 2}},
                                {"relu", nn.MaxPool2D{pool_size = 3, strides = 2}, 2, 3, 1}}) do
           for _, n in ipairs({1, 3}) do
