@@ -226,7 +226,7 @@ static void find_chains(luon_graph *g) {
       g->chain_end[first] = at - 1;
     }
   }
-  memcpy(g->nodes, order, sizeof(gnode) * (size_t)nn);
+  if (nn > 0) memcpy(g->nodes, order, sizeof(gnode) * (size_t)nn);
 done:
   free(readers);
   free(reader);

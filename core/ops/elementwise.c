@@ -885,8 +885,13 @@ luon_status lu_ew_chain_run(int n, const lu_ew_link *links, luon_tensor *into, l
   c.out = lu_data(o);
   c.size = o->size;
   int64_t blocks = (c.size + CHAIN_BLK - 1) / CHAIN_BLK;
+  unsigned mark = lu_stop_mark(); /* a pass cut short by luon_interrupt fails, as an op's does */
   if (c.size < 2 * grain) chain_blocks(&c, 0, blocks);
   else lu_parallel_for(blocks, grain / CHAIN_BLK, chain_blocks, &c);
+  if (lu_stopped_since(mark)) {
+    luon_tensor_release(o);
+    return lu_error(LUON_EINTERRUPTED, "%s: interrupted", luon_op_name(links[0].op));
+  }
   *out = o;
   return LUON_OK;
 }

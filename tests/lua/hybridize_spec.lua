@@ -280,6 +280,20 @@ describe("hybridize", function()
           plain:hybridize{static_alloc = true}
           for pass = 1, 2 do same({plain(x, y):totable()}, {want}, tol, "case " .. k .. " pass " .. pass) end
         end
+        -- luon_interrupt during (or before) a chain fails the call, as an op's does,
+        -- never a result left unwritten or a planned buffer's last values
+        if dev.device_type == "cpu" then
+          local chain = Custom(function(_, x) return np.exp(np.tanh(x + x)) end)
+          chain:hybridize{static_alloc = true}
+          chain(np.ones({1000}):copyto(dev))
+          local minus = (-np.ones({1000})):copyto(dev)
+          core.C.luon_interrupt()
+          local ok, err = pcall(chain, minus)
+          core.C.luon_interrupt_clear()
+          assert.is_false(ok)
+          assert.matches("interrupted", tostring(err))
+          H.assert_close(chain((-np.ones({3})):copyto(dev)), {0.380, 0.380, 0.380}, 1e-3)
+        end
         -- longer than one chain holds (16 links): two chains
         local long = Custom(function(_, x)
           for _ = 1, 20 do x = x * 1.5 - 0.25 end
