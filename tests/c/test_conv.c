@@ -104,7 +104,23 @@ static void grads_vs_ref(const char *what, const cfg *c, const luon_attrs *a, lu
   luon_tensor_release(y), luon_tensor_release(dy);
 }
 
+/* The forward through oneDNN (conv_dnnl.c) where it is built and installed,
+ * and through conv.c's own kernels with LUON_CONV_DNNL=0. */
+static void conv_ref_cases(void);
 static void test_conv_ref(void) {
+  int64_t runs = lu_dnnl_runs;
+  conv_ref_cases();
+#if __has_include(<oneapi/dnnl/dnnl.h>)
+  CHECK(lu_dnnl_runs > runs, "oneDNN ran no convolution (libdnnl.so.2 not found?)");
+#endif
+  setenv("LUON_CONV_DNNL", "0", 1);
+  runs = lu_dnnl_runs;
+  conv_ref_cases();
+  CHECK(lu_dnnl_runs == runs, "LUON_CONV_DNNL=0, yet oneDNN ran %lld convolutions", (long long)(lu_dnnl_runs - runs));
+  unsetenv("LUON_CONV_DNNL");
+}
+
+static void conv_ref_cases(void) {
   setenv("LUON_CONV_WINOGRAD", "0", 1); /* the direct and im2col kernels (test_conv_winograd: the other) */
   static const cfg cs[] = {
       {2, 3, 9, 11, 4, 3, 3, 1, 1, 0, 0, 1, 1, 1, 1, LUON_DTYPE_F32},   /* plain */
@@ -117,6 +133,8 @@ static void test_conv_ref(void) {
       {2, 3, 40, 37, 8, 2, 2, 1, 1, 0, 0, 1, 1, 1, 1, LUON_DTYPE_F32},  /* first layer, direct */
       {2, 4, 9, 8, 6, 3, 2, 2, 1, 1, 1, 1, 2, 2, 1, LUON_DTYPE_F64},    /* float64, all at once */
       {1, 2, 3, 3, 2, 3, 3, 1, 1, 0, 0, 1, 1, 1, 0, LUON_DTYPE_F64},    /* 1x1 output */
+      {1, 5, 12, 10, 40, 3, 3, 2, 2, 1, 0, 1, 1, 1, 1, LUON_DTYPE_F32}, /* batch 1: output channels in parts */
+      {1, 3, 7, 6, 20, 2, 2, 3, 2, 0, 1, 2, 1, 1, 0, LUON_DTYPE_F32},   /* input rows the stride leaves unread */
   };
   for (size_t k = 0; k < sizeof cs / sizeof cs[0]; k++) {
     const cfg *c = &cs[k];

@@ -1,0 +1,404 @@
+/* conv_dnnl.c: the forward of float32 2-d convolutions (ungrouped) through
+ * oneDNN, the library MXNet's and PyTorch's CPU convolutions run on: its
+ * JIT-compiled direct kernels reach 60-80% of this CPU's peak where im2col
+ * and a GEMM reach 40% (resnet18's convolutions at batch 1: 20 ms through
+ * conv.c's kernels, 13 through these). conv.c keeps its own where they are
+ * faster: Winograd for 3x3 stride-1 layers of a batch, and both gradients
+ * (oneDNN's, tried, were 30-60% slower at batch 32 on one thread each).
+ *
+ * oneDNN (Debian's libdnnl2) is loaded with dlopen at the first
+ * convolution, as OpenBLAS is (blas.c); without it, or where it refuses a
+ * geometry, conv.c's kernels run, and LUON_CONV_DNNL=0 turns it off. It
+ * runs single-threaded, as OpenBLAS does (its OpenMP threads would fight
+ * luon's pool for the cores): a call is cut into parts, each one oneDNN
+ * call on one of luon's threads, over the samples when there are as many
+ * as threads, else over the output channels in multiples of 16; a part
+ * does at most about STOP_FLOPS, so luon_interrupt is seen between parts.
+ *
+ * Each part's operands are views of the caller's dense NCHW / OIHW arrays
+ * (strides where a part is a slice of channels). oneDNN chooses its own
+ * blocked layouts; reorders to and from them run in the parts (the weights
+ * every call: a cached copy could miss a write through an array's address,
+ * which luon_tensor_info hands out; a thread reorders an input once for all
+ * its parts that share it). Per geometry and part the primitives are made
+ * once and kept (a plan; PLANS of them, the least recently used and unused
+ * one replaced); a geometry oneDNN refuses is kept as refused. Scratch (the
+ * blocked copies, oneDNN's scratchpad) comes from the caching allocator.
+ * Sums run in oneDNN's order: results equal conv.c's to float rounding. */
+#include "conv_internal.h"
+#include "conv_dnnl.h"
+
+int64_t lu_dnnl_runs;
+
+#if __has_include(<oneapi/dnnl/dnnl.h>)
+#include <oneapi/dnnl/dnnl.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdlib.h>
+
+#define STOP_FLOPS (1.0 * (1 << 28)) /* a part's work, at most (~1-2 ms on one core) */
+#define PLANS 128
+
+/* the functions used, loaded by name */
+#define DNNL_FNS(X)                                                                                          \
+  X(dnnl_engine_create) X(dnnl_stream_create) X(dnnl_memory_desc_init_by_strides)                           \
+  X(dnnl_memory_desc_init_by_tag) X(dnnl_memory_desc_equal) X(dnnl_memory_desc_get_size)                    \
+  X(dnnl_dilated_convolution_forward_desc_init) X(dnnl_primitive_attr_create)                               \
+  X(dnnl_primitive_attr_destroy) X(dnnl_primitive_attr_set_scratchpad_mode)                                 \
+  X(dnnl_primitive_attr_set_post_ops) X(dnnl_post_ops_create) X(dnnl_post_ops_destroy)                      \
+  X(dnnl_post_ops_append_eltwise) X(dnnl_primitive_desc_create) X(dnnl_primitive_desc_destroy)              \
+  X(dnnl_primitive_desc_query_md) X(dnnl_reorder_primitive_desc_create) X(dnnl_primitive_create)            \
+  X(dnnl_primitive_destroy) X(dnnl_primitive_execute) X(dnnl_memory_create) X(dnnl_memory_destroy)          \
+  X(dnnl_stream_wait)
+#define DECL(f) static __typeof__(f) *p_##f;
+DNNL_FNS(DECL)
+#undef DECL
+static void (*p_omp_set_num_threads)(int);
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static bool loaded;
+static dnnl_engine_t engine;
+
+static void load(void) {
+  /* one thread per call (see above): with OMP_NUM_THREADS unset its
+   * OpenMP starts no threads of its own; the host's environment is left
+   * as it was */
+  bool set_env = getenv("OMP_NUM_THREADS") == NULL;
+  if (set_env) setenv("OMP_NUM_THREADS", "1", 0);
+  sigset_t old;
+  lu_signals_block(&old);
+  void *h = dlopen("libdnnl.so.2", RTLD_NOW | RTLD_LOCAL);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (set_env) unsetenv("OMP_NUM_THREADS");
+  if (!h) return;
+  bool all = true;
+#define LOAD(f) all = all && (p_##f = (__typeof__(f) *)dlsym(h, #f)) != NULL;
+  DNNL_FNS(LOAD)
+#undef LOAD
+  p_omp_set_num_threads = (void (*)(int))dlsym(h, "omp_set_num_threads");
+  loaded = all && p_dnnl_engine_create(&engine, dnnl_cpu, 0) == dnnl_success;
+}
+
+/* A thread's stream, and its OpenMP set to one thread (a host's
+ * OMP_NUM_THREADS applies to every thread until each sets its own). */
+static __thread dnnl_stream_t stream;
+static dnnl_stream_t thread_stream(void) {
+  if (!stream) {
+    if (p_omp_set_num_threads) p_omp_set_num_threads(1);
+    if (p_dnnl_stream_create(&stream, engine, dnnl_stream_default_flags) != dnnl_success) stream = NULL;
+  }
+  return stream;
+}
+
+/* ---- plans ------------------------------------------------------------------ */
+
+/* a part: samples [n0, n0 + nb), output channels [o0, o0 + ob) */
+typedef struct part {
+  int64_t n0, nb, o0, ob;
+} part;
+
+/* One part's call: the whole geometry, the part's size, relu, bias. */
+enum { KEYN = 18 };
+typedef struct plan {
+  int64_t key[KEYN];
+  uint64_t used;             /* 0: a free slot; else the last use's tick */
+  int32_t busy;              /* calls running it (never replaced then) */
+  bool refused;              /* oneDNN refused the geometry: conv.c's kernels run */
+  dnnl_primitive_t conv;
+  dnnl_primitive_t re[3];    /* x and w into the primitive's layouts, y back out; NULL: the same layout */
+  dnnl_memory_desc_t user[3], prim[3], bias;
+  size_t scratchpad;
+} plan;
+
+static plan plans[PLANS];
+static uint64_t tick;
+static pthread_mutex_t plans_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static const int ARGS[3] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST};
+
+static void plan_free(plan *p) {
+  if (p->conv) p_dnnl_primitive_destroy(p->conv);
+  for (int k = 0; k < 3; k++)
+    if (p->re[k]) p_dnnl_primitive_destroy(p->re[k]);
+  memset(p, 0, sizeof *p);
+}
+
+/* an (a, b, c, d) view of an array whose axis 1 has B entries (a slice of
+ * channels when b < B) */
+static void plain(dnnl_memory_desc_t *md, int64_t a, int64_t b, int64_t c, int64_t d, int64_t B) {
+  dnnl_dims_t dims = {a, b, c, d}, st = {B * c * d, c * d, d, 1};
+  p_dnnl_memory_desc_init_by_strides(md, 4, dims, dnnl_f32, st);
+}
+
+/* reorder from md a to md b, or NULL where they are the same layout */
+static bool make_reorder(const dnnl_memory_desc_t *a, const dnnl_memory_desc_t *b, dnnl_primitive_t *out) {
+  *out = NULL;
+  if (p_dnnl_memory_desc_equal(a, b)) return true;
+  dnnl_primitive_desc_t pd;
+  if (p_dnnl_reorder_primitive_desc_create(&pd, a, engine, b, engine, NULL) != dnnl_success) return false;
+  bool ok = p_dnnl_primitive_create(out, pd) == dnnl_success;
+  p_dnnl_primitive_desc_destroy(pd);
+  return ok;
+}
+
+/* The primitives of a plan; false when oneDNN refuses them. */
+static bool plan_make(plan *p, const geom *g, const part *q, bool bias) {
+  plain(&p->user[0], q->nb, g->C, g->H, g->W, g->C);
+  plain(&p->user[1], q->ob, g->C, g->KH, g->KW, g->C);
+  plain(&p->user[2], q->nb, q->ob, g->OH, g->OW, g->O);
+  dnnl_memory_desc_t any[3];
+  for (int k = 0; k < 3; k++)
+    p_dnnl_memory_desc_init_by_tag(&any[k], 4, p->user[k].dims, dnnl_f32, dnnl_format_tag_any);
+  dnnl_dims_t bdims = {q->ob};
+  p_dnnl_memory_desc_init_by_tag(&p->bias, 1, bdims, dnnl_f32, dnnl_x);
+  /* right padding: what makes the output size luon's (negative where
+   * luon's floor leaves input rows unread) */
+  dnnl_dims_t st = {g->sh, g->sw}, dil = {g->dh - 1, g->dw - 1}, pl = {g->ph, g->pw},
+              pr = {(g->OH - 1) * g->sh + (g->KH - 1) * g->dh + 1 - g->H - g->ph,
+                    (g->OW - 1) * g->sw + (g->KW - 1) * g->dw + 1 - g->W - g->pw};
+  dnnl_convolution_desc_t cd;
+  if (p_dnnl_dilated_convolution_forward_desc_init(&cd, dnnl_forward_inference, dnnl_convolution_direct, &any[0],
+                                                  &any[1], bias ? &p->bias : NULL, &any[2], st, dil, pl,
+                                                  pr) != dnnl_success)
+    return false;
+  dnnl_primitive_attr_t attr = NULL;
+  dnnl_post_ops_t po = NULL;
+  dnnl_primitive_desc_t pd = NULL;
+  bool ok = p_dnnl_primitive_attr_create(&attr) == dnnl_success &&
+            p_dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) == dnnl_success;
+  if (ok && g->relu) /* max(x, 0) as luon's: NaN stays NaN, -0 stays -0 */
+    ok = p_dnnl_post_ops_create(&po) == dnnl_success &&
+         p_dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f) == dnnl_success &&
+         p_dnnl_primitive_attr_set_post_ops(attr, po) == dnnl_success;
+  if (ok) ok = p_dnnl_primitive_desc_create(&pd, &cd, attr, engine, NULL) == dnnl_success;
+  if (ok) {
+    for (int k = 0; k < 3; k++) {
+      const dnnl_memory_desc_t *m = p_dnnl_primitive_desc_query_md(pd, dnnl_query_exec_arg_md, ARGS[k]);
+      ok = ok && m != NULL;
+      if (m) p->prim[k] = *m;
+    }
+    const dnnl_memory_desc_t *sp = p_dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    p->scratchpad = sp ? p_dnnl_memory_desc_get_size(sp) : 0;
+    ok = ok && p_dnnl_primitive_create(&p->conv, pd) == dnnl_success &&
+         make_reorder(&p->user[0], &p->prim[0], &p->re[0]) && make_reorder(&p->user[1], &p->prim[1], &p->re[1]) &&
+         make_reorder(&p->prim[2], &p->user[2], &p->re[2]);
+  }
+  if (pd) p_dnnl_primitive_desc_destroy(pd);
+  if (po) p_dnnl_post_ops_destroy(po);
+  if (attr) p_dnnl_primitive_attr_destroy(attr);
+  return ok;
+}
+
+/* The plan of a part, made when new, marked busy (lock held); NULL when
+ * refused, or when every slot is busy. */
+static plan *plan_get(const geom *g, const part *q, bool bias) {
+  int64_t key[KEYN] = {g->C, g->H, g->W, g->O, g->KH, g->KW, g->sh, g->sw, g->ph, g->pw,
+                       g->dh, g->dw, g->relu, bias, q->nb, q->ob, 0, 0};
+  plan *oldest = NULL;
+  for (int i = 0; i < PLANS; i++) {
+    plan *p = &plans[i];
+    if (p->used && memcmp(p->key, key, sizeof key) == 0) {
+      p->used = ++tick;
+      if (p->refused) return NULL;
+      p->busy++;
+      return p;
+    }
+    if (!p->busy && (!oldest || p->used < oldest->used)) oldest = p;
+  }
+  if (!oldest) return NULL;
+  plan_free(oldest);
+  memcpy(oldest->key, key, sizeof key);
+  oldest->used = ++tick;
+  if (!plan_make(oldest, g, q, bias)) {
+    plan_free(oldest);
+    memcpy(oldest->key, key, sizeof key);
+    oldest->used = tick;
+    oldest->refused = true;
+    return NULL;
+  }
+  oldest->busy++;
+  return oldest;
+}
+
+/* ---- running ------------------------------------------------------------------- */
+
+enum { MAX_PARTS = 64 };
+typedef struct run_job {
+  const geom *g;
+  int64_t nparts, nthreads;
+  part parts[MAX_PARTS];
+  plan *plan[MAX_PARTS];
+  const float *x, *w, *b;
+  float *y;
+  luon_status status;        /* the first failure */
+} run_job;
+
+/* A thread's blocked copies, kept over its parts: a part whose input is the
+ * one copied last (the weights of every part over the samples, the input
+ * of every part over the channels) reads the copy again. */
+typedef struct held {
+  char *raw[4];              /* x's copy, w's, y's, the scratchpad */
+  size_t bytes[4];
+  const void *from[2];
+  const plan *by[2];
+} held;
+
+static char *held_buf(held *h, int k, size_t bytes) {
+  if (h->bytes[k] < bytes) {
+    lu_scratch_free(h->raw[k]);
+    h->raw[k] = lu_scratch_alloc(bytes + 64);
+    h->bytes[k] = h->raw[k] ? bytes : 0;
+    if (k < 2) h->from[k] = NULL;
+  }
+  return h->raw[k] ? (char *)(((uintptr_t)h->raw[k] + 63) / 64 * 64) : NULL;
+}
+
+static bool mem(dnnl_memory_t *m, const dnnl_memory_desc_t *md, const void *p) {
+  return p_dnnl_memory_create(m, md, engine, (void *)p) == dnnl_success;
+}
+
+static bool reorder(dnnl_stream_t s, dnnl_primitive_t re, dnnl_memory_t from, dnnl_memory_t to) {
+  dnnl_exec_arg_t a[2] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
+  return p_dnnl_primitive_execute(re, s, 2, a) == dnnl_success;
+}
+
+static luon_status run_part(const run_job *j, const part *q, const plan *p, held *h) {
+  const geom *g = j->g;
+  dnnl_stream_t s = thread_stream();
+  if (!s) return lu_error(LUON_EINTERNAL, "conv2d (oneDNN): cannot make a stream");
+  const void *ptr[3] = {j->x + q->n0 * g->C * g->H * g->W, j->w + q->o0 * g->C * g->KH * g->KW,
+                        j->y + (q->n0 * g->O + q->o0) * g->OH * g->OW};
+  const void *bias = j->b ? j->b + q->o0 : NULL;
+  char *buf[4] = {NULL, NULL, NULL, NULL};
+  for (int k = 0; k < 4; k++) {
+    size_t bytes = k < 3 ? (p->re[k] ? p_dnnl_memory_desc_get_size(&p->prim[k]) : 0) : p->scratchpad;
+    if (bytes && !(buf[k] = held_buf(h, k, bytes)))
+      return lu_error(LUON_ENOMEM, "conv2d (oneDNN): out of host memory for %zu bytes of scratch", bytes);
+  }
+  dnnl_memory_t um[3] = {NULL}, pm[3] = {NULL}, sp = NULL, bm = NULL;
+  bool ok = true;
+  for (int k = 0; k < 3 && ok; k++)
+    ok = mem(&um[k], &p->user[k], ptr[k]) && mem(&pm[k], &p->prim[k], p->re[k] ? buf[k] : ptr[k]);
+  dnnl_memory_desc_t spmd;
+  dnnl_dims_t spd = {(dnnl_dim_t)p->scratchpad};
+  if (ok && buf[3])
+    ok = p_dnnl_memory_desc_init_by_tag(&spmd, 1, spd, dnnl_u8, dnnl_x) == dnnl_success && mem(&sp, &spmd, buf[3]);
+  if (ok && bias) ok = mem(&bm, &p->bias, bias);
+  for (int k = 0; k < 2 && ok; k++)
+    if (p->re[k] && !(h->from[k] == ptr[k] && h->by[k] == p)) {
+      ok = reorder(s, p->re[k], um[k], pm[k]);
+      h->from[k] = ok ? ptr[k] : NULL, h->by[k] = p;
+    }
+  if (ok) {
+    dnnl_exec_arg_t a[5] = {{DNNL_ARG_SRC, pm[0]}, {DNNL_ARG_WEIGHTS, pm[1]}, {DNNL_ARG_DST, pm[2]}};
+    int na = 3;
+    if (sp) a[na++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, sp};
+    if (bm) a[na++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, bm};
+    ok = p_dnnl_primitive_execute(p->conv, s, na, a) == dnnl_success;
+  }
+  if (ok && p->re[2]) ok = reorder(s, p->re[2], pm[2], um[2]);
+  if (ok) ok = p_dnnl_stream_wait(s) == dnnl_success;
+  for (int k = 0; k < 3; k++) {
+    if (um[k]) p_dnnl_memory_destroy(um[k]);
+    if (pm[k]) p_dnnl_memory_destroy(pm[k]);
+  }
+  if (sp) p_dnnl_memory_destroy(sp);
+  if (bm) p_dnnl_memory_destroy(bm);
+  return ok ? LUON_OK : lu_error(LUON_EINTERNAL, "conv2d (oneDNN): a primitive failed to run");
+}
+
+/* Thread t's share of the parts, in order. */
+static void run_threads(void *ctx, int64_t t0, int64_t t1) {
+  run_job *j = ctx;
+  for (int64_t t = t0; t < t1; t++) {
+    held h;
+    memset(&h, 0, sizeof h);
+    for (int64_t k = j->nparts * t / j->nthreads; k < j->nparts * (t + 1) / j->nthreads; k++) {
+      if (lu_interrupted()) break; /* the op reports it */
+      luon_status s = run_part(j, &j->parts[k], j->plan[k], &h);
+      if (s != LUON_OK) {
+        luon_status ok = LUON_OK;
+        __atomic_compare_exchange_n(&j->status, &ok, s, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+        break;
+      }
+    }
+    for (int k = 0; k < 4; k++) lu_scratch_free(h.raw[k]);
+  }
+}
+
+/* [0, n) cut into k parts, in multiples of m where n allows: part i starts at *lo, has *len */
+static void cut(int64_t n, int64_t k, int64_t m, int64_t i, int64_t *lo, int64_t *len) {
+  int64_t unit = n % m == 0 ? m : 1, units = n / unit;
+  int64_t a = units * i / k, b = units * (i + 1) / k;
+  *lo = a * unit, *len = (b - a) * unit;
+}
+
+/* The parts of a call: over the samples when there are at least as many as
+ * threads, else over the output channels (16 at least per part), and more
+ * parts where one would do more than STOP_FLOPS. */
+static void make_parts(run_job *j) {
+  const geom *g = j->g;
+  int64_t nt = lu_num_threads();
+  double flops = 2.0 * (double)g->N * (double)g->O * (double)(g->OH * g->OW) * (double)(g->C * g->KH * g->KW);
+  double want_f = flops / STOP_FLOPS + 1;
+  int64_t want = want_f > MAX_PARTS ? MAX_PARTS : (int64_t)want_f;
+  if (want < nt) want = nt;
+  bool by_samples = g->N >= nt;
+  int64_t n = by_samples ? g->N : (g->O % 16 == 0 ? g->O / 16 : g->O);
+  if (want > n) want = n;
+  if (want < 1) want = 1;
+  j->nparts = want;
+  j->nthreads = want < nt ? want : nt;
+  for (int64_t i = 0; i < want; i++) {
+    part *q = &j->parts[i];
+    q->n0 = 0, q->nb = g->N, q->o0 = 0, q->ob = g->O;
+    if (by_samples) cut(g->N, want, 1, i, &q->n0, &q->nb);
+    else cut(g->O, want, 16, i, &q->o0, &q->ob);
+  }
+}
+
+bool lu_dnnl_conv_ok(const geom *g, int32_t dt) {
+  const char *off = getenv("LUON_CONV_DNNL");
+  if (dt != LUON_DTYPE_F32 || g->G != 1 || lu_ref_kernels() || (off && strcmp(off, "0") == 0)) return false;
+  pthread_once(&once, load);
+  return loaded;
+}
+
+luon_status lu_dnnl_conv2d(const geom *g, int32_t dt, const float *x, const float *w, const float *b, float *y,
+                           bool *done) {
+  *done = false;
+  if (!lu_dnnl_conv_ok(g, dt)) return LUON_OK;
+  run_job j;
+  memset(&j, 0, sizeof j);
+  j.g = g, j.x = x, j.w = w, j.b = b, j.y = y, j.status = LUON_OK;
+  make_parts(&j);
+  /* every part's plan first: a refused one leaves the whole call to conv.c */
+  pthread_mutex_lock(&plans_lock);
+  bool all = true;
+  int64_t got = 0;
+  for (; got < j.nparts && all; got++) all = (j.plan[got] = plan_get(g, &j.parts[got], b != NULL)) != NULL;
+  pthread_mutex_unlock(&plans_lock);
+  if (all) lu_parallel_for(j.nthreads, 1, run_threads, &j);
+  pthread_mutex_lock(&plans_lock);
+  for (int64_t k = 0; k < got; k++)
+    if (j.plan[k]) j.plan[k]->busy--;
+  pthread_mutex_unlock(&plans_lock);
+  if (!all) return LUON_OK;
+  if (j.status != LUON_OK) return j.status;
+  *done = true; /* interrupted, parts left unwritten: the dispatcher fails the op */
+  __atomic_add_fetch(&lu_dnnl_runs, 1, __ATOMIC_RELAXED);
+  return LUON_OK;
+}
+
+#else /* built without oneDNN's header: conv.c's kernels */
+bool lu_dnnl_conv_ok(const geom *g, int32_t dt) {
+  (void)g, (void)dt;
+  return false;
+}
+luon_status lu_dnnl_conv2d(const geom *g, int32_t dt, const float *x, const float *w, const float *b, float *y,
+                           bool *done) {
+  (void)g, (void)dt, (void)x, (void)w, (void)b, (void)y;
+  *done = false;
+  return LUON_OK;
+}
+#endif
