@@ -166,7 +166,7 @@ static bool plan_make(plan *p, const geom *g, const part *q, bool bias) {
   dnnl_primitive_desc_t pd = NULL;
   bool ok = p_dnnl_primitive_attr_create(&attr) == dnnl_success &&
             p_dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) == dnnl_success;
-  if (ok && g->relu) /* max(x, 0) as luon's: NaN stays NaN, -0 stays -0 */
+  if (ok && g->relu) /* unused: lu_dnnl_conv_ok refuses relu (NaN would give 0) */
     ok = p_dnnl_post_ops_create(&po) == dnnl_success &&
          p_dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f) == dnnl_success &&
          p_dnnl_primitive_attr_set_post_ops(attr, po) == dnnl_success;
@@ -359,7 +359,9 @@ static void make_parts(run_job *j) {
 
 bool lu_dnnl_conv_ok(const geom *g, int32_t dt) {
   const char *off = getenv("LUON_CONV_DNNL");
-  if (dt != LUON_DTYPE_F32 || g->G != 1 || lu_ref_kernels() || (off && strcmp(off, "0") == 0)) return false;
+  /* not with the fused relu: oneDNN's relu gives 0 for NaN, luon's keeps it */
+  if (dt != LUON_DTYPE_F32 || g->G != 1 || g->relu || lu_ref_kernels() || (off && strcmp(off, "0") == 0))
+    return false;
   pthread_once(&once, load);
   return loaded;
 }
@@ -372,6 +374,7 @@ luon_status lu_dnnl_conv2d(const geom *g, int32_t dt, const float *x, const floa
   memset(&j, 0, sizeof j);
   j.g = g, j.x = x, j.w = w, j.b = b, j.y = y, j.status = LUON_OK;
   make_parts(&j);
+  if (!thread_stream()) return LUON_OK; /* OpenMP at one thread before a primitive is made */
   /* every part's plan first: a refused one leaves the whole call to conv.c */
   pthread_mutex_lock(&plans_lock);
   bool all = true;

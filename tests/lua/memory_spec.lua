@@ -213,6 +213,14 @@ describe("the collector's pace", function()
   end)
 end)
 
+describe("conv2d with its fused relu", function()
+  it("keeps NaN, as relu does (oneDNN's relu would give 0)", function()
+    local x, w, b = np.ones({1, 1, 4, 4}), np.ones({16, 1, 3, 3}), np.full({16}, 0 / 0)
+    local y = npx.convolution(x, w, b, {kernel = {3, 3}, pad = {1, 1}, num_filter = 16, act_type = "relu"})
+    assert.are.equal(256, np.isnan(y):sum():item())
+  end)
+end)
+
 describe("LUON_MEMORY_LIMIT", function()
   it("gives every device its first limit (K, M, G suffixes); set_memory_limit overrides it", function()
     local out, status = run("LUON_MEMORY_LIMIT=64M",
