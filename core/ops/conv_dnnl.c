@@ -4,7 +4,8 @@
  * and a GEMM reach 40% (resnet18's convolutions at batch 1: 20 ms through
  * conv.c's kernels, 13 through these). conv.c keeps its own where they are
  * faster: Winograd for 3x3 stride-1 layers of a batch, and both gradients
- * (oneDNN's, tried, were 30-60% slower at batch 32 on one thread each).
+ * (oneDNN's, tried, were 30-60% slower at batch 32 on one thread each);
+ * and where its results differ: a fused relu (oneDNN's gives 0 for NaN).
  *
  * oneDNN (Debian's libdnnl2) is loaded with dlopen at the first
  * convolution, as OpenBLAS is (blas.c); without it, or where it refuses a
@@ -45,8 +46,7 @@ int64_t lu_dnnl_runs;
   X(dnnl_memory_desc_init_by_tag) X(dnnl_memory_desc_equal) X(dnnl_memory_desc_get_size)                    \
   X(dnnl_dilated_convolution_forward_desc_init) X(dnnl_primitive_attr_create)                               \
   X(dnnl_primitive_attr_destroy) X(dnnl_primitive_attr_set_scratchpad_mode)                                 \
-  X(dnnl_primitive_attr_set_post_ops) X(dnnl_post_ops_create) X(dnnl_post_ops_destroy)                      \
-  X(dnnl_post_ops_append_eltwise) X(dnnl_primitive_desc_create) X(dnnl_primitive_desc_destroy)              \
+  X(dnnl_primitive_desc_create) X(dnnl_primitive_desc_destroy)                                              \
   X(dnnl_primitive_desc_query_md) X(dnnl_reorder_primitive_desc_create) X(dnnl_primitive_create)            \
   X(dnnl_primitive_destroy) X(dnnl_primitive_execute) X(dnnl_memory_create) X(dnnl_memory_destroy)          \
   X(dnnl_stream_wait)
@@ -97,7 +97,7 @@ typedef struct part {
   int64_t n0, nb, o0, ob;
 } part;
 
-/* One part's call: the whole geometry, the part's size, relu, bias. */
+/* One part's call: the whole geometry, the part's size, bias. */
 enum { KEYN = 18 };
 typedef struct plan {
   int64_t key[KEYN];
@@ -162,14 +162,9 @@ static bool plan_make(plan *p, const geom *g, const part *q, bool bias) {
                                                   pr) != dnnl_success)
     return false;
   dnnl_primitive_attr_t attr = NULL;
-  dnnl_post_ops_t po = NULL;
   dnnl_primitive_desc_t pd = NULL;
   bool ok = p_dnnl_primitive_attr_create(&attr) == dnnl_success &&
             p_dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) == dnnl_success;
-  if (ok && g->relu) /* unused: lu_dnnl_conv_ok refuses relu (NaN would give 0) */
-    ok = p_dnnl_post_ops_create(&po) == dnnl_success &&
-         p_dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f) == dnnl_success &&
-         p_dnnl_primitive_attr_set_post_ops(attr, po) == dnnl_success;
   if (ok) ok = p_dnnl_primitive_desc_create(&pd, &cd, attr, engine, NULL) == dnnl_success;
   if (ok) {
     for (int k = 0; k < 3; k++) {
@@ -184,7 +179,6 @@ static bool plan_make(plan *p, const geom *g, const part *q, bool bias) {
          make_reorder(&p->prim[2], &p->user[2], &p->re[2]);
   }
   if (pd) p_dnnl_primitive_desc_destroy(pd);
-  if (po) p_dnnl_post_ops_destroy(po);
   if (attr) p_dnnl_primitive_attr_destroy(attr);
   return ok;
 }
@@ -193,7 +187,7 @@ static bool plan_make(plan *p, const geom *g, const part *q, bool bias) {
  * refused, or when every slot is busy. */
 static plan *plan_get(const geom *g, const part *q, bool bias) {
   int64_t key[KEYN] = {g->C, g->H, g->W, g->O, g->KH, g->KW, g->sh, g->sw, g->ph, g->pw,
-                       g->dh, g->dw, g->relu, bias, q->nb, q->ob, 0, 0};
+                       g->dh, g->dw, bias, q->nb, q->ob, 0, 0, 0};
   plan *oldest = NULL;
   for (int i = 0; i < PLANS; i++) {
     plan *p = &plans[i];

@@ -4,11 +4,11 @@
 #define LUON_CONV_DNNL_H
 #include "conv_internal.h"
 
-/* Whether oneDNN takes g's forward: float32, ungrouped, oneDNN loaded (not
- * with LUON_CONV_DNNL=0 or the reference kernels). */
+/* Whether oneDNN takes g's forward: float32, ungrouped, no fused relu,
+ * oneDNN loaded (not with LUON_CONV_DNNL=0 or the reference kernels). */
 bool lu_dnnl_conv_ok(const geom *g, int32_t dt);
 
-/* y = conv2d(x, w) [+ b] [relu: g->relu] over dense NCHW / OIHW arrays;
+/* y = conv2d(x, w) [+ b] over dense NCHW / OIHW arrays;
  * *done false when oneDNN does not take it (conv.c's kernels then run). */
 luon_status lu_dnnl_conv2d(const geom *g, int32_t dt, const float *x, const float *w, const float *b, float *y,
                            bool *done);
