@@ -420,6 +420,15 @@ size_t lu_maxpool_argmax_scratch(const lu_pool_win *w);
 void lu_maxpool_argmax_plane(const lu_pool_win *w, int32_t dt, const char *x, double bias, char *y,
                              uint8_t *idx, bool relu, char *scratch);
 
+/* Batch norm in predict mode (norm.c), for conv2d_maxpool's epilogue:
+ * stats = gamma, beta, running_mean, running_var, each (C,) of dtype dt;
+ * channel c's y = a * x + d with a and d formed as batch_norm forms them,
+ * applied in place to n contiguous elements as batch_norm's pass applies
+ * them (the same bits). */
+luon_status lu_bn_check_stats(const char *op, int64_t C, int32_t dt, luon_tensor *const *stats, double eps);
+void lu_bn_predict_coef(luon_tensor *const *stats, int64_t c, double eps, double *a, double *d);
+void lu_bn_apply(int32_t dt, void *y, int64_t n, double a, double d);
+
 /* ---- BLAS (blas.c): OpenBLAS loaded on first use ------------------------- */
 
 /* LUON_OK once OpenBLAS is loaded (lu_sgemm/lu_dgemm load it themselves

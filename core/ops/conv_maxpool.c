@@ -31,9 +31,9 @@ static luon_status convpool_geom(const lu_call *c, luon_tensor *const *xwb, int 
   lu_call cc = *c;
   cc.in = xwb, cc.nin = nin;
   LU_TRY(lu_conv_geom(&cc, g));
-  if (c->attrs->ni < LU_NI_conv2d_maxpool)
+  if (c->attrs->ni <= LU_CMP_CEIL)
     return lu_error(LUON_EINVAL, "%s: needs conv2d's %d attributes and the pool's %d, got %d", op,
-                    LU_NI_conv2d, LU_NI_conv2d_maxpool - LU_NI_conv2d, c->attrs->ni);
+                    LU_NI_conv2d, LU_CMP_CEIL + 1 - LU_NI_conv2d, c->attrs->ni);
   LU_TRY(lu_pool_win_make(op, c->attrs->i + LU_CMP_KERNEL_H, g->N, g->O, g->OH, g->OW, pw));
   if (pw->KH * pw->KW > 254)
     return lu_error(LUON_EUNSUPPORTED, "%s: pool windows of at most 254 taps, got (%lld,%lld)", op,
@@ -41,15 +41,39 @@ static luon_status convpool_geom(const lu_call *c, luon_tensor *const *xwb, int 
   return LUON_OK;
 }
 
+/* The INFER and BN slots (0 when absent: graphs written before them) and
+ * the convolution's inputs, x, w[, b], ahead of the batch norm's four */
+static bool cmp_infer(const luon_attrs *a) { return a->ni > LU_CMP_INFER && a->i[LU_CMP_INFER]; }
+static bool cmp_bn(const luon_attrs *a) { return a->ni > LU_CMP_BN && a->i[LU_CMP_BN]; }
+static int conv_nin(const lu_call *c) { return c->nin - (cmp_bn(c->attrs) ? 4 : 0); }
+
 luon_status lu_shape_conv2d_maxpool(lu_call *c) {
+  const char *op = "conv2d_maxpool";
+  bool infer = cmp_infer(c->attrs), bn = cmp_bn(c->attrs);
+  if (bn && c->nin != 6 && c->nin != 7)
+    return lu_error(LUON_EINVAL, "%s: with its batch norm (BN 1) it takes x, w[, b], gamma, beta, running_mean "
+                    "and running_var, got %d inputs", op, c->nin);
   geom g;
   lu_pool_win pw;
-  LU_TRY(convpool_geom(c, c->in, c->nin, &g, &pw));
+  LU_TRY(convpool_geom(c, c->in, conv_nin(c), &g, &pw));
+  if (bn) {
+    if (!infer)
+      return lu_error(LUON_EINVAL, "%s: BN 1 needs INFER 1: the batch norm in predict mode has no gradient here", op);
+    LU_TRY(lu_bn_check_stats(op, g.O, c->in[0]->dtype, c->in + conv_nin(c), c->attrs->f[LU_CMP_BN_EPS]));
+  }
+  if (infer && luon_autograd_is_recording())
+    return lu_error(LUON_EINVAL, "%s: INFER 1 (no window indices, no gradient) while autograd records; "
+                    "call it with INFER 0 there", op);
   set_out(c, c->in[0]->dtype, g.N, g.O, pw.OH, pw.OW);
   c->nout = 2;
   c->out_dtype[1] = LUON_DTYPE_U8;
-  c->out_ndim[1] = 4;
-  memcpy(c->out_shape[1], c->out_shape[0], sizeof(int64_t) * 4);
+  if (infer) {
+    c->out_ndim[1] = 1;
+    c->out_shape[1][0] = 0;
+  } else {
+    c->out_ndim[1] = 4;
+    memcpy(c->out_shape[1], c->out_shape[0], sizeof(int64_t) * 4);
+  }
   return LUON_OK;
 }
 
@@ -90,7 +114,9 @@ typedef struct convpool_job {
   const lu_pool_win *pw;
   bool direct;                  /* forward through lu_conv_direct_row */
   char *y;                      /* forward: pooled (N,O,PH,PW) */
-  uint8_t *idx;                 /* forward: written; backward: read */
+  uint8_t *idx;                 /* forward: written (NULL: INFER, none); backward: read */
+  const double *bn;             /* forward: the batch norm's a, d per channel (BN), else NULL */
+  int64_t idx_at;               /* forward, INFER, general path: elements before a chunk's plane of indices */
   const char *dy;               /* backward: (N,O,PH,PW) */
   char *dx, *dw, *db;           /* backward: dx may be NULL */
   char *scratch;
@@ -206,7 +232,7 @@ static int64_t channels_last_scratch(const geom *g, const lu_pool_win *pl) {
     memcpy(&v##b, r + 16 * b, sizeof(v16));                                                            \
     vi16 gt = v##b > best##b;                                                                          \
     best##b = (v16)(((vi16)v##b & gt) | ((vi16)best##b & ~gt));                                        \
-    arg##b = (kv & gt) | (arg##b & ~gt);                                                               \
+    if (idx_on) arg##b = (kv & gt) | (arg##b & ~gt);                                                   \
   }
 #define POOL_OUT(b)                                                                                    \
   {                                                                                                    \
@@ -214,10 +240,10 @@ static int64_t channels_last_scratch(const geom *g, const lu_pool_win *pl) {
     if (g->relu) { /* not above 0: 0 and no gradient (255), NaN included */                            \
       vi16 on = m > 0;                                                                                 \
       m = (v16)((vi16)m & on);                                                                         \
-      arg##b = (arg##b & on) | (((vi16){0} + 255) & ~on);                                              \
+      if (idx_on) arg##b = (arg##b & on) | (((vi16){0} + 255) & ~on);                                  \
     }                                                                                                  \
     memcpy(prow + (i * PW + j) * O + ob + 16 * b, &m, sizeof m);                                       \
-    memcpy(pidx + (i * PW + j) * O + ob + 16 * b, &arg##b, sizeof arg##b);                             \
+    if (idx_on) memcpy(pidx + (i * PW + j) * O + ob + 16 * b, &arg##b, sizeof arg##b);                 \
   }
 
 #define GEN_CHANNELS_LAST(OB, P)                                                                       \
@@ -253,10 +279,11 @@ static int64_t channels_last_scratch(const geom *g, const lu_pool_win *pl) {
     }                                                                                                  \
   }                                                                                                    \
                                                                                                        \
-  static TC void channels_last_fwd_##OB(const geom *g, const lu_pool_win *pl, const float *xn,         \
-                                        const float *wr, const float *bias, float *yn, uint8_t *in,    \
-                                        float *scratch, int64_t i0, int64_t i1, int64_t o0,            \
-                                        int64_t o1) {                                                  \
+  /* the pooling; idx_on false (a constant in each caller): no indices, `in` unread */                  \
+  static inline __attribute__((always_inline)) void channels_last_pool_##OB(                           \
+      const geom *g, const lu_pool_win *pl, const float *xn, const float *wr, const float *bias,       \
+      float *yn, uint8_t *in, float *scratch, int64_t i0, int64_t i1, int64_t o0, int64_t o1,          \
+      const bool idx_on) {                                                                             \
     const int64_t O = g->O, RB = pl->KH, PW = pl->OW, PP = pl->OH * PW;                                \
     float *ring = scratch, *prow = ring + RB * g->OW * O;                                              \
     int32_t *pidx = (int32_t *)(prow + PP * O);                                                        \
@@ -291,7 +318,16 @@ static int64_t channels_last_scratch(const geom *g, const lu_pool_win *pl) {
     }                                                                                                  \
     int64_t r0 = i0 * PW, nr = (i1 - i0) * PW;                                                         \
     transpose_f32(prow + r0 * O + o0, nr, o1 - o0, O, yn + o0 * PP + r0, PP, true);                    \
-    transpose_i32_u8((const float *)(pidx + r0 * O + o0), nr, o1 - o0, O, in + o0 * PP + r0, PP, true); \
+    if (idx_on)                                                                                        \
+      transpose_i32_u8((const float *)(pidx + r0 * O + o0), nr, o1 - o0, O, in + o0 * PP + r0, PP,    \
+                       true);                                                                          \
+  }                                                                                                    \
+  static TC void channels_last_fwd_##OB(const geom *g, const lu_pool_win *pl, const float *xn,         \
+                                        const float *wr, const float *bias, float *yn, uint8_t *in,    \
+                                        float *scratch, int64_t i0, int64_t i1, int64_t o0,            \
+                                        int64_t o1) {                                                  \
+    if (in) channels_last_pool_##OB(g, pl, xn, wr, bias, yn, in, scratch, i0, i1, o0, o1, true);       \
+    else channels_last_pool_##OB(g, pl, xn, wr, bias, yn, in, scratch, i0, i1, o0, o1, false);         \
   }
 GEN_CHANNELS_LAST(1, 8)
 GEN_CHANNELS_LAST(2, 8)
@@ -308,15 +344,20 @@ static int64_t channels_last_block(const geom *g, int64_t parts) {
   return b == 64 && (g->O / 32) % parts == 0 ? 32 : 0;
 }
 
-/* x[n] -> pooled rows [i0, i1) of y[n] (O,PH,PW) and idx[n], channels part
- * q of `parts` (whole blocks of `block`); wr (K,O) */
+/* x[n] -> pooled rows [i0, i1) of y[n] (O,PH,PW) and idx[n] (in NULL: no
+ * indices), channels part q of `parts` (whole blocks of `block`); wr (K,O);
+ * bn: the batch norm's a, d per channel, applied to the part (NULL: none) */
 static void channels_last_fwd_sample(const geom *g, const lu_pool_win *pl, const float *xn, const float *wr,
-                                     const float *bias, float *yn, uint8_t *in, float *scratch, int64_t i0,
-                                     int64_t i1, int64_t block, int64_t q, int64_t parts) {
+                                     const float *bias, const double *bn, float *yn, uint8_t *in,
+                                     float *scratch, int64_t i0, int64_t i1, int64_t block, int64_t q,
+                                     int64_t parts) {
   int64_t nb = g->O / block, o0 = nb * q / parts * block, o1 = nb * (q + 1) / parts * block;
   if (block == 16) channels_last_fwd_1(g, pl, xn, wr, bias, yn, in, scratch, i0, i1, o0, o1);
   else if (block == 32) channels_last_fwd_2(g, pl, xn, wr, bias, yn, in, scratch, i0, i1, o0, o1);
   else channels_last_fwd_4(g, pl, xn, wr, bias, yn, in, scratch, i0, i1, o0, o1);
+  int64_t PW = pl->OW, PP = pl->OH * PW;
+  for (int64_t o = o0; o < o1 && bn; o++)
+    lu_bn_apply(LUON_DTYPE_F32, yn + o * PP + i0 * PW, (i1 - i0) * PW, bn[2 * o], bn[2 * o + 1]);
 }
 
 static void convpool_fwd_chunks(void *ctx, int64_t c0, int64_t c1) {
@@ -331,9 +372,9 @@ static void convpool_fwd_chunks(void *ctx, int64_t c0, int64_t c1) {
       int64_t per = m->row_blocks * m->ch_parts, n = ch / per, b = ch % per / m->ch_parts, q = ch % m->ch_parts;
       int64_t OH = m->pw->OH;
       channels_last_fwd_sample(g, m->pw, (const float *)j->a + n * g->C * g->H * g->W, m->wr,
-                               (const float *)j->bias, (float *)m->y + n * g->O * PP, m->idx + n * g->O * PP,
-                               (float *)buf, OH * b / m->row_blocks, OH * (b + 1) / m->row_blocks, m->ch_block, q,
-                               m->ch_parts);
+                               (const float *)j->bias, m->bn, (float *)m->y + n * g->O * PP,
+                               m->idx ? m->idx + n * g->O * PP : NULL, (float *)buf, OH * b / m->row_blocks,
+                               OH * (b + 1) / m->row_blocks, m->ch_block, q, m->ch_parts);
       continue;
     }
     int64_t n0, n1;
@@ -341,8 +382,9 @@ static void convpool_fwd_chunks(void *ctx, int64_t c0, int64_t c1) {
     for (int64_t n = n0; n < n1 && !lu_interrupted(); n++) {
       if (m->wr) {
         channels_last_fwd_sample(g, m->pw, (const float *)j->a + n * g->C * g->H * g->W, m->wr,
-                                 (const float *)j->bias, (float *)m->y + n * g->O * PP, m->idx + n * g->O * PP,
-                                 (float *)buf, 0, m->pw->OH, channels_last_block(g, 1), 0, 1);
+                                 (const float *)j->bias, m->bn, (float *)m->y + n * g->O * PP,
+                                 m->idx ? m->idx + n * g->O * PP : NULL, (float *)buf, 0, m->pw->OH,
+                                 channels_last_block(g, 1), 0, 1);
         continue;
       }
       if (m->direct)
@@ -351,10 +393,13 @@ static void convpool_fwd_chunks(void *ctx, int64_t c0, int64_t c1) {
         lu_conv_fwd_sample(j, j->a + n * g->C * g->H * g->W * es, col, buf, true);
       /* max(conv + b) = max(conv) + b, and relu commutes with max: both after pooling
        * (the direct kernel has added them already) */
-      for (int64_t o = 0; o < g->O; o++)
-        lu_maxpool_argmax_plane(m->pw, j->dt, buf + o * g->P * es,
-                                m->direct || !j->bias ? 0 : ld(j->bias, j->dt, o),
-                                m->y + (n * g->O + o) * PP * es, m->idx + (n * g->O + o) * PP, g->relu, pool);
+      for (int64_t o = 0; o < g->O; o++) {
+        char *yp = m->y + (n * g->O + o) * PP * es;
+        lu_maxpool_argmax_plane(m->pw, j->dt, buf + o * g->P * es, m->direct || !j->bias ? 0 : ld(j->bias, j->dt, o),
+                                yp, m->idx ? m->idx + (n * g->O + o) * PP : (uint8_t *)buf + m->idx_at * es,
+                                g->relu, pool);
+        if (m->bn) lu_bn_apply(j->dt, yp, PP, m->bn[2 * o], m->bn[2 * o + 1]);
+      }
     }
   }
 }
@@ -874,18 +919,35 @@ static luon_status convpool_alloc(const char *op, convpool_job *m, int64_t per_c
 luon_status lu_cpu_conv2d_maxpool(lu_call *c) {
   geom g;
   lu_pool_win pw;
-  LU_TRY(convpool_geom(c, c->in, c->nin, &g, &pw));
+  lu_call cc = *c; /* the convolution's inputs only (dense packs them) */
+  cc.nin = conv_nin(c);
+  LU_TRY(convpool_geom(c, c->in, cc.nin, &g, &pw));
   if (c->out[0]->size == 0) return LUON_OK;
   LU_TRY(check_blas("conv2d_maxpool", &g));
+  double *bn = NULL;
+  if (cmp_bn(c->attrs)) {
+    if (!(bn = lu_scratch_alloc(sizeof(double) * 2 * (size_t)g.O)))
+      return lu_error(LUON_ENOMEM, "conv2d_maxpool: out of host memory for the batch norm's %lld channels",
+                      (long long)g.O);
+    for (int64_t o = 0; o < g.O; o++)
+      lu_bn_predict_coef(c->in + cc.nin, o, c->attrs->f[LU_CMP_BN_EPS], bn + 2 * o, bn + 2 * o + 1);
+  }
   dense d;
-  LU_TRY(lu_conv_dense_get("conv2d_maxpool", c, &d));
+  luon_status s = lu_conv_dense_get("conv2d_maxpool", &cc, &d);
+  if (s != LUON_OK) {
+    lu_scratch_free(bn);
+    return s;
+  }
   int32_t dt = c->in[0]->dtype;
   int64_t nt = lu_num_threads();
   const char *algo = getenv("LUON_CONV_ALGO");
-  convpool_job m = {{&g, dt, luon_dtype_size(dt), g.N < nt ? g.N : nt, d.in[0], d.in[1],
-                c->nin == 3 ? d.in[2] : NULL, NULL, NULL, NULL, 0}, &pw,
-               direct_ok(&g, dt) && !(algo && algo[0] == 'g'), lu_data(c->out[0]), lu_data(c->out[1]),
-               NULL, NULL, NULL, NULL, NULL, 0, 0, NULL, 0, NULL, false};
+  convpool_job m = {.j = {&g, dt, luon_dtype_size(dt), g.N < nt ? g.N : nt, d.in[0], d.in[1],
+                          cc.nin == 3 ? d.in[2] : NULL, NULL, NULL, NULL, 0},
+                    .pw = &pw,
+                    .direct = direct_ok(&g, dt) && !(algo && algo[0] == 'g'),
+                    .y = lu_data(c->out[0]),
+                    .idx = cmp_infer(c->attrs) ? NULL : lu_data(c->out[1]),
+                    .bn = bn};
   /* LUON_CONV_ALGO=c(hannels-last) takes it without AVX-512 too (tests); any other value never */
   bool channels_last = channels_last_ok(&g, &pw, dt) && (algo ? algo[0] == 'c' : lu_cpu_avx512());
   /* Fewer samples than threads: the channels-last path splits each sample
@@ -910,20 +972,23 @@ luon_status lu_cpu_conv2d_maxpool(lu_call *c) {
   }
   m.j.colsz = m.direct || pointwise(&g) ? 0 : g.K * g.P;
   int64_t pool = ((int64_t)lu_maxpool_argmax_scratch(&pw) + m.j.es - 1) / m.j.es;
+  /* with no indices to keep, the general path writes each plane's to its chunk's scratch, after the pool's */
+  m.idx_at = g.O * g.P + m.j.colsz + pool;
+  int64_t idx_plane = m.idx ? 0 : (pw.OH * pw.OW + m.j.es - 1) / m.j.es;
   if (channels_last) {
-    if (!(m.wr = lu_scratch_alloc(sizeof(float) * (size_t)(g.K * g.O)))) {
-      lu_conv_dense_done(c, &d);
-      return lu_error(LUON_ENOMEM, "conv2d_maxpool: out of host memory for the weight (%lld elements)",
-                      (long long)(g.K * g.O));
-    }
-    transpose_f32((const float *)d.in[1], g.O, g.K, g.K, m.wr, g.O, false);
+    if (!(m.wr = lu_scratch_alloc(sizeof(float) * (size_t)(g.K * g.O))))
+      s = lu_error(LUON_ENOMEM, "conv2d_maxpool: out of host memory for the weight (%lld elements)",
+                   (long long)(g.K * g.O));
+    else
+      transpose_f32((const float *)d.in[1], g.O, g.K, g.K, m.wr, g.O, false);
   }
-  luon_status s = convpool_alloc("conv2d_maxpool", &m,
-                                 m.wr ? channels_last_scratch(&g, &pw) : g.O * g.P + m.j.colsz + pool);
+  if (s == LUON_OK)
+    s = convpool_alloc("conv2d_maxpool", &m, m.wr ? channels_last_scratch(&g, &pw) : m.idx_at + idx_plane);
   if (s == LUON_OK) lu_parallel_for(m.j.chunks, 1, convpool_fwd_chunks, &m);
   lu_scratch_free(m.scratch);
   lu_scratch_free(m.wr);
-  lu_conv_dense_done(c, &d);
+  lu_scratch_free(bn);
+  lu_conv_dense_done(&cc, &d);
   return s;
 }
 
@@ -937,10 +1002,14 @@ luon_status lu_cpu_conv2d_maxpool_grad(lu_call *c) {
   LU_TRY(lu_conv_dense_get("conv2d_maxpool_grad", c, &d));
   int32_t dt = c->in[0]->dtype;
   int64_t es = luon_dtype_size(dt), nt = lu_num_threads(), nw = g.O * g.K;
-  convpool_job m = {{&g, dt, es, g.N < nt ? g.N : nt, d.in[2], d.in[3], NULL, NULL, NULL, NULL,
-                pointwise(&g) ? 0 : g.K * g.P}, &pw, false, NULL, (uint8_t *)d.in[1], d.in[0],
-               c->attrs->i[LU_CMP_GRAD_DX] ? lu_data(c->out[0]) : NULL, lu_data(c->out[1]), lu_data(c->out[2]),
-               NULL, 0, 0, NULL, 0, NULL, false};
+  convpool_job m = {.j = {&g, dt, es, g.N < nt ? g.N : nt, d.in[2], d.in[3], NULL, NULL, NULL, NULL,
+                          pointwise(&g) ? 0 : g.K * g.P},
+                    .pw = &pw,
+                    .idx = (uint8_t *)d.in[1],
+                    .dy = d.in[0],
+                    .dx = c->attrs->i[LU_CMP_GRAD_DX] ? lu_data(c->out[0]) : NULL,
+                    .dw = lu_data(c->out[1]),
+                    .db = lu_data(c->out[2])};
   if (m.j.chunks < 1) m.j.chunks = 1;
   int64_t KK = g.KH * g.KW;
   bool sparse = g.Cg >= SPARSE_MIN_CG;
@@ -993,6 +1062,8 @@ luon_status lu_cpu_conv2d_maxpool_grad(lu_call *c) {
 /* y, idx = conv2d_maxpool(x, w[, b]): conv2d_maxpool_grad gives dx, dw and
  * db at once from dy and the saved window indices. */
 luon_status lu_grad_conv2d_maxpool(lu_grad_call *gc) {
+  if (cmp_infer(gc->attrs))
+    return lu_error(LUON_EINVAL, "conv2d_maxpool: a call with INFER 1 kept no window indices: it has no gradient");
   bool has_b = gc->nin == 3;
   if (!gc->dout[0] || !(gc->need[0] || gc->need[1] || (has_b && gc->need[2]))) return LUON_OK;
   luon_attrs a = *gc->attrs;

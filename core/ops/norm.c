@@ -46,6 +46,55 @@ static void vset(luon_tensor *t, int64_t c, double v) {
   else *(double *)p = v;
 }
 
+/* ---- batch norm's predict-mode affine, shared with conv2d_maxpool -------- */
+
+luon_status lu_bn_check_stats(const char *op, int64_t C, int32_t dt, luon_tensor *const *stats, double eps) {
+  static const char *const names[4] = {"gamma", "beta", "running_mean", "running_var"};
+  for (int k = 0; k < 4; k++) {
+    const luon_tensor *v = stats[k];
+    if (v->ndim != 1 || v->shape[0] != C)
+      return lu_error(LUON_ESHAPE, "%s: %s has shape %s; expected (%lld,), one value per channel", op, names[k],
+                      lu_shape_str(v->ndim, v->shape), (long long)C);
+    if (v->dtype != dt)
+      return lu_error(LUON_EDTYPE, "%s: %s is %s but the values it normalises are %s; they must match", op,
+                      names[k], luon_dtype_name(v->dtype), luon_dtype_name(dt));
+  }
+  if (!(eps >= 0)) return lu_error(LUON_EINVAL, "%s: eps = %g must be >= 0", op, eps);
+  return LUON_OK;
+}
+
+/* channel c's y = a * x + d from the statistics given: a = gamma * invstd,
+ * d = beta - a * mean, in double, as batch_norm's pass forms them */
+static void bn_coef(double gamma, double beta, double mean, double var, double eps, double *a, double *d) {
+  *a = gamma * (1 / sqrt(var + eps));
+  *d = beta - *a * mean;
+}
+
+void lu_bn_predict_coef(luon_tensor *const *stats, int64_t c, double eps, double *a, double *d) {
+  bn_coef(vget(stats[0], c), vget(stats[1], c), vget(stats[2], c), vget(stats[3], c), eps, a, d);
+}
+
+/* y = a * u + d over n contiguous elements in T's arithmetic, out of place
+ * (batch_norm's contiguous pass) and in place (lu_bn_apply), rounded twice
+ * (never contracted to an FMA): gcc contracts the vector body but not every
+ * scalar remainder, so the bits of an element would hang on where a span
+ * starts and ends, and conv2d_maxpool's spans are not batch_norm's */
+#define NO_FMA __attribute__((optimize("fp-contract=off")))
+#define AFFINE_SPAN(T)                                                                          \
+  TC NO_FMA static void affine_span_##T(T *restrict y, const T *restrict u, int64_t n, T a, T d) { \
+    for (int64_t i = 0; i < n; i++) y[i] = a * u[i] + d;                                        \
+  }                                                                                             \
+  TC NO_FMA static void affine_inplace_##T(T *restrict y, int64_t n, T a, T d) {                \
+    for (int64_t i = 0; i < n; i++) y[i] = a * y[i] + d;                                        \
+  }
+AFFINE_SPAN(float)
+AFFINE_SPAN(double)
+
+void lu_bn_apply(int32_t dt, void *y, int64_t n, double a, double d) {
+  if (dt == LUON_DTYPE_F32) affine_inplace_float(y, n, (float)a, (float)d);
+  else affine_inplace_double(y, n, a, d);
+}
+
 /* ---- per-channel row kernels (for lu_foreach_row over one channel) --------- */
 
 /* Accumulator of one channel's pass; op 0 and op 1 as the pass defines. */
@@ -140,7 +189,7 @@ static void dot_row(void *ctx, int64_t n, char *const *p, const int64_t *st) {
           o[i] = r < 0 ? (T)0 : r;                                             \
         }                                                                      \
       else                                                                     \
-        for (int64_t i = 0; i < n; i++) o[i] = ca * u[i] + cd;                 \
+        affine_span_##T(o, u, n, ca, cd);                                      \
     } else if (nops == 3 && st[0] == sizeof(T) && st[1] == sizeof(T) && st[2] == sizeof(T)) { \
       T *restrict o = (T *)p[0];                                               \
       const T *restrict u = (const T *)p[1], *restrict v = (const T *)p[2];    \
@@ -154,7 +203,7 @@ static void dot_row(void *ctx, int64_t n, char *const *p, const int64_t *st) {
     }                                                                          \
   } while (0)
 
-TC static void affine_row(acc *a, int nops, int64_t n, char *const *p, const int64_t *st) {
+TC NO_FMA static void affine_row(acc *a, int nops, int64_t n, char *const *p, const int64_t *st) {
   if (a->dt == LUON_DTYPE_F32) AFFINE_ROW(float);
   else AFFINE_ROW(double);
 }
@@ -261,8 +310,7 @@ static void bn_fwd_range(void *ctx, int64_t c0, int64_t c1) {
     vset(f->c->out[1], c, mean);
     vset(f->c->out[2], c, invstd);
     /* y = scale * x + (beta - scale * mean), relu'd when fused */
-    a.a = vget(in[1], c) * invstd;
-    a.d = vget(in[2], c) - a.a * mean;
+    bn_coef(vget(in[1], c), vget(in[2], c), mean, var, f->eps, &a.a, &a.d);
     a.relu = f->relu;
     chan_walk(&f->ch, c, 2, YX, affine2_row, &a);
   }

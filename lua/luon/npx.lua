@@ -332,8 +332,13 @@ local pool_keys = {"kernel", "pool_type", "global_pool", "stride", "pad", "pooli
 -- luon's fusion: convolution(data, weight, bias, kw) (with its relu act_type)
 -- then max pooling(pool_kw) as one op whose convolution output is never
 -- stored; the same values as the two calls. 2-d only; pool_kw as pooling's,
--- max only.
-function npx.convolution_maxpool(data, weight, bias, kw, pool_kw)
+-- max only. bn (optional): batch_norm's inputs and options after the pool,
+-- {gamma=, beta=, running_mean=, running_var=, eps=1e-3, fix_gamma=true}
+-- (batch_norm's defaults), in predict mode: the running statistics, the
+-- same bits as batch_norm, and no gradient (an error while autograd
+-- records). Outside autograd.record() no window indices are kept.
+local cmp_bn_keys = {"gamma", "beta", "running_mean", "running_var", "eps", "fix_gamma"}
+function npx.convolution_maxpool(data, weight, bias, kw, pool_kw, bn)
   kw = core.options(kw, "convolution_maxpool", conv_keys)
   local id, inputs, a, n = conv_args("convolution_maxpool", data, weight, bias, kw)
   if id ~= op.conv2d or n ~= 2 then
@@ -353,7 +358,25 @@ function npx.convolution_maxpool(data, weight, bias, kw, pool_kw)
   end
   a.i[S.CMP_KERNEL_H], a.i[S.CMP_KERNEL_W], a.i[S.CMP_STRIDE_H], a.i[S.CMP_STRIDE_W] = kh, kww, sh, sw
   a.i[S.CMP_PAD_H], a.i[S.CMP_PAD_W] = ph, pw
-  a.i[S.CMP_CEIL], a.ni = conv == "full" and 1 or 0, S.CMP_CEIL + 1
+  a.i[S.CMP_CEIL] = conv == "full" and 1 or 0
+  local recording = C.luon_autograd_is_recording() ~= 0
+  a.i[S.CMP_INFER], a.i[S.CMP_BN], a.ni = recording and 0 or 1, 0, S.CMP_BN + 1
+  if bn ~= nil then
+    bn = core.options(bn, "convolution_maxpool", cmp_bn_keys, nil, "the batch norm", "batch norm option")
+    if recording then
+      core.error("convolution_maxpool: the batch norm (bn) runs in predict mode with no gradient; "
+                 .. "call it outside autograd.record(), or call npx.batch_norm after the pool")
+    end
+    local k = #inputs
+    for i, name in ipairs({"gamma", "beta", "running_mean", "running_var"}) do
+      inputs[k + i] = need_array(bn[name], "convolution_maxpool", "bn." .. name)
+    end
+    if bn.fix_gamma ~= false then
+      local g = inputs[k + 1]
+      inputs[k + 1] = np.ones(g.shape, {dtype = g.dtype, device = g.device})
+    end
+    a.i[S.CMP_BN], a.f[S.CMP_BN_EPS] = 1, core.num_arg(bn.eps or 1e-3, "convolution_maxpool", "bn.eps")
+  end
   return core.call(op.conv2d_maxpool, inputs, a, nil, 2)[1] -- the indices live on in the tape
 end
 

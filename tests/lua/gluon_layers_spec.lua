@@ -9,6 +9,8 @@ local luon = H.luon
 local np, npx, autograd = luon.np, luon.npx, luon.autograd
 local gluon, init = luon.gluon, luon.init
 local nn = gluon.nn
+local core = require("luon.core")
+local S = core.slot
 
 -- A layer whose parameters live on dev, with values set by name.
 local function on(dev, layer, values)
@@ -454,6 +456,80 @@ for _, dev in ipairs(H.devices()) do
       npx.set_num_threads(threads)
       assert(ok, err)
     end)
+    -- a BatchNorm after the pool joins the op in predict mode (its running
+    -- statistics applied to the pooled values: the same bits as the layer
+    -- run apart, eager and hybridized); not while recording or training
+    it("Conv2D + MaxPool2D + BatchNorm in predict mode: one op, the same bits as apart", function()
+      local threads = npx.num_threads()
+      npx.set_num_threads(4)
+      local ok, err = pcall(function()
+        -- the channels-last forward (whole samples, parts of the channels,
+        -- bands of rows) and the general path; scale = false (gamma fixed
+        -- at 1); float64
+        for _, case in ipairs({{"relu", {pool_size = 4, strides = 2}, 3, 2, 32, {}},
+                               {"relu", {pool_size = 4, strides = 2}, 32, 2, 128, {epsilon = 1e-3}},
+                               {nil, {pool_size = 4, strides = 2}, 8, 2, 64, {scale = false}},
+                               {"relu", {pool_size = 3, strides = 2}, 2, 3, 5, {center = false}},
+                               {"relu", {pool_size = 4, strides = 2}, 3, 2, 32, {}, "float64"}}) do
+          for _, n in ipairs({1, 3, 5}) do
+            np.random.seed(11)
+            local dt = case[7] or "float32"
+            local s = nn.HybridSequential()
+            case[6].dtype = dt
+            local bn = nn.BatchNorm(case[6])
+            s:add(nn.Conv2D{channels = case[5], kernel_size = case[4], activation = case[1], dtype = dt},
+                  nn.MaxPool2D(case[2]), bn)
+            s:initialize{device = dev, init = init.Xavier()}
+            local x = np.random.uniform(-1, 1, {n, case[3], 17, 15}, {device = dev, dtype = dt})
+            s(x) -- deferred shapes
+            local O = case[5]
+            for name, lo in pairs({gamma = 0.5, beta = -1, running_mean = -0.5, running_var = 0.1}) do
+              bn[name]:set_data(np.random.uniform(lo, lo + 1, {O}, {dtype = dt}))
+            end
+            local calls, fused = {}, npx.convolution_maxpool
+            npx.convolution_maxpool = function(...)
+              calls[#calls + 1] = select(6, ...) ~= nil
+              return fused(...)
+            end
+            local ok2, y1 = pcall(function() return s(x):asnumpy() end)
+            npx.convolution_maxpool = fused
+            assert(ok2, y1)
+            assert.same(dev.device_type == "cpu" and {true} or {}, calls)
+            local h = bn:register_forward_hook(function() end) -- the batch norm apart
+            local y2 = s(x)
+            h.detach()
+            H.assert_equal(y1, H.values(y2))
+            s:hybridize{static_alloc = true}
+            H.assert_equal(y1, H.values(s(x)))
+            H.assert_equal(y1, H.values(s(x)))
+            s:hybridize(false)
+          end
+        end
+      end)
+      npx.set_num_threads(threads)
+      assert(ok, err)
+    end)
+    it("a BatchNorm after the pool stays apart while recording or training", function()
+      local s = nn.HybridSequential()
+      s:add(nn.Conv2D{channels = 16, kernel_size = 2, activation = "relu"}, nn.MaxPool2D{pool_size = 2},
+            nn.BatchNorm())
+      s:initialize{device = dev}
+      local x = np.random.uniform(-1, 1, {4, 3, 9, 9}, {device = dev})
+      s(x)
+      local with_bn, fused = {}, npx.convolution_maxpool
+      npx.convolution_maxpool = function(...)
+        with_bn[#with_bn + 1] = select(6, ...) ~= nil
+        return fused(...)
+      end
+      local ok = pcall(function()
+        autograd.record(function() return s(x) end)                      -- training
+        autograd.record(function() return s(x) end, {train_mode = false}) -- recording
+        autograd.train_mode(function() return s(x) end)                  -- training, not recording
+      end)
+      npx.convolution_maxpool = fused
+      assert(ok)
+      assert.same(dev.device_type == "cpu" and {false, false, false} or {}, with_bn)
+    end)
   end)
  end
 end
@@ -502,6 +578,35 @@ describe("conv2d_maxpool errors", function()
                    {"conv2d_maxpool: input has 1 channels but weight expects 2"})
     H.assert_error(function() return npx.convolution_maxpool(x, w, nil, {}, {kernel = 30}) end,
                    {"conv2d_maxpool: kernel (30,30) is larger than the input"})
+    local v = np.ones({1})
+    local bn = {gamma = v, beta = v, running_mean = v, running_var = np.ones({2})}
+    H.assert_error(function() return npx.convolution_maxpool(x, w, nil, {}, {kernel = 2}, bn) end,
+                   {"conv2d_maxpool: running_var has shape (2,); expected (1,)"})
+    bn.running_var = v
+    H.assert_error(function() return npx.convolution_maxpool(x, w, nil, {}, {kernel = 2}, {gamma = v}) end,
+                   {"convolution_maxpool: bn.beta must be an ndarray, got nil"})
+    H.assert_error(function() return npx.convolution_maxpool(x, w, nil, {}, {kernel = 2}, {gama = v}) end,
+                   {"convolution_maxpool: unknown batch norm option 'gama'"})
+    bn.eps = -1
+    H.assert_error(function() return npx.convolution_maxpool(x, w, nil, {}, {kernel = 2}, bn) end,
+                   {"conv2d_maxpool: eps = -1 must be >= 0"})
+    bn.eps = nil
+    x:attach_grad()
+    H.assert_error(function()
+      return autograd.record(function() return npx.convolution_maxpool(x, w, nil, {}, {kernel = 2}, bn) end)
+    end, {"convolution_maxpool: the batch norm (bn) runs in predict mode with no gradient"})
+    -- the op itself, INFER 1 while recording
+    local a = core.attrs()
+    a.i[S.CONV2D_STRIDE_H], a.i[S.CONV2D_STRIDE_W], a.i[S.CONV2D_DILATE_H], a.i[S.CONV2D_DILATE_W] = 1, 1, 1, 1
+    a.i[S.CONV2D_GROUPS], a.i[S.CMP_KERNEL_H], a.i[S.CMP_KERNEL_W], a.i[S.CMP_STRIDE_H], a.i[S.CMP_STRIDE_W] = 1, 2, 2, 2, 2
+    a.i[S.CMP_INFER], a.ni = 1, S.CMP_BN + 1
+    H.assert_error(function()
+      return autograd.record(function() return core.call(core.op_ids.conv2d_maxpool, {x, w}, a, nil, 2)[1] end)
+    end, {"conv2d_maxpool: INFER 1 (no window indices, no gradient) while autograd records"})
+    -- and outside: no indices
+    local outs = core.call(core.op_ids.conv2d_maxpool, {x, w}, a, nil, 2)
+    assert.same({0}, outs[2].shape)
+    H.assert_equal(outs[1], H.values(npx.convolution_maxpool(x, w, nil, {}, {kernel = 2})))
   end)
 end)
 

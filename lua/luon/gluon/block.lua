@@ -770,15 +770,18 @@ local function add(self, ...)
   return self
 end
 
--- Children in order; a child with _fuse_next may run itself and the next
--- child as one op (Conv2D + MaxPool2D), returning nil when it can't.
+-- Children in order; a child with _fuse_next(nxt, after, ...) may run
+-- itself and the next child, or the next two, as one op (Conv2D + MaxPool2D
+-- [+ BatchNorm]), returning the result and how many children it ran, or nil
+-- when it can't.
 local function chain(self, order, i, ...)
   local name = order[i]
   if name == nil then return ... end
   local b = self._children[name]
   if b._fuse_next and order[i + 1] then
-    local y = b:_fuse_next(self._children[order[i + 1]], ...)
-    if y ~= nil then return chain(self, order, i + 2, y) end
+    local after = order[i + 2]
+    local y, n = b:_fuse_next(self._children[order[i + 1]], after and self._children[after], ...)
+    if y ~= nil then return chain(self, order, i + n, y) end
   end
   return chain(self, order, i + 1, b(...))
 end

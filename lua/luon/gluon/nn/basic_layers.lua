@@ -2,6 +2,7 @@
 -- GroupNorm, InstanceNorm, Dropout, Flatten, Embedding, Identity, Lambda,
 -- HybridLambda, Concatenate, HybridConcatenate.
 local core = require("luon.core")
+local C = core.C
 local np = require("luon.np")
 local npx = require("luon.npx")
 local block = require("luon.gluon.block")
@@ -139,7 +140,7 @@ end
 -- shapes). The options are _kw's as they are now (MXNet users set
 -- use_global_stats there to freeze a layer).
 local relu_op = core.op_ids.relu
-function BatchNorm:_fuse_next(nxt, x, ...)
+function BatchNorm:_fuse_next(nxt, _, x, ...)
   if self.forward ~= BatchNorm.forward or nxt.forward ~= activations.Activation.forward or
      nxt._act_type ~= "relu" or select("#", ...) > 0 or not core.is_array(x) or not self._ready or
      #self._fhooks + #self._prehooks + #nxt._fhooks + #nxt._prehooks > 0 or core.amp_casts(relu_op) then
@@ -151,7 +152,28 @@ function BatchNorm:_fuse_next(nxt, x, ...)
   kw.act_type = "relu"
   local dev = device_of(x)
   return npx.batch_norm(x, self.gamma:data(dev), self.beta:data(dev), self.running_mean:data(dev),
-                        self.running_var:data(dev), kw)
+                        self.running_var:data(dev), kw), 2
+end
+
+-- The batch norm of Conv2D + MaxPool2D + BatchNorm run as one op
+-- (Conv2D:_fuse_next): npx.convolution_maxpool's bn, or nil where this
+-- layer's forward would not be batch_norm in predict mode over the
+-- channels: a hook, a forward not BatchNorm's own (SyncBatchNorm), autograd
+-- recording or training without use_global_stats, another axis, amp, or
+-- before the first call.
+local bn_op = core.op_ids.batch_norm
+function BatchNorm:_fused_predict(dev)
+  if self.forward ~= BatchNorm.forward or not self._ready or #self._fhooks + #self._prehooks > 0 or
+     C.luon_autograd_is_recording() ~= 0 or (C.luon_autograd_is_training() ~= 0 and not self._use_global_stats) or
+     (self._axis ~= 1 and self._axis ~= -3) or core.amp_casts(bn_op) then
+    return nil
+  end
+  local kw = self._bn_fused or {}
+  self._bn_fused = kw
+  kw.gamma, kw.beta = self.gamma:data(dev), self.beta:data(dev)
+  kw.running_mean, kw.running_var = self.running_mean:data(dev), self.running_var:data(dev)
+  kw.eps, kw.fix_gamma = self._eps, not self._scale
+  return kw
 end
 
 function BatchNorm:__tostring()

@@ -162,7 +162,7 @@ convolution("Conv3DTranspose", 3, true)
 local FLOAT32, FLOAT64 = core.FLOAT32, core.FLOAT64
 local FLOAT16, BFLOAT16 = core.dtype_ids.float16, core.dtype_ids.bfloat16
 local fused_op = core.op_info.conv2d_maxpool
-function Conv2D:_fuse_next(nxt, x, ...)
+function Conv2D:_fuse_next(nxt, after, x, ...)
   if not nxt._maxpool_kw or select("#", ...) > 0 or not core.is_array(x) or not self._ready or not nxt._ready
      or #self._fhooks + #self._prehooks + #nxt._fhooks + #nxt._prehooks > 0 then
     return nil
@@ -176,8 +176,10 @@ function Conv2D:_fuse_next(nxt, x, ...)
     return nil
   end
   local dev, bias = device_of(x), self.bias
+  local bn = after and after._fused_predict and (info.dtype == FLOAT32 or info.dtype == FLOAT64) and
+             after:_fused_predict(dev)
   return npx.convolution_maxpool(x, self.weight:data(dev), bias and bias:data(dev),
-                                 act and self._kw_relu or self._kw, nxt._maxpool_kw)
+                                 act and self._kw_relu or self._kw, nxt._maxpool_kw, bn or nil), bn and 3 or 2
 end
 
 
