@@ -307,8 +307,9 @@ static luon_status run_op(const lu_op_desc *d, lu_call *c, luon_tensor **out, bo
     s = run_kernel(d, c);
   } else {
     for (int k = 0; k < c->nout; k++) c->out[k] = NULL;
-    s = d->cpu(c); /* views are device independent */
+    return d->cpu(c); /* views are device independent */
   }
+  for (int k = 0; k < c->nout; k++) lu_touch(c->out[k]); /* written (in part, on an error) */
   return s;
 }
 

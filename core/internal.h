@@ -116,7 +116,18 @@ typedef struct lu_storage {
   void *ptr;              /* base address */
   size_t bytes;
   void *owner;            /* the allocation holding this struct (freed with it) */
+  uint64_t version;       /* new at every write through luon (lu_touch), unique in the process;
+                             0: memory the caller owns (luon_tensor_wrap), never trusted unchanged */
 } lu_storage;
+
+/* The storage versions: lu_version_next() is a number never handed out
+ * before; lu_touch(t) says t's memory was written, so that what was derived
+ * from its values (conv_dnnl.c's reordered weights) is made again. Every
+ * write through luon touches: the dispatcher after an op's kernel (its
+ * outputs, in place or new), luon_tensor_copy, the collectives, a replay's
+ * elementwise chains, lu_tensor_take_data; a host that writes through
+ * luon_tensor_info's data calls luon_tensor_touch. */
+uint64_t lu_version_next(void);
 
 struct lu_node;           /* autograd (autograd.c) */
 
@@ -141,6 +152,10 @@ struct luon_tensor {
 /* Element address of a tensor's first element. */
 static inline void *lu_data(const luon_tensor *t) {
   return (char *)t->storage->ptr + t->offset * (int64_t)luon_dtype_size(t->dtype);
+}
+static inline void lu_touch(luon_tensor *t) {
+  if (t && t->storage && __atomic_load_n(&t->storage->version, __ATOMIC_RELAXED))
+    __atomic_store_n(&t->storage->version, lu_version_next(), __ATOMIC_RELEASE);
 }
 bool lu_is_contiguous(const luon_tensor *t);
 /* A 2-d tensor seen transposed: a struct copy sharing t's storage (no

@@ -88,7 +88,8 @@ typedef struct luon_tensor_info {
   int64_t offset;                      /* in elements, into the storage */
   int64_t shape[8];                    /* LUON_MAX_DIMS */
   int64_t strides[8];                  /* in elements */
-  void *data;                          /* address of element 0 (device memory on GPUs) */
+  void *data;                          /* address of element 0 (device memory on GPUs); after
+                                          writing through it, call luon_tensor_touch */
   int32_t contiguous;                  /* row-major and dense */
   int32_t requires_grad;               /* has a gradient buffer attached (autograd) */
   int32_t recorded;                    /* the output of a recorded op (its gradient flows back) */
@@ -96,6 +97,12 @@ typedef struct luon_tensor_info {
 
 /* Fill *info. Cheap: no synchronisation. */
 luon_status luon_tensor_info_get(const luon_tensor *t, luon_tensor_info *info);
+/* Say that t's memory was written through a pointer (luon_tensor_info's
+ * data), not through luon's functions, which say so themselves: what luon
+ * keeps derived from its values (a convolution's weights reordered for
+ * oneDNN) is made again at the next use. Memory given to luon_tensor_wrap
+ * needs no call: luon never keeps anything derived from it. */
+luon_status luon_tensor_touch(luon_tensor *t);
 /* Reference counting. retain returns t; release frees at zero (NULL is fine). */
 luon_tensor *luon_tensor_retain(luon_tensor *t);
 void luon_tensor_release(luon_tensor *t);

@@ -107,6 +107,7 @@ static luon_status tensor_new(int32_t dtype, int ndim, const int64_t *shape, lu_
   st->dev = dev;
   st->bytes = bytes;
   st->owner = a;
+  st->version = lu_version_next();
   luon_tensor *t = &a->t;
   init_tensor(t);
   t->dtype = dtype;
@@ -207,7 +208,18 @@ bool lu_tensor_take_data(luon_tensor *dst, luon_tensor *src) {
   void *ptr = a->ptr;
   a->block = b->block, a->ptr = b->ptr;
   b->block = blk, b->ptr = ptr;
+  lu_touch(dst);
+  lu_touch(src);
   return true;
+}
+
+static uint64_t versions;
+uint64_t lu_version_next(void) { return __atomic_add_fetch(&versions, 1, __ATOMIC_RELAXED); }
+
+luon_status luon_tensor_touch(luon_tensor *t) {
+  if (!t) return lu_error(LUON_EINVAL, "tensor_touch: NULL tensor");
+  lu_touch(t);
+  return LUON_OK;
 }
 
 void luon_tensor_release(luon_tensor *t) {
@@ -283,6 +295,7 @@ luon_status luon_tensor_wrap(void *ptr, int32_t dtype, int32_t ndim, const int64
   st->dev = d;
   st->bytes = n > 0 ? (size_t)(hi - lo + 1) * (size_t)esize : 0;
   st->owner = a;
+  st->version = 0; /* the caller's memory: it may change under luon at any time */
   luon_tensor *t = &a->t;
   init_tensor(t);
   t->dtype = dtype;
@@ -437,6 +450,7 @@ static int broadcast_axis(const luon_tensor *t) {
 luon_status luon_tensor_copy(luon_tensor *dst, const luon_tensor *srcc) {
   luon_tensor *src = (luon_tensor *)srcc;
   if (!dst || !src) return lu_error(LUON_EINVAL, "copyto: NULL tensor");
+  lu_touch(dst); /* before any write: every branch below writes dst */
   if (lu_capture_top())
     return lu_graph_refuse(LUON_EUNSUPPORTED,
                            "hybridize: forward copied into an existing array (x:copyto(array), an "

@@ -92,6 +92,7 @@ luon_status luon_allreduce(int32_t n, luon_tensor *const *r, int32_t op) {
         return lu_error(LUON_EINVAL, "allreduce: replicas %d and %d share memory", m + 1, k + 1);
   }
   if (n == 1) return LUON_OK;
+  for (int k = 0; k < n; k++) lu_touch(r[k]);
   /* replicas on distinct physical GPUs: NCCL in the backend (it declines
    * replicas sharing a card, which take the copies and adds below) */
   bool gpus = lu_cuda.allreduce && lu_dtype_is_float(r[0]->dtype);

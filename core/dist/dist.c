@@ -383,6 +383,7 @@ static luon_status host_view(luon_tensor *t, const char *fname, luon_tensor **st
 }
 
 static luon_status finish_stage(luon_tensor *t, luon_tensor *stage, luon_status s) {
+  lu_touch(t);
   if (stage) {
     if (s == LUON_OK) s = luon_tensor_copy(t, stage);
     luon_tensor_release(stage);
@@ -508,6 +509,7 @@ static luon_status nccl_collective(luon_tensor *t, int32_t op, int32_t root, con
     }
   }
   double t0 = now_s();
+  lu_touch(t);
   luon_status s = root < 0 ? lu_cuda.nccl_allreduce(G.nccl, lu_data(w), w->size, w->dtype, op, G.timeout)
                            : lu_cuda.nccl_broadcast(G.nccl, lu_data(w), w->size, w->dtype, root, G.timeout);
   if (s != LUON_OK) s = nccl_failed(s, what, root < 0 ? "ncclAllReduce" : "ncclBroadcast", t0);

@@ -663,7 +663,8 @@ luon_status lu_cpu_conv2d(lu_call *c) {
   if (lu_ref_kernels() || g.K == 0) {
     conv_ref(&g, dt, d.in[0], d.in[1], bias, d.out);
   } else if (!wino && ((s = lu_dnnl_conv2d(&g, dt, (const float *)d.in[0], (const float *)d.in[1],
-                                           (const float *)bias, (float *)d.out, &done)) != LUON_OK ||
+                                           (const float *)bias, (float *)d.out,
+                                           d.tmp[1] ? NULL : c->in[1]->storage, &done)) != LUON_OK ||
                        done)) {
   } else if (direct_ok(&g, dt) && !(algo && algo[0] == 'g')) {
     lu_parallel_for(g.N * g.OH, 4, direct_rows, &j);

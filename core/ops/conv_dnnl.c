@@ -18,10 +18,13 @@
  *
  * Each part's operands are views of the caller's dense NCHW / OIHW arrays
  * (strides where a part is a slice of channels). oneDNN chooses its own
- * blocked layouts; reorders to and from them run in the parts (the weights
- * every call: a cached copy could miss a write through an array's address,
- * which luon_tensor_info hands out; a thread reorders an input once for all
- * its parts that share it). Per geometry and part the primitives are made
+ * blocked layouts; reorders to and from them run in the parts (a thread
+ * reorders an input once for all its parts that share it). Weights seen
+ * before are kept reordered (kept_*: per storage, offset and layout, the
+ * storage's version when reordered; LUON_CONV_DNNL_WEIGHTS_MB of them, 512
+ * by default, 0 none), and reordered again only after a write (lu_touch's
+ * versions; the storages of luon_tensor_wrap are never kept): a batch-1
+ * resnet18 then skips 45 MB of reorders per call. Per geometry and part the primitives are made
  * once and kept (a plan; PLANS of them, the least recently used and unused
  * one replaced); a geometry oneDNN refuses is kept as refused. Scratch (the
  * blocked copies, oneDNN's scratchpad) comes from the caching allocator.
@@ -214,6 +217,101 @@ static plan *plan_get(const geom *g, const part *q, bool bias) {
   return oldest;
 }
 
+/* ---- weights kept reordered ---------------------------------------------------- */
+
+/* A part's weights in the primitive's layout, made from the user layout of
+ * storage st at element off when st's version was `version`. */
+typedef struct kept {
+  const lu_storage *st;      /* NULL: a free slot */
+  int64_t off;
+  dnnl_memory_desc_t user, prim;
+  uint64_t version;          /* 0: not made (yet, or the reorder failed) */
+  char *buf;                 /* NULL: seen once only; the second call makes it */
+  size_t bytes;
+  uint64_t used;
+  int32_t busy;              /* calls reading it or making it */
+} kept;
+enum { KEPT = 256 };
+static kept keeps[KEPT];
+static size_t kept_bytes, kept_cap = (size_t)-1;
+static uint64_t kept_tick;
+static pthread_mutex_t kept_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void kept_drop(kept *e) {
+  free(e->buf);
+  kept_bytes -= e->bytes;
+  memset(e, 0, sizeof *e);
+}
+
+/* Room for `bytes` more under the cap, dropping the least recently used
+ * idle buffers (lock held); false when there is none. */
+static bool kept_room(size_t bytes, const kept *keep) {
+  while (kept_bytes + bytes > kept_cap) {
+    kept *old = NULL;
+    for (int i = 0; i < KEPT; i++)
+      if (keeps[i].buf && !keeps[i].busy && &keeps[i] != keep && (!old || keeps[i].used < old->used)) old = &keeps[i];
+    if (!old) return false;
+    kept_drop(old);
+  }
+  return true;
+}
+
+/* The kept weights of a part (lock held), busy for the caller, with *make
+ * when the caller must reorder into its buffer first; NULL: reorder them as
+ * before (first seen, no room, or another call is making them). */
+static kept *kept_take(const lu_storage *st, uint64_t version, int64_t off, const plan *p, bool *make) {
+  *make = false;
+  if (kept_cap == (size_t)-1) {
+    const char *env = getenv("LUON_CONV_DNNL_WEIGHTS_MB");
+    kept_cap = (size_t)(env ? atoll(env) : 512) << 20;
+  }
+  if (kept_cap == 0) return NULL;
+  kept *e = NULL, *free_slot = NULL, *old = NULL;
+  for (int i = 0; i < KEPT && !e; i++) {
+    kept *k = &keeps[i];
+    if (!k->st) {
+      if (!free_slot) free_slot = k;
+    } else if (k->st == st && k->off == off && p_dnnl_memory_desc_equal(&k->user, &p->user[1]) &&
+               p_dnnl_memory_desc_equal(&k->prim, &p->prim[1])) {
+      e = k;
+    } else if (!k->busy && (!old || k->used < old->used)) {
+      old = k;
+    }
+  }
+  if (!e) { /* first seen: remembered, no buffer */
+    kept *slot = free_slot ? free_slot : old;
+    if (!slot) return NULL;
+    if (slot->st) kept_drop(slot);
+    slot->st = st, slot->off = off, slot->user = p->user[1], slot->prim = p->prim[1];
+    slot->used = ++kept_tick;
+    return NULL;
+  }
+  e->used = ++kept_tick;
+  if (e->buf && __atomic_load_n(&e->version, __ATOMIC_ACQUIRE) == version) {
+    e->busy++;
+    return e;
+  }
+  if (e->busy) return NULL; /* another call is making or reading an older version */
+  size_t bytes = p_dnnl_memory_desc_get_size(&p->prim[1]);
+  if (!e->buf) {
+    if (!kept_room(bytes, e)) return NULL;
+    if (!(e->buf = aligned_alloc(64, (bytes + 63) / 64 * 64))) return NULL;
+    e->bytes = bytes;
+    kept_bytes += bytes;
+  }
+  e->version = 0;
+  e->busy++;
+  *make = true;
+  return e;
+}
+
+static void kept_give(kept *const *e, int64_t n) {
+  pthread_mutex_lock(&kept_lock);
+  for (int64_t k = 0; k < n; k++)
+    if (e[k]) e[k]->busy--;
+  pthread_mutex_unlock(&kept_lock);
+}
+
 /* ---- running ------------------------------------------------------------------- */
 
 enum { MAX_PARTS = 64 };
@@ -222,9 +320,13 @@ typedef struct run_job {
   int64_t nparts, nthreads;
   part parts[MAX_PARTS];
   plan *plan[MAX_PARTS];
+  kept *kept[MAX_PARTS];     /* the part's weights reordered (version set), or NULL */
   const float *x, *w, *b;
   float *y;
   luon_status status;        /* the first failure */
+  /* the kept weights to make first: part make[i]'s into its kept buffer */
+  int64_t nmake, make[MAX_PARTS];
+  uint64_t version;
 } run_job;
 
 /* A thread's blocked copies, kept over its parts: a part whose input is the
@@ -263,23 +365,27 @@ static luon_status run_part(const run_job *j, const part *q, const plan *p, held
   const void *ptr[3] = {j->x + q->n0 * g->C * g->H * g->W, j->w + q->o0 * g->C * g->KH * g->KW,
                         j->y + (q->n0 * g->O + q->o0) * g->OH * g->OW};
   const void *bias = j->b ? j->b + q->o0 : NULL;
+  const kept *w = j->kept[q - j->parts];
+  if (w && __atomic_load_n(&w->version, __ATOMIC_ACQUIRE) != j->version) w = NULL; /* its reorder failed: this part reorders as before */
   char *buf[4] = {NULL, NULL, NULL, NULL};
   for (int k = 0; k < 4; k++) {
-    size_t bytes = k < 3 ? (p->re[k] ? p_dnnl_memory_desc_get_size(&p->prim[k]) : 0) : p->scratchpad;
+    size_t bytes = k < 3 ? (p->re[k] && !(k == 1 && w) ? p_dnnl_memory_desc_get_size(&p->prim[k]) : 0)
+                         : p->scratchpad;
     if (bytes && !(buf[k] = held_buf(h, k, bytes)))
       return lu_error(LUON_ENOMEM, "conv2d (oneDNN): out of host memory for %zu bytes of scratch", bytes);
   }
   dnnl_memory_t um[3] = {NULL}, pm[3] = {NULL}, sp = NULL, bm = NULL;
   bool ok = true;
   for (int k = 0; k < 3 && ok; k++)
-    ok = mem(&um[k], &p->user[k], ptr[k]) && mem(&pm[k], &p->prim[k], p->re[k] ? buf[k] : ptr[k]);
+    ok = mem(&um[k], &p->user[k], ptr[k]) &&
+         mem(&pm[k], &p->prim[k], k == 1 && w ? w->buf : p->re[k] ? buf[k] : ptr[k]);
   dnnl_memory_desc_t spmd;
   dnnl_dims_t spd = {(dnnl_dim_t)p->scratchpad};
   if (ok && buf[3])
     ok = p_dnnl_memory_desc_init_by_tag(&spmd, 1, spd, dnnl_u8, dnnl_x) == dnnl_success && mem(&sp, &spmd, buf[3]);
   if (ok && bias) ok = mem(&bm, &p->bias, bias);
   for (int k = 0; k < 2 && ok; k++)
-    if (p->re[k] && !(h->from[k] == ptr[k] && h->by[k] == p)) {
+    if (p->re[k] && !(k == 1 && w) && !(h->from[k] == ptr[k] && h->by[k] == p)) {
       ok = reorder(s, p->re[k], um[k], pm[k]);
       h->from[k] = ok ? ptr[k] : NULL, h->by[k] = p;
     }
@@ -299,6 +405,24 @@ static luon_status run_part(const run_job *j, const part *q, const plan *p, held
   if (sp) p_dnnl_memory_destroy(sp);
   if (bm) p_dnnl_memory_destroy(bm);
   return ok ? LUON_OK : lu_error(LUON_EINTERNAL, "conv2d (oneDNN): a primitive failed to run");
+}
+
+/* Kept weights [i0, i1) of j->make: the part's weights reordered into
+ * their buffer, the version set where that worked. */
+static void make_kept(void *ctx, int64_t i0, int64_t i1) {
+  run_job *j = ctx;
+  dnnl_stream_t s = thread_stream();
+  for (int64_t i = i0; i < i1 && s; i++) {
+    int64_t k = j->make[i];
+    const plan *p = j->plan[k];
+    kept *e = j->kept[k];
+    dnnl_memory_t um = NULL, pm = NULL;
+    bool ok = mem(&um, &p->user[1], j->w + j->parts[k].o0 * j->g->C * j->g->KH * j->g->KW) &&
+              mem(&pm, &p->prim[1], e->buf) && reorder(s, p->re[1], um, pm) && p_dnnl_stream_wait(s) == dnnl_success;
+    if (um) p_dnnl_memory_destroy(um);
+    if (pm) p_dnnl_memory_destroy(pm);
+    if (ok) __atomic_store_n(&e->version, j->version, __ATOMIC_RELEASE); /* read by other calls' takes */
+  }
 }
 
 /* Thread t's share of the parts, in order. */
@@ -361,7 +485,7 @@ bool lu_dnnl_conv_ok(const geom *g, int32_t dt) {
 }
 
 luon_status lu_dnnl_conv2d(const geom *g, int32_t dt, const float *x, const float *w, const float *b, float *y,
-                           bool *done) {
+                           const lu_storage *wst, bool *done) {
   *done = false;
   if (!lu_dnnl_conv_ok(g, dt)) return LUON_OK;
   run_job j;
@@ -375,7 +499,28 @@ luon_status lu_dnnl_conv2d(const geom *g, int32_t dt, const float *x, const floa
   int64_t got = 0;
   for (; got < j.nparts && all; got++) all = (j.plan[got] = plan_get(g, &j.parts[got], b != NULL)) != NULL;
   pthread_mutex_unlock(&plans_lock);
+  /* each part's weights kept reordered where they can be: one entry for the
+   * parts over the samples (the same weights), one per part over channels */
+  uint64_t version = wst ? __atomic_load_n(&wst->version, __ATOMIC_ACQUIRE) : 0;
+  if (all && version) {
+    j.version = version;
+    pthread_mutex_lock(&kept_lock);
+    for (int64_t k = 0; k < j.nparts; k++) {
+      if (!j.plan[k]->re[1]) continue;
+      int64_t off = (int64_t)((const char *)(w + j.parts[k].o0 * g->C * g->KH * g->KW) - (const char *)wst->ptr) /
+                    (int64_t)sizeof(float);
+      int64_t same = -1;
+      for (int64_t m = 0; m < k && same < 0; m++)
+        if (j.kept[m] && j.parts[m].o0 == j.parts[k].o0 && j.plan[m] == j.plan[k]) same = m;
+      bool make = false;
+      if (same >= 0) j.kept[same]->busy++, j.kept[k] = j.kept[same];
+      else if ((j.kept[k] = kept_take(wst, version, off, j.plan[k], &make)) && make) j.make[j.nmake++] = k;
+    }
+    pthread_mutex_unlock(&kept_lock);
+    if (j.nmake) lu_parallel_for(j.nmake, 1, make_kept, &j);
+  }
   if (all) lu_parallel_for(j.nthreads, 1, run_threads, &j);
+  kept_give(j.kept, j.nparts);
   pthread_mutex_lock(&plans_lock);
   for (int64_t k = 0; k < got; k++)
     if (j.plan[k]) j.plan[k]->busy--;
@@ -393,8 +538,8 @@ bool lu_dnnl_conv_ok(const geom *g, int32_t dt) {
   return false;
 }
 luon_status lu_dnnl_conv2d(const geom *g, int32_t dt, const float *x, const float *w, const float *b, float *y,
-                           bool *done) {
-  (void)g, (void)dt, (void)x, (void)w, (void)b, (void)y;
+                           const lu_storage *wst, bool *done) {
+  (void)g, (void)dt, (void)x, (void)w, (void)b, (void)y, (void)wst;
   *done = false;
   return LUON_OK;
 }

@@ -8,8 +8,10 @@
  * oneDNN loaded (not with LUON_CONV_DNNL=0 or the reference kernels). */
 bool lu_dnnl_conv_ok(const geom *g, int32_t dt);
 
-/* y = conv2d(x, w) [+ b] over dense NCHW / OIHW arrays;
- * *done false when oneDNN does not take it (conv.c's kernels then run). */
+/* y = conv2d(x, w) [+ b] over dense NCHW / OIHW arrays; wst: the storage w
+ * lies in, whose version says when its reordered copy is stale (NULL: w is
+ * a packed temporary, never kept); *done false when oneDNN does not take it
+ * (conv.c's kernels then run). */
 luon_status lu_dnnl_conv2d(const geom *g, int32_t dt, const float *x, const float *w, const float *b, float *y,
-                           bool *done);
+                           const lu_storage *wst, bool *done);
 #endif

@@ -177,6 +177,95 @@ static void conv_ref_cases(void) {
  * forward with and without bias and relu, both gradients, for paddings
  * 0..2, planes that are not whole tiles, one channel, and a batch whose
  * tile rows split into several blocks per thread. */
+/* Weights kept reordered for oneDNN (conv_dnnl.c) follow every write
+ * through luon: each way of writing w changes the next output to what a
+ * fresh copy of w gives (the same primitive, so the same bits). A raw write
+ * without luon_tensor_touch is not seen (the contract luon.h states, and
+ * the proof the kept copy is what ran); the touch makes it seen. Batch 1
+ * (parts of the output channels) and batch 4 (parts of the samples). */
+static bool same_as_fresh(luon_tensor *x, luon_tensor *w, const luon_attrs *a) {
+  luon_tensor *fresh = NULL;
+  CHECK_OK(luon_tensor_empty(LUON_DTYPE_F32, 4, w->shape, LUON_CPU, 0, &fresh));
+  CHECK_OK(luon_tensor_copy(fresh, w));
+  luon_tensor *in[2] = {x, w}, *inf[2] = {x, fresh};
+  luon_tensor *y = call(LU_OP_conv2d, a, 2, in), *yf = call(LU_OP_conv2d, a, 2, inf);
+  bool same = y && yf && memcmp(lu_data(y), lu_data(yf), sizeof(float) * (size_t)y->size) == 0;
+  luon_tensor_release(y), luon_tensor_release(yf), luon_tensor_release(fresh);
+  return same;
+}
+
+static void test_conv_kept_weights(void) {
+#if __has_include(<oneapi/dnnl/dnnl.h>)
+  setenv("LUON_CONV_WINOGRAD", "0", 1);
+  for (int64_t N = 1; N <= 4; N += 3) {
+    int64_t xs[4] = {N, 16, 12, 12}, ws[4] = {32, 16, 3, 3};
+    luon_tensor *x = rnd(LUON_DTYPE_F32, 4, xs), *w = rnd(LUON_DTYPE_F32, 4, ws);
+    luon_attrs a = conv_attrs(1, 1, 1, 1, 1, 1, 1);
+    luon_tensor *in[2] = {x, w};
+    int64_t runs = lu_dnnl_runs;
+    for (int k = 0; k < 3; k++) luon_tensor_release(call(LU_OP_conv2d, &a, 2, in)); /* seen, then kept */
+    CHECK(lu_dnnl_runs == runs + 3, "batch %lld: oneDNN did not run", (long long)N);
+    CHECK(same_as_fresh(x, w, &a), "batch %lld: kept weights differ before any write", (long long)N);
+    /* an op's result written into w (out = w, the kernel writing it), and
+     * an op that updates w in place */
+    luon_attrs none;
+    memset(&none, 0, sizeof none);
+    luon_tensor *two = rnd(LUON_DTYPE_F32, 4, ws), *three = rnd(LUON_DTYPE_F32, 4, ws), *ww[2] = {two, three};
+    luon_tensor *out = w;
+    int32_t nout = 1;
+    CHECK_OK(luon_op_call(LU_OP_add, 2, ww, &none, &nout, &out));
+    luon_tensor_release(out);
+    CHECK(same_as_fresh(x, w, &a), "batch %lld: an op's out= write into w not seen", (long long)N);
+    luon_attrs sgd;
+    memset(&sgd, 0, sizeof sgd);
+    sgd.f[LU_OPT_LR] = 0.5, sgd.f[LU_OPT_RESCALE] = 1, sgd.f[LU_OPT_CLIP] = -1;
+    luon_tensor *wg[2] = {w, three};
+    nout = 1;
+    out = NULL;
+    CHECK_OK(luon_op_call(LU_OP_sgd_update, 2, wg, &sgd, &nout, &out));
+    luon_tensor_release(out);
+    luon_tensor_release(three);
+    CHECK(same_as_fresh(x, w, &a), "batch %lld: an update in place of w not seen", (long long)N);
+    /* a copy into a view of w (its storage) */
+    luon_tensor *row = NULL;
+    int64_t rs[4] = {1, 16, 3, 3};
+    CHECK_OK(luon_tensor_view(w, 4, rs, w->strides, 5 * 144, &row));
+    luon_tensor *src = rnd(LUON_DTYPE_F32, 4, rs);
+    CHECK_OK(luon_tensor_copy(row, src));
+    CHECK(same_as_fresh(x, w, &a), "batch %lld: a copy into a view of w not seen", (long long)N);
+    /* replicas summed in place */
+    luon_tensor *r[2] = {w, two};
+    CHECK_OK(luon_allreduce(2, r, 0));
+    CHECK(same_as_fresh(x, w, &a), "batch %lld: allreduce into w not seen", (long long)N);
+    /* a raw write: seen after luon_tensor_touch only */
+    luon_tensor_info info;
+    CHECK_OK(luon_tensor_info_get(w, &info));
+    for (int64_t k = 0; k < w->size; k++) ((float *)info.data)[k] *= -1.5f;
+    CHECK(!same_as_fresh(x, w, &a), "batch %lld: a raw write was seen without a touch: nothing kept?",
+          (long long)N);
+    CHECK_OK(luon_tensor_touch(w));
+    CHECK(same_as_fresh(x, w, &a), "batch %lld: luon_tensor_touch not seen", (long long)N);
+    luon_tensor_release(row), luon_tensor_release(src), luon_tensor_release(two);
+    luon_tensor_release(x), luon_tensor_release(w);
+  }
+  /* memory the caller owns is never kept: a raw write is seen */
+  static float xm[1 * 8 * 6 * 6], wm[16 * 8 * 3 * 3];
+  for (size_t k = 0; k < sizeof xm / sizeof xm[0]; k++) xm[k] = (float)urand();
+  for (size_t k = 0; k < sizeof wm / sizeof wm[0]; k++) wm[k] = (float)urand();
+  int64_t xs[4] = {1, 8, 6, 6}, ws[4] = {16, 8, 3, 3};
+  luon_tensor *x = NULL, *w = NULL;
+  CHECK_OK(luon_tensor_wrap(xm, LUON_DTYPE_F32, 4, xs, NULL, LUON_CPU, 0, &x));
+  CHECK_OK(luon_tensor_wrap(wm, LUON_DTYPE_F32, 4, ws, NULL, LUON_CPU, 0, &w));
+  luon_attrs a = conv_attrs(1, 1, 0, 0, 1, 1, 1);
+  luon_tensor *in[2] = {x, w};
+  for (int k = 0; k < 3; k++) luon_tensor_release(call(LU_OP_conv2d, &a, 2, in));
+  for (size_t k = 0; k < sizeof wm / sizeof wm[0]; k++) wm[k] = -wm[k];
+  CHECK(same_as_fresh(x, w, &a), "a write into wrapped memory not seen");
+  luon_tensor_release(x), luon_tensor_release(w);
+  unsetenv("LUON_CONV_WINOGRAD");
+#endif
+}
+
 static void test_conv_winograd(void) {
   static const cfg cs[] = {
       {2, 16, 9, 11, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, LUON_DTYPE_F32},
@@ -628,6 +717,7 @@ static void test_conv3d_ref(void) {
 
 int main(void) {
   test_conv_ref();
+  test_conv_kept_weights();
   test_conv_winograd();
   test_conv3d_ref();
   test_conv_strided();

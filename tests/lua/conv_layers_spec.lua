@@ -157,6 +157,49 @@ describe("npx's 1-d and 3-d spellings", function()
   end)
 end)
 
+-- oneDNN's reordered copy of a Conv2D's weights is kept between calls
+-- (core/ops/conv_dnnl.c); every way a Gluon program writes the weights is
+-- seen at the next call: the output equals a convolution by a fresh copy.
+describe("Conv2D weights kept for oneDNN", function()
+  it("follow trainer steps, set_data, item assignment, in-place ops and load_parameters", function()
+    local net = nn.Conv2D{channels = 32, kernel_size = 3, padding = 1, in_channels = 16}
+    net:initialize()
+    local trainer = luon.gluon.Trainer(net:collect_params(), "sgd", {learning_rate = 0.1})
+    local x = np.random.uniform(-1, 1, {1, 16, 10, 10})
+    local function check(what)
+      for _ = 1, 2 do -- a kept copy made, then read
+        local w = net.weight:data()
+        local want = npx.convolution(x, w:copy(), net.bias:data():copy(), {kernel = {3, 3}, pad = {1, 1}, num_filter = 32})
+        assert(np.all(np.equal(net(x), want)):item(), what .. ": the output is not the fresh weights'")
+      end
+    end
+    for _ = 1, 3 do net(x) end
+    check("before any write")
+    local y = autograd.record(function() return net(x):sum() end)
+    y:backward()
+    trainer:step(1)
+    check("after trainer:step")
+    net.weight:set_data(np.random.uniform(-1, 1, {32, 16, 3, 3}))
+    check("after set_data")
+    local w = net.weight:data()
+    w[{2, 1}] = 0.25
+    check("after w[2][1] = 0.25")
+    w[{}] = w * -1
+    check("after w[:] = -w")
+    np.multiply(w, 2, {out = w})
+    check("after np.multiply(w, 2, out = w)")
+    local path = os.tmpname()
+    net.weight:set_data(np.ones({32, 16, 3, 3}))
+    net:save_parameters(path)
+    net.weight:set_data(np.zeros({32, 16, 3, 3}))
+    check("after set_data again")
+    net:load_parameters(path)
+    os.remove(path)
+    check("after load_parameters")
+    assert.equal(32 * 16 * 9, net.weight:data():sum():item())
+  end)
+end)
+
 describe("Winograd's 3x3 convolutions (float32, stride 1)", function()
   it("give a finite weight gradient over recycled memory holding NaN", function()
     -- a short last block read one lane of scratch no row wrote: with the
