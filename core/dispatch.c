@@ -309,7 +309,11 @@ static luon_status run_op(const lu_op_desc *d, lu_call *c, luon_tensor **out, bo
     for (int k = 0; k < c->nout; k++) c->out[k] = NULL;
     return d->cpu(c); /* views are device independent */
   }
-  for (int k = 0; k < c->nout; k++) lu_touch(c->out[k]); /* written (in part, on an error) */
+  /* written (in part, on an error): the outputs; every input of an update in
+   * place (the optimizers' states); batch_norm's running statistics */
+  for (int k = 0; k < c->nout; k++) lu_touch(c->out[k]);
+  for (int k = 0; d->kind == LU_INPLACE && k < c->nin; k++) lu_touch(c->in[k]);
+  if (c->op == LU_OP_batch_norm && c->nin == 5) lu_touch(c->in[3]), lu_touch(c->in[4]);
   return s;
 }
 

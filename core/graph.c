@@ -490,6 +490,52 @@ static luon_status check_inputs(const luon_graph *g, int32_t nin, luon_tensor *c
   return LUON_OK;
 }
 
+/* A batch norm fused into a convolution (conv2d_maxpool with BN 1,
+ * conv2d_bn) has no gradient: replayed while autograd records (an
+ * inference graph trained, as SymbolBlock allows), it runs as its ops
+ * apart, the same values, through which the gradients flow. out: the
+ * node's outputs (into[k] where planned); conv2d_maxpool's indices stay on
+ * the tape, its second output is empty as INFER's. */
+static bool fused_bn(const gnode *n) {
+  return n->op == LU_OP_conv2d_bn ||
+         (n->op == LU_OP_conv2d_maxpool && n->attrs.ni > LU_CMP_BN && n->attrs.i[LU_CMP_BN]);
+}
+
+static luon_status run_unfused(const gnode *n, luon_tensor **in, luon_tensor **out) {
+  int32_t nconv = n->nin - 4, nmid = n->op == LU_OP_conv2d_bn ? 1 : 2;
+  luon_attrs a = n->attrs, b;
+  luon_tensor *mid[2] = {NULL, NULL};
+  memset(&b, 0, sizeof b);
+  if (n->op == LU_OP_conv2d_bn) {
+    a.ni = LU_NI_conv2d;
+    b.i[LU_BN_RELU] = n->attrs.i[LU_CBN_RELU];
+    b.f[LU_BN_EPS] = n->attrs.f[LU_CBN_EPS];
+  } else {
+    a.i[LU_CMP_INFER] = a.i[LU_CMP_BN] = 0;
+    b.f[LU_BN_EPS] = n->attrs.f[LU_CMP_BN_EPS];
+  }
+  LU_TRY(luon_op_call(nmid == 1 ? LU_OP_conv2d : LU_OP_conv2d_maxpool, nconv, in, &a, &nmid, mid));
+  b.i[LU_BN_AXIS] = 1, b.i[LU_BN_GLOBAL_STATS] = 1, b.ni = LU_BN_RELU + 1; /* predict mode */
+  b.f[LU_BN_MOMENTUM] = 0.9;
+  luon_tensor *bin[5] = {mid[0], in[nconv], in[nconv + 1], in[nconv + 2], in[nconv + 3]};
+  luon_tensor *bout[3] = {out[0], NULL, NULL};
+  int32_t nb = 3;
+  luon_status s = luon_op_call(LU_OP_batch_norm, 5, bin, &b, &nb, bout);
+  luon_tensor_release(mid[0]);
+  luon_tensor_release(mid[1]);
+  if (s != LUON_OK) return s;
+  out[0] = bout[0];
+  luon_tensor_release(bout[1]);
+  luon_tensor_release(bout[2]);
+  if (n->nout == 2 && !out[1]) {
+    int64_t zero = 0;
+    s = lu_tensor_new(LUON_DTYPE_U8, 1, &zero, in[0]->dev, &out[1]);
+  } else if (n->nout == 2) {
+    luon_tensor_retain(out[1]);
+  }
+  return s;
+}
+
 static luon_status run_node(const gnode *n, luon_tensor **vals, luon_tensor *const *into) {
   luon_tensor *in[LUON_MAX_OP_INPUTS];
   luon_tensor *out[LUON_MAX_OP_INPUTS] = {NULL};
@@ -497,6 +543,8 @@ static luon_status run_node(const gnode *n, luon_tensor **vals, luon_tensor *con
   for (int k = 0; into && k < n->nout; k++) out[k] = into[k];
   if (n->op == OP_DETACH) {
     LU_TRY(luon_tensor_detach(in[0], &out[0]));
+  } else if (fused_bn(n) && luon_autograd_is_recording()) {
+    LU_TRY(run_unfused(n, in, out));
   } else {
     int32_t nout = n->nout;
     LU_TRY(luon_op_call(n->op, n->nin, in, &n->attrs, &nout, out));

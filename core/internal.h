@@ -435,14 +435,14 @@ size_t lu_maxpool_argmax_scratch(const lu_pool_win *w);
 void lu_maxpool_argmax_plane(const lu_pool_win *w, int32_t dt, const char *x, double bias, char *y,
                              uint8_t *idx, bool relu, char *scratch);
 
-/* Batch norm in predict mode (norm.c), for conv2d_maxpool's epilogue:
- * stats = gamma, beta, running_mean, running_var, each (C,) of dtype dt;
- * channel c's y = a * x + d with a and d formed as batch_norm forms them,
- * applied in place to n contiguous elements as batch_norm's pass applies
- * them (the same bits). */
+/* Batch norm in predict mode (norm.c), for the epilogues of conv2d_maxpool
+ * and conv2d_bn: stats = gamma, beta, running_mean, running_var, each (C,)
+ * of dtype dt; channel c's y = a * x + d with a and d formed as batch_norm
+ * forms them, applied in place to n contiguous elements (relu'd when relu)
+ * as batch_norm's pass applies them (the same bits). */
 luon_status lu_bn_check_stats(const char *op, int64_t C, int32_t dt, luon_tensor *const *stats, double eps);
 void lu_bn_predict_coef(luon_tensor *const *stats, int64_t c, double eps, double *a, double *d);
-void lu_bn_apply(int32_t dt, void *y, int64_t n, double a, double d);
+void lu_bn_apply(int32_t dt, void *y, int64_t n, double a, double d, bool relu);
 
 /* ---- BLAS (blas.c): OpenBLAS loaded on first use ------------------------- */
 
@@ -823,8 +823,10 @@ typedef struct lu_cuda_backend {
  * core asks for its own in b->abi before luon_cuda_init; a backend of
  * another layout is refused by name (device.c), never half used.
  * 5: int8, int16, uint16; 6: nccl_version is a function (NCCL loaded at the
- * first collective). */
-#define LU_CUDA_ABI 6
+ * first collective); 7000 + the op count: kernels[] is indexed by the ops'
+ * ids, so a backend built for another op list is another layout (an op
+ * added or removed; one moved in luon_ops.def needs a bump of the 7000). */
+#define LU_CUDA_ABI (7000 + LU_OP_COUNT)
 /* Entry point of libluon_cuda.so. */
 typedef luon_status (*lu_cuda_init_fn)(lu_cuda_backend *b);
 extern lu_cuda_backend lu_cuda;   /* zeroed when the backend is absent */

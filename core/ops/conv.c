@@ -643,7 +643,25 @@ static luon_status job_run(const char *op, job *j, bool acc, lu_range_fn fn) {
   return LUON_OK;
 }
 
-luon_status lu_cpu_conv2d(lu_call *c) {
+typedef struct bn_epi {
+  int32_t dt;
+  int64_t O, P;
+  const double *ad; /* a, d per channel */
+  bool relu;
+  char *y;
+} bn_epi;
+
+static void bn_planes(void *ctx, int64_t p0, int64_t p1) {
+  const bn_epi *e = ctx;
+  int64_t es = luon_dtype_size(e->dt);
+  for (int64_t p = p0; p < p1; p++)
+    lu_bn_apply(e->dt, e->y + p * e->P * es, e->P, e->ad[2 * (p % e->O)], e->ad[2 * (p % e->O) + 1], e->relu);
+}
+
+/* conv2d, then (bn: a, d per channel) batch norm in predict mode and a relu
+ * (conv2d_bn): oneDNN's parts normalise their own output while in cache,
+ * the other paths in a pass after */
+static luon_status conv2d_run(lu_call *c, const double *bn, bool bn_relu) {
   geom g;
   LU_TRY(lu_conv_geom(c, &g));
   if (c->out[0]->size == 0) return LUON_OK;
@@ -664,8 +682,9 @@ luon_status lu_cpu_conv2d(lu_call *c) {
     conv_ref(&g, dt, d.in[0], d.in[1], bias, d.out);
   } else if (!wino && ((s = lu_dnnl_conv2d(&g, dt, (const float *)d.in[0], (const float *)d.in[1],
                                            (const float *)bias, (float *)d.out,
-                                           d.tmp[1] ? NULL : c->in[1]->storage, &done)) != LUON_OK ||
+                                           d.tmp[1] ? NULL : c->in[1]->storage, bn, bn_relu, &done)) != LUON_OK ||
                        done)) {
+    bn = NULL; /* applied by the parts */
   } else if (direct_ok(&g, dt) && !(algo && algo[0] == 'g')) {
     lu_parallel_for(g.N * g.OH, 4, direct_rows, &j);
   } else if (lu_wino_fwd_ok(&g, dt)) {
@@ -675,7 +694,56 @@ luon_status lu_cpu_conv2d(lu_call *c) {
     s = job_run("conv2d", &j, false, fwd_chunks);
     lu_scratch_free(j.col);
   }
+  if (s == LUON_OK && bn) {
+    bn_epi e = {dt, g.O, g.OH * g.OW, bn, bn_relu, d.out};
+    lu_parallel_for(g.N * g.O, (1 << 15) / (e.P > 0 ? e.P : 1) + 1, bn_planes, &e);
+  }
   lu_conv_dense_done(c, &d);
+  return s;
+}
+
+luon_status lu_cpu_conv2d(lu_call *c) { return conv2d_run(c, NULL, false); }
+
+/* conv2d_bn: x, w[, b] and the batch norm's four (O,) */
+static int cbn_conv_nin(const lu_call *c) { return c->nin - 4; }
+
+luon_status lu_shape_conv2d_bn(lu_call *c) {
+  const char *op = "conv2d_bn";
+  if (c->nin != 6 && c->nin != 7)
+    return lu_error(LUON_EINVAL, "%s: takes x, w[, b], gamma, beta, running_mean and running_var, got %d inputs",
+                    op, c->nin);
+  if (c->attrs->ni < LU_NI_conv2d_bn)
+    return lu_error(LUON_EINVAL, "%s: needs conv2d's %d attributes and RELU, got %d", op, LU_NI_conv2d,
+                    c->attrs->ni);
+  if (c->attrs->i[LU_CONV2D_RELU])
+    return lu_error(LUON_EINVAL, "%s: the convolution's own relu (RELU 1 of conv2d's slots) would come "
+                    "before the batch norm; the op's RELU slot puts it after", op);
+  lu_call cc = *c;
+  cc.nin = cbn_conv_nin(c);
+  geom g;
+  LU_TRY(lu_conv_geom(&cc, &g));
+  int32_t dt = c->in[0]->dtype;
+  if (dt != LUON_DTYPE_F32 && dt != LUON_DTYPE_F64)
+    return lu_error(LUON_EDTYPE, "%s: x is %s; only float32 and float64 are supported", op, luon_dtype_name(dt));
+  LU_TRY(lu_bn_check_stats(op, g.O, dt, c->in + cc.nin, c->attrs->f[LU_CBN_EPS]));
+  if (luon_autograd_is_recording())
+    return lu_error(LUON_EINVAL, "%s: the batch norm in predict mode has no gradient here, and autograd "
+                    "records; call conv2d and batch_norm apart", op);
+  set_out(c, dt, g.N, g.O, g.OH, g.OW);
+  return LUON_OK;
+}
+
+luon_status lu_cpu_conv2d_bn(lu_call *c) {
+  lu_call cc = *c;
+  cc.nin = cbn_conv_nin(c);
+  int64_t O = c->in[1]->shape[0];
+  double *bn = lu_scratch_alloc(sizeof(double) * 2 * (size_t)(O > 0 ? O : 1));
+  if (!bn)
+    return lu_error(LUON_ENOMEM, "conv2d_bn: out of host memory for the batch norm's %lld channels", (long long)O);
+  for (int64_t o = 0; o < O; o++)
+    lu_bn_predict_coef(c->in + cc.nin, o, c->attrs->f[LU_CBN_EPS], bn + 2 * o, bn + 2 * o + 1);
+  luon_status s = conv2d_run(&cc, bn, c->attrs->i[LU_CBN_RELU] != 0);
+  lu_scratch_free(bn);
   return s;
 }
 

@@ -231,7 +231,7 @@ typedef struct kept {
   uint64_t used;
   int32_t busy;              /* calls reading it or making it */
 } kept;
-enum { KEPT = 256 };
+enum { KEPT = 1024 }; /* a batch-1 call keeps one per part: resnet18 at 32 threads needs ~300 */
 static kept keeps[KEPT];
 static size_t kept_bytes, kept_cap = (size_t)-1;
 static uint64_t kept_tick;
@@ -263,7 +263,8 @@ static kept *kept_take(const lu_storage *st, uint64_t version, int64_t off, cons
   *make = false;
   if (kept_cap == (size_t)-1) {
     const char *env = getenv("LUON_CONV_DNNL_WEIGHTS_MB");
-    kept_cap = (size_t)(env ? atoll(env) : 512) << 20;
+    double mb = env ? strtod(env, NULL) : 512;
+    kept_cap = mb > 0 && mb < 1e12 ? (size_t)(mb * 1048576) : 0; /* 0, negative, junk: none kept */
   }
   if (kept_cap == 0) return NULL;
   kept *e = NULL, *free_slot = NULL, *old = NULL;
@@ -323,6 +324,8 @@ typedef struct run_job {
   kept *kept[MAX_PARTS];     /* the part's weights reordered (version set), or NULL */
   const float *x, *w, *b;
   float *y;
+  const double *bn;          /* the batch norm after, per channel a, d (NULL: none) */
+  bool bn_relu;
   luon_status status;        /* the first failure */
   /* the kept weights to make first: part make[i]'s into its kept buffer */
   int64_t nmake, make[MAX_PARTS];
@@ -398,6 +401,10 @@ static luon_status run_part(const run_job *j, const part *q, const plan *p, held
   }
   if (ok && p->re[2]) ok = reorder(s, p->re[2], pm[2], um[2]);
   if (ok) ok = p_dnnl_stream_wait(s) == dnnl_success;
+  int64_t P = g->OH * g->OW;
+  for (int64_t n = q->n0; ok && j->bn && n < q->n0 + q->nb; n++)
+    for (int64_t o = q->o0; o < q->o0 + q->ob; o++)
+      lu_bn_apply(LUON_DTYPE_F32, j->y + (n * g->O + o) * P, P, j->bn[2 * o], j->bn[2 * o + 1], j->bn_relu);
   for (int k = 0; k < 3; k++) {
     if (um[k]) p_dnnl_memory_destroy(um[k]);
     if (pm[k]) p_dnnl_memory_destroy(pm[k]);
@@ -485,12 +492,12 @@ bool lu_dnnl_conv_ok(const geom *g, int32_t dt) {
 }
 
 luon_status lu_dnnl_conv2d(const geom *g, int32_t dt, const float *x, const float *w, const float *b, float *y,
-                           const lu_storage *wst, bool *done) {
+                           const lu_storage *wst, const double *bn, bool bn_relu, bool *done) {
   *done = false;
   if (!lu_dnnl_conv_ok(g, dt)) return LUON_OK;
   run_job j;
   memset(&j, 0, sizeof j);
-  j.g = g, j.x = x, j.w = w, j.b = b, j.y = y, j.status = LUON_OK;
+  j.g = g, j.x = x, j.w = w, j.b = b, j.y = y, j.bn = bn, j.bn_relu = bn_relu, j.status = LUON_OK;
   make_parts(&j);
   if (!thread_stream()) return LUON_OK; /* OpenMP at one thread before a primitive is made */
   /* every part's plan first: a refused one leaves the whole call to conv.c */
@@ -538,8 +545,8 @@ bool lu_dnnl_conv_ok(const geom *g, int32_t dt) {
   return false;
 }
 luon_status lu_dnnl_conv2d(const geom *g, int32_t dt, const float *x, const float *w, const float *b, float *y,
-                           const lu_storage *wst, bool *done) {
-  (void)g, (void)dt, (void)x, (void)w, (void)b, (void)y, (void)wst;
+                           const lu_storage *wst, const double *bn, bool bn_relu, bool *done) {
+  (void)g, (void)dt, (void)x, (void)w, (void)b, (void)y, (void)wst, (void)bn, (void)bn_relu;
   *done = false;
   return LUON_OK;
 }

@@ -10,8 +10,10 @@ bool lu_dnnl_conv_ok(const geom *g, int32_t dt);
 
 /* y = conv2d(x, w) [+ b] over dense NCHW / OIHW arrays; wst: the storage w
  * lies in, whose version says when its reordered copy is stale (NULL: w is
- * a packed temporary, never kept); *done false when oneDNN does not take it
- * (conv.c's kernels then run). */
+ * a packed temporary, never kept); bn (NULL: none): a, d per output channel
+ * of a batch norm in predict mode (relu'd with bn_relu) that each part
+ * applies to its output (lu_bn_apply); *done false when oneDNN does not
+ * take it (conv.c's kernels then run). */
 luon_status lu_dnnl_conv2d(const geom *g, int32_t dt, const float *x, const float *w, const float *b, float *y,
-                           const lu_storage *wst, bool *done);
+                           const lu_storage *wst, const double *bn, bool bn_relu, bool *done);
 #endif

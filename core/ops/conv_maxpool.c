@@ -42,7 +42,9 @@ static luon_status convpool_geom(const lu_call *c, luon_tensor *const *xwb, int 
 }
 
 /* The INFER and BN slots (0 when absent: graphs written before them) and
- * the convolution's inputs, x, w[, b], ahead of the batch norm's four */
+ * the convolution's inputs, x, w[, b], ahead of the batch norm's four.
+ * INFER is a hint: while autograd records (an inference graph replayed
+ * under autograd.record) the indices are kept all the same. */
 static bool cmp_infer(const luon_attrs *a) { return a->ni > LU_CMP_INFER && a->i[LU_CMP_INFER]; }
 static bool cmp_bn(const luon_attrs *a) { return a->ni > LU_CMP_BN && a->i[LU_CMP_BN]; }
 static int conv_nin(const lu_call *c) { return c->nin - (cmp_bn(c->attrs) ? 4 : 0); }
@@ -61,13 +63,13 @@ luon_status lu_shape_conv2d_maxpool(lu_call *c) {
       return lu_error(LUON_EINVAL, "%s: BN 1 needs INFER 1: the batch norm in predict mode has no gradient here", op);
     LU_TRY(lu_bn_check_stats(op, g.O, c->in[0]->dtype, c->in + conv_nin(c), c->attrs->f[LU_CMP_BN_EPS]));
   }
-  if (infer && luon_autograd_is_recording())
-    return lu_error(LUON_EINVAL, "%s: INFER 1 (no window indices, no gradient) while autograd records; "
-                    "call it with INFER 0 there", op);
+  if (bn && luon_autograd_is_recording())
+    return lu_error(LUON_EINVAL, "%s: the batch norm (BN 1) has no gradient here, and autograd records; "
+                    "call conv2d_maxpool and batch_norm apart", op);
   set_out(c, c->in[0]->dtype, g.N, g.O, pw.OH, pw.OW);
   c->nout = 2;
   c->out_dtype[1] = LUON_DTYPE_U8;
-  if (infer) {
+  if (infer && !luon_autograd_is_recording()) { /* idx (0,): the kernel keeps none */
     c->out_ndim[1] = 1;
     c->out_shape[1][0] = 0;
   } else {
@@ -357,7 +359,7 @@ static void channels_last_fwd_sample(const geom *g, const lu_pool_win *pl, const
   else channels_last_fwd_4(g, pl, xn, wr, bias, yn, in, scratch, i0, i1, o0, o1);
   int64_t PW = pl->OW, PP = pl->OH * PW;
   for (int64_t o = o0; o < o1 && bn; o++)
-    lu_bn_apply(LUON_DTYPE_F32, yn + o * PP + i0 * PW, (i1 - i0) * PW, bn[2 * o], bn[2 * o + 1]);
+    lu_bn_apply(LUON_DTYPE_F32, yn + o * PP + i0 * PW, (i1 - i0) * PW, bn[2 * o], bn[2 * o + 1], false);
 }
 
 static void convpool_fwd_chunks(void *ctx, int64_t c0, int64_t c1) {
@@ -398,7 +400,7 @@ static void convpool_fwd_chunks(void *ctx, int64_t c0, int64_t c1) {
         lu_maxpool_argmax_plane(m->pw, j->dt, buf + o * g->P * es, m->direct || !j->bias ? 0 : ld(j->bias, j->dt, o),
                                 yp, m->idx ? m->idx + (n * g->O + o) * PP : (uint8_t *)buf + m->idx_at * es,
                                 g->relu, pool);
-        if (m->bn) lu_bn_apply(j->dt, yp, PP, m->bn[2 * o], m->bn[2 * o + 1]);
+        if (m->bn) lu_bn_apply(j->dt, yp, PP, m->bn[2 * o], m->bn[2 * o + 1], false);
       }
     }
   }
@@ -946,7 +948,7 @@ luon_status lu_cpu_conv2d_maxpool(lu_call *c) {
                     .pw = &pw,
                     .direct = direct_ok(&g, dt) && !(algo && algo[0] == 'g'),
                     .y = lu_data(c->out[0]),
-                    .idx = cmp_infer(c->attrs) ? NULL : lu_data(c->out[1]),
+                    .idx = c->out[1]->ndim == 1 ? NULL : lu_data(c->out[1]),
                     .bn = bn};
   /* LUON_CONV_ALGO=c(hannels-last) takes it without AVX-512 too (tests); any other value never */
   bool channels_last = channels_last_ok(&g, &pw, dt) && (algo ? algo[0] == 'c' : lu_cpu_avx512());
@@ -1062,8 +1064,8 @@ luon_status lu_cpu_conv2d_maxpool_grad(lu_call *c) {
 /* y, idx = conv2d_maxpool(x, w[, b]): conv2d_maxpool_grad gives dx, dw and
  * db at once from dy and the saved window indices. */
 luon_status lu_grad_conv2d_maxpool(lu_grad_call *gc) {
-  if (cmp_infer(gc->attrs))
-    return lu_error(LUON_EINVAL, "conv2d_maxpool: a call with INFER 1 kept no window indices: it has no gradient");
+  if (gc->out[1]->ndim == 1)
+    return lu_error(LUON_EINVAL, "conv2d_maxpool: a call that kept no window indices (INFER 1) has no gradient");
   bool has_b = gc->nin == 3;
   if (!gc->dout[0] || !(gc->need[0] || gc->need[1] || (has_b && gc->need[2]))) return LUON_OK;
   luon_attrs a = *gc->attrs;

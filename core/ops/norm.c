@@ -84,15 +84,21 @@ void lu_bn_predict_coef(luon_tensor *const *stats, int64_t c, double eps, double
   TC NO_FMA static void affine_span_##T(T *restrict y, const T *restrict u, int64_t n, T a, T d) { \
     for (int64_t i = 0; i < n; i++) y[i] = a * u[i] + d;                                        \
   }                                                                                             \
-  TC NO_FMA static void affine_inplace_##T(T *restrict y, int64_t n, T a, T d) {                \
-    for (int64_t i = 0; i < n; i++) y[i] = a * y[i] + d;                                        \
+  TC NO_FMA static void affine_inplace_##T(T *restrict y, int64_t n, T a, T d, bool relu) {     \
+    if (relu)                                                                                   \
+      for (int64_t i = 0; i < n; i++) {                                                         \
+        T r = a * y[i] + d;                                                                     \
+        y[i] = r < 0 ? (T)0 : r;                                                                \
+      }                                                                                         \
+    else                                                                                        \
+      for (int64_t i = 0; i < n; i++) y[i] = a * y[i] + d;                                      \
   }
 AFFINE_SPAN(float)
 AFFINE_SPAN(double)
 
-void lu_bn_apply(int32_t dt, void *y, int64_t n, double a, double d) {
-  if (dt == LUON_DTYPE_F32) affine_inplace_float(y, n, (float)a, (float)d);
-  else affine_inplace_double(y, n, a, d);
+void lu_bn_apply(int32_t dt, void *y, int64_t n, double a, double d, bool relu) {
+  if (dt == LUON_DTYPE_F32) affine_inplace_float(y, n, (float)a, (float)d, relu);
+  else affine_inplace_double(y, n, a, d, relu);
 }
 
 /* ---- per-channel row kernels (for lu_foreach_row over one channel) --------- */

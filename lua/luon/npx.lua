@@ -338,6 +338,25 @@ local pool_keys = {"kernel", "pool_type", "global_pool", "stride", "pad", "pooli
 -- same bits as batch_norm, and no gradient (an error while autograd
 -- records). Outside autograd.record() no window indices are kept.
 local cmp_bn_keys = {"gamma", "beta", "running_mean", "running_var", "eps", "fix_gamma"}
+
+-- bn's four arrays appended to inputs (gamma 1 with fix_gamma, as
+-- batch_norm) and its eps, for the fused ops that end in a batch norm
+local function bn_inputs(fname, inputs, bn)
+  if C.luon_autograd_is_recording() ~= 0 then
+    core.error(("%s: the batch norm (bn) runs in predict mode with no gradient; "
+                .. "call it outside autograd.record(), or call npx.batch_norm after it"):format(fname))
+  end
+  local k = #inputs
+  for i, name in ipairs({"gamma", "beta", "running_mean", "running_var"}) do
+    inputs[k + i] = need_array(bn[name], fname, "bn." .. name)
+  end
+  if bn.fix_gamma ~= false then
+    local g = inputs[k + 1]
+    inputs[k + 1] = np.ones(g.shape, {dtype = g.dtype, device = g.device})
+  end
+  return core.num_arg(bn.eps or 1e-3, fname, "bn.eps")
+end
+
 function npx.convolution_maxpool(data, weight, bias, kw, pool_kw, bn)
   kw = core.options(kw, "convolution_maxpool", conv_keys)
   local id, inputs, a, n = conv_args("convolution_maxpool", data, weight, bias, kw)
@@ -363,21 +382,33 @@ function npx.convolution_maxpool(data, weight, bias, kw, pool_kw, bn)
   a.i[S.CMP_INFER], a.i[S.CMP_BN], a.ni = recording and 0 or 1, 0, S.CMP_BN + 1
   if bn ~= nil then
     bn = core.options(bn, "convolution_maxpool", cmp_bn_keys, nil, "the batch norm", "batch norm option")
-    if recording then
-      core.error("convolution_maxpool: the batch norm (bn) runs in predict mode with no gradient; "
-                 .. "call it outside autograd.record(), or call npx.batch_norm after the pool")
-    end
-    local k = #inputs
-    for i, name in ipairs({"gamma", "beta", "running_mean", "running_var"}) do
-      inputs[k + i] = need_array(bn[name], "convolution_maxpool", "bn." .. name)
-    end
-    if bn.fix_gamma ~= false then
-      local g = inputs[k + 1]
-      inputs[k + 1] = np.ones(g.shape, {dtype = g.dtype, device = g.device})
-    end
-    a.i[S.CMP_BN], a.f[S.CMP_BN_EPS] = 1, core.num_arg(bn.eps or 1e-3, "convolution_maxpool", "bn.eps")
+    a.i[S.CMP_BN], a.f[S.CMP_BN_EPS] = 1, bn_inputs("convolution_maxpool", inputs, bn)
   end
   return core.call(op.conv2d_maxpool, inputs, a, nil, 2)[1] -- the indices live on in the tape
+end
+
+-- luon's fusion: convolution(data, weight, bias, kw) (2-d, no act_type)
+-- then batch_norm in predict mode, bn = {gamma=, beta=, running_mean=,
+-- running_var=, eps=1e-3, fix_gamma=true, act_type=nil|'relu'} (its
+-- inputs, defaults and fused relu), as one op on the CPU: the same bits as
+-- the calls apart, no gradient (an error while autograd records).
+local cbn_keys = {"gamma", "beta", "running_mean", "running_var", "eps", "fix_gamma", "act_type"}
+function npx.convolution_bn(data, weight, bias, kw, bn)
+  kw = core.options(kw, "convolution_bn", conv_keys)
+  if kw.act_type ~= nil then
+    core.error("convolution_bn: act_type belongs to bn (a relu after the batch norm), not to the convolution")
+  end
+  local id, inputs, a, n = conv_args("convolution_bn", data, weight, bias, kw)
+  if id ~= op.conv2d or n ~= 2 then
+    core.error("convolution_bn: 2-d only: data (N, C, H, W) and a 2-d kernel")
+  end
+  bn = core.options(bn, "convolution_bn", cbn_keys, nil, "the batch norm", "batch norm option")
+  if bn.act_type ~= nil and bn.act_type ~= "relu" then
+    core.error(("convolution_bn: bn.act_type can only be 'relu', got %s"):format(core.show_value(bn.act_type)))
+  end
+  a.i[S.CBN_RELU], a.ni = bn.act_type and 1 or 0, S.CBN_RELU + 1
+  a.f[S.CBN_EPS] = bn_inputs("convolution_bn", inputs, bn)
+  return core.call(op.conv2d_bn, inputs, a)
 end
 
 -- deconvolution(data, weight, bias, {kernel=, stride=1, dilate=1, pad=0,

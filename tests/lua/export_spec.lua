@@ -103,6 +103,48 @@ describe("export and SymbolBlock.imports", function()
         cleanup(prefix)
       end)
 
+      it("an inference graph with batch norms fused into convolutions trains as the blocks apart", function()
+        np.random.seed(6)
+        local net = nn.HybridSequential()
+        net:add(nn.Conv2D{channels = 16, kernel_size = 3, activation = "relu"}, nn.MaxPool2D{pool_size = 2},
+                nn.BatchNorm(), nn.Conv2D{channels = 16, kernel_size = 3}, nn.BatchNorm(), nn.Activation("relu"),
+                nn.Dense(2))
+        net:initialize{device = dev}
+        local x = np.random.uniform(-1, 1, {4, 3, 14, 14}):copyto(dev)
+        net(x) -- deferred shapes
+        for name, p in net:collect_params():items() do
+          if name:match("running_var$") then p:set_data(np.random.uniform(0.5, 1.5, p.shape):copyto(dev)) end
+          if name:match("running_mean$") then p:set_data(np.random.uniform(-0.5, 0.5, p.shape):copyto(dev)) end
+        end
+        net:hybridize{static_alloc = true}
+        local want = net(x)
+        local prefix = tmp_prefix()
+        local sym, prm = net:export(prefix)
+        if dev.device_type == "cpu" then
+          local text = H.read_file(sym)
+          assert.truthy(text:find('"conv2d_bn"', 1, true), "conv2d_bn in the graph")
+          assert.truthy(text:find('"conv2d_maxpool"', 1, true), "conv2d_maxpool in the graph")
+        end
+        local sb = gluon.SymbolBlock.imports(sym, "data", prm, dev)
+        same(want:totable(), sb(x), "imported")
+        local function grads(b, train)
+          autograd.record(function() return (b(x) * b(x)):sum() end, train):backward()
+          local g = {}
+          for name, p in b:collect_params():items() do
+            if p.grad_req ~= "null" then g[name] = p:grad(dev):totable() end
+          end
+          return g
+        end
+        -- the exported graph's batch norms use their running statistics,
+        -- as the blocks do in predict mode
+        local gn, gs = grads(net, {train_mode = false}), grads(sb)
+        for name, g in pairs(gn) do
+          if tol == 0 then H.assert_equal(gs[name], g) else H.assert_close(gs[name], g, tol) end
+        end
+        same(want:totable(), sb(x), "imported, after the recorded calls")
+        cleanup(prefix)
+      end)
+
       it("loads parameters by name, exports again, and hybridizes inside a parent", function()
         np.random.seed(6)
         local net = mlp(dev)

@@ -534,6 +534,96 @@ for _, dev in ipairs(H.devices()) do
  end
 end
 
+-- Conv2D (no activation) + BatchNorm [+ Activation('relu')] in predict mode
+-- runs as one op on the CPU (npx.convolution_bn): the same bits as the
+-- blocks apart, eager and hybridized, on every convolution path.
+for _, dev in ipairs(H.devices()) do
+  describe(("Conv2D + BatchNorm fusion on %s"):format(tostring(dev)), function()
+    it("one op in predict mode, the same bits as apart", function()
+      -- oneDNN (float32, parts of the channels at batch 1, of the samples at
+      -- 4), groups and float64 (luon's kernels), Winograd (3x3 at batch 4
+      -- with it on), oneDNN off
+      for _, case in ipairs({{1, {}, true}, {4, {}, false}, {1, {groups = 2}, true}, {4, {}, true, "float64"},
+                             {4, {padding = 1}, true, nil, "1"}, {1, {strides = 2}, false, nil, nil, "0"},
+                             {3, {}, true, nil, nil, nil, {scale = false, center = false}}}) do
+        local n, more, relu, dt = case[1], case[2], case[3], case[4] or "float32"
+        local env = {LUON_CONV_WINOGRAD = case[5], LUON_CONV_DNNL = case[6]}
+        for k, v in pairs(env) do ffi.C.setenv(k, v, 1) end
+        local ok, err = pcall(function()
+          np.random.seed(3)
+          local s = nn.HybridSequential()
+          local o = {channels = 32, kernel_size = 3, use_bias = false, dtype = dt}
+          for k, v in pairs(more) do o[k] = v end
+          local bno = case[7] or {}
+          bno.dtype = dt
+          local bn = nn.BatchNorm(bno)
+          s:add(nn.Conv2D(o), bn)
+          if relu then s:add(nn.Activation("relu")) end
+          s:add(nn.Dense(3, {dtype = dt}))
+          s:initialize{device = dev, init = init.Xavier()}
+          local x = np.random.uniform(-1, 1, {n, 8, 11, 10}, {device = dev, dtype = dt})
+          s(x)
+          for name, lo in pairs({gamma = 0.5, beta = -1, running_mean = -0.5, running_var = 0.1}) do
+            bn[name]:set_data(np.random.uniform(lo, lo + 1, {32}, {dtype = dt}))
+          end
+          local calls, fused = 0, npx.convolution_bn
+          npx.convolution_bn = function(...) calls = calls + 1; return fused(...) end
+          local ok2, y1 = pcall(function() return s(x):asnumpy() end)
+          npx.convolution_bn = fused
+          assert(ok2, y1)
+          assert.equal(dev.device_type == "cpu" and 1 or 0, calls)
+          local h = bn:register_forward_hook(function() end)
+          local y2 = s(x)
+          h.detach()
+          H.assert_equal(y1, H.values(y2))
+          s:hybridize{static_alloc = true}
+          H.assert_equal(y1, H.values(s(x)))
+          H.assert_equal(y1, H.values(s(x)))
+        end)
+        for k in pairs(env) do ffi.C.unsetenv(k) end
+        assert(ok, err)
+      end
+    end)
+    it("stays apart while recording or training", function()
+      local s = nn.HybridSequential()
+      s:add(nn.Conv2D{channels = 16, kernel_size = 3}, nn.BatchNorm(), nn.Activation("relu"))
+      s:initialize{device = dev}
+      local x = np.random.uniform(-1, 1, {2, 3, 9, 9}, {device = dev})
+      s(x)
+      local calls, fused = 0, npx.convolution_bn
+      npx.convolution_bn = function(...) calls = calls + 1; return fused(...) end
+      local ok = pcall(function()
+        autograd.record(function() return s(x) end)
+        autograd.record(function() return s(x) end, {train_mode = false})
+        autograd.train_mode(function() return s(x) end)
+      end)
+      npx.convolution_bn = fused
+      assert(ok)
+      assert.equal(0, calls)
+    end)
+  end)
+end
+
+describe("npx.convolution_bn errors", function()
+  it("name the argument and what was expected", function()
+    local x, w, v = np.ones({1, 2, 5, 5}), np.ones({3, 2, 2, 2}), np.ones({3})
+    local bn = {gamma = v, beta = v, running_mean = v, running_var = v}
+    H.assert_error(function() return npx.convolution_bn(x, w, nil, {act_type = "relu"}, bn) end,
+                   {"convolution_bn: act_type belongs to bn"})
+    H.assert_error(function() return npx.convolution_bn(x, w, nil, {}, {gamma = v, beta = v, running_mean = v,
+                                                                         running_var = np.ones({2})}) end,
+                   {"conv2d_bn: running_var has shape (2,); expected (3,)"})
+    H.assert_error(function() return npx.convolution_bn(x, w, nil, {}, {gamma = v, act_type = "tanh"}) end,
+                   {"convolution_bn: bn.act_type can only be 'relu', got 'tanh'"})
+    x:attach_grad()
+    H.assert_error(function() return autograd.record(function() return npx.convolution_bn(x, w, nil, {}, bn) end) end,
+                   {"convolution_bn: the batch norm (bn) runs in predict mode with no gradient"})
+    local y = npx.convolution_bn(x, w, nil, {}, bn)
+    local want = npx.batch_norm(npx.convolution(x, w, nil, {}), v, v, v, v, {fix_gamma = true})
+    H.assert_equal(y, H.values(want))
+  end)
+end)
+
 describe("conv2d_maxpool on ties", function()
   it("routes the gradient to each window's first maximum, as conv2d then max_pool2d", function()
     -- small integers: many equal maxima in every window, positive and zero;
@@ -596,15 +686,23 @@ describe("conv2d_maxpool errors", function()
       return autograd.record(function() return npx.convolution_maxpool(x, w, nil, {}, {kernel = 2}, bn) end)
     end, {"convolution_maxpool: the batch norm (bn) runs in predict mode with no gradient"})
     -- the op itself, INFER 1 while recording
-    local a = core.attrs()
-    a.i[S.CONV2D_STRIDE_H], a.i[S.CONV2D_STRIDE_W], a.i[S.CONV2D_DILATE_H], a.i[S.CONV2D_DILATE_W] = 1, 1, 1, 1
-    a.i[S.CONV2D_GROUPS], a.i[S.CMP_KERNEL_H], a.i[S.CMP_KERNEL_W], a.i[S.CMP_STRIDE_H], a.i[S.CMP_STRIDE_W] = 1, 2, 2, 2, 2
-    a.i[S.CMP_INFER], a.ni = 1, S.CMP_BN + 1
-    H.assert_error(function()
-      return autograd.record(function() return core.call(core.op_ids.conv2d_maxpool, {x, w}, a, nil, 2)[1] end)
-    end, {"conv2d_maxpool: INFER 1 (no window indices, no gradient) while autograd records"})
+    local function infer_attrs() -- core.attrs() is a shared struct: filled anew for each call
+      local a = core.attrs()
+      a.i[S.CONV2D_STRIDE_H], a.i[S.CONV2D_STRIDE_W], a.i[S.CONV2D_DILATE_H], a.i[S.CONV2D_DILATE_W] = 1, 1, 1, 1
+      a.i[S.CONV2D_GROUPS], a.i[S.CMP_KERNEL_H], a.i[S.CMP_KERNEL_W] = 1, 2, 2
+      a.i[S.CMP_STRIDE_H], a.i[S.CMP_STRIDE_W], a.i[S.CMP_INFER], a.ni = 2, 2, 1, S.CMP_BN + 1
+      return a
+    end
+    -- INFER 1 while recording keeps the indices: the gradient flows (an
+    -- inference graph replayed under autograd.record)
+    local y = autograd.record(function() return core.call(core.op_ids.conv2d_maxpool, {x, w}, infer_attrs(), nil, 2)[1] end)
+    y:backward()
+    local g1 = x.grad:asnumpy()
+    autograd.record(function() return npx.convolution_maxpool(x, w, nil, {}, {kernel = 2}) end):backward()
+    H.assert_equal(g1, H.values(x.grad))
+    assert.equal(2 * 81 * 4, x.grad:sum():item()) -- each window's winner takes its 4 taps' weights
     -- and outside: no indices
-    local outs = core.call(core.op_ids.conv2d_maxpool, {x, w}, a, nil, 2)
+    local outs = core.call(core.op_ids.conv2d_maxpool, {x, w}, infer_attrs(), nil, 2)
     assert.same({0}, outs[2].shape)
     H.assert_equal(outs[1], H.values(npx.convolution_maxpool(x, w, nil, {}, {kernel = 2})))
   end)

@@ -155,24 +155,27 @@ function BatchNorm:_fuse_next(nxt, _, x, ...)
                         self.running_var:data(dev), kw), 2
 end
 
--- The batch norm of Conv2D + MaxPool2D + BatchNorm run as one op
--- (Conv2D:_fuse_next): npx.convolution_maxpool's bn, or nil where this
--- layer's forward would not be batch_norm in predict mode over the
--- channels: a hook, a forward not BatchNorm's own (SyncBatchNorm), autograd
--- recording or training without use_global_stats, another axis, amp, or
--- before the first call.
+-- The batch norm of a Conv2D [+ MaxPool2D] + BatchNorm run as one op
+-- (Conv2D:_fuse_next): the bn of npx.convolution_maxpool or
+-- npx.convolution_bn, or nil where this layer's forward would not be
+-- batch_norm in predict mode over the channels: a hook, a forward not
+-- BatchNorm's own (SyncBatchNorm), autograd recording or training without
+-- use_global_stats, another axis, amp, or before the first call. The
+-- options are _kw's as they are now, as forward reads them.
 local bn_op = core.op_ids.batch_norm
 function BatchNorm:_fused_predict(dev)
+  local o = self._kw
+  local axis = o.axis == nil and 1 or o.axis
   if self.forward ~= BatchNorm.forward or not self._ready or #self._fhooks + #self._prehooks > 0 or
-     C.luon_autograd_is_recording() ~= 0 or (C.luon_autograd_is_training() ~= 0 and not self._use_global_stats) or
-     (self._axis ~= 1 and self._axis ~= -3) or core.amp_casts(bn_op) then
+     C.luon_autograd_is_recording() ~= 0 or (C.luon_autograd_is_training() ~= 0 and not o.use_global_stats) or
+     (axis ~= 1 and axis ~= -3) or core.amp_casts(bn_op) then
     return nil
   end
   local kw = self._bn_fused or {}
   self._bn_fused = kw
   kw.gamma, kw.beta = self.gamma:data(dev), self.beta:data(dev)
   kw.running_mean, kw.running_var = self.running_mean:data(dev), self.running_var:data(dev)
-  kw.eps, kw.fix_gamma = self._eps, not self._scale
+  kw.eps, kw.fix_gamma = o.eps, o.fix_gamma
   return kw
 end
 

@@ -14,7 +14,8 @@ local tuple = param.tuple
 local opts, positive_int, known_size, pyrepr = util.opts, util.positive_int, util.known_size, util.pyrepr
 local device_of, layout_of = util.device_of, util.layout_of
 local info_of = core.info_of
-local maybe_act = require("luon.gluon.nn.activations").maybe_act
+local activations = require("luon.gluon.nn.activations")
+local maybe_act = activations.maybe_act
 
 local nn = {}
 
@@ -162,7 +163,35 @@ convolution("Conv3DTranspose", 3, true)
 local FLOAT32, FLOAT64 = core.FLOAT32, core.FLOAT64
 local FLOAT16, BFLOAT16 = core.dtype_ids.float16, core.dtype_ids.bfloat16
 local fused_op = core.op_info.conv2d_maxpool
+-- Likewise, in predict mode outside autograd.record, a Conv2D without an
+-- activation followed by a BatchNorm (and an Activation('relu')) runs as
+-- one op on the CPU, npx.convolution_bn: oneDNN's parts normalise their
+-- output while it is in cache; the same bits as the blocks apart.
+local cbn_op, relu_op = core.op_info.conv2d_bn, core.op_ids.relu
+local function fuse_bn(self, nxt, after, x)
+  if self.act or not nxt._fused_predict or not core.is_array(x) or not self._ready or
+     #self._fhooks + #self._prehooks > 0 then
+    return nil
+  end
+  local info = info_of(x)
+  if not core.op_runs_on(cbn_op.name, info.dev_type) or info.ndim ~= 4 or
+     not (info.dtype == FLOAT32 or info.dtype == FLOAT64) or core.amp_casts(core.op_ids.conv2d) then
+    return nil
+  end
+  local dev = device_of(x)
+  local bn = nxt:_fused_predict(dev)
+  if not bn then return nil end
+  local relu = after and after.forward == activations.Activation.forward and after._act_type == "relu" and
+               #after._fhooks + #after._prehooks == 0 and not core.amp_casts(relu_op)
+  bn.act_type = relu and "relu" or nil
+  local bias = self.bias
+  local y = npx.convolution_bn(x, self.weight:data(dev), bias and bias:data(dev), self._kw, bn)
+  bn.act_type = nil
+  return y, relu and 3 or 2
+end
+
 function Conv2D:_fuse_next(nxt, after, x, ...)
+  if select("#", ...) == 0 and not nxt._maxpool_kw then return fuse_bn(self, nxt, after, x) end
   if not nxt._maxpool_kw or select("#", ...) > 0 or not core.is_array(x) or not self._ready or not nxt._ready
      or #self._fhooks + #self._prehooks + #nxt._fhooks + #nxt._prehooks > 0 then
     return nil
