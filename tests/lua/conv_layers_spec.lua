@@ -200,6 +200,37 @@ describe("Conv2D weights kept for oneDNN", function()
   end)
 end)
 
+describe("Conv2D weights kept for oneDNN, sharing memory", function()
+  it("follow batch_norm's running statistics and an optimizer's state written in place", function()
+    local S = core.slot
+    local x = np.random.uniform(-1, 1, {1, 16, 10, 10})
+    local kw = {kernel = {3, 3}, pad = {1, 1}, num_filter = 32}
+    local function check(w, what)
+      for _ = 1, 3 do npx.convolution(x, w, nil, kw) end -- kept
+      return function()
+        local got, want = npx.convolution(x, w, nil, kw), npx.convolution(x, w:copy(), nil, kw)
+        assert(np.all(np.equal(got, want)):item(), what .. ": the output is not the fresh weights'")
+      end
+    end
+    -- the running variance of a batch norm in training, seen as weights
+    local rv = np.random.uniform(0.5, 1.5, {4608})
+    local after = check(rv:reshape({32, 16, 3, 3}), "running_var")
+    local g, b, m = np.ones({4608}), np.zeros({4608}), np.zeros({4608})
+    autograd.train_mode(function()
+      return npx.batch_norm(np.random.uniform(0, 3, {2, 4608}), g, b, m, rv, {fix_gamma = false})
+    end)
+    after()
+    -- momentum SGD's state, updated in place beside the weight
+    local mom = np.random.uniform(-1, 1, {32, 16, 3, 3})
+    after = check(mom, "momentum")
+    local a = core.attrs()
+    a.f[S.OPT_LR], a.f[S.OPT_RESCALE], a.f[S.OPT_CLIP], a.f[S.SGD_MOMENTUM] = 0.1, 1, -1, 0.9
+    local w = np.zeros({32, 16, 3, 3})
+    core.call(core.op_ids.sgd_mom_update, {w, np.ones({32, 16, 3, 3}), mom}, a, {w})
+    after()
+  end)
+end)
+
 describe("Winograd's 3x3 convolutions (float32, stride 1)", function()
   it("give a finite weight gradient over recycled memory holding NaN", function()
     -- a short last block read one lane of scratch no row wrote: with the
