@@ -12,7 +12,7 @@ local train_b, infer_b = tonumber(arg[1]) or 32, tonumber(arg[2]) or 1
 np.random.seed(0)
 local net = vision.resnet18_v1()
 net:initialize(luon.init.Xavier())
-net:hybridize()
+net:hybridize{static_alloc = true, static_shape = true} -- as bench/zoo_mx.py hybridizes MXNet's
 
 local function median(f, warm, timed)
   for _ = 1, warm do f() end
