@@ -340,6 +340,16 @@ end
 -- takes the channels-last forward where the shape allows even without
 -- AVX-512 (where it is chosen by default).
 local ffi = require("ffi")
+-- fn's results, with npx[name] wrapped so that each call goes to seen(...)
+-- first (a fused op counted); npx[name] restored even when fn fails
+local function spying(name, seen, fn)
+  local real = npx[name]
+  npx[name] = function(...) seen(...); return real(...) end
+  local r = {pcall(fn)}
+  npx[name] = real
+  assert(r[1], r[2])
+  return unpack(r, 2, table.maxn(r))
+end
 pcall(ffi.cdef, "int setenv(const char *name, const char *value, int overwrite); int unsetenv(const char *name);")
 for _, dev in ipairs(H.devices()) do
  for _, algo in ipairs({false, "channels-last"}) do
@@ -406,11 +416,9 @@ for _, dev in ipairs(H.devices()) do
         local x = np.random.uniform(-1, 1, {4, case[3], 9, 8}, {device = dev})
         if not case[9] then x:attach_grad() end
         s(x) -- the first call infers the deferred shapes, unfused
-        local calls, fused = 0, npx.convolution_maxpool
-        npx.convolution_maxpool = function(...) calls = calls + 1; return fused(...) end
-        local ok, y1, g1, dx1 = pcall(run, s, x)
-        npx.convolution_maxpool = fused
-        assert(ok, y1)
+        local calls = 0
+        local y1, g1, dx1 = spying("convolution_maxpool", function() calls = calls + 1 end,
+                                   function() return run(s, x) end)
         assert.equal(dev.device_type == "cpu" and 1 or 0, calls)
         local h = case[2]:register_forward_hook(function() end)
         local y2, g2, dx2 = run(s, x)
@@ -440,11 +448,9 @@ for _, dev in ipairs(H.devices()) do
             local s = net(case[1], case[2], case[4], case[5], case[6], case[7], case[8])
             local x = np.random.uniform(-1, 1, {n, case[3], 17, 15}, {device = dev})
             s(x) -- deferred shapes
-            local calls, fused = 0, npx.convolution_maxpool
-            npx.convolution_maxpool = function(...) calls = calls + 1; return fused(...) end
-            local ok2, y1 = pcall(function() return s(x):asnumpy() end)
-            npx.convolution_maxpool = fused
-            assert(ok2, y1)
+            local calls = 0
+            local y1 = spying("convolution_maxpool", function() calls = calls + 1 end,
+                              function() return s(x):asnumpy() end)
             assert.equal(dev.device_type == "cpu" and 1 or 0, calls)
             local h = case[2]:register_forward_hook(function() end)
             local y2 = s(x)
@@ -486,14 +492,9 @@ for _, dev in ipairs(H.devices()) do
             for name, lo in pairs({gamma = 0.5, beta = -1, running_mean = -0.5, running_var = 0.1}) do
               bn[name]:set_data(np.random.uniform(lo, lo + 1, {O}, {dtype = dt}))
             end
-            local calls, fused = {}, npx.convolution_maxpool
-            npx.convolution_maxpool = function(...)
-              calls[#calls + 1] = select(6, ...) ~= nil
-              return fused(...)
-            end
-            local ok2, y1 = pcall(function() return s(x):asnumpy() end)
-            npx.convolution_maxpool = fused
-            assert(ok2, y1)
+            local calls = {}
+            local y1 = spying("convolution_maxpool", function(...) calls[#calls + 1] = select(6, ...) ~= nil end,
+                              function() return s(x):asnumpy() end)
             assert.same(dev.device_type == "cpu" and {true} or {}, calls)
             local h = bn:register_forward_hook(function() end) -- the batch norm apart
             local y2 = s(x)
@@ -516,18 +517,12 @@ for _, dev in ipairs(H.devices()) do
       s:initialize{device = dev}
       local x = np.random.uniform(-1, 1, {4, 3, 9, 9}, {device = dev})
       s(x)
-      local with_bn, fused = {}, npx.convolution_maxpool
-      npx.convolution_maxpool = function(...)
-        with_bn[#with_bn + 1] = select(6, ...) ~= nil
-        return fused(...)
-      end
-      local ok = pcall(function()
+      local with_bn = {}
+      spying("convolution_maxpool", function(...) with_bn[#with_bn + 1] = select(6, ...) ~= nil end, function()
         autograd.record(function() return s(x) end)                      -- training
         autograd.record(function() return s(x) end, {train_mode = false}) -- recording
         autograd.train_mode(function() return s(x) end)                  -- training, not recording
       end)
-      npx.convolution_maxpool = fused
-      assert(ok)
       assert.same(dev.device_type == "cpu" and {false, false, false} or {}, with_bn)
     end)
   end)
@@ -566,11 +561,8 @@ for _, dev in ipairs(H.devices()) do
           for name, lo in pairs({gamma = 0.5, beta = -1, running_mean = -0.5, running_var = 0.1}) do
             bn[name]:set_data(np.random.uniform(lo, lo + 1, {32}, {dtype = dt}))
           end
-          local calls, fused = 0, npx.convolution_bn
-          npx.convolution_bn = function(...) calls = calls + 1; return fused(...) end
-          local ok2, y1 = pcall(function() return s(x):asnumpy() end)
-          npx.convolution_bn = fused
-          assert(ok2, y1)
+          local calls = 0
+          local y1 = spying("convolution_bn", function() calls = calls + 1 end, function() return s(x):asnumpy() end)
           assert.equal(dev.device_type == "cpu" and 1 or 0, calls)
           local h = bn:register_forward_hook(function() end)
           local y2 = s(x)
@@ -590,15 +582,12 @@ for _, dev in ipairs(H.devices()) do
       s:initialize{device = dev}
       local x = np.random.uniform(-1, 1, {2, 3, 9, 9}, {device = dev})
       s(x)
-      local calls, fused = 0, npx.convolution_bn
-      npx.convolution_bn = function(...) calls = calls + 1; return fused(...) end
-      local ok = pcall(function()
+      local calls = 0
+      spying("convolution_bn", function() calls = calls + 1 end, function()
         autograd.record(function() return s(x) end)
         autograd.record(function() return s(x) end, {train_mode = false})
         autograd.train_mode(function() return s(x) end)
       end)
-      npx.convolution_bn = fused
-      assert(ok)
       assert.equal(0, calls)
     end)
   end)
