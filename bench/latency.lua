@@ -2,10 +2,13 @@
 -- course's MLP 512-256-128-2, one Dense(256) on a (1, 512) input, and the
 -- tutorial's LeafNetwork on one 3x128x128 image, in predict mode, eager and
 -- hybridized. Prints "luon <workload> <median us>" per line, the median of
--- 9 samples of many calls, each call waiting for its output.
---   build/luon bench/latency.lua [mlp] [dense256] [leafnet]
+-- 9 samples of many calls, each call waiting for its output. --device gpu
+-- runs on gpu(0), where a hybridized line also says whether the replay ran
+-- as a CUDA graph (LUON_CUDA_GRAPHS=0 for the same without).
+--   build/luon bench/latency.lua [--device gpu] [mlp] [dense256] [leafnet]
 local luon = require("luon")
-local np, nn = luon.np, luon.gluon.nn
+local np, npx, nn = luon.np, luon.npx, luon.gluon.nn
+local hybrid_mod = require("luon.gluon.hybrid")
 local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
 local LeafNetwork = dofile(here .. "../examples/leafnet.lua")
 
@@ -30,19 +33,32 @@ local function median_us(f, iters)
   return s[5]
 end
 
-local names = #arg > 0 and arg or order
+local names, dev = {}, npx.cpu()
+local k = 1
+while k <= #arg do
+  if arg[k] == "--device" then
+    dev = ({cpu = npx.cpu(), gpu = npx.gpu(0)})[arg[k + 1]] or error("latency.lua: --device takes cpu or gpu")
+    k = k + 2
+  else
+    names[#names + 1], k = arg[k], k + 1
+  end
+end
+if #names == 0 then names = order end
 for _, name in ipairs(names) do
   local make = workloads[name] or error(("latency.lua: unknown workload %s (known: mlp, dense256, leafnet)"):format(name))
   for _, hybrid in ipairs({false, true}) do
     np.random.seed(0)
     local net, shape = make()
-    net:initialize()
+    net:initialize{device = dev}
     if hybrid then net:hybridize{static_alloc = true, static_shape = true} end
-    local x = np.random.uniform(0, 1, shape)
+    local x = np.random.uniform(0, 1, shape):copyto(dev)
     local function call() net(x):wait_to_read() end
     for _ = 1, 20 do call() end -- warm-up: deferred shapes, JIT traces, allocator caches
     local probe = median_us(call, 1)
     local iters = math.max(1, math.floor(20000 / math.max(probe, 1)))
-    print(("luon%s %s %.1f"):format(hybrid and "-hybrid" or "", name, median_us(call, iters)))
+    local us = median_us(call, iters)
+    local cg = dev.device_type == "gpu" and hybrid and
+               (hybrid_mod.cuda_graphs(net)[1] == 1 and " (a CUDA graph)" or " (op by op)") or ""
+    print(("luon%s %s %.1f%s"):format(hybrid and "-hybrid" or "", name, us, cg))
   end
 end

@@ -348,8 +348,15 @@ luon_status lu_pinned_record(lu_block *b, int32_t gpu_id) {
   return LUON_OK;
 }
 
+__thread lu_block **lu_alloc_keep;
+
 void lu_free(lu_block *b) {
   if (!b) return;
+  if (lu_alloc_keep && b->dev.type == LUON_GPU) { /* a CUDA graph's: still in use */
+    b->next = *lu_alloc_keep;
+    *lu_alloc_keep = b;
+    return;
+  }
   pool *pl = pool_of(b->dev);
   size_t rounded;
   int c = size_class(b->bytes, &rounded);

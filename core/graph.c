@@ -279,8 +279,16 @@ static void free_map(lu_capture *c) {
   c->hcap = c->hcount = 0;
 }
 
+static void cg_drop(luon_graph *g);
+
 void luon_graph_free(luon_graph *g) {
   if (!g) return;
+  cg_drop(g);
+  for (int32_t i = 0; g->cg_in && i < g->nin; i++) luon_tensor_release(g->cg_in[i]);
+  free(g->cg_in);
+  free(g->cg_out);
+  free(g->cg_const);
+  free(g->cg_addr);
   for (int32_t s = 0; g->consts && s < g->nslots; s++) luon_tensor_release(g->consts[s]);
   free(g->nodes);
   free(g->outputs);
@@ -627,25 +635,11 @@ static void after_node(luon_graph *g, int32_t j, luon_tensor **vals, bool plan) 
   }
 }
 
-luon_status luon_graph_run(luon_graph *g, int32_t nin, luon_tensor *const *in, int32_t nout,
-                           luon_tensor **out) {
-  if (!g) return lu_error(LUON_EINVAL, "graph_run: graph is NULL");
-  if (nout != g->nout)
-    return lu_error(LUON_EINVAL, "graph_run: the graph makes %d outputs, room was given for %d", g->nout, nout);
-  if (nout > 0 && !out) return lu_error(LUON_EINVAL, "graph_run: out is NULL");
-  LU_TRY(check_inputs(g, nin, in));
-  /* a run inside a run (a host calling back): its own slots */
-  luon_tensor **vals = g->busy ? calloc((size_t)g->nslots + 1, sizeof *vals) : g->vals;
-  if (!vals) return lu_error(LUON_ENOMEM, "graph_run: out of host memory");
-  bool own = vals != g->vals;
-  g->busy = true;
-  for (int32_t s = 0; s < g->nslots; s++)
-    vals[s] = g->kind[s] == SLOT_CONST ? g->consts[s] : NULL;
-  for (int32_t i = 0; i < nin; i++) vals[i] = in[i];
+/* The nodes in order on vals (inputs and constants set), then the outputs
+ * checked against what the graph declares (a loaded graph's file declares
+ * them). */
+static luon_status run_nodes(luon_graph *g, luon_tensor **vals, bool plan, bool planning) {
   luon_status st = LUON_OK;
-  /* static_alloc (not while recording: the tape keeps what it saw) */
-  bool plan = g->static_alloc && g->plan && !own && !lu_recording && !lu_capturing;
-  bool planning = plan && !g->planned;
   for (int32_t b = 0; b < g->nbufs; b++) g->buf_busy[b] = false;
   /* chains, where nothing records the nodes apart (autograd, a capture) */
   bool chains = g->chain_end && !lu_recording && !lu_capturing;
@@ -668,8 +662,7 @@ luon_status luon_graph_run(luon_graph *g, int32_t nin, luon_tensor *const *in, i
     for (int32_t i = j; i <= e && st == LUON_OK; i++) after_node(g, i, vals, plan);
     j = e;
   }
-  /* the outputs are what the graph says (a loaded graph's file declares them) */
-  for (int32_t k = 0; k < nout && st == LUON_OK; k++) {
+  for (int32_t k = 0; k < g->nout && st == LUON_OK; k++) {
     const luon_tensor *t = vals[g->outputs[k]];
     const sig *w = &g->out_sig[k];
     if (t->dtype != w->dtype || t->ndim != w->ndim || memcmp(t->shape, w->shape, sizeof(int64_t) * (size_t)t->ndim))
@@ -677,10 +670,193 @@ luon_status luon_graph_run(luon_graph *g, int32_t nin, luon_tensor *const *in, i
                     luon_dtype_name(t->dtype), lu_shape_str(t->ndim, t->shape), luon_dtype_name(w->dtype),
                     lu_shape_str(w->ndim, w->shape));
   }
-  for (int32_t k = 0; k < nout; k++) out[k] = st == LUON_OK ? luon_tensor_retain(vals[g->outputs[k]]) : NULL;
+  return st;
+}
+
+/* A run's slots: constants and inputs set; afterwards, the values made let go. */
+static void vals_begin(const luon_graph *g, luon_tensor **vals, luon_tensor *const *in) {
+  for (int32_t s = 0; s < g->nslots; s++)
+    vals[s] = g->kind[s] == SLOT_CONST ? g->consts[s] : NULL;
+  for (int32_t i = 0; i < g->nin; i++) vals[i] = in[i];
+}
+
+static void vals_end(const luon_graph *g, luon_tensor **vals) {
   for (int32_t s = 0; s < g->nslots; s++) {
     if (g->kind[s] == SLOT_NODE) luon_tensor_release(vals[s]);
     vals[s] = NULL;
+  }
+}
+
+/* ---- CUDA graphs ------------------------------------------------------------ */
+
+/* On a GPU under static_alloc, the run after the planning one is captured
+ * as a CUDA graph (the backend's graph_begin, graph_end) and later runs
+ * launch it: the whole forward in one launch, no host work per op. Its
+ * addresses are fixed, so: the inputs are copied into staging arrays of
+ * its own (cg_in) and its outputs out of the arrays it writes (cg_out) into
+ * new ones; the planned buffers are its own; every GPU block freed while
+ * it is captured (intermediates, kernels' scratch) stays its own
+ * (lu_alloc_keep) rather than going to other work; a constant whose data
+ * moved (a parameter replaced) is seen at the next run, and the graph is
+ * captured again. Not captured, and replayed op by op as before: a graph
+ * with random ops (a launch would draw the same numbers again), one with
+ * inputs or constants on another device, one CUDA refuses (a host
+ * synchronisation inside: tried once), and every graph under
+ * LUON_CUDA_GRAPHS=0. Work queued on the same GPU by another thread while
+ * a graph is captured would be captured with it: capture from one thread. */
+
+static int cuda_graphs_env = -1;
+
+static bool cg_allowed(void) {
+  int v = __atomic_load_n(&cuda_graphs_env, __ATOMIC_RELAXED);
+  if (v < 0) {
+    const char *e = getenv("LUON_CUDA_GRAPHS");
+    v = !(e && strcmp(e, "0") == 0);
+    __atomic_store_n(&cuda_graphs_env, v, __ATOMIC_RELAXED);
+  }
+  return v && lu_cuda.graph_begin && lu_cuda.graph_end && lu_cuda.graph_launch && lu_cuda.graph_free;
+}
+
+/* Whether g may become a CUDA graph on device d (its first input's). */
+static bool cg_capturable(const luon_graph *g, lu_device d) {
+  if (d.type != LUON_GPU) return false;
+  for (int32_t i = 0; i < g->nin; i++)
+    if (!lu_device_eq(g->in_sig[i].dev, d)) return false;
+  for (int32_t s = 0; s < g->nslots; s++)
+    if (g->kind[s] == SLOT_CONST && !lu_device_eq(g->consts[s]->dev, d)) return false;
+  for (int32_t j = 0; j < g->nnodes; j++)
+    if (g->nodes[j].op >= 0 && (lu_ops[g->nodes[j].op].flags & LU_RANDOM)) return false;
+  return true;
+}
+
+/* The captured graph and what it holds let go (the staging inputs stay). */
+static void cg_drop(luon_graph *g) {
+  if (g->cg_exec) lu_cuda.graph_free(g->cg_exec);
+  g->cg_exec = NULL;
+  for (lu_block *b = g->cg_keep, *next; b; b = next) {
+    next = b->next;
+    lu_free(b);
+  }
+  g->cg_keep = NULL;
+  for (int32_t k = 0; g->cg_out && k < g->nout; k++) {
+    luon_tensor_release(g->cg_out[k]);
+    g->cg_out[k] = NULL;
+  }
+  for (int32_t s = 0; g->cg_const && s < g->nslots; s++) {
+    luon_tensor_release(g->cg_const[s]);
+    g->cg_const[s] = NULL;
+  }
+  if (g->cg_state > 0) g->cg_state = 0;
+}
+
+/* Whether every constant is the array, at the address, it was captured with. */
+static bool cg_consts_same(const luon_graph *g) {
+  for (int32_t s = 0; s < g->nslots; s++)
+    if (g->kind[s] == SLOT_CONST && (g->consts[s] != g->cg_const[s] || lu_data(g->consts[s]) != g->cg_addr[s]))
+      return false;
+  return true;
+}
+
+/* Capture the nodes on the staging inputs (nothing runs: CUDA records).
+ * A graph CUDA refuses is marked never to be tried again, its error
+ * cleared: the caller replays op by op. */
+static luon_status cg_capture(luon_graph *g, int32_t id) {
+  if (!g->cg_out) g->cg_out = calloc((size_t)g->nout + 1, sizeof *g->cg_out);
+  if (!g->cg_const) g->cg_const = calloc((size_t)g->nslots + 1, sizeof *g->cg_const);
+  if (!g->cg_addr) g->cg_addr = calloc((size_t)g->nslots + 1, sizeof *g->cg_addr);
+  if (!g->cg_out || !g->cg_const || !g->cg_addr) return lu_error(LUON_ENOMEM, "graph_run: out of host memory");
+  luon_tensor **vals = g->vals;
+  lu_alloc_keep = &g->cg_keep;
+  luon_status st = lu_cuda.graph_begin(id);
+  if (st == LUON_OK) {
+    vals_begin(g, vals, g->cg_in);
+    luon_status ran = run_nodes(g, vals, true, false);
+    void *exec = NULL;
+    st = lu_cuda.graph_end(id, &exec);
+    if (ran != LUON_OK) st = ran;
+    if (st == LUON_OK) {
+      g->cg_exec = exec;
+      for (int32_t k = 0; k < g->nout; k++) g->cg_out[k] = luon_tensor_retain(vals[g->outputs[k]]);
+    } else if (exec) {
+      lu_cuda.graph_free(exec);
+    }
+    vals_end(g, vals);
+  }
+  lu_alloc_keep = NULL;
+  if (st != LUON_OK) {
+    cg_drop(g);
+    g->cg_state = -1;
+    return LUON_OK;
+  }
+  for (int32_t s = 0; s < g->nslots; s++)
+    if (g->kind[s] == SLOT_CONST) {
+      g->cg_const[s] = luon_tensor_retain(g->consts[s]);
+      g->cg_addr[s] = lu_data(g->consts[s]);
+    }
+  g->cg_state = 1;
+  return LUON_OK;
+}
+
+/* A run through the CUDA graph: the inputs in, a launch, the outputs out
+ * into new arrays. *ran false when the graph could not be captured (the
+ * caller then replays op by op). */
+static luon_status cg_run(luon_graph *g, luon_tensor *const *in, luon_tensor **out, bool *ran) {
+  *ran = false;
+  int32_t id = in[0]->dev.id;
+  if (g->cg_state > 0 && !cg_consts_same(g)) cg_drop(g);
+  if (!g->cg_in) {
+    g->cg_in = calloc((size_t)g->nin, sizeof *g->cg_in);
+    if (!g->cg_in) return lu_error(LUON_ENOMEM, "graph_run: out of host memory");
+    for (int32_t i = 0; i < g->nin; i++)
+      LU_TRY(lu_tensor_new(in[i]->dtype, in[i]->ndim, in[i]->shape, in[i]->dev, &g->cg_in[i]));
+  }
+  for (int32_t i = 0; i < g->nin; i++) LU_TRY(luon_tensor_copy(g->cg_in[i], in[i]));
+  if (g->cg_state == 0) LU_TRY(cg_capture(g, id));
+  if (g->cg_state < 0) return LUON_OK;
+  LU_TRY(lu_cuda.graph_launch(id, g->cg_exec));
+  luon_status st = LUON_OK;
+  for (int32_t k = 0; k < g->nout; k++) {
+    const luon_tensor *t = g->cg_out[k];
+    out[k] = NULL;
+    if (st == LUON_OK) st = lu_tensor_new(t->dtype, t->ndim, t->shape, t->dev, &out[k]);
+    if (st == LUON_OK) st = luon_tensor_copy(out[k], t);
+  }
+  if (st != LUON_OK)
+    for (int32_t k = 0; k < g->nout; k++) {
+      luon_tensor_release(out[k]);
+      out[k] = NULL;
+    }
+  *ran = st == LUON_OK;
+  return st;
+}
+
+int32_t luon_graph_cuda_state(const luon_graph *g) { return g ? g->cg_state : 0; }
+
+luon_status luon_graph_run(luon_graph *g, int32_t nin, luon_tensor *const *in, int32_t nout,
+                           luon_tensor **out) {
+  if (!g) return lu_error(LUON_EINVAL, "graph_run: graph is NULL");
+  if (nout != g->nout)
+    return lu_error(LUON_EINVAL, "graph_run: the graph makes %d outputs, room was given for %d", g->nout, nout);
+  if (nout > 0 && !out) return lu_error(LUON_EINVAL, "graph_run: out is NULL");
+  LU_TRY(check_inputs(g, nin, in));
+  /* a run inside a run (a host calling back): its own slots */
+  luon_tensor **vals = g->busy ? calloc((size_t)g->nslots + 1, sizeof *vals) : g->vals;
+  if (!vals) return lu_error(LUON_ENOMEM, "graph_run: out of host memory");
+  bool own = vals != g->vals;
+  g->busy = true;
+  /* static_alloc (not while recording: the tape keeps what it saw) */
+  bool plan = g->static_alloc && g->plan && !own && !lu_recording && !lu_capturing;
+  bool planning = plan && !g->planned;
+  luon_status st = LUON_OK;
+  bool ran = false;
+  if (plan && !planning && g->cg_state == 0 && (nin == 0 || !cg_allowed() || !cg_capturable(g, in[0]->dev)))
+    g->cg_state = -1;
+  if (plan && !planning && g->cg_state >= 0) st = cg_run(g, in, out, &ran);
+  if (st == LUON_OK && !ran) {
+    vals_begin(g, vals, in);
+    st = run_nodes(g, vals, plan, planning);
+    for (int32_t k = 0; k < nout; k++) out[k] = st == LUON_OK ? luon_tensor_retain(vals[g->outputs[k]]) : NULL;
+    vals_end(g, vals);
   }
   if (own) free(vals);
   else g->busy = false;

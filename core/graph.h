@@ -48,6 +48,15 @@ struct luon_graph {
   luon_tensor **bufs;
   bool *buf_busy;
   int32_t nbufs;
+  /* its CUDA graph (graph.c, "CUDA graphs"): cg_state 0 not tried, 1
+   * captured (cg_exec), -1 not capturable; the staging inputs, the arrays
+   * its outputs are read from, per slot the constants captured (+1) and
+   * their data addresses, and the GPU blocks freed while capturing */
+  int8_t cg_state;
+  void *cg_exec;
+  luon_tensor **cg_in, **cg_out, **cg_const;
+  void **cg_addr;
+  lu_block *cg_keep;
 };
 
 /* After the nodes and outputs are set: the run's bookkeeping (last uses,

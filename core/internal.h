@@ -83,6 +83,11 @@ typedef struct lu_block {
 
 luon_status lu_alloc(lu_device dev, size_t bytes, lu_block **out);
 void lu_free(lu_block *b);
+/* While set (a CUDA graph's capture on this thread, graph.c), lu_free
+ * puts GPU blocks on this list (linked by next) instead of the cache: the
+ * graph's launches write them again, so no other work may have them. They
+ * stay counted in use until the list goes to lu_free. */
+extern __thread lu_block **lu_alloc_keep; /* __thread: nvcc reads this header as C++ */
 /* Host scratch for kernels from cpu(0)'s cache (64-byte aligned; NULL with
  * a message when out of memory). Use it, not malloc, for large temporaries:
  * glibc mmaps big blocks afresh each time, and every page then faults. */
@@ -816,6 +821,19 @@ typedef struct lu_cuda_backend {
   /* ncclCommFinalize (polled) and ncclCommDestroy, or only the free of an
    * aborted one; comm is invalid afterwards in every case */
   luon_status (*nccl_destroy)(void *comm, double timeout_s);
+  /* CUDA graphs, for graph.c's replays. graph_begin starts capturing
+   * gpu(id)'s compute stream from this thread (relaxed mode: the caching
+   * allocator may still cudaMalloc); nothing queued until graph_end runs.
+   * graph_end stops the capture and instantiates it: *exec, or NULL with
+   * LUON_EUNSUPPORTED and a message when something in between could not be
+   * captured (a host synchronisation, a copy from pageable memory); the
+   * stream works again either way and no error is left behind.
+   * graph_launch queues exec on gpu(id)'s compute stream; graph_free
+   * destroys it (the launches queued before still run). */
+  luon_status (*graph_begin)(int32_t id);
+  luon_status (*graph_end)(int32_t id, void **exec);
+  luon_status (*graph_launch)(int32_t id, void *exec);
+  void (*graph_free)(void *exec);
   lu_kernel_fn kernels[LU_OP_COUNT]; /* NULL: the op has no CUDA kernel */
 } lu_cuda_backend;
 /* The vtable's layout: bump it with any change above, and with any new
@@ -825,8 +843,9 @@ typedef struct lu_cuda_backend {
  * 5: int8, int16, uint16; 6: nccl_version is a function (NCCL loaded at the
  * first collective); 7000 + the op count: kernels[] is indexed by the ops'
  * ids, so a backend built for another op list is another layout (an op
- * added or removed; one moved in luon_ops.def needs a bump of the 7000). */
-#define LU_CUDA_ABI (7000 + LU_OP_COUNT)
+ * added or removed; one moved in luon_ops.def needs a bump of the 7000);
+ * 8000 + the op count: CUDA graphs (graph_begin ... graph_free). */
+#define LU_CUDA_ABI (8000 + LU_OP_COUNT)
 /* Entry point of libluon_cuda.so. */
 typedef luon_status (*lu_cuda_init_fn)(lu_cuda_backend *b);
 extern lu_cuda_backend lu_cuda;   /* zeroed when the backend is absent */

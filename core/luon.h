@@ -314,6 +314,12 @@ int32_t luon_graph_matches(const luon_graph *g, int32_t nin, luon_tensor *const 
  * allocating only the outputs handed out. Off by default. */
 luon_status luon_graph_set_static_alloc(luon_graph *g, int32_t on);
 int32_t luon_graph_num_nodes(const luon_graph *g);
+/* Its CUDA graph (on a GPU under static_alloc, the run after the planning
+ * one captures the whole replay, later runs launch it; LUON_CUDA_GRAPHS=0
+ * turns it off): 1 captured, -1 replayed op by op (random ops, two
+ * devices, a capture CUDA refused, not a GPU), 0 not decided (no run
+ * after the planning one yet). */
+int32_t luon_graph_cuda_state(const luon_graph *g);
 /* The constants, in the order the graph met them: the k-th (borrowed, NULL
  * past the last), and replacing it by an array of the same dtype, shape and
  * device (a parameter whose array was replaced). */

@@ -174,6 +174,16 @@ bool lu_cuda_sync_each_op(void) {
   return f == 1;
 }
 
+/* LUON_CUDA_SYNC=1's wait after work queued on s, except while s is
+ * captured into a CUDA graph (nothing runs then; a wait would end the
+ * capture): graph_launch waits instead. */
+bool lu_cuda_sync_after(cudaStream_t s) {
+  if (!lu_cuda_sync_each_op()) return false;
+  cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(s, &cs) != cudaSuccess) cudaGetLastError();
+  return cs == cudaStreamCaptureStatusNone;
+}
+
 /* ---- kernel calls and scratch -------------------------------------------------- */
 
 const lu_cuda_host *lu_cuda_host_api;
@@ -205,7 +215,7 @@ luon_status lu_cuda_end(lu_cuda_ctx *k, luon_status s) {
   if (e != cudaSuccess) {
     snprintf(what, sizeof what, "%s on gpu(%d): kernel launch", k->op, k->id);
     s = lu_cuda_fail(e, what);
-  } else if (lu_cuda_sync_each_op() && (e = cudaStreamSynchronize(k->s)) != cudaSuccess) {
+  } else if (lu_cuda_sync_after(k->s) && (e = cudaStreamSynchronize(k->s)) != cudaSuccess) {
     snprintf(what, sizeof what, "%s on gpu(%d) (LUON_CUDA_SYNC=1: the fault is in this op)", k->op,
              k->id);
     s = lu_cuda_fail(e, what);
@@ -494,7 +504,7 @@ static luon_status dev_memcpy(void *dst, lu_device ddev, const void *src, lu_dev
     e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, st);
     what = "copy gpu to gpu: cudaMemcpyAsync";
   }
-  if (e == cudaSuccess && lu_cuda_sync_each_op()) {
+  if (e == cudaSuccess && lu_cuda_sync_after(st)) {
     e = cudaStreamSynchronize(st);
     what = "gpu copy (LUON_CUDA_SYNC=1)";
   }
@@ -513,6 +523,74 @@ static luon_status dev_sync(int32_t id) {
   lu_cuda_leave(&g);
   if (s != LUON_OK) return s;
   return e == cudaSuccess ? LUON_OK : lu_cuda_fail(e, "gpu sync: cudaStreamSynchronize");
+}
+
+/* ---- CUDA graphs (core/graph.c's replays) ------------------------------------ */
+
+/* gpu(id)'s card and compute stream for a graph call; leave with lu_cuda_leave. */
+static luon_status graph_stream(int32_t id, lu_cuda_guard *g, cudaStream_t *st) {
+  luon_status s = lu_cuda_enter(id, g, "cuda graph");
+  if (s != LUON_OK) return s;
+  s = lu_cuda_stream(id, st);
+  if (s != LUON_OK) lu_cuda_leave(g);
+  return s;
+}
+
+/* Relaxed: the caching allocator may cudaMalloc a block mid-capture. */
+static luon_status graph_begin(int32_t id) {
+  lu_cuda_guard g;
+  cudaStream_t st;
+  luon_status s = graph_stream(id, &g, &st);
+  if (s != LUON_OK) return s;
+  cudaError_t e = cudaStreamBeginCapture(st, cudaStreamCaptureModeRelaxed);
+  lu_cuda_leave(&g);
+  return e == cudaSuccess ? LUON_OK : lu_cuda_fail(e, "cuda graph: cudaStreamBeginCapture");
+}
+
+static luon_status graph_end(int32_t id, void **exec) {
+  *exec = NULL;
+  lu_cuda_guard g;
+  cudaStream_t st;
+  luon_status s = graph_stream(id, &g, &st);
+  if (s != LUON_OK) return s;
+  cudaGraph_t graph = NULL;
+  cudaGraphExec_t x = NULL;
+  cudaError_t e = cudaStreamEndCapture(st, &graph);
+  const char *what = "cudaStreamEndCapture";
+  if (e == cudaSuccess && !graph) e = cudaErrorStreamCaptureInvalidated;
+  if (e == cudaSuccess) {
+    e = cudaGraphInstantiate(&x, graph, 0);
+    what = "cudaGraphInstantiate";
+  }
+  if (graph) cudaGraphDestroy(graph);
+  lu_cuda_leave(&g);
+  if (e == cudaSuccess) {
+    *exec = x;
+    return LUON_OK;
+  }
+  if (is_sticky(e)) return lu_cuda_fail(e, "cuda graph");
+  cudaGetLastError(); /* the stream is usable again; nothing stays behind */
+  return lu_cuda_seterr(LUON_EUNSUPPORTED, "cuda graph on gpu(%d): %s: %s (%s)", id, what,
+                        cudaGetErrorString(e), cudaGetErrorName(e));
+}
+
+static luon_status graph_launch(int32_t id, void *exec) {
+  lu_cuda_guard g;
+  cudaStream_t st;
+  luon_status s = graph_stream(id, &g, &st);
+  if (s != LUON_OK) return s;
+  cudaError_t e = cudaGraphLaunch((cudaGraphExec_t)exec, st);
+  const char *what = "cuda graph: cudaGraphLaunch";
+  if (e == cudaSuccess && lu_cuda_sync_each_op()) {
+    e = cudaStreamSynchronize(st);
+    what = "cuda graph (LUON_CUDA_SYNC=1: the fault is in the graph's replay)";
+  }
+  lu_cuda_leave(&g);
+  return e == cudaSuccess ? LUON_OK : lu_cuda_fail(e, what);
+}
+
+static void graph_free(void *exec) {
+  if (exec && cudaGraphExecDestroy((cudaGraphExec_t)exec) != cudaSuccess) cudaGetLastError();
 }
 
 /* The backend touches no CUDA API here: counting waits for device_count. */
@@ -546,6 +624,10 @@ luon_cuda_init(lu_cuda_backend *b) {
   b->event_query = event_query;
   b->event_free = event_free;
   b->allreduce = lu_cuda_allreduce;
+  b->graph_begin = graph_begin;
+  b->graph_end = graph_end;
+  b->graph_launch = graph_launch;
+  b->graph_free = graph_free;
   lu_cuda_nccl_fill(b);
 #define LUON_OP(name, nin, nout, kind, grad, backends, flags) b->kernels[LU_OP_##name] = LU_CUDA_FN_##backends(name);
 #include "luon_ops.def"

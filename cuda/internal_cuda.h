@@ -81,6 +81,8 @@ void lu_cuda_scratch_free(lu_block *b);
 bool lu_cuda_flag(const char *name);
 /* LUON_CUDA_SYNC=1: synchronise after every op and copy. */
 bool lu_cuda_sync_each_op(void);
+/* lu_cuda_sync_each_op(), and s not being captured into a CUDA graph */
+bool lu_cuda_sync_after(cudaStream_t s);
 
 /* The CUDA kernels, one per op whose registry line says ALL, found by name:
  * the link (-z defs) fails without one. CPU-only ops and views (ANY) have

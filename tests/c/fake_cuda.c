@@ -7,8 +7,11 @@
  * entries run the collectives over Open MPI's MPI_COMM_WORLD (loaded by
  * luon.dist), polled against the deadline like comm.cu, and append every
  * call to $LUON_FAKE_LOG.<rank>, so a test can check which calls reached
- * "NCCL". Not a CUDA emulator: no streams,
- * no asynchrony. LUON_FAKE_GPU_UUID=text gives every card of every process
+ * "NCCL". Its CUDA graphs defer what a capture sees (the kernels' calls
+ * with their arrays, copies between its GPUs) and run it again at each
+ * launch, at the addresses captured; a host wait or a copy to or from the
+ * host while capturing fails the capture, as CUDA's does. Not a CUDA
+ * emulator: no streams, no asynchrony. LUON_FAKE_GPU_UUID=text gives every card of every process
  * the same UUID (ranks sharing one GPU); LUON_FAKE_GPU_BYTES=N gives the
  * one card all its GPUs share N bytes (the allocator's retry after OOM). */
 #include "internal.h"
@@ -119,13 +122,111 @@ __attribute__((visibility("default"))) void luon_fake_waits(int64_t out[3]) {
   for (int k = 0; k < 3; k++) out[k] = __atomic_load_n(&waits[k], __ATOMIC_RELAXED);
 }
 
+/* ---- CUDA graphs: what a capture saw, run again at each launch ------------ */
+
+typedef struct fstep {
+  bool copy;                              /* else a kernel's call */
+  lu_call c;
+  luon_tensor *t[2 * LUON_MAX_OP_INPUTS]; /* held: in[0..nin), out[0..nout) (a copy: dst, src) */
+  luon_attrs attrs;
+  void *dst;                              /* a copy's raw bytes (memcpy between GPUs) */
+  const void *src;
+  size_t bytes;
+} fstep;
+
+typedef struct fgraph {
+  int32_t n, cap;
+  fstep *v;
+} fgraph;
+
+static _Thread_local fgraph *capturing;
+static _Thread_local const char *capture_broken; /* what a capture could not take */
+
+static fstep *step_new(void) {
+  fgraph *g = capturing;
+  if (g->n == g->cap) {
+    int32_t cap = g->cap ? 2 * g->cap : 16;
+    fstep *v = realloc(g->v, sizeof *v * (size_t)cap);
+    if (!v) return NULL;
+    g->v = v;
+    g->cap = cap;
+  }
+  fstep *st = &g->v[g->n++];
+  memset(st, 0, sizeof *st);
+  return st;
+}
+
+/* While capturing, something CUDA would refuse: the capture fails at its end. */
+static luon_status refuse(const char *what) {
+  if (!capture_broken) capture_broken = what;
+  return fail(LUON_EDEVICE, "fake backend: %s while a CUDA graph is captured "
+              "(operation not permitted when stream is capturing)", what);
+}
+
+static luon_status graph_begin(int32_t id) {
+  if (capturing) return fail(LUON_EINVAL, "fake backend: a capture is already under way");
+  capturing = calloc(1, sizeof *capturing);
+  capture_broken = NULL;
+  return capturing ? LUON_OK : fail(LUON_ENOMEM, "fake backend: out of host memory");
+}
+
+static void graph_free(void *exec) {
+  fgraph *g = exec;
+  if (!g) return;
+  for (int32_t j = 0; j < g->n; j++)
+    for (int k = 0; k < 2 * LUON_MAX_OP_INPUTS; k++) luon_tensor_release(g->v[j].t[k]);
+  free(g->v);
+  free(g);
+}
+
+static luon_status graph_end(int32_t id, void **exec) {
+  fgraph *g = capturing;
+  capturing = NULL;
+  *exec = NULL;
+  if (!g) return fail(LUON_EINVAL, "fake backend: no capture under way");
+  if (capture_broken) {
+    graph_free(g);
+    return fail(LUON_EUNSUPPORTED, "fake backend: the capture failed: %s", capture_broken);
+  }
+  *exec = g;
+  return LUON_OK;
+}
+
+static luon_status graph_launch(int32_t id, void *exec) {
+  fgraph *g = exec;
+  for (int32_t j = 0; j < g->n; j++) {
+    fstep *st = &g->v[j];
+    if (st->copy && st->dst) {
+      memcpy(st->dst, st->src, st->bytes);
+    } else if (st->copy) {
+      lu_copy_cpu(st->t[0], st->t[1], false);
+    } else {
+      lu_call c = st->c;
+      c.in = st->t;
+      c.attrs = &st->attrs;
+      for (int k = 0; k < c.nout; k++) c.out[k] = st->t[LUON_MAX_OP_INPUTS + k];
+      luon_status s = lu_run_cpu(&c);
+      if (s != LUON_OK) return fail(s, "fake graph launch: %s", luon_last_error());
+    }
+  }
+  return LUON_OK;
+}
+
 static luon_status dev_memcpy(void *dst, lu_device dd, const void *src, lu_device sd, size_t bytes) {
+  if (capturing && (dd.type != LUON_GPU || sd.type != LUON_GPU)) return refuse("a copy to or from the host");
+  if (capturing) {
+    fstep *st = step_new();
+    if (!st) return refuse("out of host memory");
+    st->copy = true, st->dst = dst, st->src = src, st->bytes = bytes;
+    return LUON_OK;
+  }
   if (dd.type != LUON_GPU && sd.type == LUON_GPU) __atomic_add_fetch(&waits[2], 1, __ATOMIC_RELAXED);
   memcpy(dst, src, bytes);
   return LUON_OK;
 }
 
 static luon_status dev_sync(int32_t id) {
+  if (capturing) return refuse("a wait for the device");
   __atomic_add_fetch(&waits[0], 1, __ATOMIC_RELAXED);
   return LUON_OK;
 }
@@ -135,6 +236,7 @@ static luon_status event_record(int32_t id, void **ev) {
   return LUON_OK;
 }
 static luon_status event_sync(void *ev) {
+  if (capturing) return refuse("a wait for an event");
   __atomic_add_fetch(&waits[1], 1, __ATOMIC_RELAXED);
   return LUON_OK;
 }
@@ -144,6 +246,16 @@ static void free_ev(void *ev) {}
 /* Every op: the CPU kernel, on host memory (16-bit data computed in
  * float32 as on the CPU). */
 static luon_status kernel(lu_call *c) {
+  if (capturing) { /* deferred to the launches, with its arrays held */
+    if (c->scratch) return refuse("an op with host-side scratch");
+    fstep *st = step_new();
+    if (!st) return refuse("out of host memory");
+    st->c = *c;
+    st->attrs = *c->attrs;
+    for (int i = 0; i < c->nin; i++) st->t[i] = luon_tensor_retain((luon_tensor *)c->in[i]);
+    for (int k = 0; k < c->nout; k++) st->t[LUON_MAX_OP_INPUTS + k] = luon_tensor_retain(c->out[k]);
+    return LUON_OK;
+  }
   luon_status s = lu_run_cpu(c);
   if (s != LUON_OK) fail(s, "%s", luon_last_error());
   return s;
@@ -151,6 +263,14 @@ static luon_status kernel(lu_call *c) {
 
 /* Its GPUs' memory is host memory: the CPU's strided copy. */
 static luon_status dev_copy(luon_tensor *dst, const luon_tensor *src) {
+  if (capturing) {
+    fstep *st = step_new();
+    if (!st) return refuse("out of host memory");
+    st->copy = true;
+    st->t[0] = luon_tensor_retain(dst);
+    st->t[1] = luon_tensor_retain((luon_tensor *)src);
+    return LUON_OK;
+  }
   lu_copy_cpu(dst, src, false);
   return LUON_OK;
 }
@@ -352,6 +472,10 @@ __attribute__((visibility("default"))) luon_status luon_cuda_init(lu_cuda_backen
   b->nccl_allreduce = allreduce;
   b->nccl_broadcast = broadcast;
   b->nccl_destroy = destroy;
+  b->graph_begin = graph_begin;
+  b->graph_end = graph_end;
+  b->graph_launch = graph_launch;
+  b->graph_free = graph_free;
   for (int op = 0; op < LU_OP_COUNT; op++) /* the real backend's: what the registry says runs on GPUs */
     if (lu_ops[op].cpu && lu_ops[op].kind != LU_VIEW && (lu_ops[op].backends & LUON_BACKEND_CUDA))
       b->kernels[op] = kernel;

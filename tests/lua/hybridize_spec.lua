@@ -590,6 +590,66 @@ describe("hybridize", function()
         H.assert_close(net(x), {(x:sum() + net.bias:data(dev)):totable()}, 1e-6)
       end)
 
+      it("static_alloc on a GPU: the replay becomes one CUDA graph, fed and read through its own arrays", function()
+        local gpu = dev.device_type == "gpu"
+        local net = nn.HybridSequential()
+        net:add(nn.Dense(16, {activation = "relu"}), nn.Dense(8, {activation = "tanh"}), nn.Dense(2))
+        net:initialize{device = dev}
+        local x1, x2 = xs({3, 5}):copyto(dev), xs({3, 5}):copyto(dev)
+        local want1, want2 = net(x1):totable(), net(x2):totable()
+        net:hybridize{static_alloc = true}
+        net(x1) -- traced
+        net(x1) -- planned
+        local y1 = net(x1) -- captured and launched (GPU)
+        local function captured() return hybrid.cuda_graphs(net)[1] == 1 end
+        assert.are.equal(gpu, captured())
+        local y2 = net(x2) -- new values through the staging input; y1 is not written again
+        same({y1:totable(), y2:totable()}, {want1, want2}, tol, "launches")
+        -- the same layers by hand, on the parameters' arrays of now
+        local function by_hand(x)
+          local h = x
+          for k = 0, 2 do
+            local d = net[k]
+            h = np.dot(h, d.weight:data(dev).T) + d.bias:data(dev)
+            if k == 0 then h = npx.relu(h) elseif k == 1 then h = np.tanh(h) end
+          end
+          return h:totable()
+        end
+        same({net(x2):totable()}, {by_hand(x2)}, 1e-5, "by hand")
+        -- a training step (op by op, recorded) updates the weights in place: the graph reads them
+        local trainer = gluon.Trainer(net:collect_params(), "sgd", {learning_rate = 0.5})
+        autograd.record(function() (net(x1) ^ 2):sum():backward() end)
+        trainer:step(1)
+        local after = by_hand(x2)
+        assert.is_false(H.close(after, want2, 1e-4), "the step changed nothing")
+        for _ = 1, 3 do same({net(x2):totable()}, {after}, 1e-5, "after the step") end
+        assert.are.equal(gpu, captured())
+        -- set_data writes in place; initialize(force_reinit) gives every parameter a new
+        -- array (other memory): the graph is captured again on them
+        for k = 1, 4 do
+          if k % 2 == 1 then
+            net[0].weight:set_data(np.ones({16, 5}) * k)
+          else
+            net:initialize{device = dev, force_reinit = true}
+          end
+          same({net(x2):totable()}, {by_hand(x2)}, 1e-5, "new values " .. k)
+          same({net(x1):totable()}, {by_hand(x1)}, 1e-5, "new values " .. k)
+        end
+        assert.are.equal(gpu, captured())
+        -- random draws stay op by op (a launch would draw the same numbers again)
+        local noisy = Custom(function(_, x) return x + np.random.uniform(0, 1, {3, 5}, {device = dev}) end)
+        noisy:hybridize{static_alloc = true}
+        local seen = {}
+        for k = 1, 4 do seen[k] = noisy(x1):totable() end
+        assert.are_not.equal(1, hybrid.cuda_graphs(noisy)[1])
+        assert.is_false(H.close(seen[3], seen[4], 0), "two calls drew the same numbers")
+        -- a round trip through the host cannot be captured: refused once, replayed op by op
+        local trip = Custom(function(_, x) return (x:copyto(npx.cpu()) * 2):copyto(dev) + x end)
+        trip:hybridize{static_alloc = true}
+        for _ = 1, 4 do same({trip(x2):totable()}, {(x2 * 3):totable()}, tol, "round trip") end
+        assert.are_not.equal(1, hybrid.cuda_graphs(trip)[1])
+      end)
+
       it("static_alloc: a replay that does not record allocates only its outputs", function()
         local C = core.C
         local st = core.ffi.new("luon_memory_stats")

@@ -318,4 +318,15 @@ function M.graphs(block)
   return r
 end
 
+-- Each graph's CUDA graph (luon_graph_cuda_state: 1 captured, 0 not yet,
+-- -1 replayed op by op), in the order of M.graphs (tests).
+function M.cuda_graphs(block)
+  local r = {}
+  local cache = block._hybrid_cache
+  for _, key in ipairs(cache and cache.order or {}) do
+    r[#r + 1] = tonumber(C.luon_graph_cuda_state(cache.by_key[key].g))
+  end
+  return r
+end
+
 return M
