@@ -223,13 +223,33 @@ static luon_status limit_of(const pool *pl, int64_t *limit) {
   return LUON_OK;
 }
 
+/* A CUDA graph's capture on this thread (lu_alloc_keep): GPU blocks freed
+ * go to its list, and the cache is never given back to the driver then
+ * (cudaFree waits for the device, which ends the capture). */
+static bool capturing(lu_device d) { return lu_alloc_keep && d.type == LUON_GPU; }
+
+/* A block of class size `rounded` on d freed earlier in this capture
+ * (stream order makes its reuse by a later node safe), or NULL. It stays
+ * counted in use, as when it was kept, with its first user's request. */
+static lu_block *take_kept(lu_device d, size_t rounded) {
+  for (lu_block **l = lu_alloc_keep; *l; l = &(*l)->next)
+    if ((*l)->dev.id == d.id && (*l)->bytes == rounded) {
+      lu_block *b = *l;
+      *l = b->next;
+      b->next = NULL;
+      return b;
+    }
+  return NULL;
+}
+
 /* Reserve `rounded` new bytes under pl's limit, giving the cache back to
  * the system first where that makes them fit (lock held). */
 static luon_status reserve(pool *pl, lu_device d, size_t bytes, size_t rounded) {
   int64_t limit;
   LU_TRY(limit_of(pl, &limit));
   int64_t want = (int64_t)rounded;
-  if (limit > 0 && pl->stats.in_use + pl->stats.cached + pl->reserved + want > limit) drain(pl, d);
+  if (limit > 0 && pl->stats.in_use + pl->stats.cached + pl->reserved + want > limit && !capturing(d))
+    drain(pl, d);
   if (limit > 0 && pl->stats.in_use + pl->reserved + want > limit)
     return lu_error(LUON_ENOMEM,
                     "out of memory on %s: asked for %zu bytes with %lld in use, past the limit of %lld "
@@ -246,6 +266,7 @@ static luon_status alloc_block(lu_device d, size_t bytes, bool gc, lu_block **ou
   int c = size_class(bytes ? bytes : 1, &rounded);
   if (c < 0 || c >= NCLASS)
     return lu_error(LUON_ENOMEM, "alloc: %zu bytes is more than any device holds", bytes);
+  if (capturing(d) && (*out = take_kept(d, rounded)) != NULL) return LUON_OK;
   pthread_mutex_lock(&pl->lock);
   lu_block *b = take_cached(pl, d, c);
   if (b) {
@@ -261,7 +282,7 @@ static luon_status alloc_block(lu_device d, size_t bytes, bool gc, lu_block **ou
     b = d.type == LUON_CPU_PINNED ? calloc(1, sizeof(pinned_block)) : malloc(sizeof *b);
     luon_status st = LUON_ENOMEM;
     void *p = b ? raw_alloc(d, rounded, &st) : NULL;
-    if (b && !p && st == LUON_ENOMEM) {
+    if (b && !p && st == LUON_ENOMEM && !capturing(d)) {
       /* give the cache back to the system and retry once; for a GPU every
        * GPU's cache, since virtual GPUs (LUON_VIRTUAL_GPUS) share one card */
       for (int i = 0; i < (d.type == LUON_GPU ? LU_MAX_GPU_DEVICES : 1); i++) {
@@ -393,6 +414,7 @@ luon_status luon_memory_stats_get(int32_t type, int32_t id, luon_memory_stats *o
 luon_status luon_memory_empty_cache(int32_t type, int32_t id) {
   lu_device d = {type, id};
   LU_TRY(pool_check("empty_cache", d));
+  if (type == LUON_CPU && id == 0) lu_conv_weights_drop(); /* cpu(0)'s scratch blocks */
   pool *pl = pool_of(d);
   pthread_mutex_lock(&pl->lock);
   drain(pl, d);

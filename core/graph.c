@@ -702,8 +702,9 @@ static void vals_end(const luon_graph *g, luon_tensor **vals) {
  * with random ops (a launch would draw the same numbers again), one with
  * inputs or constants on another device, one CUDA refuses (a host
  * synchronisation inside: tried once), and every graph under
- * LUON_CUDA_GRAPHS=0. Work queued on the same GPU by another thread while
- * a graph is captured would be captured with it: capture from one thread. */
+ * LUON_CUDA_GRAPHS=0. The capture is of the GPU's one compute stream, so
+ * work another thread queues on the same GPU meanwhile would be captured
+ * with it: a GPU's ops come from one thread at a time (README). */
 
 static int cuda_graphs_env = -1;
 
@@ -758,14 +759,16 @@ static bool cg_consts_same(const luon_graph *g) {
 }
 
 /* Capture the nodes on the staging inputs (nothing runs: CUDA records).
- * A graph CUDA refuses is marked never to be tried again, its error
- * cleared: the caller replays op by op. */
+ * A graph CUDA refuses (graph_end's LUON_EUNSUPPORTED) is marked never to
+ * be tried again: the caller replays op by op. Any other failure (out of
+ * memory, an interrupt) is the run's, and the next run tries again. */
 static luon_status cg_capture(luon_graph *g, int32_t id) {
   if (!g->cg_out) g->cg_out = calloc((size_t)g->nout + 1, sizeof *g->cg_out);
   if (!g->cg_const) g->cg_const = calloc((size_t)g->nslots + 1, sizeof *g->cg_const);
   if (!g->cg_addr) g->cg_addr = calloc((size_t)g->nslots + 1, sizeof *g->cg_addr);
   if (!g->cg_out || !g->cg_const || !g->cg_addr) return lu_error(LUON_ENOMEM, "graph_run: out of host memory");
   luon_tensor **vals = g->vals;
+  lu_block **outer = lu_alloc_keep; /* a graph captured inside another's capture */
   lu_alloc_keep = &g->cg_keep;
   luon_status st = lu_cuda.graph_begin(id);
   if (st == LUON_OK) {
@@ -773,7 +776,7 @@ static luon_status cg_capture(luon_graph *g, int32_t id) {
     luon_status ran = run_nodes(g, vals, true, false);
     void *exec = NULL;
     st = lu_cuda.graph_end(id, &exec);
-    if (ran != LUON_OK) st = ran;
+    if (st == LUON_OK) st = ran; /* a refused capture fails the op that saw it: the refusal is the cause */
     if (st == LUON_OK) {
       g->cg_exec = exec;
       for (int32_t k = 0; k < g->nout; k++) g->cg_out[k] = luon_tensor_retain(vals[g->outputs[k]]);
@@ -782,9 +785,10 @@ static luon_status cg_capture(luon_graph *g, int32_t id) {
     }
     vals_end(g, vals);
   }
-  lu_alloc_keep = NULL;
-  if (st != LUON_OK) {
+  lu_alloc_keep = outer;
+  if (st != LUON_OK) { /* refused: op by op from now on; else (memory, an interrupt) tried again next run */
     cg_drop(g);
+    if (st != LUON_EUNSUPPORTED) return st;
     g->cg_state = -1;
     return LUON_OK;
   }
@@ -805,10 +809,17 @@ static luon_status cg_run(luon_graph *g, luon_tensor *const *in, luon_tensor **o
   int32_t id = in[0]->dev.id;
   if (g->cg_state > 0 && !cg_consts_same(g)) cg_drop(g);
   if (!g->cg_in) {
-    g->cg_in = calloc((size_t)g->nin, sizeof *g->cg_in);
-    if (!g->cg_in) return lu_error(LUON_ENOMEM, "graph_run: out of host memory");
-    for (int32_t i = 0; i < g->nin; i++)
-      LU_TRY(lu_tensor_new(in[i]->dtype, in[i]->ndim, in[i]->shape, in[i]->dev, &g->cg_in[i]));
+    luon_tensor **t = calloc((size_t)g->nin, sizeof *t);
+    if (!t) return lu_error(LUON_ENOMEM, "graph_run: out of host memory");
+    luon_status s = LUON_OK;
+    for (int32_t i = 0; i < g->nin && s == LUON_OK; i++)
+      s = lu_tensor_new(in[i]->dtype, in[i]->ndim, in[i]->shape, in[i]->dev, &t[i]);
+    if (s != LUON_OK) {
+      for (int32_t i = 0; i < g->nin; i++) luon_tensor_release(t[i]);
+      free(t);
+      return s;
+    }
+    g->cg_in = t;
   }
   for (int32_t i = 0; i < g->nin; i++) LU_TRY(luon_tensor_copy(g->cg_in[i], in[i]));
   if (g->cg_state == 0) LU_TRY(cg_capture(g, id));

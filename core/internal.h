@@ -85,7 +85,9 @@ luon_status lu_alloc(lu_device dev, size_t bytes, lu_block **out);
 void lu_free(lu_block *b);
 /* While set (a CUDA graph's capture on this thread, graph.c), lu_free
  * puts GPU blocks on this list (linked by next) instead of the cache: the
- * graph's launches write them again, so no other work may have them. They
+ * graph's launches write them again, so no other work may have them; a
+ * later allocation of the same capture takes one of its size first (the
+ * graph's own pool), and the cache is never given back to the driver. They
  * stay counted in use until the list goes to lu_free. */
 extern __thread lu_block **lu_alloc_keep; /* __thread: nvcc reads this header as C++ */
 /* Host scratch for kernels from cpu(0)'s cache (64-byte aligned; NULL with
@@ -93,6 +95,9 @@ extern __thread lu_block **lu_alloc_keep; /* __thread: nvcc reads this header as
  * glibc mmaps big blocks afresh each time, and every page then faults. */
 void *lu_scratch_alloc(size_t bytes);
 void lu_scratch_free(void *p);
+/* Give back the convolution weights oneDNN keeps reordered (conv_dnnl.c)
+ * that no call is reading: luon_memory_empty_cache on a CPU. */
+void lu_conv_weights_drop(void);
 
 /* Pinned host pools (alloc.c), one per pin id (MXNet's cpu_pinned(id)):
  * page-locked host memory that host-to-gpu copies read asynchronously. A

@@ -177,12 +177,13 @@ bool lu_cuda_sync_each_op(void) {
 /* LUON_CUDA_SYNC=1's wait after work queued on s, except while s is
  * captured into a CUDA graph (nothing runs then; a wait would end the
  * capture): graph_launch waits instead. */
-bool lu_cuda_sync_after(cudaStream_t s) {
-  if (!lu_cuda_sync_each_op()) return false;
+bool lu_cuda_capturing(cudaStream_t s) {
   cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
   if (cudaStreamIsCapturing(s, &cs) != cudaSuccess) cudaGetLastError();
-  return cs == cudaStreamCaptureStatusNone;
+  return cs != cudaStreamCaptureStatusNone;
 }
+
+bool lu_cuda_sync_after(cudaStream_t s) { return lu_cuda_sync_each_op() && !lu_cuda_capturing(s); }
 
 /* ---- kernel calls and scratch -------------------------------------------------- */
 
@@ -559,8 +560,8 @@ static luon_status graph_end(int32_t id, void **exec) {
   const char *what = "cudaStreamEndCapture";
   if (e == cudaSuccess && !graph) e = cudaErrorStreamCaptureInvalidated;
   if (e == cudaSuccess) {
-    e = cudaGraphInstantiate(&x, graph, 0);
-    what = "cudaGraphInstantiate";
+    e = cudaGraphInstantiateWithFlags(&x, graph, 0);
+    what = "cudaGraphInstantiateWithFlags";
   }
   if (graph) cudaGraphDestroy(graph);
   lu_cuda_leave(&g);

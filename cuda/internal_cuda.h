@@ -81,6 +81,9 @@ void lu_cuda_scratch_free(lu_block *b);
 bool lu_cuda_flag(const char *name);
 /* LUON_CUDA_SYNC=1: synchronise after every op and copy. */
 bool lu_cuda_sync_each_op(void);
+/* Whether s is being captured into a CUDA graph (nothing runs; a wait for
+ * it, a cudaFree or a timed algorithm search would end the capture) */
+bool lu_cuda_capturing(cudaStream_t s);
 /* lu_cuda_sync_each_op(), and s not being captured into a CUDA graph */
 bool lu_cuda_sync_after(cudaStream_t s);
 

@@ -24,7 +24,9 @@
  * storage's version when reordered; LUON_CONV_DNNL_WEIGHTS_MB of them, 512
  * by default, 0 none), and reordered again only after a write (lu_touch's
  * versions; the storages of luon_tensor_wrap are never kept): a batch-1
- * resnet18 then skips 45 MB of reorders per call. Per geometry and part the primitives are made
+ * resnet18 then skips 45 MB of reorders per call. They are cpu(0)'s
+ * scratch blocks, counted in its memory stats; empty_cache on the CPU
+ * drops those not in use (lu_conv_weights_drop). Per geometry and part the primitives are made
  * once and kept (a plan; PLANS of them, the least recently used and unused
  * one replaced); a geometry oneDNN refuses is kept as refused. Scratch (the
  * blocked copies, oneDNN's scratchpad) comes from the caching allocator.
@@ -238,7 +240,7 @@ static uint64_t kept_tick;
 static pthread_mutex_t kept_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void kept_drop(kept *e) {
-  free(e->buf);
+  lu_scratch_free(e->buf);
   kept_bytes -= e->bytes;
   memset(e, 0, sizeof *e);
 }
@@ -296,7 +298,7 @@ static kept *kept_take(const lu_storage *st, uint64_t version, int64_t off, cons
   size_t bytes = p_dnnl_memory_desc_get_size(&p->prim[1]);
   if (!e->buf) {
     if (!kept_room(bytes, e)) return NULL;
-    if (!(e->buf = aligned_alloc(64, (bytes + 63) / 64 * 64))) return NULL;
+    if (!(e->buf = lu_scratch_alloc(bytes))) return NULL; /* cpu(0)'s, counted in its memory stats */
     e->bytes = bytes;
     kept_bytes += bytes;
   }
@@ -304,6 +306,13 @@ static kept *kept_take(const lu_storage *st, uint64_t version, int64_t off, cons
   e->busy++;
   *make = true;
   return e;
+}
+
+void lu_conv_weights_drop(void) {
+  pthread_mutex_lock(&kept_lock);
+  for (int i = 0; i < KEPT; i++)
+    if (keeps[i].buf && !keeps[i].busy) kept_drop(&keeps[i]);
+  pthread_mutex_unlock(&kept_lock);
 }
 
 static void kept_give(kept *const *e, int64_t n) {
@@ -540,6 +549,7 @@ luon_status lu_dnnl_conv2d(const geom *g, int32_t dt, const float *x, const floa
 }
 
 #else /* built without oneDNN's header: conv.c's kernels */
+void lu_conv_weights_drop(void) {}
 bool lu_dnnl_conv_ok(const geom *g, int32_t dt) {
   (void)g, (void)dt;
   return false;

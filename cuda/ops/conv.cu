@@ -182,6 +182,8 @@ static bool fma_like(cudnnMathType_t m) { return m == CUDNN_DEFAULT_MATH || m ==
 static cudnnStatus_t candidates(const operands *o, const plan *p, cand *out, int *n) {
   const char *at = getenv("LUON_CUDNN_AUTOTUNE");
   bool tune = !(at && strcmp(at, "0") == 0);
+  cudaStream_t st = NULL; /* timing candidates would wait for the stream, which a CUDA graph's capture refuses */
+  if (tune && cudnnGetStream(o->h, &st) == CUDNN_STATUS_SUCCESS && lu_cuda_capturing(st)) tune = false;
   bool strict = o->dt == LUON_DTYPE_F32 && !o->tf32;
   cudnnHandle_t h = o->h;
   *n = 0;
