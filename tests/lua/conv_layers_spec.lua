@@ -200,6 +200,25 @@ describe("Conv2D weights kept for oneDNN", function()
   end)
 end)
 
+describe("Conv2D weights kept for oneDNN, in cpu(0)'s memory", function()
+  it("count in its memory stats and go back with npx.empty_cache", function()
+    local x = np.random.uniform(-1, 1, {1, 64, 12, 12})
+    local w = np.random.uniform(-1, 1, {256, 64, 3, 3}) -- 576 KiB, reordered: about as much kept
+    local kw = {kernel = {3, 3}, pad = {1, 1}, num_filter = 256}
+    local want = npx.convolution(x, w:copy(), nil, kw)
+    npx.empty_cache(npx.cpu(0))
+    local before = npx.memory_stats(npx.cpu(0)).in_use
+    for _ = 1, 3 do npx.convolution(x, w, nil, kw) end -- seen, kept, read
+    collectgarbage("collect")
+    local kept = npx.memory_stats(npx.cpu(0)).in_use - before
+    if not pcall(core.ffi.load, "libdnnl.so.2") then return end -- no oneDNN here: nothing kept
+    assert.is_true(kept >= 256 * 64 * 9 * 4, "kept " .. kept .. " bytes")
+    npx.empty_cache(npx.cpu(0))
+    assert.is_true(npx.memory_stats(npx.cpu(0)).in_use - before < kept, "empty_cache kept them")
+    assert(np.all(np.equal(npx.convolution(x, w, nil, kw), want)):item(), "after empty_cache")
+  end)
+end)
+
 describe("Conv2D weights kept for oneDNN, sharing memory", function()
   it("follow batch_norm's running statistics and an optimizer's state written in place", function()
     local S = core.slot
