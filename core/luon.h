@@ -340,6 +340,14 @@ luon_status luon_graph_set_const(luon_graph *g, int32_t k, luon_tensor *t);
 luon_status luon_graph_save(const luon_graph *g, const char *symbol_path, const char *params_path,
                             const char *const *input_names, const char *const *const_names,
                             const uint8_t *const_nograd);
+/* The graph as an ONNX model (opset 13) in one file, replaced whole
+ * (core/onnx.c; luon.onnx.export_model): its constants are initializers
+ * named as in luon_graph_save, its inputs and outputs keep the captured
+ * shapes. An op ONNX cannot express as luon computes it is refused
+ * (LUON_EUNSUPPORTED naming the node and op), and so is every save of a
+ * luon built without protobuf-c. */
+luon_status luon_graph_save_onnx(const luon_graph *g, const char *path, const char *const *input_names,
+                                 const char *const *const_names);
 luon_status luon_graph_load(const char *symbol_path, const char *params_path, int32_t dev_type,
                             int32_t dev_id, luon_graph **out);
 int32_t luon_graph_num_inputs(const luon_graph *g);

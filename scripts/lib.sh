@@ -8,7 +8,8 @@ LUON_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 LUON_PACKAGES=(luajit libluajit-5.1-dev lua-busted libpng-dev libturbojpeg0-dev
                libopenblas-dev dataset-fashion-mnist cmake pkg-config gcc
                libcjson-dev zlib1g-dev libzip-dev libedit-dev clang libclang-rt-14-dev
-               openmpi-bin libopenmpi-dev luarocks python3-numpy libdnnl-dev)
+               openmpi-bin libopenmpi-dev luarocks python3-numpy libdnnl-dev
+               libprotobuf-c-dev protobuf-c-compiler libonnx-dev g++)
 
 say() { printf '%s\n' "$*"; }
 die() { printf '%s: error: %s\n' "${0##*/}" "$*" >&2; exit 1; }

@@ -30,7 +30,8 @@ luon.image = require("luon.image")
 luon.dist = require("luon.dist")                    -- processes over MPI (docs/distributed.md)
 luon.amp = require("luon.amp")                      -- mixed precision (MXNet's mx.contrib.amp)
 luon.profiler = require("luon.profiler")            -- per-op time (MXNet's mx.profiler)
-luon.contrib = core.strict_module({amp = luon.amp}, "mx.contrib")
+luon.onnx = require("luon.onnx")                    -- ONNX export (MXNet's mx.onnx)
+luon.contrib = core.strict_module({amp = luon.amp, onnx = luon.onnx}, "mx.contrib")
 
 -- MXNet's top-level spellings: mx.cpu(), mx.gpu(1), mx.context.num_gpus(),
 -- mx.random.seed(42), mx.metric.

@@ -318,6 +318,11 @@ end
 -- path-EPOCH.safetensors, for gluon.SymbolBlock.imports and the C
 -- embedding API's luon_model_load; returns the two file names.
 function HybridBlock:export(path, epoch) return hybrid.export(self, path, epoch) end
+-- its latest inference graph and its constants' names (luon.onnx.export_model)
+function HybridBlock:_export_graph(fname)
+  local g, names, _, keep = hybrid.inference_graph(self, fname)
+  return g, names, keep
+end
 
 local function add_hook(list, fn)
   if type(fn) ~= "function" then core.error("register_forward_hook: expected a function") end

@@ -274,9 +274,10 @@ function M.export_paths(fname, path, epoch)
   return path .. "-symbol.json", ("%s-%04d.safetensors"):format(path, epoch)
 end
 
-function M.export(block, path, epoch)
-  local fname = block._class.__name .. ":export"
-  local sym, params = M.export_paths(fname, path, epoch)
+-- The graph of block's latest inference call, with its constants' names
+-- and no-gradient marks (C arrays; keep holds the name strings): for
+-- export and luon.onnx.export_model. fname names the caller in errors.
+function M.inference_graph(block, fname)
   local cache, e = block._hybrid_cache, nil
   for _, c in pairs(cache and cache.by_key or {}) do
     if c.epoch == M.epoch and not c.mode.recording and not c.mode.training and (not e or c.used > e.used) then
@@ -304,7 +305,15 @@ function M.export(block, path, epoch)
     names[b.k] = keep[#keep]
     nograd[b.k] = b.p.grad_req == "null" and 1 or 0 -- running statistics
   end
-  core.check(C.luon_graph_save(e.g, sym, params, nil, names, nograd))
+  return e.g, names, nograd, keep
+end
+
+function M.export(block, path, epoch)
+  local fname = block._class.__name .. ":export"
+  local sym, params = M.export_paths(fname, path, epoch)
+  local g, names, nograd, keep = M.inference_graph(block, fname)
+  core.check(C.luon_graph_save(g, sym, params, nil, names, nograd))
+  local _ = keep -- the names live until the save is done
   return sym, params
 end
 

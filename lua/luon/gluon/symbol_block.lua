@@ -141,4 +141,10 @@ function SymbolBlock:export(path, epoch)
   return sym, params
 end
 
+-- the imported graph with the parameters' current values (luon.onnx)
+function SymbolBlock:_export_graph()
+  if self._gen ~= param.generation or self._epoch ~= hybrid.epoch then rebind(self) end
+  return self._graph
+end
+
 return SymbolBlock

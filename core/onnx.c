@@ -1,0 +1,608 @@
+/* onnx.c: a captured graph as an ONNX model (luon_graph_save_onnx), for
+ * hosts that run ONNX Runtime or TensorRT. The protobuf encoding is
+ * protobuf-c's, generated at build time from the onnx.proto that Debian's
+ * libonnx-dev ships; built without them, saving says what to install.
+ *
+ * One file: ONNX opset 13, IR version 7; the parameters are initializers
+ * (raw little-endian data) under the names the caller gives, the inputs
+ * and outputs have the shapes and dtypes the graph was captured with (a
+ * graph is traced per signature, so the batch size is fixed). Each luon op
+ * becomes the ONNX ops that compute the same values: the fused ones are
+ * taken apart again (conv2d_maxpool: Conv, Relu, MaxPool[,
+ * BatchNormalization]; conv2d_bn: Conv, BatchNormalization[, Relu];
+ * linear: Gemm with transB[, Relu]). An op with no mapping, a batch norm
+ * in training mode, a dtype ONNX's op does not take (integer division), or
+ * an output ONNX has no place for (a pooling's window indices read later)
+ * is refused by name, and nothing is written: no model that computes
+ * something else. The file is replaced whole (lu_wfile). */
+#include "graph.h"
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#if LUON_ONNX
+#include "onnx.pb-c.h"
+
+enum { OPSET = 13, IR_VERSION = 7 };
+
+/* Every allocation of one save, freed together. */
+typedef struct arena {
+  void **blocks;
+  size_t n, cap;
+} arena;
+
+typedef struct ox {
+  arena ar;
+  const luon_graph *g;
+  const char *const *const_names;
+  char **name;           /* per slot: its value's name */
+  int32_t *dtype;        /* per slot: its dtype, 0 unknown */
+  Onnx__NodeProto **nodes;
+  size_t nnodes, node_cap;
+  Onnx__TensorProto **inits;
+  size_t ninits, init_cap;
+  int32_t at;            /* the node being translated (messages) */
+  int tmp;               /* temporaries made */
+  luon_status err;
+} ox;
+
+static void *ar_alloc(ox *x, size_t bytes) {
+  if (x->err != LUON_OK) return NULL;
+  arena *a = &x->ar;
+  if (a->n == a->cap) {
+    size_t cap = a->cap ? 2 * a->cap : 256;
+    void **b = realloc(a->blocks, cap * sizeof *b);
+    if (!b) goto oom;
+    a->blocks = b, a->cap = cap;
+  }
+  void *p = calloc(1, bytes ? bytes : 1);
+  if (!p) goto oom;
+  a->blocks[a->n++] = p;
+  return p;
+oom:
+  x->err = lu_error(LUON_ENOMEM, "onnx export: out of host memory");
+  return NULL;
+}
+
+static char *ar_fmt(ox *x, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static char *ar_fmt(ox *x, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(NULL, 0, fmt, ap);
+  va_end(ap);
+  char *s = n >= 0 ? ar_alloc(x, (size_t)n + 1) : NULL;
+  if (s) {
+    va_start(ap, fmt);
+    vsnprintf(s, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+  }
+  return s;
+}
+
+static void ar_free(arena *a) {
+  for (size_t k = 0; k < a->n; k++) free(a->blocks[k]);
+  free(a->blocks);
+}
+
+/* append p to the list *v of *n entries with room for *cap */
+static bool push(ox *x, void ***v, size_t *n, size_t *cap, void *p) {
+  if (!p) return false;
+  if (*n == *cap) {
+    size_t c = *cap ? 2 * *cap : 64;
+    void **b = ar_alloc(x, c * sizeof *b);
+    if (!b) return false;
+    if (*n) memcpy(b, *v, *n * sizeof *b);
+    *v = b, *cap = c;
+  }
+  (*v)[(*n)++] = p;
+  return true;
+}
+
+static bool refuse(ox *x, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static bool refuse(ox *x, const char *fmt, ...) {
+  if (x->err != LUON_OK) return false;
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  x->err = lu_error(LUON_EUNSUPPORTED, "onnx export: node %d (%s): %s", (int)x->at + 1,
+                    luon_op_name(x->g->nodes[x->at].op), msg);
+  return false;
+}
+
+/* ---- building blocks ------------------------------------------------------- */
+
+static int32_t onnx_type(int32_t dt) {
+  switch (dt) {
+  case LUON_DTYPE_F32: return ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+  case LUON_DTYPE_F64: return ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE;
+  case LUON_DTYPE_F16: return ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16;
+  case LUON_DTYPE_BF16: return ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16;
+  case LUON_DTYPE_I32: return ONNX__TENSOR_PROTO__DATA_TYPE__INT32;
+  case LUON_DTYPE_I64: return ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
+  case LUON_DTYPE_U8: return ONNX__TENSOR_PROTO__DATA_TYPE__UINT8;
+  case LUON_DTYPE_BOOL: return ONNX__TENSOR_PROTO__DATA_TYPE__BOOL;
+  case LUON_DTYPE_I8: return ONNX__TENSOR_PROTO__DATA_TYPE__INT8;
+  case LUON_DTYPE_I16: return ONNX__TENSOR_PROTO__DATA_TYPE__INT16;
+  case LUON_DTYPE_U16: return ONNX__TENSOR_PROTO__DATA_TYPE__UINT16;
+  default: return 0;
+  }
+}
+
+static bool is_float(int32_t dt) {
+  return dt == LUON_DTYPE_F32 || dt == LUON_DTYPE_F64 || dt == LUON_DTYPE_F16 || dt == LUON_DTYPE_BF16;
+}
+
+/* an initializer named `name` holding n bytes of data */
+static Onnx__TensorProto *tensor(ox *x, const char *name, int32_t dt, int32_t ndim, const int64_t *shape,
+                                 const void *data, size_t bytes) {
+  Onnx__TensorProto *t = ar_alloc(x, sizeof *t);
+  int64_t *dims = ar_alloc(x, sizeof(int64_t) * (size_t)(ndim + 1));
+  void *raw = ar_alloc(x, bytes);
+  if (!t || !dims || !raw) return NULL;
+  onnx__tensor_proto__init(t);
+  memcpy(dims, shape, sizeof(int64_t) * (size_t)ndim);
+  memcpy(raw, data, bytes);
+  t->n_dims = (size_t)ndim, t->dims = dims;
+  t->has_data_type = true, t->data_type = onnx_type(dt);
+  t->name = (char *)name;
+  t->has_raw_data = true, t->raw_data.len = bytes, t->raw_data.data = raw;
+  return t;
+}
+
+static bool add_init(ox *x, Onnx__TensorProto *t) {
+  return push(x, (void ***)&x->inits, &x->ninits, &x->init_cap, t);
+}
+
+/* a fresh name for a value between the ONNX nodes of one luon node */
+static const char *temp(ox *x) { return ar_fmt(x, "_t%d", x->tmp++); }
+
+/* the node op_type(in...) -> out; NULL inputs are left empty (an absent
+ * optional input) */
+static Onnx__NodeProto *node(ox *x, const char *op, int nin, const char *const *in, const char *out) {
+  Onnx__NodeProto *n = ar_alloc(x, sizeof *n);
+  char **ins = ar_alloc(x, sizeof(char *) * (size_t)(nin + 1)), **outs = ar_alloc(x, sizeof(char *));
+  if (!n || !ins || !outs || !out) return NULL;
+  onnx__node_proto__init(n);
+  for (int k = 0; k < nin; k++) ins[k] = (char *)(in[k] ? in[k] : "");
+  outs[0] = (char *)out;
+  n->n_input = (size_t)nin, n->input = ins;
+  n->n_output = 1, n->output = outs;
+  n->op_type = (char *)op;
+  n->name = ar_fmt(x, "%s_%zu", op, x->nnodes);
+  return push(x, (void ***)&x->nodes, &x->nnodes, &x->node_cap, n) ? n : NULL;
+}
+
+static Onnx__AttributeProto *attr(ox *x, Onnx__NodeProto *n, const char *name,
+                                  Onnx__AttributeProto__AttributeType type) {
+  if (!n) return NULL;
+  Onnx__AttributeProto *a = ar_alloc(x, sizeof *a);
+  Onnx__AttributeProto **v = ar_alloc(x, sizeof *v * (n->n_attribute + 1));
+  if (!a || !v) return NULL;
+  onnx__attribute_proto__init(a);
+  a->name = (char *)name;
+  a->has_type = true, a->type = type;
+  if (n->n_attribute) memcpy(v, n->attribute, sizeof *v * n->n_attribute);
+  v[n->n_attribute++] = a;
+  n->attribute = v;
+  return a;
+}
+
+static void attr_i(ox *x, Onnx__NodeProto *n, const char *name, int64_t i) {
+  Onnx__AttributeProto *a = attr(x, n, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT);
+  if (a) a->has_i = true, a->i = i;
+}
+
+static void attr_f(ox *x, Onnx__NodeProto *n, const char *name, double f) {
+  Onnx__AttributeProto *a = attr(x, n, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT);
+  if (a) a->has_f = true, a->f = (float)f;
+}
+
+static void attr_ints(ox *x, Onnx__NodeProto *n, const char *name, int count, const int64_t *v) {
+  Onnx__AttributeProto *a = attr(x, n, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS);
+  int64_t *c = a ? ar_alloc(x, sizeof(int64_t) * (size_t)count) : NULL;
+  if (!c) return;
+  memcpy(c, v, sizeof(int64_t) * (size_t)count);
+  a->n_ints = (size_t)count, a->ints = c;
+}
+
+/* ---- the ops ----------------------------------------------------------------- */
+
+static int64_t ia(const gnode *n, int slot, int64_t dflt) { return n->attrs.ni > slot ? n->attrs.i[slot] : dflt; }
+
+static const char *in_name(ox *x, const gnode *n, int k) { return x->name[n->in[k]]; }
+static int32_t in_dtype(ox *x, const gnode *n, int k) { return x->dtype[n->in[k]]; }
+
+/* output k of node n, made by this node: its name, dtype dt */
+static const char *out_name(ox *x, const gnode *n, int k, int32_t dt) {
+  x->dtype[n->out[k]] = dt;
+  return x->name[n->out[k]];
+}
+
+/* false (refused) where output k of n is read by a later node or is an
+ * output of the graph: ONNX's op has no such output */
+static bool unread(ox *x, const gnode *n, int k, const char *what) {
+  int32_t s = n->out[k];
+  if (x->g->last_use[s] >= 0 || x->g->is_output[s])
+    return refuse(x, "its %s (output %d) is read later, and ONNX's ops have no such output", what, k + 1);
+  return true;
+}
+
+/* Conv of x, w[, b] (conv2d's slots) into out; its relu is the caller's */
+static bool conv(ox *x, const gnode *n, int nconv, const char *out) {
+  const char *in[3] = {in_name(x, n, 0), in_name(x, n, 1), nconv > 2 ? in_name(x, n, 2) : NULL};
+  Onnx__NodeProto *c = node(x, "Conv", nconv, in, out);
+  int64_t st[2] = {ia(n, LU_CONV2D_STRIDE_H, 1), ia(n, LU_CONV2D_STRIDE_W, 1)};
+  int64_t ph = ia(n, LU_CONV2D_PAD_H, 0), pw = ia(n, LU_CONV2D_PAD_W, 0), pads[4] = {ph, pw, ph, pw};
+  int64_t dil[2] = {ia(n, LU_CONV2D_DILATE_H, 1), ia(n, LU_CONV2D_DILATE_W, 1)};
+  attr_ints(x, c, "strides", 2, st);
+  attr_ints(x, c, "pads", 4, pads);
+  attr_ints(x, c, "dilations", 2, dil);
+  attr_i(x, c, "group", ia(n, LU_CONV2D_GROUPS, 1));
+  return c != NULL;
+}
+
+/* BatchNormalization of v (axis 1) with the four inputs from k0, into out */
+static bool bn(ox *x, const gnode *n, const char *v, int k0, double eps, const char *out) {
+  const char *in[5] = {v, in_name(x, n, k0), in_name(x, n, k0 + 1), in_name(x, n, k0 + 2), in_name(x, n, k0 + 3)};
+  Onnx__NodeProto *b = node(x, "BatchNormalization", 5, in, out);
+  attr_f(x, b, "epsilon", eps);
+  return b != NULL;
+}
+
+static bool unary(ox *x, const char *op, const char *v, const char *out) {
+  const char *in[1] = {v};
+  return node(x, op, 1, in, out) != NULL;
+}
+
+/* max_pool2d/avg_pool2d's slots (or conv2d_maxpool's, from `at`) */
+static bool pool(ox *x, const gnode *n, const char *op, int at, bool avg, const char *v, const char *out) {
+  int64_t k[2] = {ia(n, at + LU_POOL_KERNEL_H, 1), ia(n, at + LU_POOL_KERNEL_W, 1)};
+  int64_t st[2] = {ia(n, at + LU_POOL_STRIDE_H, k[0]), ia(n, at + LU_POOL_STRIDE_W, k[1])};
+  int64_t ph = ia(n, at + LU_POOL_PAD_H, 0), pw = ia(n, at + LU_POOL_PAD_W, 0), pads[4] = {ph, pw, ph, pw};
+  bool ceil = ia(n, at + LU_POOL_CEIL, 0) != 0;
+  /* ceil_mode: luon drops a last window that would start in the padding
+   * (PyTorch's rule), which ONNX's output size does not say; without
+   * padding and with windows as wide as the stride none starts there */
+  if (ceil && (avg || ph || pw || k[0] < st[0] || k[1] < st[1]))
+    return refuse(x, "ceil_mode with %s: ONNX's rule for the last window differs from luon's there",
+                  avg ? "average pooling" : "padding or a stride wider than the window");
+  const char *in[1] = {v};
+  Onnx__NodeProto *p = node(x, op, 1, in, out);
+  attr_ints(x, p, "kernel_shape", 2, k);
+  attr_ints(x, p, "strides", 2, st);
+  attr_ints(x, p, "pads", 4, pads);
+  attr_i(x, p, "ceil_mode", ceil);
+  if (avg) attr_i(x, p, "count_include_pad", ia(n, LU_POOL_COUNT_PAD, 1));
+  return p != NULL;
+}
+
+static bool need_float(ox *x, const gnode *n, int k) {
+  int32_t dt = in_dtype(x, n, k);
+  if (is_float(dt)) return true;
+  return refuse(x, "input %d is %s; the ONNX op takes floating-point values only", k + 1,
+                dt ? luon_dtype_name(dt) : "of a dtype not known here");
+}
+
+/* the dtype both inputs of a binary op share */
+static int32_t same_dtype(ox *x, const gnode *n) {
+  int32_t a = in_dtype(x, n, 0), b = in_dtype(x, n, 1);
+  if (a && a == b) return a;
+  refuse(x, "its inputs are %s and %s; ONNX's elementwise ops take one dtype (cast one first: astype)",
+         a ? luon_dtype_name(a) : "unknown", b ? luon_dtype_name(b) : "unknown");
+  return 0;
+}
+
+static bool translate(ox *x, const gnode *n) {
+  int32_t dt0 = n->nin > 0 ? in_dtype(x, n, 0) : 0;
+  switch (n->op) {
+  case OP_DETACH: return unary(x, "Identity", in_name(x, n, 0), out_name(x, n, 0, dt0));
+  case LU_OP_conv2d: {
+    const char *out = out_name(x, n, 0, dt0);
+    bool relu = ia(n, LU_CONV2D_RELU, 0) != 0;
+    const char *c = relu ? temp(x) : out;
+    return need_float(x, n, 0) && conv(x, n, n->nin, c) && (!relu || unary(x, "Relu", c, out));
+  }
+  case LU_OP_conv2d_bn: {
+    const char *out = out_name(x, n, 0, dt0), *c = temp(x);
+    bool relu = ia(n, LU_CBN_RELU, 0) != 0;
+    const char *b = relu ? temp(x) : out;
+    return need_float(x, n, 0) && conv(x, n, n->nin - 4, c) && bn(x, n, c, n->nin - 4, n->attrs.f[LU_CBN_EPS], b) &&
+           (!relu || unary(x, "Relu", b, out));
+  }
+  case LU_OP_conv2d_maxpool: {
+    bool with_bn = ia(n, LU_CMP_BN, 0) != 0, relu = ia(n, LU_CONV2D_RELU, 0) != 0;
+    int nconv = n->nin - (with_bn ? 4 : 0);
+    if (!need_float(x, n, 0) || !unread(x, n, 1, "window indices")) return false;
+    const char *out = out_name(x, n, 0, dt0), *c = temp(x), *r = relu ? temp(x) : c;
+    const char *p = with_bn ? temp(x) : out;
+    return conv(x, n, nconv, c) && (!relu || unary(x, "Relu", c, r)) &&
+           pool(x, n, "MaxPool", LU_CMP_KERNEL_H, false, r, p) &&
+           (!with_bn || bn(x, n, p, nconv, n->attrs.f[LU_CMP_BN_EPS], out));
+  }
+  case LU_OP_batch_norm: {
+    int64_t axis = ia(n, LU_BN_AXIS, 1);
+    if (axis != 1) return refuse(x, "axis %lld: ONNX's BatchNormalization normalises axis 1", (long long)axis);
+    if (ia(n, LU_BN_TRAINING, 0) && !ia(n, LU_BN_GLOBAL_STATS, 0))
+      return refuse(x, "a batch norm in training mode (batch statistics): export a graph run for inference, "
+                       "outside autograd.record()");
+    if (!need_float(x, n, 0) || !unread(x, n, 1, "mean") || !unread(x, n, 2, "invstd")) return false;
+    const char *out = out_name(x, n, 0, dt0);
+    bool relu = ia(n, LU_BN_RELU, 0) != 0;
+    const char *b = relu ? temp(x) : out;
+    return bn(x, n, in_name(x, n, 0), 1, n->attrs.f[LU_BN_EPS], b) && (!relu || unary(x, "Relu", b, out));
+  }
+  case LU_OP_linear: {
+    if (!need_float(x, n, 0)) return false;
+    const char *out = out_name(x, n, 0, dt0);
+    bool relu = ia(n, LU_LINEAR_RELU, 0) != 0;
+    const char *gm = relu ? temp(x) : out;
+    const char *in[3] = {in_name(x, n, 0), in_name(x, n, 1), n->nin > 2 ? in_name(x, n, 2) : NULL};
+    Onnx__NodeProto *g = node(x, "Gemm", n->nin, in, gm);
+    attr_i(x, g, "transB", 1);
+    return g && (!relu || unary(x, "Relu", gm, out));
+  }
+  case LU_OP_matmul: {
+    int32_t dt = same_dtype(x, n);
+    const char *in[2] = {in_name(x, n, 0), in_name(x, n, 1)};
+    return dt && node(x, "MatMul", 2, in, out_name(x, n, 0, dt));
+  }
+  case LU_OP_max_pool2d:
+  case LU_OP_avg_pool2d: {
+    bool avg = n->op == LU_OP_avg_pool2d;
+    if (!need_float(x, n, 0)) return false;
+    const char *out = out_name(x, n, 0, dt0);
+    if (ia(n, LU_POOL_GLOBAL, 0)) return unary(x, avg ? "GlobalAveragePool" : "GlobalMaxPool", in_name(x, n, 0), out);
+    return pool(x, n, avg ? "AveragePool" : "MaxPool", 0, avg, in_name(x, n, 0), out);
+  }
+  case LU_OP_reshape: {
+    int64_t shape[LU_MAXD];
+    int nd = n->attrs.ni;
+    if (nd > LU_MAXD) return refuse(x, "a shape of %d axes", nd);
+    for (int d = 0; d < nd; d++) {
+      shape[d] = n->attrs.i[d];
+      if (shape[d] == 0) return refuse(x, "a shape with a 0-sized axis (ONNX's Reshape reads 0 as 'keep')");
+    }
+    const char *sname = ar_fmt(x, "_shape%d", x->tmp++);
+    int64_t len = nd;
+    const char *in[2] = {in_name(x, n, 0), sname};
+    return add_init(x, tensor(x, sname, LUON_DTYPE_I64, 1, &len, shape, sizeof(int64_t) * (size_t)nd)) &&
+           node(x, "Reshape", 2, in, out_name(x, n, 0, dt0));
+  }
+  case LU_OP_transpose: {
+    Onnx__NodeProto *t = node(x, "Transpose", 1, (const char *[]){in_name(x, n, 0)}, out_name(x, n, 0, dt0));
+    if (n->attrs.ni > 0) attr_ints(x, t, "perm", n->attrs.ni, n->attrs.i); /* none: reversed, ONNX's default */
+    return t != NULL;
+  }
+  case LU_OP_concatenate: {
+    const char *in[LUON_MAX_OP_INPUTS];
+    for (int k = 0; k < n->nin; k++) {
+      in[k] = in_name(x, n, k);
+      if (in_dtype(x, n, k) != dt0 || !dt0) return refuse(x, "inputs of different or unknown dtypes");
+    }
+    Onnx__NodeProto *c = node(x, "Concat", n->nin, in, out_name(x, n, 0, dt0));
+    attr_i(x, c, "axis", ia(n, LU_CONCAT_AXIS, 0));
+    return c != NULL;
+  }
+  case LU_OP_add:
+  case LU_OP_subtract:
+  case LU_OP_multiply:
+  case LU_OP_divide:
+  case LU_OP_maximum: {
+    static const struct { int32_t op; const char *onnx; } ops[] = {
+        {LU_OP_add, "Add"}, {LU_OP_subtract, "Sub"}, {LU_OP_multiply, "Mul"}, {LU_OP_divide, "Div"}, {LU_OP_maximum, "Max"}};
+    int32_t dt = same_dtype(x, n);
+    if (!dt) return false;
+    if (n->op == LU_OP_divide && !is_float(dt))
+      return refuse(x, "integer inputs: luon divides them into float32, ONNX's Div rounds (cast first: astype)");
+    const char *op = NULL;
+    for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++)
+      if (ops[k].op == n->op) op = ops[k].onnx;
+    const char *in[2] = {in_name(x, n, 0), in_name(x, n, 1)};
+    return node(x, op, 2, in, out_name(x, n, 0, dt)) != NULL;
+  }
+  case LU_OP_relu:
+  case LU_OP_sigmoid:
+  case LU_OP_tanh:
+  case LU_OP_exp:
+  case LU_OP_softrelu: {
+    const char *op = n->op == LU_OP_relu ? "Relu" : n->op == LU_OP_sigmoid ? "Sigmoid" : n->op == LU_OP_tanh ? "Tanh"
+                   : n->op == LU_OP_exp ? "Exp" : "Softplus";
+    return need_float(x, n, 0) && unary(x, op, in_name(x, n, 0), out_name(x, n, 0, dt0));
+  }
+  case LU_OP_leaky_relu:
+  case LU_OP_elu: {
+    if (!need_float(x, n, 0)) return false;
+    Onnx__NodeProto *a = node(x, n->op == LU_OP_elu ? "Elu" : "LeakyRelu", 1, (const char *[]){in_name(x, n, 0)},
+                              out_name(x, n, 0, dt0));
+    attr_f(x, a, "alpha", n->attrs.f[LU_LEAKY_SLOPE]);
+    return a != NULL;
+  }
+  case LU_OP_softmax:
+  case LU_OP_log_softmax: {
+    if (!need_float(x, n, 0)) return false;
+    Onnx__NodeProto *s = node(x, n->op == LU_OP_softmax ? "Softmax" : "LogSoftmax", 1,
+                              (const char *[]){in_name(x, n, 0)}, out_name(x, n, 0, dt0));
+    attr_i(x, s, "axis", ia(n, LU_SOFTMAX_AXIS, -1));
+    return s != NULL;
+  }
+  case LU_OP_copy: {
+    int32_t to = n->attrs.dtype ? n->attrs.dtype : dt0;
+    if (!onnx_type(to)) return refuse(x, "a copy to %s", luon_dtype_name(to));
+    if (to == dt0) return unary(x, "Identity", in_name(x, n, 0), out_name(x, n, 0, to));
+    Onnx__NodeProto *c = node(x, "Cast", 1, (const char *[]){in_name(x, n, 0)}, out_name(x, n, 0, to));
+    attr_i(x, c, "to", onnx_type(to));
+    return c != NULL;
+  }
+  case LU_OP_full: {
+    int nd = n->attrs.ni - LU_FULL_SHAPE;
+    int32_t dt = n->attrs.dtype ? n->attrs.dtype : LUON_DTYPE_F32;
+    if (nd < 0 || nd > LU_MAXD || !onnx_type(dt)) return refuse(x, "a constant of dtype %s", luon_dtype_name(dt));
+    int64_t count = 1;
+    for (int d = 0; d < nd; d++) count *= n->attrs.i[LU_FULL_SHAPE + d];
+    if (count > (1 << 20)) return refuse(x, "a constant of %lld elements made in the graph", (long long)count);
+    luon_attrs a = n->attrs; /* made on the CPU, read back as the initializer */
+    a.dev_type = LUON_CPU, a.dev_id = 0;
+    luon_tensor *t = NULL;
+    luon_status s = lu_run(LU_OP_full, &a, &t, 0);
+    size_t bytes = (size_t)count * (size_t)luon_dtype_size(dt);
+    void *buf = s == LUON_OK ? malloc(bytes ? bytes : 1) : NULL;
+    if (buf) s = luon_tensor_to_host(t, buf, dt, bytes);
+    const char *out = out_name(x, n, 0, dt);
+    bool ok = buf && s == LUON_OK && add_init(x, tensor(x, out, dt, nd, n->attrs.i + LU_FULL_SHAPE, buf, bytes));
+    free(buf);
+    luon_tensor_release(t);
+    if (!ok && x->err == LUON_OK) x->err = s != LUON_OK ? s : lu_error(LUON_ENOMEM, "onnx export: out of host memory");
+    return ok;
+  }
+  default:
+    return refuse(x, "no ONNX mapping in luon (it maps conv2d, conv2d_bn, conv2d_maxpool, batch_norm in predict "
+                     "mode, linear, matmul, max/avg_pool2d, reshape, transpose, concatenate, add, subtract, "
+                     "multiply, divide, maximum, relu, sigmoid, tanh, exp, softrelu, leaky_relu, elu, softmax, "
+                     "log_softmax, copy/astype, full)");
+  }
+}
+
+/* ---- the model ------------------------------------------------------------------ */
+
+static Onnx__ValueInfoProto *value_info(ox *x, const char *name, const sig *w) {
+  Onnx__ValueInfoProto *v = ar_alloc(x, sizeof *v);
+  Onnx__TypeProto *tp = ar_alloc(x, sizeof *tp);
+  Onnx__TypeProto__Tensor *tt = ar_alloc(x, sizeof *tt);
+  Onnx__TensorShapeProto *sh = ar_alloc(x, sizeof *sh);
+  Onnx__TensorShapeProto__Dimension **dims = ar_alloc(x, sizeof *dims * (size_t)(w->ndim + 1));
+  if (!v || !tp || !tt || !sh || !dims) return NULL;
+  onnx__value_info_proto__init(v);
+  onnx__type_proto__init(tp);
+  onnx__type_proto__tensor__init(tt);
+  onnx__tensor_shape_proto__init(sh);
+  for (int d = 0; d < w->ndim; d++) {
+    if (!(dims[d] = ar_alloc(x, sizeof **dims))) return NULL;
+    onnx__tensor_shape_proto__dimension__init(dims[d]);
+    dims[d]->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
+    dims[d]->dim_value = w->shape[d];
+  }
+  sh->n_dim = (size_t)w->ndim, sh->dim = dims;
+  tt->has_elem_type = true, tt->elem_type = onnx_type(w->dtype);
+  tt->shape = sh;
+  tp->value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE, tp->tensor_type = tt;
+  v->name = (char *)name, v->type = tp;
+  return v;
+}
+
+/* slot names and dtypes of the inputs and constants; the constants as
+ * initializers */
+static bool name_slots(ox *x, const char *const *input_names) {
+  const luon_graph *g = x->g;
+  for (int32_t s = 0, k = 0; s < g->nslots && x->err == LUON_OK; s++) {
+    if (s < g->nin) {
+      const char *nm = input_names && input_names[s] ? input_names[s] : g->in_names ? g->in_names[s] : NULL;
+      x->name[s] = nm ? ar_fmt(x, "%s", nm) : g->nin == 1 ? ar_fmt(x, "data") : ar_fmt(x, "data%d", (int)s);
+      x->dtype[s] = g->in_sig[s].dtype;
+    } else if (g->kind[s] == SLOT_CONST) {
+      const luon_tensor *t = g->consts[s];
+      const char *nm = x->const_names && x->const_names[k] ? x->const_names[k]
+                     : g->const_names && k < g->nconst_names ? g->const_names[k] : NULL;
+      x->name[s] = nm ? ar_fmt(x, "%s", nm) : ar_fmt(x, "_const%d", (int)k);
+      x->dtype[s] = t->dtype;
+      k++;
+      if (!onnx_type(t->dtype)) {
+        x->err = lu_error(LUON_EUNSUPPORTED, "onnx export: constant %d is %s, which ONNX has no type for", (int)k,
+                          luon_dtype_name(t->dtype));
+        return false;
+      }
+      size_t bytes = (size_t)t->size * (size_t)luon_dtype_size(t->dtype);
+      void *buf = malloc(bytes ? bytes : 1);
+      luon_status st = buf ? luon_tensor_to_host((luon_tensor *)t, buf, t->dtype, bytes)
+                           : lu_error(LUON_ENOMEM, "onnx export: out of host memory for %zu bytes", bytes);
+      if (st == LUON_OK && !add_init(x, tensor(x, x->name[s], t->dtype, t->ndim, t->shape, buf, bytes)) &&
+          x->err == LUON_OK)
+        st = lu_error(LUON_ENOMEM, "onnx export: out of host memory");
+      free(buf);
+      if (st != LUON_OK) {
+        if (x->err == LUON_OK) x->err = st;
+        return false;
+      }
+    } else {
+      x->name[s] = ar_fmt(x, "_v%d", (int)s);
+    }
+  }
+  return x->err == LUON_OK;
+}
+
+static luon_status write_model(ox *x, const char *path) {
+  const luon_graph *g = x->g;
+  Onnx__GraphProto *gp = ar_alloc(x, sizeof *gp);
+  Onnx__ModelProto *m = ar_alloc(x, sizeof *m);
+  Onnx__OperatorSetIdProto *op = ar_alloc(x, sizeof *op), **ops = ar_alloc(x, sizeof *ops);
+  Onnx__ValueInfoProto **ins = ar_alloc(x, sizeof *ins * (size_t)(g->nin + 1));
+  Onnx__ValueInfoProto **outs = ar_alloc(x, sizeof *outs * (size_t)(g->nout + 1));
+  if (!gp || !m || !op || !ops || !ins || !outs) return x->err;
+  onnx__graph_proto__init(gp);
+  onnx__model_proto__init(m);
+  onnx__operator_set_id_proto__init(op);
+  for (int32_t i = 0; i < g->nin; i++)
+    if (!(ins[i] = value_info(x, x->name[i], &g->in_sig[i]))) return x->err;
+  /* each output its own named value: an Identity where the slot is an
+   * input, a constant, or a value output twice */
+  for (int32_t k = 0; k < g->nout; k++) {
+    const char *name = ar_fmt(x, g->nout == 1 ? "output" : "output%d", (int)k);
+    if (!unary(x, "Identity", x->name[g->outputs[k]], name) || !(outs[k] = value_info(x, name, &g->out_sig[k])))
+      return x->err;
+  }
+  gp->name = "luon";
+  gp->n_node = x->nnodes, gp->node = x->nodes;
+  gp->n_initializer = x->ninits, gp->initializer = x->inits;
+  gp->n_input = (size_t)g->nin, gp->input = ins;
+  gp->n_output = (size_t)g->nout, gp->output = outs;
+  op->domain = "";
+  op->has_version = true, op->version = OPSET;
+  ops[0] = op;
+  m->has_ir_version = true, m->ir_version = IR_VERSION;
+  m->n_opset_import = 1, m->opset_import = ops;
+  m->producer_name = "luon";
+    m->graph = gp;
+  size_t bytes = onnx__model_proto__get_packed_size(m);
+  uint8_t *buf = malloc(bytes ? bytes : 1);
+  if (!buf) return lu_error(LUON_ENOMEM, "onnx export: out of host memory for %zu bytes", bytes);
+  onnx__model_proto__pack(m, buf);
+  lu_wfile f;
+  luon_status s = lu_wfile_open(&f, "onnx export", path);
+  if (s == LUON_OK) {
+    s = lu_wfile_write(&f, buf, bytes);
+    if (s == LUON_OK) s = lu_wfile_commit(&f);
+    else lu_wfile_abort(&f);
+  }
+  free(buf);
+  return s;
+}
+
+luon_status luon_graph_save_onnx(const luon_graph *g, const char *path, const char *const *input_names,
+                                 const char *const *const_names) {
+  if (!g) return lu_error(LUON_EINVAL, "onnx export: graph is NULL");
+  if (!path || !path[0]) return lu_error(LUON_EINVAL, "onnx export: a file must be named");
+  if (g->busy) return lu_error(LUON_EINVAL, "onnx export: the graph is running");
+  ox x;
+  memset(&x, 0, sizeof x);
+  x.g = g, x.const_names = const_names, x.err = LUON_OK;
+  x.name = ar_alloc(&x, sizeof(char *) * (size_t)(g->nslots + 1));
+  x.dtype = ar_alloc(&x, sizeof(int32_t) * (size_t)(g->nslots + 1));
+  if (x.err == LUON_OK && name_slots(&x, input_names))
+    for (x.at = 0; x.at < g->nnodes && x.err == LUON_OK; x.at++)
+      if (!translate(&x, &g->nodes[x.at]) && x.err == LUON_OK)
+        x.err = lu_error(LUON_ENOMEM, "onnx export: out of host memory");
+  luon_status s = x.err == LUON_OK ? write_model(&x, path) : x.err;
+  if (s == LUON_OK && x.err != LUON_OK) s = x.err;
+  ar_free(&x.ar);
+  return s;
+}
+
+#else /* built without protobuf-c or onnx.proto */
+luon_status luon_graph_save_onnx(const luon_graph *g, const char *path, const char *const *input_names,
+                                 const char *const *const_names) {
+  (void)g, (void)path, (void)input_names, (void)const_names;
+  return lu_error(LUON_EUNSUPPORTED, "onnx export: this luon was built without it (install Debian's "
+                  "libprotobuf-c-dev, protobuf-c-compiler and libonnx-dev, then rebuild)");
+}
+#endif
