@@ -4,8 +4,11 @@
 -- hybridized. Prints "luon <workload> <median us>" per line, the median of
 -- 9 samples of many calls, each call waiting for its output. --device gpu
 -- runs on gpu(0), where a hybridized line also says whether the replay ran
--- as a CUDA graph (LUON_CUDA_GRAPHS=0 for the same without).
---   build/luon bench/latency.lua [--device gpu] [mlp] [dense256] [leafnet]
+-- as a CUDA graph (LUON_CUDA_GRAPHS=0 for the same without). --onnx DIR
+-- also writes each hybridized network as DIR/<workload>.onnx
+-- (luon.onnx.export_model) with its input and output (.x.npy, .y.npy), for
+-- bench/latency_peers.py --luon-onnx DIR to run in ONNX Runtime.
+--   build/luon bench/latency.lua [--device gpu] [--onnx DIR] [mlp] [dense256] [leafnet]
 local luon = require("luon")
 local np, npx, nn = luon.np, luon.npx, luon.gluon.nn
 local hybrid_mod = require("luon.gluon.hybrid")
@@ -33,12 +36,14 @@ local function median_us(f, iters)
   return s[5]
 end
 
-local names, dev = {}, npx.cpu()
+local names, dev, onnx_dir = {}, npx.cpu(), nil
 local k = 1
 while k <= #arg do
   if arg[k] == "--device" then
     dev = ({cpu = npx.cpu(), gpu = npx.gpu(0)})[arg[k + 1]] or error("latency.lua: --device takes cpu or gpu")
     k = k + 2
+  elseif arg[k] == "--onnx" then
+    onnx_dir, k = arg[k + 1] or error("latency.lua: --onnx takes a folder"), k + 2
   else
     names[#names + 1], k = arg[k], k + 1
   end
@@ -60,5 +65,11 @@ for _, name in ipairs(names) do
     local cg = dev.device_type == "gpu" and hybrid and
                (hybrid_mod.cuda_graphs(net)[1] == 1 and " (a CUDA graph)" or " (op by op)") or ""
     print(("luon%s %s %.1f%s"):format(hybrid and "-hybrid" or "", name, us, cg))
+    if hybrid and onnx_dir then
+      local base = onnx_dir .. "/" .. name
+      luon.onnx.export_model(net, nil, nil, nil, base .. ".onnx")
+      np.save(base .. ".x.npy", x:copyto(npx.cpu()))
+      np.save(base .. ".y.npy", net(x):copyto(npx.cpu()))
+    end
   end
 end
