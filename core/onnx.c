@@ -16,6 +16,7 @@
  * is refused by name, and nothing is written: no model that computes
  * something else. The file is replaced whole (lu_wfile). */
 #include "graph.h"
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,7 +36,7 @@ typedef struct ox {
   arena ar;
   const luon_graph *g;
   const char *const *const_names;
-  char **name;           /* per slot: its value's name */
+  const char **name;     /* per slot: its value's name */
   int32_t *dtype;        /* per slot: its dtype, 0 unknown */
   Onnx__NodeProto **nodes;
   size_t nnodes, node_cap;
@@ -43,6 +44,8 @@ typedef struct ox {
   size_t ninits, init_cap;
   int32_t at;            /* the node being translated (messages) */
   int tmp;               /* temporaries made */
+  const char **names;    /* every value name given out (open addressing), so none is given twice */
+  size_t names_cap, names_n;
   luon_status err;
 } ox;
 
@@ -82,6 +85,50 @@ static char *ar_fmt(ox *x, const char *fmt, ...) {
 static void ar_free(arena *a) {
   for (size_t k = 0; k < a->n; k++) free(a->blocks[k]);
   free(a->blocks);
+}
+
+/* ---- names: one value, one name ------------------------------------------------ */
+
+static uint64_t name_hash(const char *s) {
+  uint64_t h = 1469598103934665603ull;
+  for (; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
+  return h;
+}
+
+/* the slot of s in the set: where it is, or the empty one it would take */
+static const char **name_slot(ox *x, const char *s) {
+  size_t m = x->names_cap - 1, i = (size_t)name_hash(s) & m;
+  while (x->names[i] && strcmp(x->names[i], s) != 0) i = (i + 1) & m;
+  return &x->names[i];
+}
+
+static bool name_taken(ox *x, const char *s) { return x->names_cap && *name_slot(x, s) != NULL; }
+
+static bool name_add(ox *x, const char *s) {
+  if (2 * (x->names_n + 1) > x->names_cap) { /* keep it at most half full */
+    size_t cap = x->names_cap ? 2 * x->names_cap : 1024;
+    const char **old = x->names, **v = ar_alloc(x, cap * sizeof *v);
+    if (!v) return false;
+    size_t oc = x->names_cap;
+    x->names = v, x->names_cap = cap;
+    for (size_t k = 0; k < oc; k++)
+      if (old[k]) *name_slot(x, old[k]) = old[k];
+  }
+  *name_slot(x, s) = s;
+  x->names_n++;
+  return true;
+}
+
+/* base if no value has it yet, else base_1, base_2, ...: generated names
+ * never meet a parameter's (an initializer named as another value would
+ * shadow it: ONNX reads an initializer named as an input as that input's
+ * default) */
+static const char *uniq(ox *x, const char *base) {
+  if (!base) return NULL;
+  const char *s = base;
+  for (int k = 1; name_taken(x, s); k++)
+    if (!(s = ar_fmt(x, "%s_%d", base, k))) return NULL;
+  return name_add(x, s) ? s : NULL;
 }
 
 /* append p to the list *v of *n entries with room for *cap */
@@ -142,7 +189,7 @@ static Onnx__TensorProto *tensor(ox *x, const char *name, int32_t dt, int32_t nd
   void *raw = ar_alloc(x, bytes);
   if (!t || !dims || !raw) return NULL;
   onnx__tensor_proto__init(t);
-  memcpy(dims, shape, sizeof(int64_t) * (size_t)ndim);
+  if (ndim) memcpy(dims, shape, sizeof(int64_t) * (size_t)ndim);
   memcpy(raw, data, bytes);
   t->n_dims = (size_t)ndim, t->dims = dims;
   t->has_data_type = true, t->data_type = onnx_type(dt);
@@ -156,7 +203,7 @@ static bool add_init(ox *x, Onnx__TensorProto *t) {
 }
 
 /* a fresh name for a value between the ONNX nodes of one luon node */
-static const char *temp(ox *x) { return ar_fmt(x, "_t%d", x->tmp++); }
+static const char *temp(ox *x) { return uniq(x, ar_fmt(x, "_t%d", x->tmp++)); }
 
 /* the node op_type(in...) -> out; NULL inputs are left empty (an absent
  * optional input) */
@@ -285,13 +332,32 @@ static bool need_float(ox *x, const gnode *n, int k) {
                 dt ? luon_dtype_name(dt) : "of a dtype not known here");
 }
 
-/* the dtype both inputs of a binary op share */
-static int32_t same_dtype(ox *x, const gnode *n) {
-  int32_t a = in_dtype(x, n, 0), b = in_dtype(x, n, 1);
-  if (a && a == b) return a;
-  refuse(x, "its inputs are %s and %s; ONNX's elementwise ops take one dtype (cast one first: astype)",
-         a ? luon_dtype_name(a) : "unknown", b ? luon_dtype_name(b) : "unknown");
-  return 0;
+/* the dtypes opset 13's Add, Sub, Mul, Div, Pow, MatMul and Neg take
+ * (Max, Min and Abs: every numeric one but bool) */
+static bool arith_type(int32_t dt) { return is_float(dt) || dt == LUON_DTYPE_I32 || dt == LUON_DTYPE_I64; }
+
+/* the dtype both inputs of a binary op share; ok_dt: the ONNX op takes it */
+static int32_t same_dtype(ox *x, const gnode *n, bool (*ok_dt)(int32_t)) {
+  int32_t a = in_dtype(x, n, 0), b = n->nin > 1 ? in_dtype(x, n, 1) : a;
+  if (!a || a != b) {
+    refuse(x, "its inputs are %s and %s; ONNX's elementwise ops take one dtype (cast one first: astype)",
+           a ? luon_dtype_name(a) : "unknown", b ? luon_dtype_name(b) : "unknown");
+    return 0;
+  }
+  if (!ok_dt(a)) {
+    refuse(x, "%s inputs, which the ONNX op (opset 13) does not take (cast first: astype)", luon_dtype_name(a));
+    return 0;
+  }
+  return a;
+}
+static bool numeric_type(int32_t dt) { return dt != LUON_DTYPE_BOOL && onnx_type(dt) != 0; }
+
+/* a 0-d initializer of dtype dt (float32 or float64) holding v */
+static const char *scalar(ox *x, int32_t dt, double v) {
+  const char *name = uniq(x, ar_fmt(x, "_c%d", x->tmp++));
+  float f = (float)v;
+  const void *p = dt == LUON_DTYPE_F64 ? (const void *)&v : (const void *)&f;
+  return name && add_init(x, tensor(x, name, dt, 0, NULL, p, (size_t)luon_dtype_size(dt))) ? name : NULL;
 }
 
 static bool translate(ox *x, const gnode *n) {
@@ -323,7 +389,9 @@ static bool translate(ox *x, const gnode *n) {
   }
   case LU_OP_batch_norm: {
     int64_t axis = ia(n, LU_BN_AXIS, 1);
-    if (axis != 1) return refuse(x, "axis %lld: ONNX's BatchNormalization normalises axis 1", (long long)axis);
+    if (axis != 1)
+      return refuse(x, "axis %lld: ONNX's BatchNormalization normalises axis 1 (for a 2-d input, give axis = 1)",
+                    (long long)axis);
     if (ia(n, LU_BN_TRAINING, 0) && !ia(n, LU_BN_GLOBAL_STATS, 0))
       return refuse(x, "a batch norm in training mode (batch statistics): export a graph run for inference, "
                        "outside autograd.record()");
@@ -344,7 +412,7 @@ static bool translate(ox *x, const gnode *n) {
     return g && (!relu || unary(x, "Relu", gm, out));
   }
   case LU_OP_matmul: {
-    int32_t dt = same_dtype(x, n);
+    int32_t dt = same_dtype(x, n, arith_type);
     const char *in[2] = {in_name(x, n, 0), in_name(x, n, 1)};
     return dt && node(x, "MatMul", 2, in, out_name(x, n, 0, dt));
   }
@@ -364,7 +432,7 @@ static bool translate(ox *x, const gnode *n) {
       shape[d] = n->attrs.i[d];
       if (shape[d] == 0) return refuse(x, "a shape with a 0-sized axis (ONNX's Reshape reads 0 as 'keep')");
     }
-    const char *sname = ar_fmt(x, "_shape%d", x->tmp++);
+    const char *sname = uniq(x, ar_fmt(x, "_shape%d", x->tmp++));
     int64_t len = nd;
     const char *in[2] = {in_name(x, n, 0), sname};
     return add_init(x, tensor(x, sname, LUON_DTYPE_I64, 1, &len, shape, sizeof(int64_t) * (size_t)nd)) &&
@@ -372,7 +440,12 @@ static bool translate(ox *x, const gnode *n) {
   }
   case LU_OP_transpose: {
     Onnx__NodeProto *t = node(x, "Transpose", 1, (const char *[]){in_name(x, n, 0)}, out_name(x, n, 0, dt0));
-    if (n->attrs.ni > 0) attr_ints(x, t, "perm", n->attrs.ni, n->attrs.i); /* none: reversed, ONNX's default */
+    if (n->attrs.ni > 0) { /* a permutation names every axis: ni is the rank; none: reversed, ONNX's default */
+      int64_t perm[LU_MAXD];
+      if (n->attrs.ni > LU_MAXD) return refuse(x, "a permutation of %d axes", n->attrs.ni);
+      for (int d = 0; d < n->attrs.ni; d++) perm[d] = n->attrs.i[d] < 0 ? n->attrs.i[d] + n->attrs.ni : n->attrs.i[d];
+      attr_ints(x, t, "perm", n->attrs.ni, perm);
+    }
     return t != NULL;
   }
   case LU_OP_concatenate: {
@@ -389,10 +462,14 @@ static bool translate(ox *x, const gnode *n) {
   case LU_OP_subtract:
   case LU_OP_multiply:
   case LU_OP_divide:
-  case LU_OP_maximum: {
+  case LU_OP_maximum:
+  case LU_OP_minimum:
+  case LU_OP_power: {
     static const struct { int32_t op; const char *onnx; } ops[] = {
-        {LU_OP_add, "Add"}, {LU_OP_subtract, "Sub"}, {LU_OP_multiply, "Mul"}, {LU_OP_divide, "Div"}, {LU_OP_maximum, "Max"}};
-    int32_t dt = same_dtype(x, n);
+        {LU_OP_add, "Add"}, {LU_OP_subtract, "Sub"}, {LU_OP_multiply, "Mul"}, {LU_OP_divide, "Div"},
+        {LU_OP_maximum, "Max"}, {LU_OP_minimum, "Min"}, {LU_OP_power, "Pow"}};
+    bool minmax = n->op == LU_OP_maximum || n->op == LU_OP_minimum;
+    int32_t dt = same_dtype(x, n, minmax ? numeric_type : n->op == LU_OP_power ? is_float : arith_type);
     if (!dt) return false;
     if (n->op == LU_OP_divide && !is_float(dt))
       return refuse(x, "integer inputs: luon divides them into float32, ONNX's Div rounds (cast first: astype)");
@@ -410,6 +487,28 @@ static bool translate(ox *x, const gnode *n) {
     const char *op = n->op == LU_OP_relu ? "Relu" : n->op == LU_OP_sigmoid ? "Sigmoid" : n->op == LU_OP_tanh ? "Tanh"
                    : n->op == LU_OP_exp ? "Exp" : "Softplus";
     return need_float(x, n, 0) && unary(x, op, in_name(x, n, 0), out_name(x, n, 0, dt0));
+  }
+  case LU_OP_sqrt:
+  case LU_OP_log:
+    return need_float(x, n, 0) && unary(x, n->op == LU_OP_sqrt ? "Sqrt" : "Log", in_name(x, n, 0), out_name(x, n, 0, dt0));
+  case LU_OP_negative:
+  case LU_OP_abs: {
+    bool neg = n->op == LU_OP_negative;
+    /* Neg: the signed ones; luon's negative of an unsigned integer wraps */
+    if (!same_dtype(x, n, neg ? arith_type : numeric_type)) return false;
+    return unary(x, neg ? "Neg" : "Abs", in_name(x, n, 0), out_name(x, n, 0, dt0));
+  }
+  case LU_OP_square: {
+    if (!same_dtype(x, n, arith_type)) return false;
+    const char *in[2] = {in_name(x, n, 0), in_name(x, n, 0)};
+    return node(x, "Mul", 2, in, out_name(x, n, 0, dt0)) != NULL;
+  }
+  case LU_OP_clip: { /* a bound of NaN: none (an empty input) */
+    if (dt0 != LUON_DTYPE_F32 && dt0 != LUON_DTYPE_F64)
+      return refuse(x, "a clip of %s (exported for float32 and float64)", dt0 ? luon_dtype_name(dt0) : "an unknown dtype");
+    double lo = n->attrs.f[LU_CLIP_MIN], hi = n->attrs.f[LU_CLIP_MAX];
+    const char *in[3] = {in_name(x, n, 0), isnan(lo) ? NULL : scalar(x, dt0, lo), isnan(hi) ? NULL : scalar(x, dt0, hi)};
+    return x->err == LUON_OK && node(x, "Clip", 3, in, out_name(x, n, 0, dt0)) != NULL;
   }
   case LU_OP_leaky_relu:
   case LU_OP_elu: {
@@ -459,8 +558,8 @@ static bool translate(ox *x, const gnode *n) {
   default:
     return refuse(x, "no ONNX mapping in luon (it maps conv2d, conv2d_bn, conv2d_maxpool, batch_norm in predict "
                      "mode, linear, matmul, max/avg_pool2d, reshape, transpose, concatenate, add, subtract, "
-                     "multiply, divide, maximum, relu, sigmoid, tanh, exp, softrelu, leaky_relu, elu, softmax, "
-                     "log_softmax, copy/astype, full)");
+                     "multiply, divide, maximum, minimum, power, negative, abs, square, sqrt, log, clip, relu, "
+                     "sigmoid, tanh, exp, softrelu, leaky_relu, elu, softmax, log_softmax, copy/astype, full)");
   }
 }
 
@@ -492,42 +591,57 @@ static Onnx__ValueInfoProto *value_info(ox *x, const char *name, const sig *w) {
 }
 
 /* slot names and dtypes of the inputs and constants; the constants as
- * initializers */
+ * initializers. The parameters keep their names (two with one name are
+ * refused); an input or a value made here takes the next free name. */
+static const char *const_name(ox *x, int32_t k) {
+  const luon_graph *g = x->g;
+  return x->const_names && x->const_names[k] ? x->const_names[k]
+       : g->const_names && k < g->nconst_names ? g->const_names[k] : NULL;
+}
+
 static bool name_slots(ox *x, const char *const *input_names) {
   const luon_graph *g = x->g;
+  for (int pass = 0; pass < 2; pass++) /* the named constants, then the others */
+    for (int32_t s = 0, k = 0; s < g->nslots && x->err == LUON_OK; s++) {
+      if (g->kind[s] != SLOT_CONST) continue;
+      const char *nm = const_name(x, k++);
+      if (pass == 0 && nm && name_taken(x, nm)) {
+        x->err = lu_error(LUON_EINVAL, "onnx export: two constants are named '%.200s'", nm);
+        return false;
+      }
+      if (pass == 0 && nm) x->name[s] = uniq(x, ar_fmt(x, "%s", nm));
+      if (pass == 1 && !nm) x->name[s] = uniq(x, ar_fmt(x, "_const%d", (int)k - 1));
+    }
   for (int32_t s = 0, k = 0; s < g->nslots && x->err == LUON_OK; s++) {
-    if (s < g->nin) {
-      const char *nm = input_names && input_names[s] ? input_names[s] : g->in_names ? g->in_names[s] : NULL;
-      x->name[s] = nm ? ar_fmt(x, "%s", nm) : g->nin == 1 ? ar_fmt(x, "data") : ar_fmt(x, "data%d", (int)s);
-      x->dtype[s] = g->in_sig[s].dtype;
-    } else if (g->kind[s] == SLOT_CONST) {
-      const luon_tensor *t = g->consts[s];
-      const char *nm = x->const_names && x->const_names[k] ? x->const_names[k]
-                     : g->const_names && k < g->nconst_names ? g->const_names[k] : NULL;
-      x->name[s] = nm ? ar_fmt(x, "%s", nm) : ar_fmt(x, "_const%d", (int)k);
-      x->dtype[s] = t->dtype;
-      k++;
-      if (!onnx_type(t->dtype)) {
-        x->err = lu_error(LUON_EUNSUPPORTED, "onnx export: constant %d is %s, which ONNX has no type for", (int)k,
-                          luon_dtype_name(t->dtype));
-        return false;
-      }
-      size_t bytes = (size_t)t->size * (size_t)luon_dtype_size(t->dtype);
-      void *buf = malloc(bytes ? bytes : 1);
-      luon_status st = buf ? luon_tensor_to_host((luon_tensor *)t, buf, t->dtype, bytes)
-                           : lu_error(LUON_ENOMEM, "onnx export: out of host memory for %zu bytes", bytes);
-      if (st == LUON_OK && !add_init(x, tensor(x, x->name[s], t->dtype, t->ndim, t->shape, buf, bytes)) &&
-          x->err == LUON_OK)
-        st = lu_error(LUON_ENOMEM, "onnx export: out of host memory");
-      free(buf);
-      if (st != LUON_OK) {
-        if (x->err == LUON_OK) x->err = st;
-        return false;
-      }
-    } else {
-      x->name[s] = ar_fmt(x, "_v%d", (int)s);
+    if (g->kind[s] != SLOT_CONST) continue;
+    const luon_tensor *t = g->consts[s];
+    k++;
+    x->dtype[s] = t->dtype;
+    if (!onnx_type(t->dtype)) {
+      x->err = lu_error(LUON_EUNSUPPORTED, "onnx export: constant %d is %s, which ONNX has no type for", (int)k,
+                        luon_dtype_name(t->dtype));
+      return false;
+    }
+    size_t bytes = (size_t)t->size * (size_t)luon_dtype_size(t->dtype);
+    void *buf = malloc(bytes ? bytes : 1);
+    luon_status st = buf ? luon_tensor_to_host((luon_tensor *)t, buf, t->dtype, bytes)
+                         : lu_error(LUON_ENOMEM, "onnx export: out of host memory for %zu bytes", bytes);
+    if (st == LUON_OK && !add_init(x, tensor(x, x->name[s], t->dtype, t->ndim, t->shape, buf, bytes)) &&
+        x->err == LUON_OK)
+      st = lu_error(LUON_ENOMEM, "onnx export: out of host memory");
+    free(buf);
+    if (st != LUON_OK) {
+      if (x->err == LUON_OK) x->err = st;
+      return false;
     }
   }
+  for (int32_t s = 0; s < g->nin && x->err == LUON_OK; s++) {
+    const char *nm = input_names && input_names[s] ? input_names[s] : g->in_names ? g->in_names[s] : NULL;
+    x->name[s] = uniq(x, nm ? ar_fmt(x, "%s", nm) : g->nin == 1 ? ar_fmt(x, "data") : ar_fmt(x, "data%d", (int)s));
+    x->dtype[s] = g->in_sig[s].dtype;
+  }
+  for (int32_t s = g->nin; s < g->nslots && x->err == LUON_OK; s++)
+    if (g->kind[s] != SLOT_CONST) x->name[s] = uniq(x, ar_fmt(x, "_v%d", (int)s));
   return x->err == LUON_OK;
 }
 
@@ -547,7 +661,7 @@ static luon_status write_model(ox *x, const char *path) {
   /* each output its own named value: an Identity where the slot is an
    * input, a constant, or a value output twice */
   for (int32_t k = 0; k < g->nout; k++) {
-    const char *name = ar_fmt(x, g->nout == 1 ? "output" : "output%d", (int)k);
+    const char *name = uniq(x, ar_fmt(x, g->nout == 1 ? "output" : "output%d", (int)k));
     if (!unary(x, "Identity", x->name[g->outputs[k]], name) || !(outs[k] = value_info(x, name, &g->out_sig[k])))
       return x->err;
   }

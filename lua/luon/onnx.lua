@@ -79,6 +79,10 @@ end
 
 function M.export_model(sym, params, in_shapes, in_types, onnx_file_path, verbose, dynamic)
   if type(in_shapes) == "table" and next(in_shapes) ~= nil and in_shapes[1] == nil then
+    if in_types ~= nil or onnx_file_path ~= nil or verbose ~= nil or dynamic ~= nil then
+      core.error(("%s: the options come either as a table of keywords or positionally after params, not both")
+                 :format(fname))
+    end
     local o = core.options(in_shapes, fname, {"in_shapes", "in_types", "onnx_file_path", "verbose", "dynamic",
                                               "dynamic_input_shapes", "run_shape_inference"})
     in_shapes, in_types, onnx_file_path, dynamic = o.in_shapes, o.in_types, o.onnx_file_path, o.dynamic

@@ -210,6 +210,54 @@ describe("onnx.export_model", function()
     end)
   end
 
+  it("names: a parameter named as the input or an output keeps its name, the others step aside", function()
+    local B = nn.HybridBlock:extend("Named")
+    function B:__init()
+      self.data = gluon.Parameter("data", {shape = {2, 3}, init = luon.init.Constant(2)})
+      self.output = gluon.Parameter("output", {shape = {2, 3}, init = luon.init.Constant(3)})
+      self._v2 = gluon.Parameter("_v2", {shape = {2, 3}, init = luon.init.Constant(5)})
+    end
+    function B:forward(v) return v * self.data:data() + self.output:data() - self._v2:data() end
+    local b = B()
+    b:initialize()
+    b:hybridize()
+    local x = np.random.uniform(-1, 1, {2, 3})
+    local want = b(x)
+    local path = tmp(".onnx")
+    luon.onnx.export_model(b, nil, nil, nil, path)
+    local r = check(path)
+    assert.are.same({"data_1"}, r.inputs)
+    assert.are.same({"output_1"}, r.outputs)
+    assert.are.equal(12, r.inits.data.sum)
+    assert.are.equal(18, r.inits.output.sum)
+    assert.are.equal(30, r.inits._v2.sum)
+    if have_ort then H.assert_close(ort_run(path, x), want:totable(), 1e-6) end
+    os.remove(path)
+  end)
+
+  it("negative, abs, square, sqrt, log, minimum, power, clip (ReLU6), transposes by negative axes", function()
+    local B = nn.HybridBlock:extend("More")
+    function B:__init() self.d = nn.Dense(6) end
+    function B:forward(v)
+      local h = self.d(v)
+      local a = np.sqrt(np.abs(h) + 1) - np.log(np.square(h) + 1) + np.minimum(-h, h) + np.power(np.abs(h), h * 0.5)
+      return np.clip(a, 0, 6):transpose({-1, 0}) + np.clip(a, -0.25, nil):transpose({1, -2})
+    end
+    local b = B()
+    b:initialize()
+    b:hybridize()
+    local x = np.random.uniform(-2, 2, {3, 5})
+    local want = b(x)
+    local path = tmp(".onnx")
+    luon.onnx.export_model(b, nil, nil, nil, path)
+    local r = check(path)
+    for _, op in ipairs({"Abs", "Sqrt", "Log", "Neg", "Min", "Pow", "Clip"}) do node_of(r, op) end
+    assert.truthy(node_of(r, "Transpose", 1):find("perm=1,0$"))
+    assert.truthy(node_of(r, "Clip", 2):find("^Clip %S+ %S+ %- %->"), "no upper bound: an empty input")
+    if have_ort then H.assert_close(ort_run(path, x), want:totable(), 1e-5) end
+    os.remove(path)
+  end)
+
   describe("refuses, naming why, and writes nothing", function()
     local function net_of(forward)
       local B = nn.HybridBlock:extend("B")
@@ -245,6 +293,11 @@ describe("onnx.export_model", function()
       c(x)
       H.assert_error(function() luon.onnx.export_model(c, nil, nil, nil, path) end,
                      {"(add)", "float32 and float64", "one dtype"})
+      local u = net_of(function(self, v) return v:astype("uint8") * v:astype("uint8") end)
+      u:hybridize()
+      u(x)
+      H.assert_error(function() luon.onnx.export_model(u, nil, nil, nil, path) end,
+                     {"(multiply)", "uint8 inputs", "opset 13"})
       assert.is_false(H.exists(path))
     end)
 
@@ -284,6 +337,8 @@ describe("onnx.export_model", function()
       H.assert_error(function() luon.onnx.export_model(b, nil, nil, nil, "/nonexistent-dir/m.onnx") end,
                      {"/nonexistent-dir/m.onnx"})
       H.assert_error(function() luon.onnx.export_model(b, nil, nil, nil, 7) end, {"onnx_file_path must be a file name"})
+      H.assert_error(function() luon.onnx.export_model(b, nil, {in_types = "float32"}, nil, "m.onnx") end,
+                     {"either as a table of keywords or positionally"})
     end)
   end)
 end)
