@@ -419,11 +419,16 @@ typedef int32_t vi16 __attribute__((vector_size(64)));
  * inlined: called out of line from a target clone, a vector argument would
  * go by another ABI than the default-target callee expects (-O0) */
 static inline __attribute__((always_inline)) float lu_hsum16(v16 v) {
-  float a[16];
-  memcpy(a, &v, sizeof a);
-  for (int w = 8; w; w >>= 1)
-    for (int l = 0; l < w; l++) a[l] += a[l + w];
-  return a[0];
+  /* lane l plus lane l + w for w = 8, 4, 2, 1, in registers (through a
+   * float array, gcc kept a loop storing and reloading the stack) */
+  typedef float v8f __attribute__((vector_size(32)));
+  typedef float v4f __attribute__((vector_size(16)));
+  typedef float v2f __attribute__((vector_size(8)));
+  v8f s8 = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7) +
+           __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
+  v4f s4 = __builtin_shufflevector(s8, s8, 0, 1, 2, 3) + __builtin_shufflevector(s8, s8, 4, 5, 6, 7);
+  v2f s2 = __builtin_shufflevector(s4, s4, 0, 1) + __builtin_shufflevector(s4, s4, 2, 3);
+  return s2[0] + s2[1];
 }
 #endif
 
