@@ -33,8 +33,13 @@ end
 
 -- One tick: obs, a (16,) float32 array over the host's buffer -> action (4,).
 local batch_of_one, action_shape = {1, 16}, {4}
+-- The (1, 16) view of the last obs is kept: a C host passes the same array
+-- over its buffer each tick (luon_rt_call caches it), so a tick makes one
+-- view, the output's, not two.
+local last_obs, last_view
 function M.act(obs)
-  return net(obs:reshape(batch_of_one)):reshape(action_shape)
+  if not rawequal(obs, last_obs) then last_obs, last_view = obs, obs:reshape(batch_of_one) end
+  return net(last_view):reshape(action_shape)
 end
 
 -- The teacher on a batch (N,16) -> (N,4).
