@@ -12,8 +12,9 @@
 --            SymbolBlock, or the path of a -symbol.json file;
 --   params   with a file: its .safetensors path (nil for a graph without
 --            parameters); with a block: nil;
---   in_shapes, in_types  optional: when given they must be the graph's
---            (one graph per input signature; luon does not re-trace here);
+--   in_shapes, in_types  optional: a block keeps a graph per input
+--            signature it ran on, and these choose among them (the latest
+--            by default); of a file or SymbolBlock they must be its inputs;
 --   onnx_file_path  default "model.onnx", replaced whole;
 --   dynamic  true is refused: the export has fixed shapes (export once per
 --            batch size).
@@ -39,8 +40,9 @@ end
 
 local function shape_str(s) return "(" .. table.concat(s, ", ") .. (#s == 1 and ",)" or ")") end
 
--- in_shapes / in_types, when given, against the graph's inputs
-local function check_inputs(g, in_shapes, in_types)
+-- nil when in_shapes / in_types, when given, are the graph's inputs, else
+-- what differs; raises on malformed lists
+local function input_mismatch(g, in_shapes, in_types)
   local n = tonumber(C.luon_graph_num_inputs(g))
   if in_shapes ~= nil then
     if type(in_shapes) ~= "table" then
@@ -62,19 +64,19 @@ local function check_inputs(g, in_shapes, in_types)
       local same = type(want) == "table" and #want == #shape
       for d = 1, #shape do same = same and want[d] == shape[d] end
       if not same then
-        core.error(("%s: in_shapes[%d] is %s but the graph was traced for %s; run the block on an input of " ..
-                    "that shape (for inference) and export again"):format(fname, k,
-                    type(want) == "table" and shape_str(want) or core.show_value(want), shape_str(shape)))
+        return ("in_shapes[%d] is %s but the graph was traced for %s"):format(k,
+               type(want) == "table" and shape_str(want) or core.show_value(want), shape_str(shape))
       end
     end
     local t = in_types and (in_types[k] or in_types[1])
     if t ~= nil then
       local id = core.dtype_id(t, fname)
       if ffi.string(C.luon_dtype_name(id)) ~= dt then
-        core.error(("%s: in_types[%d] is %s but the graph's input %d is %s"):format(fname, k, tostring(t), k, dt))
+        return ("in_types[%d] is %s but the graph's input %d is %s"):format(k, tostring(t), k, dt)
       end
     end
   end
+  return nil
 end
 
 function M.export_model(sym, params, in_shapes, in_types, onnx_file_path, verbose, dynamic)
@@ -112,12 +114,24 @@ function M.export_model(sym, params, in_shapes, in_types, onnx_file_path, verbos
       core.error(("%s: params must be nil when sym is a block (its parameters are exported), got %s")
                  :format(fname, core.show_value(params)))
     end
-    g, names, keep = sym:_export_graph(fname)
+    -- of the block's inference graphs (one per input signature), the
+    -- latest that in_shapes and in_types describe
+    g, names, keep = sym:_export_graph(fname, function(c) return input_mismatch(c, in_shapes, in_types) == nil end)
+    if not g then
+      local latest = sym:_export_graph(fname)
+      core.error(("%s: none of the block's %d inference graphs has those inputs (the latest: %s); run the " ..
+                  "block on such an input (for inference) and export again")
+                 :format(fname, names, input_mismatch(latest, in_shapes, in_types)))
+    end
   else
     core.error(("%s: sym must be a hybridized block or the path of a -symbol.json file, got %s")
                :format(fname, core.show_value(sym)))
   end
-  check_inputs(g, in_shapes, in_types)
+  local why = input_mismatch(g, in_shapes, in_types)
+  if why then
+    core.error(("%s: %s; run the block on an input of that shape (for inference) and export again")
+               :format(fname, why))
+  end
   core.check(C.luon_graph_save_onnx(g, onnx_file_path, nil, names))
   local _ = keep -- the names live until the save is done
   return onnx_file_path

@@ -188,6 +188,25 @@ describe("onnx.export_model", function()
         os.remove(path)
       end)
 
+      it("of a block traced for several input shapes, the graph in_shapes names", function()
+        np.random.seed(8)
+        local net = nn.HybridSequential()
+        net:add(nn.Dense(3))
+        net:initialize{device = dev}
+        net:hybridize()
+        local x2, x5 = np.ones({2, 4}):copyto(dev), np.ones({5, 4}):copyto(dev)
+        net(x2)
+        net(x5)
+        local a, b, c = tmp(".onnx"), tmp(".onnx"), tmp(".onnx")
+        luon.onnx.export_model(net, nil, {{2, 4}}, nil, a)
+        luon.onnx.export_model(net, nil, {{5, 4}}, nil, b)
+        luon.onnx.export_model(net, nil, nil, nil, c) -- the latest
+        assert.truthy(H.read_file(a) ~= H.read_file(b))
+        assert.are.equal(H.read_file(b), H.read_file(c))
+        if have_ort then H.assert_close(ort_run(a, x2), net(x2):totable(), 1e-6) end
+        for _, f in ipairs({a, b, c}) do os.remove(f) end
+      end)
+
       it("from the files of net:export and from a SymbolBlock, the same model", function()
         np.random.seed(6)
         local net = nn.HybridSequential()
@@ -328,7 +347,7 @@ describe("onnx.export_model", function()
       b:hybridize()
       b(x)
       H.assert_error(function() luon.onnx.export_model(b, nil, {{1, 4}}) end,
-                     {"in_shapes[1] is (1, 4)", "traced for (2, 4)"})
+                     {"none of the block's 1 inference graphs", "in_shapes[1] is (1, 4)", "traced for (2, 4)"})
       H.assert_error(function() luon.onnx.export_model(b, nil, {{2, 4}, {2, 4}}) end, {"2 shapes", "1 inputs"})
       H.assert_error(function() luon.onnx.export_model(b, nil, nil, "float64") end,
                      {"in_types[1] is float64", "is float32"})

@@ -318,9 +318,10 @@ end
 -- path-EPOCH.safetensors, for gluon.SymbolBlock.imports and the C
 -- embedding API's luon_model_load; returns the two file names.
 function HybridBlock:export(path, epoch) return hybrid.export(self, path, epoch) end
--- its latest inference graph and its constants' names (luon.onnx.export_model)
-function HybridBlock:_export_graph(fname)
-  local g, names, _, keep = hybrid.inference_graph(self, fname)
+-- its latest inference graph (of those match(g) takes) and its constants'
+-- names (luon.onnx.export_model); nil and a count when match takes none
+function HybridBlock:_export_graph(fname, match)
+  local g, names, _, keep = hybrid.inference_graph(self, fname, match)
   return g, names, keep
 end
 

@@ -277,13 +277,17 @@ end
 -- The graph of block's latest inference call, with its constants' names
 -- and no-gradient marks (C arrays; keep holds the name strings): for
 -- export and luon.onnx.export_model. fname names the caller in errors.
-function M.inference_graph(block, fname)
-  local cache, e = block._hybrid_cache, nil
+-- match (optional): the graphs to choose from (match(g) true), the latest
+-- of them; with none, nil and the number of inference graphs there are.
+function M.inference_graph(block, fname, match)
+  local cache, e, seen = block._hybrid_cache, nil, 0
   for _, c in pairs(cache and cache.by_key or {}) do
-    if c.epoch == M.epoch and not c.mode.recording and not c.mode.training and (not e or c.used > e.used) then
-      e = c
+    if c.epoch == M.epoch and not c.mode.recording and not c.mode.training then
+      seen = seen + 1
+      if (not e or c.used > e.used) and (not match or match(c.g)) then e = c end
     end
   end
+  if not e and match and seen > 0 then return nil, seen end
   if not e then
     local why = not block._active and "it is not hybridized: call hybridize(), then run it once"
                 or "it has not run for inference (outside autograd.record) since hybridize(): run it once"
