@@ -261,6 +261,36 @@ static int64_t ia(const gnode *n, int slot, int64_t dflt) { return n->attrs.ni >
 static const char *in_name(ox *x, const gnode *n, int k) { return x->name[n->in[k]]; }
 static int32_t in_dtype(ox *x, const gnode *n, int k) { return x->dtype[n->in[k]]; }
 
+/* the shape of input k of n where the graph knows it (a graph input or a
+ * constant): its ndim, else -1 */
+static int in_shape(ox *x, const gnode *n, int k, const int64_t **shape) {
+  int32_t s = n->in[k];
+  if (s < x->g->nin) {
+    *shape = x->g->in_sig[s].shape;
+    return x->g->in_sig[s].ndim;
+  }
+  if (x->g->kind[s] == SLOT_CONST) {
+    *shape = x->g->consts[s]->shape;
+    return x->g->consts[s]->ndim;
+  }
+  return -1;
+}
+
+/* an int64 initializer of the n values v (a 1-d list, or a scalar when n < 0) */
+static const char *ints(ox *x, const char *base, int n, const int64_t *v) {
+  const char *name = uniq(x, ar_fmt(x, "_%s%d", base, x->tmp++));
+  int64_t len = n;
+  return name && add_init(x, tensor(x, name, LUON_DTYPE_I64, n < 0 ? 0 : 1, &len, v,
+                                    sizeof(int64_t) * (size_t)(n < 0 ? 1 : n))) ? name : NULL;
+}
+
+/* op(in...) -> a fresh temporary (NULL when it could not be made) */
+static const char *step(ox *x, const char *op, int nin, const char *const *in) {
+  const char *t = temp(x);
+  return t && node(x, op, nin, in, t) ? t : NULL;
+}
+#define STEP(op, ...) step(x, op, sizeof((const char *[]){__VA_ARGS__}) / sizeof(const char *), (const char *[]){__VA_ARGS__})
+
 /* output k of node n, made by this node: its name, dtype dt */
 static const char *out_name(ox *x, const gnode *n, int k, int32_t dt) {
   x->dtype[n->out[k]] = dt;
@@ -510,6 +540,88 @@ static bool translate(ox *x, const gnode *n) {
     const char *in[3] = {in_name(x, n, 0), isnan(lo) ? NULL : scalar(x, dt0, lo), isnan(hi) ? NULL : scalar(x, dt0, hi)};
     return x->err == LUON_OK && node(x, "Clip", 3, in, out_name(x, n, 0, dt0)) != NULL;
   }
+  case LU_OP_sum:
+  case LU_OP_mean:
+  case LU_OP_max:
+  case LU_OP_min: {
+    /* sum and mean of integers promote in luon (int64, float32): floats only */
+    bool avg = n->op == LU_OP_mean, add = n->op == LU_OP_sum;
+    if (!same_dtype(x, n, avg || add ? is_float : arith_type)) return false;
+    int nax = n->attrs.ni - LU_REDUCE_AXES;
+    const int64_t *axes = n->attrs.i + LU_REDUCE_AXES;
+    const char *op = add ? "ReduceSum" : avg ? "ReduceMean" : n->op == LU_OP_max ? "ReduceMax" : "ReduceMin";
+    const char *in[2] = {in_name(x, n, 0), NULL};
+    if (add && nax > 0 && !(in[1] = ints(x, "axes", nax, axes))) return false; /* opset 13: ReduceSum's axes an input */
+    Onnx__NodeProto *r = node(x, op, add && nax > 0 ? 2 : 1, in, out_name(x, n, 0, dt0));
+    attr_i(x, r, "keepdims", ia(n, LU_REDUCE_KEEPDIMS, 0));
+    if (!add && nax > 0) attr_ints(x, r, "axes", nax, axes); /* none: every axis, in both */
+    return r != NULL;
+  }
+  case LU_OP_expand_dims:
+  case LU_OP_squeeze: {
+    bool sq = n->op == LU_OP_squeeze;
+    int nax = sq ? n->attrs.ni - LU_SQUEEZE_AXES : 1;
+    const int64_t *axes = n->attrs.i + (sq ? LU_SQUEEZE_AXES : LU_EXPAND_DIMS_AXIS);
+    const char *in[2] = {in_name(x, n, 0), nax > 0 ? ints(x, "axes", nax, axes) : NULL};
+    if (nax > 0 && !in[1]) return false;
+    return node(x, sq ? "Squeeze" : "Unsqueeze", nax > 0 ? 2 : 1, in, out_name(x, n, 0, dt0)) != NULL;
+  }
+  case LU_OP_take: { /* Embedding: rows of a constant by index */
+    int64_t axis = ia(n, LU_TAKE_AXIS, 0), mode = ia(n, LU_TAKE_MODE, 0);
+    const int64_t *shape;
+    int nd = in_shape(x, n, 0, &shape);
+    if (axis == -999) return refuse(x, "a take from the flattened array (give an axis)");
+    if (nd < 0) return refuse(x, "a take from an array whose shape is not known here (not an input or constant)");
+    if (axis < -nd || axis >= nd) return refuse(x, "axis %lld of a %d-d array", (long long)axis, nd);
+    int64_t len = shape[axis < 0 ? axis + nd : axis];
+    int32_t it = in_dtype(x, n, 1);
+    if (!onnx_type(it) || it == LUON_DTYPE_BOOL) return refuse(x, "indices of dtype %s", it ? luon_dtype_name(it) : "unknown");
+    const char *idx = in_name(x, n, 1);
+    if (it != LUON_DTYPE_I64) { /* luon reads any index dtype as int64 (floats toward zero, as ONNX's Cast) */
+      Onnx__NodeProto *c = node(x, "Cast", 1, (const char *[]){idx}, temp(x));
+      attr_i(x, c, "to", ONNX__TENSOR_PROTO__DATA_TYPE__INT64);
+      idx = c ? c->output[0] : NULL;
+    }
+    int64_t lo = 0, hi = len - 1;
+    /* mode clip (0): into [0, len); wrap (1): modulo len; raise (2): ONNX's Gather fails on what luon refuses */
+    if (idx && mode == 0) idx = STEP("Clip", idx, ints(x, "lo", -1, &lo), ints(x, "hi", -1, &hi));
+    if (idx && mode == 1) idx = STEP("Mod", idx, ints(x, "len", -1, &len));
+    Onnx__NodeProto *g = idx ? node(x, "Gather", 2, (const char *[]){in_name(x, n, 0), idx}, out_name(x, n, 0, dt0)) : NULL;
+    attr_i(x, g, "axis", axis);
+    return g != NULL;
+  }
+  case LU_OP_gelu: { /* the erf form: 0.5 x (1 + erf(x / sqrt(2))) */
+    if (dt0 != LUON_DTYPE_F32 && dt0 != LUON_DTYPE_F64) return need_float(x, n, 0) && refuse(x, "a gelu of %s", luon_dtype_name(dt0));
+    const char *v = in_name(x, n, 0);
+    const char *e = STEP("Erf", STEP("Div", v, scalar(x, dt0, 1.4142135623730951)));
+    const char *h = STEP("Mul", STEP("Add", e, scalar(x, dt0, 1)), scalar(x, dt0, 0.5));
+    return h && node(x, "Mul", 2, (const char *[]){v, h}, out_name(x, n, 0, dt0)) != NULL;
+  }
+  case LU_OP_selu: {
+    if (!need_float(x, n, 0)) return false;
+    Onnx__NodeProto *a = node(x, "Selu", 1, (const char *[]){in_name(x, n, 0)}, out_name(x, n, 0, dt0));
+    attr_f(x, a, "alpha", 1.6732632423543772848170429916717);
+    attr_f(x, a, "gamma", 1.0507009873554804934193349852946);
+    return a != NULL;
+  }
+  case LU_OP_layer_norm: { /* (x - mean) / sqrt(var + eps) * gamma + beta over the last axis */
+    int64_t axis = ia(n, LU_LN_AXIS, -1);
+    const int64_t *shape;
+    int nd = in_shape(x, n, 0, &shape);
+    if (axis != -1 && !(nd > 0 && axis == nd - 1))
+      return refuse(x, "axis %lld: exported over the last axis only (axis = -1)", (long long)axis);
+    if (dt0 != LUON_DTYPE_F32 && dt0 != LUON_DTYPE_F64) return need_float(x, n, 0) && refuse(x, "a layer norm of %s", luon_dtype_name(dt0));
+    if (!unread(x, n, 1, "mean") || !unread(x, n, 2, "invstd")) return false;
+    int64_t last = -1;
+    Onnx__NodeProto *m1 = node(x, "ReduceMean", 1, (const char *[]){in_name(x, n, 0)}, temp(x));
+    attr_ints(x, m1, "axes", 1, &last);
+    const char *d = m1 ? STEP("Sub", in_name(x, n, 0), m1->output[0]) : NULL;
+    Onnx__NodeProto *m2 = d ? node(x, "ReduceMean", 1, (const char *[]){STEP("Mul", d, d)}, temp(x)) : NULL;
+    attr_ints(x, m2, "axes", 1, &last);
+    const char *sd = m2 ? STEP("Sqrt", STEP("Add", m2->output[0], scalar(x, dt0, n->attrs.f[LU_LN_EPS]))) : NULL;
+    const char *y = sd ? STEP("Mul", STEP("Div", d, sd), in_name(x, n, 1)) : NULL;
+    return y && node(x, "Add", 2, (const char *[]){y, in_name(x, n, 2)}, out_name(x, n, 0, dt0)) != NULL;
+  }
   case LU_OP_leaky_relu:
   case LU_OP_elu: {
     if (!need_float(x, n, 0)) return false;
@@ -559,7 +671,9 @@ static bool translate(ox *x, const gnode *n) {
     return refuse(x, "no ONNX mapping in luon (it maps conv2d, conv2d_bn, conv2d_maxpool, batch_norm in predict "
                      "mode, linear, matmul, max/avg_pool2d, reshape, transpose, concatenate, add, subtract, "
                      "multiply, divide, maximum, minimum, power, negative, abs, square, sqrt, log, clip, relu, "
-                     "sigmoid, tanh, exp, softrelu, leaky_relu, elu, softmax, log_softmax, copy/astype, full)");
+                     "sigmoid, tanh, exp, softrelu, leaky_relu, elu, selu, gelu, softmax, log_softmax, "
+                     "layer_norm, take (Embedding), sum, mean, max, min, expand_dims, squeeze, copy/astype, "
+                     "full)");
   }
 }
 

@@ -277,6 +277,35 @@ describe("onnx.export_model", function()
     os.remove(path)
   end)
 
+  it("a small sequence model: Embedding, LayerNorm, GELU, SELU, reductions, expand_dims and squeeze", function()
+    local B = nn.HybridBlock:extend("Seq")
+    function B:__init()
+      self.emb = nn.Embedding(11, 8)
+      self.ln = nn.LayerNorm()
+      self.d = nn.Dense(5, {flatten = false})
+    end
+    function B:forward(tokens)
+      local h = self.ln(self.emb(tokens))                            -- (N, T, 8)
+      local g = npx.leaky_relu(self.d(h), {act_type = "gelu"})        -- (N, T, 5)
+      local m = g:mean(1) + g:sum(1) * 0.1 + g:max(1) - g:min(1)     -- (N, 5)
+      local e = np.expand_dims(m, 1):squeeze(1)
+      return npx.leaky_relu(e, {act_type = "selu"})
+    end
+    local b = B()
+    b:initialize()
+    b:hybridize()
+    -- float indices as MXNet feeds them, with some out of range: clipped as luon's take clips
+    local tokens = np.array({{0, 3, 10, 12}, {-2, 5, 5, 1}})
+    local want = b(tokens)
+    local path = tmp(".onnx")
+    luon.onnx.export_model(b, nil, nil, nil, path)
+    local r = check(path)
+    for _, op in ipairs({"Cast", "Clip", "Gather", "ReduceMean", "Erf", "ReduceSum", "ReduceMax", "ReduceMin",
+                         "Unsqueeze", "Squeeze", "Selu"}) do node_of(r, op) end
+    if have_ort then H.assert_close(ort_run(path, tokens), want:totable(), 1e-5) end
+    os.remove(path)
+  end)
+
   describe("refuses, naming why, and writes nothing", function()
     local function net_of(forward)
       local B = nn.HybridBlock:extend("B")
