@@ -392,6 +392,11 @@ static const char *scalar(ox *x, int32_t dt, double v) {
 
 static bool translate(ox *x, const gnode *n) {
   int32_t dt0 = n->nin > 0 ? in_dtype(x, n, 0) : 0;
+  /* a result dtype asked of the op (np.sum(x, {dtype = ...})): only copy
+   * (Cast) and full take one here */
+  if (n->attrs.dtype && n->attrs.dtype != dt0 && n->op != LU_OP_copy && n->op != LU_OP_full)
+    return refuse(x, "its result is asked as %s of %s inputs (cast first: astype)", luon_dtype_name(n->attrs.dtype),
+                  dt0 ? luon_dtype_name(dt0) : "unknown");
   switch (n->op) {
   case OP_DETACH: return unary(x, "Identity", in_name(x, n, 0), out_name(x, n, 0, dt0));
   case LU_OP_conv2d: {
@@ -577,12 +582,18 @@ static bool translate(ox *x, const gnode *n) {
     int32_t it = in_dtype(x, n, 1);
     if (!onnx_type(it) || it == LUON_DTYPE_BOOL) return refuse(x, "indices of dtype %s", it ? luon_dtype_name(it) : "unknown");
     const char *idx = in_name(x, n, 1);
-    if (it != LUON_DTYPE_I64) { /* luon reads any index dtype as int64 (floats toward zero, as ONNX's Cast) */
+    int64_t lo = 0, hi = len - 1;
+    if (mode == 0 && is_float(it) && (it == LUON_DTYPE_F32 || it == LUON_DTYPE_F64)) {
+      /* clipped as floats first: luon's conversion saturates where ONNX's Cast of 1e30 is undefined */
+      idx = STEP("Clip", idx, scalar(x, it, 0), scalar(x, it, (double)hi));
+    } else if (is_float(it) && mode != 2) {
+      return refuse(x, "%s indices in mode %s", luon_dtype_name(it), mode == 1 ? "wrap" : "clip");
+    }
+    if (idx && it != LUON_DTYPE_I64) { /* luon reads any index dtype as int64 (floats toward zero, as ONNX's Cast) */
       Onnx__NodeProto *c = node(x, "Cast", 1, (const char *[]){idx}, temp(x));
       attr_i(x, c, "to", ONNX__TENSOR_PROTO__DATA_TYPE__INT64);
       idx = c ? c->output[0] : NULL;
     }
-    int64_t lo = 0, hi = len - 1;
     /* mode clip (0): into [0, len); wrap (1): modulo len; raise (2): ONNX's Gather fails on what luon refuses */
     if (idx && mode == 0) idx = STEP("Clip", idx, ints(x, "lo", -1, &lo), ints(x, "hi", -1, &hi));
     if (idx && mode == 1) idx = STEP("Mod", idx, ints(x, "len", -1, &len));

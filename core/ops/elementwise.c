@@ -256,7 +256,8 @@ typedef void (*un_fn)(int64_t n, const void *a, void *o, const void *p);
 #define E_tanh(s, T, U, x) TANH(x)
 #define E_sigmoid(s, T, U, x) ((T)1 / ((T)1 + EXP(-(x)))) /* exp overflow gives 0, not NaN */
 #define E_relu(s, T, U, x) ((x) < 0 ? (T)0 : (x))          /* keeps NaN */
-#define E_clip(s, T, U, x) ((x) < lo ? lo : (x) > hi ? hi : (x))
+/* NumPy's minimum(maximum(x, lo), hi): hi wherever lo > hi; NaN stays NaN */
+#define E_clip(s, T, U, x) ((x) < lo ? (lo > hi ? hi : lo) : (x) > hi ? hi : (x))
 #define E_sin(s, T, U, x) LIBM(sin, x)
 #define E_cos(s, T, U, x) LIBM(cos, x)
 #define E_tan(s, T, U, x) LIBM(tan, x)

@@ -404,7 +404,7 @@ struct Clip {
     T l, h;
     if constexpr (std::is_floating_point<T>::value) l = (T)lo, h = (T)hi;
     else l = (T)ilo, h = (T)ihi;
-    return x < l ? l : x > h ? h : x;
+    return x < l ? (l > h ? h : l) : x > h ? h : x; /* NumPy's minimum(maximum(x, lo), hi) */
   }
 };
 /* activation gradients: (v, d) = (x or y, dy) */

@@ -290,6 +290,10 @@ for _, dev in ipairs(H.devices()) do
         H.check(np.clip(A({-2, 0, 3}), nil, 1), {-2, 0, 1})
         H.check(np.clip(A({-2, 0, 3}), 0, nil), {0, 0, 3})
       end)
+      it("a_min above a_max gives a_max everywhere, as NumPy's minimum(maximum(x, a_min), a_max)", function()
+        H.check(np.clip(A({-2, 0, 0.5, 3}), 1, -1), {-1, -1, -1, -1}, {device = dev})
+        H.check(np.clip(np.array({-2, 0, 3}, {dtype = "int32"}):copyto(dev), 2, 1), {1, 1, 1})
+      end)
     end)
 
     describe("comparisons", function()
