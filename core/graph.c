@@ -206,6 +206,15 @@ static void find_chains(luon_graph *g) {
         g->nodes[r].nout == 1 && lu_ew_chainable(g->nodes[r].op))
       next[j] = r;
   }
+  /* a node that two chainable nodes feed (add(relu(a), clip(a))) goes on
+   * with the later of them only, which the moves below leave just before
+   * it: taken first-first, a graph loaded again would choose the other and
+   * move it, so a save of the loaded graph would not be the file read */
+  for (int32_t j = 0; j < nn; j++)
+    if (next[j] >= 0) head[next[j]] = j;
+  for (int32_t j = 0; j < nn; j++)
+    if (next[j] >= 0 && head[next[j]] != j) next[j] = -1;
+  for (int32_t j = 0; j < nn; j++) head[j] = -1;
   for (int32_t j = 0; j < nn; j++) { /* greedy, first nodes first; head: a member's first node */
     if (head[j] >= 0 || next[j] < 0 || head[next[j]] >= 0) continue;
     int32_t e = j;
