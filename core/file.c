@@ -255,6 +255,17 @@ void lu_wfile_abort(lu_wfile *f) {
   wfile_done(f);
 }
 
+luon_status lu_wfile_put(const char *fn, const char *path, const void *p, size_t n) {
+  lu_wfile f;
+  LU_TRY(lu_wfile_open(&f, fn, path));
+  luon_status s = lu_wfile_write(&f, p, n);
+  if (s != LUON_OK) {
+    lu_wfile_abort(&f);
+    return s;
+  }
+  return lu_wfile_commit(&f);
+}
+
 /* ---- opening a file for reading ------------------------------------------- */
 
 int lu_open_regular(const char *path, uint64_t *size) {

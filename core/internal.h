@@ -503,6 +503,9 @@ typedef struct lu_wfile {
 luon_status lu_wfile_open(lu_wfile *f, const char *fn, const char *path);
 luon_status lu_wfile_write(lu_wfile *f, const void *p, size_t n);
 luon_status lu_wfile_commit(lu_wfile *f);
+/* n bytes at p as the whole of the file at path (open, write, commit; the
+ * temporary removed on failure) */
+luon_status lu_wfile_put(const char *fn, const char *path, const void *p, size_t n);
 void lu_wfile_abort(lu_wfile *f);
 
 /* ---- strided iteration (core/iter.c) -------------------------------------- */

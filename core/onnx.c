@@ -90,7 +90,7 @@ static void ar_free(arena *a) {
 /* ---- names: one value, one name ------------------------------------------------ */
 
 static uint64_t name_hash(const char *s) {
-  uint64_t h = 1469598103934665603ull;
+  uint64_t h = 14695981039346656037ull; /* FNV-1a */
   for (; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
   return h;
 }
@@ -806,13 +806,7 @@ static luon_status write_model(ox *x, const char *path) {
   uint8_t *buf = malloc(bytes ? bytes : 1);
   if (!buf) return lu_error(LUON_ENOMEM, "onnx export: out of host memory for %zu bytes", bytes);
   onnx__model_proto__pack(m, buf);
-  lu_wfile f;
-  luon_status s = lu_wfile_open(&f, "onnx export", path);
-  if (s == LUON_OK) {
-    s = lu_wfile_write(&f, buf, bytes);
-    if (s == LUON_OK) s = lu_wfile_commit(&f);
-    else lu_wfile_abort(&f);
-  }
+  luon_status s = lu_wfile_put("onnx export", path, buf, bytes);
   free(buf);
   return s;
 }

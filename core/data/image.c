@@ -408,13 +408,7 @@ luon_status luon_image_write(const char *path, const luon_tensor *t, int32_t qua
   luon_status s = jpeg ? encode_jpeg("imwrite", px, h, w, c, quality, &buf, &len)
                        : encode_png("imwrite", px, h, w, c, &buf, &len);
   free(owned);
-  lu_wfile f;
-  if (s == LUON_OK) s = lu_wfile_open(&f, "imwrite", path);
-  if (s == LUON_OK) {
-    s = lu_wfile_write(&f, buf, len);
-    if (s == LUON_OK) s = lu_wfile_commit(&f);
-    else lu_wfile_abort(&f);
-  }
+  if (s == LUON_OK) s = lu_wfile_put("imwrite", path, buf, len);
   free(buf);
   return s;
 }

@@ -27,8 +27,6 @@ local ffi, C = core.ffi, core.C
 local M = {}
 local fname = "onnx.export_model"
 
-local function release_graph(g) C.luon_graph_free(g) end
-
 -- the graph's input k (0-based) as {dtype name, shape}
 local function input_sig(g, k)
   local dt, nd, shape = ffi.new("int32_t[1]"), ffi.new("int32_t[1]"), ffi.new("int64_t[8]")
@@ -61,9 +59,7 @@ local function input_mismatch(g, in_shapes, in_types)
     local dt, shape = input_sig(g, k - 1)
     local want = in_shapes and in_shapes[k]
     if want then
-      local same = type(want) == "table" and #want == #shape
-      for d = 1, #shape do same = same and want[d] == shape[d] end
-      if not same then
+      if not (type(want) == "table" and core.same_shape(want, shape)) then
         return ("in_shapes[%d] is %s but the graph was traced for %s"):format(k,
                type(want) == "table" and shape_str(want) or core.show_value(want), shape_str(shape))
       end
@@ -107,7 +103,7 @@ function M.export_model(sym, params, in_shapes, in_types, onnx_file_path, verbos
     end
     local gp = ffi.new("luon_graph*[1]")
     core.check(C.luon_graph_load(sym, params, C.LUON_CPU, 0, gp))
-    g = ffi.gc(gp[0], release_graph)
+    g = ffi.gc(gp[0], C.luon_graph_free)
   elseif (type(sym) == "userdata" or type(sym) == "table") and
          type(select(2, pcall(function() return sym._export_graph end))) == "function" then
     if params ~= nil then

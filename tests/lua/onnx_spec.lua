@@ -75,6 +75,16 @@ local function ort_run(model, x)
   return y:totable()
 end
 
+-- block hybridized, run on x and exported: its output, the model's path
+-- and onnx_check's report
+local function export_run(b, x)
+  b:hybridize()
+  local want = b(x)
+  local path = tmp(".onnx")
+  luon.onnx.export_model(b, nil, nil, nil, path)
+  return want, path, check(path)
+end
+
 -- every op core/onnx.c maps, in one network
 local OpsNet = nn.HybridBlock:extend("OpsNet")
 function OpsNet:__init()
@@ -240,12 +250,8 @@ describe("onnx.export_model", function()
     function B:forward(v) return v * self.data:data() + self.output:data() - self._v2:data() end
     local b = B()
     b:initialize()
-    b:hybridize()
     local x = np.random.uniform(-1, 1, {2, 3})
-    local want = b(x)
-    local path = tmp(".onnx")
-    luon.onnx.export_model(b, nil, nil, nil, path)
-    local r = check(path)
+    local want, path, r = export_run(b, x)
     assert.are.same({"data_1"}, r.inputs)
     assert.are.same({"output_1"}, r.outputs)
     assert.are.equal(12, r.inits.data.sum)
@@ -265,12 +271,8 @@ describe("onnx.export_model", function()
     end
     local b = B()
     b:initialize()
-    b:hybridize()
     local x = np.random.uniform(-2, 2, {3, 5})
-    local want = b(x)
-    local path = tmp(".onnx")
-    luon.onnx.export_model(b, nil, nil, nil, path)
-    local r = check(path)
+    local want, path, r = export_run(b, x)
     for _, op in ipairs({"Abs", "Sqrt", "Log", "Neg", "Min", "Pow", "Clip"}) do node_of(r, op) end
     assert.truthy(node_of(r, "Transpose", 1):find("perm=1,0$"))
     assert.truthy(node_of(r, "Clip", 2):find("^Clip %S+ %S+ %- %->"), "no upper bound: an empty input")
@@ -294,13 +296,9 @@ describe("onnx.export_model", function()
     end
     local b = B()
     b:initialize()
-    b:hybridize()
     -- float indices as MXNet feeds them, with some out of range: clipped as luon's take clips
     local tokens = np.array({{0, 3, 10, 12}, {-2, 5, 5, 1}})
-    local want = b(tokens)
-    local path = tmp(".onnx")
-    luon.onnx.export_model(b, nil, nil, nil, path)
-    local r = check(path)
+    local want, path, r = export_run(b, tokens)
     for _, op in ipairs({"Cast", "Clip", "Gather", "ReduceMean", "Erf", "ReduceSum", "ReduceMax", "ReduceMin",
                          "Unsqueeze", "Squeeze", "Selu"}) do node_of(r, op) end
     if have_ort then H.assert_close(ort_run(path, tokens), want:totable(), 1e-5) end

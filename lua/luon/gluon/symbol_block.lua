@@ -136,12 +136,11 @@ end
 -- current values (no call needed first).
 function SymbolBlock:export(path, epoch)
   local sym, params = hybrid.export_paths("SymbolBlock:export", path, epoch)
-  if self._gen ~= param.generation or self._epoch ~= hybrid.epoch then rebind(self) end
-  core.check(C.luon_graph_save(self._graph, sym, params, nil, nil, nil))
+  core.check(C.luon_graph_save(self:_export_graph(), sym, params, nil, nil, nil))
   return sym, params
 end
 
--- the imported graph with the parameters' current values (luon.onnx)
+-- the imported graph with the parameters' current values (export, luon.onnx)
 function SymbolBlock:_export_graph()
   if self._gen ~= param.generation or self._epoch ~= hybrid.epoch then rebind(self) end
   return self._graph
