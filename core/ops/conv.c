@@ -29,6 +29,7 @@ static luon_status read_attrs(const char *op, const luon_attrs *a, geom *g) {
   g->sh = v[LU_CONV2D_STRIDE_H], g->sw = v[LU_CONV2D_STRIDE_W], g->ph = v[LU_CONV2D_PAD_H];
   g->pw = v[LU_CONV2D_PAD_W], g->dh = v[LU_CONV2D_DILATE_H], g->dw = v[LU_CONV2D_DILATE_W];
   g->G = v[LU_CONV2D_GROUPS];
+  g->relu = false; /* the forward's reader sets it; the gradients have none */
   if (g->sh < 1 || g->sw < 1)
     return lu_error(LUON_EINVAL, "%s: strides must be at least 1, got (%lld,%lld)", op,
                     (long long)g->sh, (long long)g->sw);
@@ -658,6 +659,26 @@ static void bn_planes(void *ctx, int64_t p0, int64_t p1) {
     lu_bn_apply(e->dt, e->y + p * e->P * es, e->P, e->ad[2 * (p % e->O)], e->ad[2 * (p % e->O) + 1], e->relu);
 }
 
+/* Where oneDNN's direct kernels (conv_dnnl.c) beat conv.c's own, from
+ * resnet18's layers at batch 32 on 2 threads (ms, luon's own -> oneDNN):
+ * - planes of 14x14 and less, where Winograd's 4x4 tiles waste and its
+ *   transforms weigh most: 3x3 512@7x7 forward 47 -> 36, weight gradient
+ *   63 -> 38; 256@14x14 weight gradient 52 -> 40;
+ * - the input gradient of 3x3 layers Winograd does not take: stride 2
+ *   64->128 at 56x56 30 -> 21; but not of a first layer (3 input channels:
+ *   80 -> 240), nor split over fewer samples than threads;
+ * - the weight gradient of a first layer (7x7 over 3 channels: 93 -> 55),
+ *   and of small planes, stride 2 only from 8x8 down (at 28x28 and 14x14
+ *   conv.c's was 10-25% faster);
+ * - not 1x1 kernels, where the GEMM over the rows is as fast. */
+static bool dnnl_plane(const geom *g) {
+  return g->OH * g->OW <= 196 && !lu_wino_forced() && lu_dnnl_conv_ok(g, LUON_DTYPE_F32);
+}
+static bool dnnl_gin(const geom *g) { return g->KH * g->KW > 1 && g->C >= 16 && g->N >= lu_num_threads(); }
+static bool dnnl_gw(const geom *g) {
+  return g->KH * g->KW > 1 && (g->C < 8 || (g->OH * g->OW <= 196 && (g->sh == 1 || g->OH * g->OW <= 64)));
+}
+
 /* conv2d, then (bn: a, d per channel) batch norm in predict mode and a relu
  * (conv2d_bn): oneDNN's parts normalise their own output while in cache,
  * the other paths in a pass after */
@@ -675,9 +696,10 @@ static luon_status conv2d_run(lu_call *c, const double *bn, bool bn_relu) {
   const char *algo = getenv("LUON_CONV_ALGO");
   bool done = false;
   /* oneDNN's direct kernels, except where Winograd's tiles pay off: a batch
-   * with a sample per thread (measured: resnet18's 3x3 stride-1 layers at
-   * batch 32 run 20-30% faster through Winograd; at batch 1 slower) */
-  bool wino = lu_wino_fwd_ok(&g, dt) && g.N >= lu_num_threads();
+   * with a sample per thread, on planes larger than 14x14 (measured:
+   * resnet18's 3x3 stride-1 layers at batch 32 run 20-30% faster through
+   * Winograd at 56x56 and 28x28; at batch 1 slower; see dnnl_plane) */
+  bool wino = lu_wino_fwd_ok(&g, dt) && g.N >= lu_num_threads() && !dnnl_plane(&g);
   if (lu_ref_kernels() || g.K == 0) {
     conv_ref(&g, dt, d.in[0], d.in[1], bias, d.out);
   } else if (!wino && ((s = lu_dnnl_conv2d(&g, dt, (const float *)d.in[0], (const float *)d.in[1],
@@ -807,10 +829,13 @@ luon_status lu_cpu_conv2d_grad_input(lu_call *c) {
   int32_t dt = c->in[0]->dtype;
   job j = {&g, dt, luon_dtype_size(dt), 1, d.in[0], d.in[1], NULL, d.out, NULL, NULL, 0, 0};
   luon_status s = LUON_OK;
+  bool done = false;
   if (lu_ref_kernels()) {
     gin_ref(&g, dt, d.in[0], d.in[1], d.out);
-  } else if (lu_wino_gin_ok(&g, dt)) {
+  } else if (lu_wino_gin_ok(&g, dt) && !(dnnl_plane(&g) && dnnl_gin(&g))) {
     s = lu_wino_gin("conv2d_grad_input", &g, (const float *)d.in[1], (const float *)d.in[0], (float *)d.out);
+  } else if (dnnl_gin(&g) && ((s = lu_dnnl_conv2d_grad_input(&g, dt, (const float *)d.in[0], (const float *)d.in[1],
+                                                             (float *)d.out, &done)) != LUON_OK || done)) {
   } else {
     s = job_run("conv2d_grad_input", &j, false, gin_chunks);
     lu_scratch_free(j.col);
@@ -968,11 +993,14 @@ luon_status lu_cpu_conv2d_grad_weight(lu_call *c) {
   int32_t dt = c->in[0]->dtype;
   job j = {&g, dt, luon_dtype_size(dt), 1, d.in[0], d.in[1], NULL, d.out, NULL, NULL, 0, 0};
   luon_status s = LUON_OK;
+  bool done = false;
   int64_t nw = g.O * g.K;
   if (lu_ref_kernels()) {
     gw_ref(&g, dt, d.in[0], d.in[1], d.out);
-  } else if (lu_wino_gw_ok(&g, dt)) {
+  } else if (lu_wino_gw_ok(&g, dt) && !(dnnl_plane(&g) && dnnl_gw(&g))) {
     s = lu_wino_gw("conv2d_grad_weight", &g, (const float *)d.in[0], (const float *)d.in[1], (float *)d.out);
+  } else if (dnnl_gw(&g) && ((s = lu_dnnl_conv2d_grad_weight(&g, dt, (const float *)d.in[0], (const float *)d.in[1],
+                                                              (float *)d.out, &done)) != LUON_OK || done)) {
   } else {
     s = job_run("conv2d_grad_weight", &j, true, gw_chunks);
     if (s == LUON_OK) {

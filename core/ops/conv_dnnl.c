@@ -1,11 +1,11 @@
-/* conv_dnnl.c: the forward of float32 2-d convolutions (ungrouped) through
- * oneDNN, the library MXNet's and PyTorch's CPU convolutions run on: its
- * JIT-compiled direct kernels reach 60-80% of this CPU's peak where im2col
- * and a GEMM reach 40% (resnet18's convolutions at batch 1: 20 ms through
- * conv.c's kernels, 13 through these). conv.c keeps its own where they are
- * faster: Winograd for 3x3 stride-1 layers of a batch, and both gradients
- * (oneDNN's, tried, were 30-60% slower at batch 32 on one thread each);
- * and where its results differ: a fused relu (oneDNN's gives 0 for NaN).
+/* conv_dnnl.c: float32 2-d convolutions (ungrouped) through oneDNN, the
+ * library MXNet's and PyTorch's CPU convolutions run on: its JIT-compiled
+ * direct kernels reach 60-80% of this CPU's peak where im2col and a GEMM
+ * reach 40% (resnet18's convolutions at batch 1: 20 ms through conv.c's
+ * kernels, 13 through these). The forward, and the two gradients where
+ * conv.c's dispatch (dnnl_plane, dnnl_gin, dnnl_gw) measured them faster
+ * than its own; conv.c keeps Winograd for the 3x3 stride-1 layers of a
+ * batch on larger planes, and a fused relu (oneDNN's gives 0 for NaN).
  *
  * oneDNN (Debian's libdnnl2) is loaded with dlopen at the first
  * convolution, as OpenBLAS is (blas.c); without it, or where it refuses a
@@ -13,13 +13,16 @@
  * runs single-threaded, as OpenBLAS does (its OpenMP threads would fight
  * luon's pool for the cores): a call is cut into parts, each one oneDNN
  * call on one of luon's threads, over the samples when there are as many
- * as threads, else over the output channels in multiples of 16; a part
- * does at most about STOP_FLOPS, so luon_interrupt is seen between parts.
+ * as threads, else over the output channels in multiples of 16 (the
+ * input gradient over the samples, the weight gradient over the output
+ * channels); a part does at most about STOP_FLOPS, so luon_interrupt is
+ * seen between parts.
  *
  * Each part's operands are views of the caller's dense NCHW / OIHW arrays
  * (strides where a part is a slice of channels). oneDNN chooses its own
  * blocked layouts; reorders to and from them run in the parts (a thread
- * reorders an input once for all its parts that share it). Weights seen
+ * reorders an input once for all its parts that share it). The forward's
+ * weights seen
  * before are kept reordered (kept_*: per storage, offset and layout, the
  * storage's version when reordered; LUON_CONV_DNNL_WEIGHTS_MB of them, 512
  * by default, 0 none), and reordered again only after a write (lu_touch's
@@ -34,7 +37,7 @@
 #include "conv_internal.h"
 #include "conv_dnnl.h"
 
-int64_t lu_dnnl_runs;
+int64_t lu_dnnl_runs, lu_dnnl_grad_runs;
 
 #if __has_include(<oneapi/dnnl/dnnl.h>)
 #include <oneapi/dnnl/dnnl.h>
@@ -54,7 +57,8 @@ int64_t lu_dnnl_runs;
   X(dnnl_primitive_desc_create) X(dnnl_primitive_desc_destroy)                                              \
   X(dnnl_primitive_desc_query_md) X(dnnl_reorder_primitive_desc_create) X(dnnl_primitive_create)            \
   X(dnnl_primitive_destroy) X(dnnl_primitive_execute) X(dnnl_memory_create) X(dnnl_memory_destroy)          \
-  X(dnnl_stream_wait)
+  X(dnnl_stream_wait) X(dnnl_dilated_convolution_backward_data_desc_init)                                    \
+  X(dnnl_dilated_convolution_backward_weights_desc_init)
 #define DECL(f) static __typeof__(f) *p_##f;
 DNNL_FNS(DECL)
 #undef DECL
@@ -97,29 +101,40 @@ static dnnl_stream_t thread_stream(void) {
 
 /* ---- plans ------------------------------------------------------------------ */
 
+/* What a call computes: the forward or one of its gradients. Each has two
+ * inputs and an output (k = 0, 1, 2), each one of the convolution's three
+ * arrays (its role): the input x, the weights w, the output y; or their
+ * gradients, which have the same shapes. */
+enum { FWD, BWD_DATA, BWD_WEIGHTS };
+enum { R_SRC, R_WEI, R_DST };
+static const int ROLE[3][3] = {{R_SRC, R_WEI, R_DST}, {R_DST, R_WEI, R_SRC}, {R_SRC, R_DST, R_WEI}};
+static const int ARGS[3][3] = {{DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST},
+                               {DNNL_ARG_DIFF_DST, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_SRC},
+                               {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_WEIGHTS}};
+static const char *const OP[3] = {"conv2d", "conv2d_grad_input", "conv2d_grad_weight"};
+
 /* a part: samples [n0, n0 + nb), output channels [o0, o0 + ob) */
 typedef struct part {
   int64_t n0, nb, o0, ob;
 } part;
 
-/* One part's call: the whole geometry, the part's size, bias. */
+/* One part's call: the whole geometry, the part's size, bias, direction. */
 enum { KEYN = 18 };
 typedef struct plan {
   int64_t key[KEYN];
   uint64_t used;             /* 0: a free slot; else the last use's tick */
   int32_t busy;              /* calls running it (never replaced then) */
   bool refused;              /* oneDNN refused the geometry: conv.c's kernels run */
+  int dir;
   dnnl_primitive_t conv;
-  dnnl_primitive_t re[3];    /* x and w into the primitive's layouts, y back out; NULL: the same layout */
-  dnnl_memory_desc_t user[3], prim[3], bias;
+  dnnl_primitive_t re[3];    /* the inputs into the primitive's layouts, the output back out; NULL: the same layout */
+  dnnl_memory_desc_t user[3], prim[3], bias; /* by k (inputs, output) */
   size_t scratchpad;
 } plan;
 
 static plan plans[PLANS];
 static uint64_t tick;
 static pthread_mutex_t plans_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static const int ARGS[3] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST};
 
 static void plan_free(plan *p) {
   if (p->conv) p_dnnl_primitive_destroy(p->conv);
@@ -147,13 +162,15 @@ static bool make_reorder(const dnnl_memory_desc_t *a, const dnnl_memory_desc_t *
 }
 
 /* The primitives of a plan; false when oneDNN refuses them. */
-static bool plan_make(plan *p, const geom *g, const part *q, bool bias) {
-  plain(&p->user[0], q->nb, g->C, g->H, g->W, g->C);
-  plain(&p->user[1], q->ob, g->C, g->KH, g->KW, g->C);
-  plain(&p->user[2], q->nb, q->ob, g->OH, g->OW, g->O);
-  dnnl_memory_desc_t any[3];
-  for (int k = 0; k < 3; k++)
-    p_dnnl_memory_desc_init_by_tag(&any[k], 4, p->user[k].dims, dnnl_f32, dnnl_format_tag_any);
+static bool plan_make(plan *p, const geom *g, const part *q, bool bias, int dir) {
+  dnnl_memory_desc_t role[3], any[3]; /* by role */
+  plain(&role[R_SRC], q->nb, g->C, g->H, g->W, g->C);
+  plain(&role[R_WEI], q->ob, g->C, g->KH, g->KW, g->C);
+  plain(&role[R_DST], q->nb, q->ob, g->OH, g->OW, g->O);
+  for (int r = 0; r < 3; r++)
+    p_dnnl_memory_desc_init_by_tag(&any[r], 4, role[r].dims, dnnl_f32, dnnl_format_tag_any);
+  for (int k = 0; k < 3; k++) p->user[k] = role[ROLE[dir][k]];
+  p->dir = dir;
   dnnl_dims_t bdims = {q->ob};
   p_dnnl_memory_desc_init_by_tag(&p->bias, 1, bdims, dnnl_f32, dnnl_x);
   /* right padding: what makes the output size luon's (negative where
@@ -161,19 +178,30 @@ static bool plan_make(plan *p, const geom *g, const part *q, bool bias) {
   dnnl_dims_t st = {g->sh, g->sw}, dil = {g->dh - 1, g->dw - 1}, pl = {g->ph, g->pw},
               pr = {(g->OH - 1) * g->sh + (g->KH - 1) * g->dh + 1 - g->H - g->ph,
                     (g->OW - 1) * g->sw + (g->KW - 1) * g->dw + 1 - g->W - g->pw};
-  dnnl_convolution_desc_t cd;
-  if (p_dnnl_dilated_convolution_forward_desc_init(&cd, dnnl_forward_inference, dnnl_convolution_direct, &any[0],
-                                                  &any[1], bias ? &p->bias : NULL, &any[2], st, dil, pl,
+  /* a gradient's primitive is made with the forward's as its hint */
+  dnnl_convolution_desc_t fd, bd;
+  if (p_dnnl_dilated_convolution_forward_desc_init(&fd, dir == FWD ? dnnl_forward_inference : dnnl_forward_training,
+                                                  dnnl_convolution_direct, &any[R_SRC], &any[R_WEI],
+                                                  bias ? &p->bias : NULL, &any[R_DST], st, dil, pl,
                                                   pr) != dnnl_success)
     return false;
+  if (dir == BWD_DATA && p_dnnl_dilated_convolution_backward_data_desc_init(
+                             &bd, dnnl_convolution_direct, &any[R_SRC], &any[R_WEI], &any[R_DST], st, dil, pl,
+                             pr) != dnnl_success)
+    return false;
+  if (dir == BWD_WEIGHTS && p_dnnl_dilated_convolution_backward_weights_desc_init(
+                                &bd, dnnl_convolution_direct, &any[R_SRC], &any[R_WEI], NULL, &any[R_DST], st, dil,
+                                pl, pr) != dnnl_success)
+    return false;
   dnnl_primitive_attr_t attr = NULL;
-  dnnl_primitive_desc_t pd = NULL;
+  dnnl_primitive_desc_t pd = NULL, hint = NULL;
   bool ok = p_dnnl_primitive_attr_create(&attr) == dnnl_success &&
             p_dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) == dnnl_success;
-  if (ok) ok = p_dnnl_primitive_desc_create(&pd, &cd, attr, engine, NULL) == dnnl_success;
+  if (ok && dir != FWD) ok = p_dnnl_primitive_desc_create(&hint, &fd, NULL, engine, NULL) == dnnl_success;
+  if (ok) ok = p_dnnl_primitive_desc_create(&pd, dir == FWD ? &fd : &bd, attr, engine, hint) == dnnl_success;
   if (ok) {
     for (int k = 0; k < 3; k++) {
-      const dnnl_memory_desc_t *m = p_dnnl_primitive_desc_query_md(pd, dnnl_query_exec_arg_md, ARGS[k]);
+      const dnnl_memory_desc_t *m = p_dnnl_primitive_desc_query_md(pd, dnnl_query_exec_arg_md, ARGS[dir][k]);
       ok = ok && m != NULL;
       if (m) p->prim[k] = *m;
     }
@@ -184,15 +212,16 @@ static bool plan_make(plan *p, const geom *g, const part *q, bool bias) {
          make_reorder(&p->prim[2], &p->user[2], &p->re[2]);
   }
   if (pd) p_dnnl_primitive_desc_destroy(pd);
+  if (hint) p_dnnl_primitive_desc_destroy(hint);
   if (attr) p_dnnl_primitive_attr_destroy(attr);
   return ok;
 }
 
 /* The plan of a part, made when new, marked busy (lock held); NULL when
  * refused, or when every slot is busy. */
-static plan *plan_get(const geom *g, const part *q, bool bias) {
+static plan *plan_get(const geom *g, const part *q, bool bias, int dir) {
   int64_t key[KEYN] = {g->C, g->H, g->W, g->O, g->KH, g->KW, g->sh, g->sw, g->ph, g->pw,
-                       g->dh, g->dw, bias, q->nb, q->ob, 0, 0, 0};
+                       g->dh, g->dw, bias, q->nb, q->ob, dir, 0, 0};
   plan *oldest = NULL;
   for (int i = 0; i < PLANS; i++) {
     plan *p = &plans[i];
@@ -208,7 +237,7 @@ static plan *plan_get(const geom *g, const part *q, bool bias) {
   plan_free(oldest);
   memcpy(oldest->key, key, sizeof key);
   oldest->used = ++tick;
-  if (!plan_make(oldest, g, q, bias)) {
+  if (!plan_make(oldest, g, q, bias, dir)) {
     plan_free(oldest);
     memcpy(oldest->key, key, sizeof key);
     oldest->used = tick;
@@ -327,12 +356,13 @@ static void kept_give(kept *const *e, int64_t n) {
 enum { MAX_PARTS = 64 };
 typedef struct run_job {
   const geom *g;
+  int dir;
   int64_t nparts, nthreads;
   part parts[MAX_PARTS];
   plan *plan[MAX_PARTS];
-  kept *kept[MAX_PARTS];     /* the part's weights reordered (version set), or NULL */
-  const float *x, *w, *b;
-  float *y;
+  kept *kept[MAX_PARTS];     /* the forward's weights reordered (version set), or NULL */
+  float *ptr[3];             /* by role: x, w, y or their gradients (the output's written, the others read) */
+  const float *b;
   const double *bn;          /* the batch norm after, per channel a, d (NULL: none) */
   bool bn_relu;
   luon_status status;        /* the first failure */
@@ -372,10 +402,12 @@ static bool reorder(dnnl_stream_t s, dnnl_primitive_t re, dnnl_memory_t from, dn
 
 static luon_status run_part(const run_job *j, const part *q, const plan *p, held *h) {
   const geom *g = j->g;
+  const char *op = OP[j->dir];
   dnnl_stream_t s = thread_stream();
-  if (!s) return lu_error(LUON_EINTERNAL, "conv2d (oneDNN): cannot make a stream");
-  const void *ptr[3] = {j->x + q->n0 * g->C * g->H * g->W, j->w + q->o0 * g->C * g->KH * g->KW,
-                        j->y + (q->n0 * g->O + q->o0) * g->OH * g->OW};
+  if (!s) return lu_error(LUON_EINTERNAL, "%s (oneDNN): cannot make a stream", op);
+  int64_t at[3] = {q->n0 * g->C * g->H * g->W, q->o0 * g->C * g->KH * g->KW, (q->n0 * g->O + q->o0) * g->OH * g->OW};
+  const void *ptr[3];
+  for (int k = 0; k < 3; k++) ptr[k] = j->ptr[ROLE[j->dir][k]] + at[ROLE[j->dir][k]];
   const void *bias = j->b ? j->b + q->o0 : NULL;
   const kept *w = j->kept[q - j->parts];
   if (w && __atomic_load_n(&w->version, __ATOMIC_ACQUIRE) != j->version) w = NULL; /* its reorder failed: this part reorders as before */
@@ -384,7 +416,7 @@ static luon_status run_part(const run_job *j, const part *q, const plan *p, held
     size_t bytes = k < 3 ? (p->re[k] && !(k == 1 && w) ? p_dnnl_memory_desc_get_size(&p->prim[k]) : 0)
                          : p->scratchpad;
     if (bytes && !(buf[k] = held_buf(h, k, bytes)))
-      return lu_error(LUON_ENOMEM, "conv2d (oneDNN): out of host memory for %zu bytes of scratch", bytes);
+      return lu_error(LUON_ENOMEM, "%s (oneDNN): out of host memory for %zu bytes of scratch", op, bytes);
   }
   dnnl_memory_t um[3] = {NULL}, pm[3] = {NULL}, sp = NULL, bm = NULL;
   bool ok = true;
@@ -402,7 +434,7 @@ static luon_status run_part(const run_job *j, const part *q, const plan *p, held
       h->from[k] = ok ? ptr[k] : NULL, h->by[k] = p;
     }
   if (ok) {
-    dnnl_exec_arg_t a[5] = {{DNNL_ARG_SRC, pm[0]}, {DNNL_ARG_WEIGHTS, pm[1]}, {DNNL_ARG_DST, pm[2]}};
+    dnnl_exec_arg_t a[5] = {{ARGS[j->dir][0], pm[0]}, {ARGS[j->dir][1], pm[1]}, {ARGS[j->dir][2], pm[2]}};
     int na = 3;
     if (sp) a[na++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, sp};
     if (bm) a[na++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, bm};
@@ -413,14 +445,14 @@ static luon_status run_part(const run_job *j, const part *q, const plan *p, held
   int64_t P = g->OH * g->OW;
   for (int64_t n = q->n0; ok && j->bn && n < q->n0 + q->nb; n++)
     for (int64_t o = q->o0; o < q->o0 + q->ob; o++)
-      lu_bn_apply(LUON_DTYPE_F32, j->y + (n * g->O + o) * P, P, j->bn[2 * o], j->bn[2 * o + 1], j->bn_relu);
+      lu_bn_apply(LUON_DTYPE_F32, j->ptr[R_DST] + (n * g->O + o) * P, P, j->bn[2 * o], j->bn[2 * o + 1], j->bn_relu);
   for (int k = 0; k < 3; k++) {
     if (um[k]) p_dnnl_memory_destroy(um[k]);
     if (pm[k]) p_dnnl_memory_destroy(pm[k]);
   }
   if (sp) p_dnnl_memory_destroy(sp);
   if (bm) p_dnnl_memory_destroy(bm);
-  return ok ? LUON_OK : lu_error(LUON_EINTERNAL, "conv2d (oneDNN): a primitive failed to run");
+  return ok ? LUON_OK : lu_error(LUON_EINTERNAL, "%s (oneDNN): a primitive failed to run", op);
 }
 
 /* Kept weights [i0, i1) of j->make: the part's weights reordered into
@@ -433,7 +465,7 @@ static void make_kept(void *ctx, int64_t i0, int64_t i1) {
     const plan *p = j->plan[k];
     kept *e = j->kept[k];
     dnnl_memory_t um = NULL, pm = NULL;
-    bool ok = mem(&um, &p->user[1], j->w + j->parts[k].o0 * j->g->C * j->g->KH * j->g->KW) &&
+    bool ok = mem(&um, &p->user[1], j->ptr[R_WEI] + j->parts[k].o0 * j->g->C * j->g->KH * j->g->KW) &&
               mem(&pm, &p->prim[1], e->buf) && reorder(s, p->re[1], um, pm) && p_dnnl_stream_wait(s) == dnnl_success;
     if (um) p_dnnl_memory_destroy(um);
     if (pm) p_dnnl_memory_destroy(pm);
@@ -467,9 +499,12 @@ static void cut(int64_t n, int64_t k, int64_t m, int64_t i, int64_t *lo, int64_t
   *lo = a * unit, *len = (b - a) * unit;
 }
 
-/* The parts of a call: over the samples when there are at least as many as
- * threads, else over the output channels (16 at least per part), and more
- * parts where one would do more than STOP_FLOPS. */
+/* The parts of a call: the forward's over the samples when there are at
+ * least as many as threads, else over the output channels (16 at least per
+ * part); the input gradient's over the samples; the weight gradient's over
+ * the output channels (each part sums over every sample, so no partial
+ * sums are added after); and more parts where one would do more than
+ * STOP_FLOPS. */
 static void make_parts(run_job *j) {
   const geom *g = j->g;
   int64_t nt = lu_num_threads();
@@ -477,7 +512,7 @@ static void make_parts(run_job *j) {
   double want_f = flops / STOP_FLOPS + 1;
   int64_t want = want_f > MAX_PARTS ? MAX_PARTS : (int64_t)want_f;
   if (want < nt) want = nt;
-  bool by_samples = g->N >= nt;
+  bool by_samples = j->dir == BWD_DATA || (j->dir == FWD && g->N >= nt);
   int64_t n = by_samples ? g->N : (g->O % 16 == 0 ? g->O / 16 : g->O);
   if (want > n) want = n;
   if (want < 1) want = 1;
@@ -500,24 +535,28 @@ bool lu_dnnl_conv_ok(const geom *g, int32_t dt) {
   return loaded;
 }
 
-luon_status lu_dnnl_conv2d(const geom *g, int32_t dt, const float *x, const float *w, const float *b, float *y,
-                           const lu_storage *wst, const double *bn, bool bn_relu, bool *done) {
+/* One call in direction dir over the arrays ptr (by role); b, wst, bn,
+ * bn_relu: the forward's (NULL, false for the gradients). */
+static luon_status run_call(const geom *g, int32_t dt, int dir, float *const ptr[3], const float *b,
+                            const lu_storage *wst, const double *bn, bool bn_relu, bool *done) {
   *done = false;
   if (!lu_dnnl_conv_ok(g, dt)) return LUON_OK;
   run_job j;
   memset(&j, 0, sizeof j);
-  j.g = g, j.x = x, j.w = w, j.b = b, j.y = y, j.bn = bn, j.bn_relu = bn_relu, j.status = LUON_OK;
+  j.g = g, j.dir = dir, j.b = b, j.bn = bn, j.bn_relu = bn_relu, j.status = LUON_OK;
+  const float *w = ptr[R_WEI];
+  for (int r = 0; r < 3; r++) j.ptr[r] = ptr[r];
   make_parts(&j);
   if (!thread_stream()) return LUON_OK; /* OpenMP at one thread before a primitive is made */
   /* every part's plan first: a refused one leaves the whole call to conv.c */
   pthread_mutex_lock(&plans_lock);
   bool all = true;
   int64_t got = 0;
-  for (; got < j.nparts && all; got++) all = (j.plan[got] = plan_get(g, &j.parts[got], b != NULL)) != NULL;
+  for (; got < j.nparts && all; got++) all = (j.plan[got] = plan_get(g, &j.parts[got], b != NULL, dir)) != NULL;
   pthread_mutex_unlock(&plans_lock);
   /* each part's weights kept reordered where they can be: one entry for the
    * parts over the samples (the same weights), one per part over channels */
-  uint64_t version = wst ? __atomic_load_n(&wst->version, __ATOMIC_ACQUIRE) : 0;
+  uint64_t version = wst && dir == FWD ? __atomic_load_n(&wst->version, __ATOMIC_ACQUIRE) : 0;
   if (all && version) {
     j.version = version;
     pthread_mutex_lock(&kept_lock);
@@ -544,8 +583,26 @@ luon_status lu_dnnl_conv2d(const geom *g, int32_t dt, const float *x, const floa
   if (!all) return LUON_OK;
   if (j.status != LUON_OK) return j.status;
   *done = true; /* interrupted, parts left unwritten: the dispatcher fails the op */
-  __atomic_add_fetch(&lu_dnnl_runs, 1, __ATOMIC_RELAXED);
+  __atomic_add_fetch(dir == FWD ? &lu_dnnl_runs : &lu_dnnl_grad_runs, 1, __ATOMIC_RELAXED);
   return LUON_OK;
+}
+
+luon_status lu_dnnl_conv2d(const geom *g, int32_t dt, const float *x, const float *w, const float *b, float *y,
+                           const lu_storage *wst, const double *bn, bool bn_relu, bool *done) {
+  float *const ptr[3] = {(float *)x, (float *)w, y};
+  return run_call(g, dt, FWD, ptr, b, wst, bn, bn_relu, done);
+}
+
+luon_status lu_dnnl_conv2d_grad_input(const geom *g, int32_t dt, const float *dy, const float *w, float *dx,
+                                      bool *done) {
+  float *const ptr[3] = {dx, (float *)w, (float *)dy};
+  return run_call(g, dt, BWD_DATA, ptr, NULL, NULL, NULL, false, done);
+}
+
+luon_status lu_dnnl_conv2d_grad_weight(const geom *g, int32_t dt, const float *x, const float *dy, float *dw,
+                                       bool *done) {
+  float *const ptr[3] = {(float *)x, dw, (float *)dy};
+  return run_call(g, dt, BWD_WEIGHTS, ptr, NULL, NULL, NULL, false, done);
 }
 
 #else /* built without oneDNN's header: conv.c's kernels */
@@ -557,6 +614,18 @@ bool lu_dnnl_conv_ok(const geom *g, int32_t dt) {
 luon_status lu_dnnl_conv2d(const geom *g, int32_t dt, const float *x, const float *w, const float *b, float *y,
                            const lu_storage *wst, const double *bn, bool bn_relu, bool *done) {
   (void)g, (void)dt, (void)x, (void)w, (void)b, (void)y, (void)wst, (void)bn, (void)bn_relu;
+  *done = false;
+  return LUON_OK;
+}
+luon_status lu_dnnl_conv2d_grad_input(const geom *g, int32_t dt, const float *dy, const float *w, float *dx,
+                                      bool *done) {
+  (void)g, (void)dt, (void)dy, (void)w, (void)dx;
+  *done = false;
+  return LUON_OK;
+}
+luon_status lu_dnnl_conv2d_grad_weight(const geom *g, int32_t dt, const float *x, const float *dy, float *dw,
+                                       bool *done) {
+  (void)g, (void)dt, (void)x, (void)dy, (void)dw;
   *done = false;
   return LUON_OK;
 }

@@ -16,4 +16,11 @@ bool lu_dnnl_conv_ok(const geom *g, int32_t dt);
  * take it (conv.c's kernels then run). */
 luon_status lu_dnnl_conv2d(const geom *g, int32_t dt, const float *x, const float *w, const float *b, float *y,
                            const lu_storage *wst, const double *bn, bool bn_relu, bool *done);
+
+/* The gradients, as conv2d_grad_input (dx from dy and w) and
+ * conv2d_grad_weight (dw from x and dy) over dense arrays; *done as above. */
+luon_status lu_dnnl_conv2d_grad_input(const geom *g, int32_t dt, const float *dy, const float *w, float *dx,
+                                      bool *done);
+luon_status lu_dnnl_conv2d_grad_weight(const geom *g, int32_t dt, const float *x, const float *dy, float *dw,
+                                       bool *done);
 #endif

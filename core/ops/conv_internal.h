@@ -105,6 +105,9 @@ static inline bool direct_ok(const geom *g, int32_t dt) {
 }
 
 /* ---- Winograd F(4x4, 3x3) for float32 3x3 stride-1 kernels (conv_winograd.c) ---- */
+/* LUON_CONV_WINOGRAD=1: Winograd wherever the geometry allows (no other
+ * kernel is preferred to it) */
+bool lu_wino_forced(void);
 /* Whether the forward, the input gradient, and the weight gradient of g take it */
 bool lu_wino_fwd_ok(const geom *g, int32_t dt);
 bool lu_wino_gin_ok(const geom *g, int32_t dt);

@@ -447,6 +447,8 @@ static bool f43_geom(const geom *g, int32_t dt) {
          g->dw == 1 && g->G == 1;
 }
 
+bool lu_wino_forced(void) { return mode() == 1; }
+
 bool lu_wino_fwd_ok(const geom *g, int32_t dt) {
   return f43_geom(g, dt) && worth(g->N, g->OH, g->OW, g->C, g->O);
 }

@@ -104,19 +104,22 @@ static void grads_vs_ref(const char *what, const cfg *c, const luon_attrs *a, lu
   luon_tensor_release(y), luon_tensor_release(dy);
 }
 
-/* The forward through oneDNN (conv_dnnl.c) where it is built and installed,
- * and through conv.c's own kernels with LUON_CONV_DNNL=0. */
+/* The forward and the gradients through oneDNN (conv_dnnl.c) where it is
+ * built and installed, and through conv.c's own kernels with
+ * LUON_CONV_DNNL=0. */
 static void conv_ref_cases(void);
 static void test_conv_ref(void) {
-  int64_t runs = lu_dnnl_runs;
+  int64_t runs = lu_dnnl_runs, gruns = lu_dnnl_grad_runs;
   conv_ref_cases();
 #if __has_include(<oneapi/dnnl/dnnl.h>)
   CHECK(lu_dnnl_runs > runs, "oneDNN ran no convolution (libdnnl.so.2 not found?)");
+  CHECK(lu_dnnl_grad_runs > gruns, "oneDNN ran no convolution gradient");
 #endif
   setenv("LUON_CONV_DNNL", "0", 1);
-  runs = lu_dnnl_runs;
+  runs = lu_dnnl_runs, gruns = lu_dnnl_grad_runs;
   conv_ref_cases();
-  CHECK(lu_dnnl_runs == runs, "LUON_CONV_DNNL=0, yet oneDNN ran %lld convolutions", (long long)(lu_dnnl_runs - runs));
+  CHECK(lu_dnnl_runs == runs && lu_dnnl_grad_runs == gruns, "LUON_CONV_DNNL=0, yet oneDNN ran %lld convolutions",
+        (long long)(lu_dnnl_runs - runs + lu_dnnl_grad_runs - gruns));
   unsetenv("LUON_CONV_DNNL");
 }
 
@@ -135,6 +138,11 @@ static void conv_ref_cases(void) {
       {1, 2, 3, 3, 2, 3, 3, 1, 1, 0, 0, 1, 1, 1, 0, LUON_DTYPE_F64},    /* 1x1 output */
       {1, 5, 12, 10, 40, 3, 3, 2, 2, 1, 0, 1, 1, 1, 1, LUON_DTYPE_F32}, /* batch 1: output channels in parts */
       {1, 3, 7, 6, 20, 2, 2, 3, 2, 0, 1, 2, 1, 1, 0, LUON_DTYPE_F32},   /* input rows the stride leaves unread */
+      /* the gradients through oneDNN (conv.c's dnnl_gin, dnnl_gw): */
+      {4, 16, 10, 9, 20, 3, 3, 2, 2, 1, 0, 1, 1, 1, 1, LUON_DTYPE_F32}, /* stride 2, 20 output channels */
+      {2, 32, 7, 7, 48, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0, LUON_DTYPE_F32},  /* a small plane, 48 channels in parts */
+      {3, 16, 11, 10, 16, 3, 3, 1, 1, 2, 1, 2, 2, 1, 1, LUON_DTYPE_F32}, /* dilation 2 */
+      {2, 17, 8, 7, 17, 2, 3, 3, 2, 0, 1, 1, 1, 1, 0, LUON_DTYPE_F32},  /* input rows the stride leaves unread */
   };
   for (size_t k = 0; k < sizeof cs / sizeof cs[0]; k++) {
     const cfg *c = &cs[k];
