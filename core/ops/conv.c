@@ -664,19 +664,27 @@ static void bn_planes(void *ctx, int64_t p0, int64_t p1) {
  * - planes of 14x14 and less, where Winograd's 4x4 tiles waste and its
  *   transforms weigh most: 3x3 512@7x7 forward 47 -> 36, weight gradient
  *   63 -> 38; 256@14x14 weight gradient 52 -> 40;
- * - the input gradient of 3x3 layers Winograd does not take: stride 2
- *   64->128 at 56x56 30 -> 21; but not of a first layer (3 input channels:
- *   80 -> 240), nor split over fewer samples than threads;
+ * - the input gradient of strided layers: 3x3 stride 2 64->128 at 56x56
+ *   30 -> 21; but not of a first layer (3 input channels: 80 -> 240), nor
+ *   split over fewer samples than threads (its parts are the samples);
  * - the weight gradient of a first layer (7x7 over 3 channels: 93 -> 55),
  *   and of small planes, stride 2 only from 8x8 down (at 28x28 and 14x14
- *   conv.c's was 10-25% faster);
- * - not 1x1 kernels, where the GEMM over the rows is as fast. */
+ *   conv.c's was 10-25% faster); only with 16 output channels per thread
+ *   at least (its parts are groups of 16 output channels, where conv.c's
+ *   kernel splits over the samples and keeps every thread busy);
+ * - not 1x1 kernels, where the GEMM over the rows is as fast.
+ * Geometries not measured (5x5, dilated, stride 1 on large planes) stay
+ * with conv.c's kernels. */
 static bool dnnl_plane(const geom *g) {
   return g->OH * g->OW <= 196 && !lu_wino_forced() && lu_dnnl_conv_ok(g, LUON_DTYPE_F32);
 }
-static bool dnnl_gin(const geom *g) { return g->KH * g->KW > 1 && g->C >= 16 && g->N >= lu_num_threads(); }
+static bool dnnl_gin(const geom *g) {
+  return g->KH * g->KW > 1 && g->C >= 16 && g->N >= lu_num_threads() &&
+         (g->sh > 1 || g->sw > 1 || g->OH * g->OW <= 196);
+}
 static bool dnnl_gw(const geom *g) {
-  return g->KH * g->KW > 1 && (g->C < 8 || (g->OH * g->OW <= 196 && (g->sh == 1 || g->OH * g->OW <= 64)));
+  return g->KH * g->KW > 1 && g->O >= 16 * lu_num_threads() &&
+         (g->C < 8 || (g->OH * g->OW <= 196 && (g->sh == 1 || g->OH * g->OW <= 64)));
 }
 
 /* conv2d, then (bn: a, d per channel) batch norm in predict mode and a relu
