@@ -837,13 +837,13 @@ luon_status lu_cpu_conv2d_grad_input(lu_call *c) {
   int32_t dt = c->in[0]->dtype;
   job j = {&g, dt, luon_dtype_size(dt), 1, d.in[0], d.in[1], NULL, d.out, NULL, NULL, 0, 0};
   luon_status s = LUON_OK;
-  bool done = false;
+  bool done = false, dnnl = dnnl_gin(&g);
   if (lu_ref_kernels()) {
     gin_ref(&g, dt, d.in[0], d.in[1], d.out);
-  } else if (lu_wino_gin_ok(&g, dt) && !(dnnl_plane(&g) && dnnl_gin(&g))) {
+  } else if (lu_wino_gin_ok(&g, dt) && !(dnnl && dnnl_plane(&g))) {
     s = lu_wino_gin("conv2d_grad_input", &g, (const float *)d.in[1], (const float *)d.in[0], (float *)d.out);
-  } else if (dnnl_gin(&g) && ((s = lu_dnnl_conv2d_grad_input(&g, dt, (const float *)d.in[0], (const float *)d.in[1],
-                                                             (float *)d.out, &done)) != LUON_OK || done)) {
+  } else if (dnnl && ((s = lu_dnnl_conv2d_grad_input(&g, dt, (const float *)d.in[0], (const float *)d.in[1],
+                                                      (float *)d.out, &done)) != LUON_OK || done)) {
   } else {
     s = job_run("conv2d_grad_input", &j, false, gin_chunks);
     lu_scratch_free(j.col);
@@ -1001,14 +1001,14 @@ luon_status lu_cpu_conv2d_grad_weight(lu_call *c) {
   int32_t dt = c->in[0]->dtype;
   job j = {&g, dt, luon_dtype_size(dt), 1, d.in[0], d.in[1], NULL, d.out, NULL, NULL, 0, 0};
   luon_status s = LUON_OK;
-  bool done = false;
+  bool done = false, dnnl = dnnl_gw(&g);
   int64_t nw = g.O * g.K;
   if (lu_ref_kernels()) {
     gw_ref(&g, dt, d.in[0], d.in[1], d.out);
-  } else if (lu_wino_gw_ok(&g, dt) && !(dnnl_plane(&g) && dnnl_gw(&g))) {
+  } else if (lu_wino_gw_ok(&g, dt) && !(dnnl && dnnl_plane(&g))) {
     s = lu_wino_gw("conv2d_grad_weight", &g, (const float *)d.in[0], (const float *)d.in[1], (float *)d.out);
-  } else if (dnnl_gw(&g) && ((s = lu_dnnl_conv2d_grad_weight(&g, dt, (const float *)d.in[0], (const float *)d.in[1],
-                                                              (float *)d.out, &done)) != LUON_OK || done)) {
+  } else if (dnnl && ((s = lu_dnnl_conv2d_grad_weight(&g, dt, (const float *)d.in[0], (const float *)d.in[1],
+                                                       (float *)d.out, &done)) != LUON_OK || done)) {
   } else {
     s = job_run("conv2d_grad_weight", &j, true, gw_chunks);
     if (s == LUON_OK) {

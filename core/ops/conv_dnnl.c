@@ -24,18 +24,18 @@
  * (strides where a part is a slice of channels). oneDNN chooses its own
  * blocked layouts; reorders to and from them run in the parts (a thread
  * reorders an input once for all its parts that share it). The forward's
- * weights seen
- * before are kept reordered (kept_*: per storage, offset and layout, the
- * storage's version when reordered; LUON_CONV_DNNL_WEIGHTS_MB of them, 512
- * by default, 0 none), and reordered again only after a write (lu_touch's
- * versions; the storages of luon_tensor_wrap are never kept): a batch-1
- * resnet18 then skips 45 MB of reorders per call. They are cpu(0)'s
- * scratch blocks, counted in its memory stats; empty_cache on the CPU
- * drops those not in use (lu_conv_weights_drop). Per geometry and part the primitives are made
- * once and kept (a plan; PLANS of them, the least recently used and unused
- * one replaced); a geometry oneDNN refuses is kept as refused. Scratch (the
- * blocked copies, oneDNN's scratchpad) comes from the caching allocator.
- * Sums run in oneDNN's order: results equal conv.c's to float rounding. */
+ * weights seen before are kept reordered (kept_*: per storage, offset and
+ * layout, the storage's version when reordered; LUON_CONV_DNNL_WEIGHTS_MB of
+ * them, 512 by default, 0 none), and reordered again only after a write
+ * (lu_touch's versions; the storages of luon_tensor_wrap are never kept): a
+ * batch-1 resnet18 then skips 45 MB of reorders per call. They are cpu(0)'s
+ * scratch blocks, counted in its memory stats; empty_cache on the CPU drops
+ * those not in use (lu_conv_weights_drop). Per geometry and part the
+ * primitives are made once and kept (a plan; PLANS of them, the least
+ * recently used and unused one replaced); a geometry oneDNN refuses is kept
+ * as refused. Scratch (the blocked copies, oneDNN's scratchpad) comes from
+ * the caching allocator. Sums run in oneDNN's order: results equal conv.c's
+ * to float rounding. */
 #include "conv_internal.h"
 #include "conv_dnnl.h"
 
@@ -127,7 +127,6 @@ typedef struct plan {
   uint64_t used;             /* 0: a free slot; else the last use's tick */
   int32_t busy;              /* calls running it (never replaced then) */
   bool refused;              /* oneDNN refused the geometry: conv.c's kernels run */
-  int dir;
   dnnl_primitive_t conv;
   dnnl_primitive_t re[3];    /* the inputs into the primitive's layouts, the output back out; NULL: the same layout */
   dnnl_memory_desc_t user[3], prim[3], bias; /* by k (inputs, output) */
@@ -172,7 +171,6 @@ static bool plan_make(plan *p, const geom *g, const part *q, bool bias, int dir)
   for (int r = 0; r < 3; r++)
     p_dnnl_memory_desc_init_by_tag(&any[r], 4, role[r].dims, dnnl_f32, dnnl_format_tag_any);
   for (int k = 0; k < 3; k++) p->user[k] = role[ROLE[dir][k]];
-  p->dir = dir;
   dnnl_dims_t bdims = {q->ob};
   p_dnnl_memory_desc_init_by_tag(&p->bias, 1, bdims, dnnl_f32, dnnl_x);
   /* right padding: what makes the output size luon's (negative where
