@@ -443,10 +443,14 @@ typedef struct lu_pool_win {
 luon_status lu_pool_win_make(const char *op, const int64_t a[LU_POOL_CEIL + 1], int64_t N, int64_t C, int64_t H,
                              int64_t W, lu_pool_win *w);
 /* y (OH,OW) = bias + max of each window of the plane x (H,W), relu'd when
- * `relu`; idx = where the first maximum sits, row-major in the unclipped
- * KH x KW window, or 255 where the relu gave 0 (no gradient). float32 or
+ * `relu` (0 at most 0, NaN kept, as relu), NaN skipped by pool.c's rule
+ * (TAKES); idx = where the first maximum
+ * sits, row-major in the unclipped KH x KW window, or 255 under the relu
+ * where the value is not above 0 (no gradient, NaN included). float32 or
  * float64 (dt). scratch: lu_maxpool_argmax_scratch(w) bytes, 8-byte aligned. */
 size_t lu_maxpool_argmax_scratch(const lu_pool_win *w);
+/* any NaN among p[0..n) (max pooling's kernels look where a search starts) */
+bool lu_any_nan_f32(const float *p, int64_t n);
 void lu_maxpool_argmax_plane(const lu_pool_win *w, int32_t dt, const char *x, double bias, char *y,
                              uint8_t *idx, bool relu, char *scratch);
 

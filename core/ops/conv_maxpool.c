@@ -216,9 +216,9 @@ static bool channels_last_ok(const geom *g, const lu_pool_win *pl, int32_t dt) {
 }
 
 /* the ring, then the sample's pooled values and indices (int32), (PH*PW,O)
- * each */
+ * each, then a row's maxima over the window's rows, (OW, 64) */
 static int64_t channels_last_scratch(const geom *g, const lu_pool_win *pl) {
-  return pl->KH * g->OW * g->O + 2 * pl->OH * pl->OW * g->O;
+  return pl->KH * g->OW * g->O + 2 * pl->OH * pl->OW * g->O + g->OW * 64;
 }
 
 /* X(b) for each vector b of the OB */
@@ -232,21 +232,60 @@ static int64_t channels_last_scratch(const geom *g, const lu_pool_win *pl) {
 #define POOL_STEP(b)                                                                                   \
   {                                                                                                    \
     memcpy(&v##b, r + 16 * b, sizeof(v16));                                                            \
-    vi16 gt = v##b > best##b;                                                                          \
+    vi16 gt = v##b > best##b; /* > alone: a window starting from NaN is mended after (nan_mend) */    \
     best##b = (v16)(((vi16)v##b & gt) | ((vi16)best##b & ~gt));                                        \
     if (idx_on) arg##b = (kv & gt) | (arg##b & ~gt);                                                   \
   }
 #define POOL_OUT(b)                                                                                    \
   {                                                                                                    \
     v16 m = best##b + bv[b];                                                                           \
-    if (g->relu) { /* not above 0: 0 and no gradient (255), NaN included */                            \
-      vi16 on = m > 0;                                                                                 \
-      m = (v16)((vi16)m & on);                                                                         \
+    if (g->relu) { /* not above 0: no gradient (255); 0 at most 0, NaN kept (as relu) */              \
+      vi16 on = m > 0, le = m <= 0; /* selects on one compare each: gcc 12 vectorises those */        \
+      m = (v16)(((vi16)m & ~le) | ((vi16){0} & le));                                                   \
       if (idx_on) arg##b = (arg##b & on) | (((vi16){0} + 255) & ~on);                                  \
     }                                                                                                  \
     memcpy(prow + (i * PW + j) * O + ob + 16 * b, &m, sizeof m);                                       \
     if (idx_on) memcpy(pidx + (i * PW + j) * O + ob + 16 * b, &arg##b, sizeof arg##b);                 \
+    nan += m - m;                                                                                      \
   }
+
+/* *m = the 16 floats at `later` where greater (> alone, as POOL_STEP) */
+static inline __attribute__((always_inline)) void later_max(v16 *m, const float *later) {
+  v16 v;
+  memcpy(&v, later, sizeof v);
+  vi16 gt = v > *m;
+  *m = (v16)(((vi16)v & gt) | ((vi16)*m & ~gt));
+}
+
+/* Max pooling skips NaN (pool.c's rule, TAKES: a later value takes the
+ * best's place when greater, or when the best is NaN and it is not). The
+ * kernels here compare with > alone, which differs only where a search
+ * starts from NaN: a window's first value, which leaves NaN in the pooled
+ * row, or (channels_last_max) a column's first, which leaves NaN in vm.
+ * nan_mend recomputes pooled row i's outputs j in [j0, j1) of channels
+ * [o0, o1) by the rule, where `all` or where the row holds NaN: value (bias
+ * and relu after, as POOL_OUT) and window index (idx: NULL, none). */
+static void nan_mend(const geom *g, const lu_pool_win *pl, const float *const *rows, const float *bias,
+                     int64_t i, int64_t j0, int64_t j1, int64_t o0, int64_t o1, bool all, float *prow,
+                     int32_t *idx) {
+  const int64_t O = g->O, PW = pl->OW;
+  for (int64_t j = j0; j < j1; j++)
+    for (int64_t c = o0; c < o1; c++) {
+      float *y = prow + (i * PW + j) * O + c;
+      if (!all && *y == *y) continue;
+      float best = rows[0][j * pl->sw * O + c];
+      int32_t k = 0;
+      for (int64_t p = 0; p < pl->KH; p++)
+        for (int64_t q = 0; q < pl->KW; q++) {
+          float v = rows[p][(j * pl->sw + q) * O + c];
+          if (v > best || (best != best && v == v)) best = v, k = (int32_t)(p * pl->KW + q);
+        }
+      float m = best + (bias ? bias[c] : 0.0f);
+      bool off = g->relu && !(m > 0);
+      *y = g->relu && m <= 0 ? 0.0f : m;
+      if (idx) idx[(i * PW + j) * O + c] = off ? 255 : k;
+    }
+}
 
 #define GEN_CHANNELS_LAST(OB, P)                                                                       \
   /* conv-output row hh into row (OW,O), channels [ob, ob + 16 OB); wr (K,O). Out of line (a clone     \
@@ -281,6 +320,54 @@ static int64_t channels_last_scratch(const geom *g, const lu_pool_win *pl) {
     }                                                                                                  \
   }                                                                                                    \
                                                                                                        \
+  /* Pooled row i without indices (inference), separable as pool.c's max pooling: vm (OW, 16 OB)   \
+   * the maxima over the window's rows, then each window's over vm's columns; bias and relu after,  \
+   * into prow (PW, O). No chain of compares through the window's taps, as POOL_STEP has (it keeps  \
+   * the index); a column that starts from NaN sends the block to nan_mend. */                      \
+  static TC void channels_last_max_##OB(const geom *g, const lu_pool_win *pl, const float *const *rows, \
+                                        const float *bias, int64_t i, int64_t o0, int64_t o1,          \
+                                        float *vm, float *prow) {                                      \
+    const int64_t O = g->O, PW = pl->OW, ncol = (PW - 1) * pl->sw + pl->KW;                            \
+    float *yrow = prow + i * PW * O;                                                                   \
+    for (int64_t ob = o0; ob < o1; ob += 16 * OB) {                                                    \
+      v16 nan = {0}; /* NaN where a column's maximum is NaN (or inf: x - x) */                         \
+      for (int64_t w = 0; w < ncol; w++) {                                                             \
+        v16 m[OB];                                                                                     \
+        memcpy(m, rows[0] + w * O + ob, sizeof m);                                                     \
+        for (int64_t p = 1; p < pl->KH; p++)                                                           \
+          _Pragma("GCC unroll 4") for (int b = 0; b < OB; b++) later_max(&m[b], rows[p] + w * O + ob + 16 * b); \
+        _Pragma("GCC unroll 4") for (int b = 0; b < OB; b++) nan += m[b] - m[b];                       \
+        memcpy(vm + w * 16 * OB, m, sizeof m);                                                         \
+      }                                                                                                \
+      float lanes[16];                                                                                 \
+      memcpy(lanes, &nan, sizeof lanes);                                                               \
+      if (lu_any_nan_f32(lanes, 16)) { /* a column starts from NaN: the rule itself */                 \
+        nan_mend(g, pl, rows, bias, i, 0, PW, ob, ob + 16 * OB, true, prow, NULL);                     \
+        continue;                                                                                      \
+      }                                                                                                \
+      v16 bv[OB];                                                                                      \
+      for (int b = 0; b < OB; b++) {                                                                   \
+        bv[b] = (v16){0};                                                                              \
+        if (bias) memcpy(&bv[b], bias + ob + 16 * b, sizeof bv[b]);                                    \
+      }                                                                                                \
+      for (int64_t j = 0; j < PW; j++) {                                                               \
+        const float *v = vm + j * pl->sw * 16 * OB;                                                    \
+        v16 m[OB];                                                                                     \
+        memcpy(m, v, sizeof m);                                                                        \
+        for (int64_t q = 1; q < pl->KW; q++)                                                           \
+          _Pragma("GCC unroll 4") for (int b = 0; b < OB; b++) later_max(&m[b], v + (q * OB + b) * 16); \
+        _Pragma("GCC unroll 4") for (int b = 0; b < OB; b++) {                                         \
+          v16 y = m[b] + bv[b];                                                                        \
+          if (g->relu) { /* at most 0: 0; NaN kept (as relu) */                                        \
+            vi16 le = y <= 0;                                                                          \
+            y = (v16)(((vi16)y & ~le) | ((vi16){0} & le));                                             \
+          }                                                                                            \
+          memcpy(yrow + j * O + ob + 16 * b, &y, sizeof y);                                            \
+        }                                                                                              \
+      }                                                                                                \
+    }                                                                                                  \
+  }                                                                                                    \
+                                                                                                       \
   /* the pooling; idx_on false (a constant in each caller): no indices, `in` unread */                  \
   static inline __attribute__((always_inline)) void channels_last_pool_##OB(                           \
       const geom *g, const lu_pool_win *pl, const float *xn, const float *wr, const float *bias,       \
@@ -289,15 +376,21 @@ static int64_t channels_last_scratch(const geom *g, const lu_pool_win *pl) {
     const int64_t O = g->O, RB = pl->KH, PW = pl->OW, PP = pl->OH * PW;                                \
     float *ring = scratch, *prow = ring + RB * g->OW * O;                                              \
     int32_t *pidx = (int32_t *)(prow + PP * O);                                                        \
+    float *vm = (float *)(pidx + PP * O);                                                              \
     const float *rows[256];                                                                            \
     int64_t next = 0; /* the next conv-output row to make */                                           \
     for (int64_t i = i0; i < i1; i++) {                                                                \
+      v16 nan = {0}; /* NaN where POOL_OUT wrote NaN (or inf) */                                       \
       int64_t h0 = i * pl->sh;                                                                         \
       if (next < h0) next = h0;                                                                        \
       for (; next < h0 + pl->KH; next++)                                                               \
         for (int64_t ob = o0; ob < o1; ob += 16 * OB)                                                  \
           channels_last_row_##OB(g, xn, wr, next, ob, ring + next % RB * g->OW * O);                   \
       for (int64_t p = 0; p < pl->KH; p++) rows[p] = ring + (h0 + p) % RB * g->OW * O;                 \
+      if (!idx_on) {                                                                                   \
+        channels_last_max_##OB(g, pl, rows, bias, i, o0, o1, vm, prow);                                \
+        continue;                                                                                      \
+      }                                                                                                \
       for (int64_t ob = o0; ob < o1; ob += 16 * OB) {                                                  \
         v16 bv[OB];                                                                                    \
         for (int b = 0; b < OB; b++) {                                                                 \
@@ -317,6 +410,10 @@ static int64_t channels_last_scratch(const geom *g, const lu_pool_win *pl) {
           EACH_VEC##OB(POOL_OUT)                                                                       \
         }                                                                                              \
       }                                                                                                \
+      float lanes[16];                                                                                 \
+      memcpy(lanes, &nan, sizeof lanes);                                                               \
+      if (lu_any_nan_f32(lanes, 16)) /* a window that starts from NaN (or an inf: x - x) */            \
+        nan_mend(g, pl, rows, bias, i, 0, PW, o0, o1, false, prow, pidx);                              \
     }                                                                                                  \
     int64_t r0 = i0 * PW, nr = (i1 - i0) * PW;                                                         \
     transpose_f32(prow + r0 * O + o0, nr, o1 - o0, O, yn + o0 * PP + r0, PP, true);                    \

@@ -154,6 +154,53 @@ static void span(int64_t off, int64_t s, int64_t W, int64_t OW, int64_t *lo, int
   *lo = a, *hi = b;
 }
 
+/* ---- NaN in max pooling ---------------------------------------------------------- */
+
+/* Max pooling skips NaN, as MXNet's does: a later value c takes the place of
+ * the best so far b when greater, or when b is NaN and c is not (TAKES); a
+ * window of NaN alone gives NaN, at its first position, and the first
+ * maximum wins a tie. So the value and its position do not depend on the
+ * order of the search. The fast kernels compare with > alone (vmaxps), which
+ * gives the same unless a search starts from NaN (a window's first value, or
+ * a column's in the separable kernels: a NaN that comes later loses every
+ * compare); they look for NaN there and hand those rows to win_max, the rule
+ * itself. pool.cu and conv_maxpool.c keep the same rule. */
+#define TAKES(c, b) ((c) > (b) || ((b) != (b) && (c) == (c)))
+
+/* 1 where x is NaN, from its bits (a test gcc vectorises, where x != x in
+ * a loop with others is compared lane by lane) */
+static inline uint32_t nan_f32(float x) {
+  uint32_t u;
+  memcpy(&u, &x, sizeof u);
+  return (u & 0x7fffffffu) > 0x7f800000u;
+}
+static inline uint32_t nan_f64(double x) {
+  uint64_t u;
+  memcpy(&u, &x, sizeof u);
+  return (u & 0x7fffffffffffffffull) > 0x7ff0000000000000ull;
+}
+/* any NaN among p[0..n) */
+TC bool lu_any_nan_f32(const float *p, int64_t n) {
+  uint32_t bad = 0;
+  for (int64_t i = 0; i < n; i++) bad |= nan_f32(p[i]);
+  return bad != 0;
+}
+
+/* The window [h0,h1) x [w0,w1) of plane x (row length W) by TAKES, in
+ * row-major order: its value, and *at its offset in the plane. */
+#define GEN_WIN_MAX(T, S)                                                                          \
+  static T win_max_##S(const T *x, int64_t W, int64_t h0, int64_t h1, int64_t w0, int64_t w1,      \
+                       int64_t *at) {                                                              \
+    T best = x[h0 * W + w0];                                                                       \
+    *at = h0 * W + w0;                                                                             \
+    for (int64_t h = h0; h < h1; h++)                                                              \
+      for (int64_t w = w0; w < w1; w++)                                                            \
+        if (TAKES(x[h * W + w], best)) best = x[h * W + w], *at = h * W + w;                       \
+    return best;                                                                                   \
+  }
+GEN_WIN_MAX(float, f32)
+GEN_WIN_MAX(double, f64)
+
 /* ---- naive reference kernels --------------------------------------------------- */
 
 static double ld(const char *p, int32_t dt, int64_t i) {
@@ -182,7 +229,7 @@ static void pool_ref(const pgeom *g, int32_t dt, bool is_max, const char *x, cha
           for (int64_t w = w0; w < w1; w++) {
             int64_t k = (pl * g->H + h) * g->W + w;
             double v = ld(x, dt, k);
-            if (arg < 0 || v > best) best = v, arg = k;
+            if (arg < 0 || TAKES(v, best)) best = v, arg = k;
             sum += v;
           }
         int64_t o = (pl * g->OH + i) * g->OW + j;
@@ -217,14 +264,18 @@ typedef struct pjob {
 } pjob;
 
 #define GEN_POOL(T, S)                                                                        \
-  /* v[0..W) = max over rows [h0,h1) of the plane, contiguous */                               \
-  static TC void vmax_##S(const T *restrict xp, int64_t W, int64_t h0, int64_t h1,             \
+  /* v[0..W) = max over rows [h0,h1) of the plane, contiguous; true where a column starts     \
+   * from NaN (the row then goes to win_max) */                                                 \
+  static TC bool vmax_##S(const T *restrict xp, int64_t W, int64_t h0, int64_t h1,             \
                           T *restrict v) {                                                      \
-    memcpy(v, xp + h0 * W, sizeof(T) * (size_t)W);                                              \
+    uint32_t nan = 0;                                                                           \
+    for (int64_t w = 0; w < W; w++) v[w] = xp[h0 * W + w], nan |= nan_##S(v[w]);               \
+    if (nan) return true;                                                                       \
     for (int64_t h = h0 + 1; h < h1; h++) {                                                     \
       const T *restrict r = xp + h * W;                                                         \
       for (int64_t w = 0; w < W; w++) v[w] = r[w] > v[w] ? r[w] : v[w];                         \
     }                                                                                           \
+    return false;                                                                               \
   }                                                                                             \
   /* m[t] = max of v[t..t+k) for t < n */                                                       \
   static TC void hmax_##S(const T *restrict v, int64_t n, int64_t k, T *restrict m) {          \
@@ -232,10 +283,13 @@ typedef struct pjob {
     for (int64_t q = 1; q < k; q++)                                                             \
       for (int64_t t = 0; t < n; t++) m[t] = v[t + q] > m[t] ? v[t + q] : m[t];                 \
   }                                                                                             \
-  /* v[w] = max over rows [h0,h1), r[w] = the first row holding it */                          \
-  static TC void vargmax_##S(const T *restrict xp, int64_t W, int64_t h0, int64_t h1,          \
+  /* v[w] = max over rows [h0,h1), r[w] = the first row holding it; true where a column       \
+   * starts from NaN (as vmax) */                                                               \
+  static TC bool vargmax_##S(const T *restrict xp, int64_t W, int64_t h0, int64_t h1,          \
                              T *restrict v, int32_t *restrict r) {                              \
-    memcpy(v, xp + h0 * W, sizeof(T) * (size_t)W);                                              \
+    uint32_t nan = 0;                                                                           \
+    for (int64_t w = 0; w < W; w++) v[w] = xp[h0 * W + w], nan |= nan_##S(v[w]);               \
+    if (nan) return true;                                                                       \
     for (int64_t w = 0; w < W; w++) r[w] = (int32_t)h0;                                         \
     for (int64_t h = h0 + 1; h < h1; h++) {                                                     \
       const T *restrict x = xp + h * W;                                                         \
@@ -245,6 +299,7 @@ typedef struct pjob {
         r[w] = gt ? (int32_t)h : r[w];                                                          \
       }                                                                                         \
     }                                                                                           \
+    return false;                                                                               \
   }                                                                                             \
   /* over v[t..t+k): the maximum with the smallest (row, column), for t < n */                 \
   static TC void hargmax_##S(const T *restrict v, const int32_t *restrict r, int64_t n,         \
@@ -307,7 +362,15 @@ typedef struct pjob {
             /* the forward's two passes, keeping where each maximum came from */                \
             for (int64_t w = 0; w < g->pw; w++) v[w] = -INFINITY, vr[w] = INT32_MAX;            \
             for (int64_t w = g->pw + g->W; w < L; w++) v[w] = -INFINITY, vr[w] = INT32_MAX;     \
-            vargmax_##S(xp, g->W, h0, h1, v + g->pw, vr + g->pw);                               \
+            if (vargmax_##S(xp, g->W, h0, h1, v + g->pw, vr + g->pw)) { /* NaN: the rule */      \
+              for (int64_t j = 0; j < g->OW; j++) {                                             \
+                int64_t at;                                                                     \
+                window(j, g->sw, g->pw, g->KW, g->W, false, &w0, &w1, &cw);                     \
+                win_max_##S(xp, g->W, h0, h1, w0, w1, &at);                                     \
+                dxp[at] += dyr[j];                                                              \
+              }                                                                                 \
+              continue;                                                                         \
+            }                                                                                   \
             int64_t n = (g->OW - 1) * g->sw + 1;                                                \
             hargmax_##S(v, vr, n, g->KW, hm, hr, hc);                                           \
             for (int64_t j = 0; j < g->OW; j++) {                                               \
@@ -320,7 +383,14 @@ typedef struct pjob {
             /* separable: rows first, then columns of the padded row */                        \
             for (int64_t w = 0; w < g->pw; w++) v[w] = -INFINITY;                               \
             for (int64_t w = g->pw + g->W; w < L; w++) v[w] = -INFINITY;                        \
-            vmax_##S(xp, g->W, h0, h1, v + g->pw);                                              \
+            if (vmax_##S(xp, g->W, h0, h1, v + g->pw)) { /* a column starts from NaN: the rule */ \
+              for (int64_t j = 0; j < g->OW; j++) {                                             \
+                int64_t at;                                                                     \
+                window(j, g->sw, g->pw, g->KW, g->W, false, &w0, &w1, &cw);                     \
+                yr[j] = win_max_##S(xp, g->W, h0, h1, w0, w1, &at);                             \
+              }                                                                                 \
+              continue;                                                                         \
+            }                                                                                   \
             int64_t n = (g->OW - 1) * g->sw + 1;                                                \
             hmax_##S(v, n, g->KW, hm);                                                          \
             for (int64_t j = 0; j < g->OW; j++) yr[j] = hm[j * g->sw];                          \
@@ -386,7 +456,15 @@ __attribute__((target("avx512f"))) static void s2_back_plane(const pgeom *g, con
       _mm512_storeu_si512(at, arg);
       int64_t n = g->OW - j0 < 16 ? g->OW - j0 : 16;
       float *base = dxp + h0 * W + 2 * j0;
-      for (int64_t l = 0; l < n; l++) base[2 * l + at[l]] += dyr[j0 + l];
+      __mmask16 nan = _mm512_cmp_ps_mask(best, best, _CMP_UNORD_Q); /* a window starting from NaN */
+      for (int64_t l = 0; l < n; l++) {
+        if (nan >> l & 1) {
+          int64_t c = 2 * (j0 + l), w1 = c + g->KW < W ? c + g->KW : W, k;
+          win_max_f32(xp, W, h0, h1, c, w1, &k);
+          at[l] = (int32_t)(k - h0 * W - c);
+        }
+        base[2 * l + at[l]] += dyr[j0 + l];
+      }
     }
   }
 }
@@ -418,12 +496,14 @@ static int64_t argmax_row_len(const lu_pool_win *g) {
 
 size_t lu_maxpool_argmax_scratch(const lu_pool_win *g) { return (size_t)(40 * argmax_row_len(g) + 64); }
 
-/* v[w], r[w] = each column's first maximum over rows [h0, h1) and its row */
-__attribute__((target("avx512f"))) static void vargmax16(const float *xp, int64_t W, int64_t h0,
+/* v[w], r[w] = each column's first maximum over rows [h0, h1) and its row;
+ * true where a column starts from NaN (as vmax_f32) */
+__attribute__((target("avx512f"))) static bool vargmax16(const float *xp, int64_t W, int64_t h0,
                                                           int64_t h1, float *v, int32_t *r) {
   for (int64_t w = 0; w < W; w += AW) {
     __mmask16 in = W - w >= AW ? 0xFFFF : (__mmask16)((1u << (W - w)) - 1);
     __m512 best = _mm512_maskz_loadu_ps(in, xp + h0 * W + w);
+    if (_mm512_cmp_ps_mask(best, best, _CMP_UNORD_Q)) return true; /* a column starts from NaN */
     __m512i row = _mm512_set1_epi32((int)h0);
     for (int64_t h = h0 + 1; h < h1; h++) {
       __m512 c = _mm512_maskz_loadu_ps(in, xp + h * W + w);
@@ -434,12 +514,14 @@ __attribute__((target("avx512f"))) static void vargmax16(const float *xp, int64_
     _mm512_mask_storeu_ps(v + w, in, best);
     _mm512_mask_storeu_epi32(r + w, in, row);
   }
+  return false;
 }
 
 /* Column stride 2: each window's first maximum over the padded row v (and
  * rows r), 16 outputs at a time, the window's columns 2j+q gathered from two
  * loads by even/odd permutes; y (+ bias, relu'd) and the window index
- * ((row - a) * KW + q, or 255 under relu where y is 0) of one output row. */
+ * ((row - a) * KW + q, or 255 under relu where y is not above 0) of one
+ * output row. */
 __attribute__((target("avx512f"))) static void s2_row_out(const lu_pool_win *g, const float *v,
                                                            const int32_t *r, int64_t a, float bias,
                                                            bool relu, float *y, uint8_t *idx) {
@@ -465,10 +547,11 @@ __attribute__((target("avx512f"))) static void s2_row_out(const lu_pool_win *g, 
     __m512i k = _mm512_add_epi32(_mm512_mullo_epi32(_mm512_sub_epi32(br, _mm512_set1_epi32((int)a)),
                                                     _mm512_set1_epi32((int)g->KW)), bq);
     best = _mm512_add_ps(best, _mm512_set1_ps(bias));
-    if (relu) {
+    if (relu) { /* not above 0: no gradient (255); 0 at most 0, NaN kept (as relu) */
       __mmask16 off = _mm512_cmp_ps_mask(best, _mm512_setzero_ps(), _CMP_NGT_UQ);
       k = _mm512_mask_blend_epi32(off, k, _mm512_set1_epi32(255));
-      best = _mm512_mask_blend_ps(off, best, _mm512_setzero_ps());
+      best = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(best, _mm512_setzero_ps(), _CMP_LE_OQ), best,
+                                  _mm512_setzero_ps());
     }
     int64_t n = g->OW - j0 < AW ? g->OW - j0 : AW;
     __mmask16 m = (__mmask16)((1u << n) - 1);
@@ -501,9 +584,9 @@ __attribute__((target("avx512f"))) static void hargmax16(const float *v, const i
 }
 
 /* the same without AVX-512 */
-static void vargmax_any(const float *xp, int64_t W, int64_t h0, int64_t h1, float *v, int32_t *r) {
-  if (lu_cpu_avx512()) vargmax16(xp, W, h0, h1, v, r);
-  else vargmax_f32(xp, W, h0, h1, v, r);
+static bool vargmax_any(const float *xp, int64_t W, int64_t h0, int64_t h1, float *v, int32_t *r) {
+  if (lu_cpu_avx512()) return vargmax16(xp, W, h0, h1, v, r);
+  return vargmax_f32(xp, W, h0, h1, v, r);
 }
 static void hargmax_any(const float *v, const int32_t *r, int64_t n, int64_t k, float *m, int32_t *mr,
                         int32_t *mc) {
@@ -525,7 +608,16 @@ static bool no_s2(const lu_pool_win *g) { return false; }
     int64_t n = (g->OW - 1) * g->sw + 1;                                                        \
     for (int64_t i = 0; i < g->OH; i++) {                                                       \
       int64_t a = i * g->sh - g->ph, h0 = a > 0 ? a : 0, h1 = a + g->KH < g->H ? a + g->KH : g->H; \
-      VARG(xp, g->W, h0, h1, v + g->pw, vr + g->pw);                                            \
+      if (VARG(xp, g->W, h0, h1, v + g->pw, vr + g->pw)) { /* a column starts from NaN: the rule */ \
+        for (int64_t j = 0; j < g->OW; j++) {                                                   \
+          int64_t b = j * g->sw - g->pw, w0 = b > 0 ? b : 0, w1 = b + g->KW < g->W ? b + g->KW : g->W, at; \
+          T m = win_max_##S(xp, g->W, h0, h1, w0, w1, &at) + bias;                              \
+          bool off = relu && !(m > 0); /* no gradient; 0 at most 0, NaN kept (as relu) */       \
+          y[i * g->OW + j] = relu && m <= 0 ? 0 : m;                                            \
+          idx[i * g->OW + j] = off ? 255 : (uint8_t)((at / g->W - a) * g->KW + at % g->W - b);  \
+        }                                                                                       \
+        continue;                                                                               \
+      }                                                                                         \
       if (S2(g)) {                                                                              \
         s2_row_out(g, (const float *)v, vr, a, (float)bias, relu, (float *)y + i * g->OW,        \
                    idx + i * g->OW);                                                            \
@@ -535,8 +627,8 @@ static bool no_s2(const lu_pool_win *g) { return false; }
       for (int64_t j = 0; j < g->OW; j++) {                                                     \
         int64_t t = j * g->sw;                                                                  \
         T m = hm[t] + bias;                                                                     \
-        bool off = relu && !(m > 0);                                                            \
-        y[i * g->OW + j] = off ? 0 : m;                                                         \
+        bool off = relu && !(m > 0); /* no gradient; 0 at most 0, NaN kept (as relu) */         \
+        y[i * g->OW + j] = relu && m <= 0 ? 0 : m;                                              \
         idx[i * g->OW + j] = off ? 255 : (uint8_t)((hr[t] - a) * g->KW + hc[t] - t);            \
       }                                                                                         \
     }                                                                                           \
@@ -755,7 +847,7 @@ typedef struct pjob3 {
                 for (int64_t w = w0; w < w1; w++) {                                              \
                   int64_t k = (d * g->H + h) * g->W + w;                                         \
                   T v = xp[k];                                                                   \
-                  if (arg < 0 || v > best) best = v, arg = k;                                    \
+                  if (arg < 0 || TAKES(v, best)) best = v, arg = k;                              \
                   sum += v;                                                                      \
                 }                                                                                \
             if (!dyp) {                                                                          \

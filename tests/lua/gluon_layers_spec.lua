@@ -646,6 +646,126 @@ describe("conv2d_maxpool on ties", function()
   end)
 end)
 
+describe("conv2d_maxpool on NaN", function()
+  -- NaN skipped in each window, a window of NaN alone giving NaN (which the
+  -- relu keeps), as the relu and max_pool2d apart, in predict mode (the
+  -- channels-last path without indices for 32 and 64 out channels, the
+  -- general one for 5) and while recording, with the same gradients
+  it("gives conv2d, relu, max_pool2d's values and gradients", function()
+    for _, case in ipairs({{3, 32, "relu", 1}, {3, 32, nil, 2}, {8, 64, "relu", 1}, {2, 5, "relu", 2},
+                           {16, 64, "relu", 2}}) do
+      local C, O, act, n = unpack(case)
+      np.random.seed(3)
+      local x = np.random.uniform(-1, 1, {n, C, 21, 19})
+      for _, r in ipairs({1, 3}) do -- every conv output of the first window
+        for _, c in ipairs({1, 3}) do x[{0, 0, r, c}] = 0 / 0 end
+      end
+      x[{n - 1, C - 1, 9, 12}] = 0 / 0 -- inside other windows
+      local w = np.random.uniform(-1, 1, {O, C, 2, 2})
+      local b = np.random.uniform(-0.5, 0.5, {O})
+      local pool = {kernel = 4, stride = 2}
+      local function both(recording)
+        local res = {}
+        for _, fused in ipairs({false, true}) do
+          local function f()
+            return fused and npx.convolution_maxpool(x, w, b, {act_type = act}, pool)
+                   or npx.pooling(npx.convolution(x, w, b, {act_type = act}), pool)
+          end
+          if recording then
+            x:attach_grad(); w:attach_grad()
+            local y = autograd.record(f)
+            y:backward(np.ones(y.shape))
+            res[#res + 1] = {H.values(y), H.values(x.grad), H.values(w.grad)}
+          else
+            res[#res + 1] = {H.values(f())}
+          end
+        end
+        return res
+      end
+      -- the convolutions sum in other orders: NaN where NaN, else close
+      local pred = both(false)
+      H.assert_close(pred[2][1], pred[1][1], 1e-5)
+      assert.is_true(pred[2][1][1][1][1][1] ~= pred[2][1][1][1][1][1]) -- NaN
+      -- recording: y and dx (dw apart multiplies the NaN inputs by zeros:
+      -- NaN; the fused op's sums run over the windows' winners alone)
+      local rec = both(true)
+      for k = 1, 2 do H.assert_close(rec[2][k], rec[1][k], 1e-5) end
+    end
+  end)
+end)
+
+-- Max pooling skips NaN, as MXNet's does: a window gives its largest number
+-- (a window of NaN alone: NaN, where MXNet gives the lowest float) and its
+-- gradient goes to the first position holding it in row-major order (a
+-- window of NaN alone: its first position). x and dy are flat tables over
+-- (D, H, W); k, s, p per axis; returns y and dx, flat.
+local function max_pool_nan_ref(x, dims, k, s, p, dy)
+  local o, y, dx = {}, {}, {}
+  for a = 1, 3 do o[a] = math.floor((dims[a] + 2 * p[a] - k[a]) / s[a]) + 1 end
+  for i = 1, #x do dx[i] = 0 end
+  local at = 0
+  for e = 0, o[1] - 1 do
+    for i = 0, o[2] - 1 do
+      for j = 0, o[3] - 1 do
+        at = at + 1
+        local best, arg
+        for kd = 0, k[1] - 1 do
+          for ki = 0, k[2] - 1 do
+            for kj = 0, k[3] - 1 do
+              local d, r, q = e * s[1] - p[1] + kd, i * s[2] - p[2] + ki, j * s[3] - p[3] + kj
+              if d >= 0 and d < dims[1] and r >= 0 and r < dims[2] and q >= 0 and q < dims[3] then
+                local n = (d * dims[2] + r) * dims[3] + q + 1
+                local v = x[n]
+                if not arg or v > best or (best ~= best and v == v) then best, arg = v, n end
+              end
+            end
+          end
+        end
+        y[at] = best
+        dx[arg] = dx[arg] + dy[at]
+      end
+    end
+  end
+  return y, dx
+end
+
+for _, dev in ipairs(H.devices()) do
+  describe("max pooling on NaN on " .. tostring(dev), function()
+    it("skips NaN as MXNet does, in predict mode and recording, with the gradient at the first maximum", function()
+      local nan = 0 / 0
+      -- {dims (D,H,W), kernel, stride, pad, dtype}: padded windows (the
+      -- separable search over a padded row), stride 2 with 4 columns and no
+      -- padding (the AVX-512 backward), float64, 3-d
+      for _, case in ipairs({{{1, 9, 11}, {1, 3, 3}, {1, 2, 2}, {0, 1, 1}, "float32"},
+                             {{1, 10, 13}, {1, 4, 4}, {1, 2, 2}, {0, 0, 0}, "float32"},
+                             {{1, 7, 8}, {1, 2, 3}, {1, 1, 2}, {0, 1, 1}, "float64"},
+                             {{4, 5, 6}, {2, 3, 2}, {2, 1, 2}, {1, 1, 0}, "float32"}}) do
+        local dims, k, s, p, dt = unpack(case)
+        local n = dims[1] * dims[2] * dims[3]
+        np.random.seed(13)
+        local x = np.random.uniform(-1, 1, {n}):totable()
+        -- NaN at every window's first real position of the top-left window,
+        -- its whole real part (a window of NaN alone), and here and there
+        for _, at in ipairs({1, 2, dims[3] + 1, dims[3] + 2, 7, 2 * dims[3] + 5, n - 3, n}) do x[at] = nan end
+        local shape = dims[1] == 1 and {1, 1, dims[2], dims[3]} or {1, 1, dims[1], dims[2], dims[3]}
+        local kern = dims[1] == 1 and {k[2], k[3]} or k
+        local opts = {kernel = kern, stride = dims[1] == 1 and {s[2], s[3]} or s,
+                      pad = dims[1] == 1 and {p[2], p[3]} or p, pool_type = "max"}
+        local xa = np.array(x, {dtype = dt, device = dev}):reshape(shape)
+        local y0 = npx.pooling(xa, opts)
+        local dy = np.arange(1, y0.size + 1):astype(dt):reshape(y0.shape):copyto(dev)
+        local want_y, want_dx = max_pool_nan_ref(x, dims, k, s, p, dy:reshape({-1}):totable())
+        H.assert_close(y0:reshape({-1}), want_y, 0)
+        xa:attach_grad()
+        local y = autograd.record(function() return npx.pooling(xa, opts) end)
+        y:backward(dy)
+        H.assert_close(y:reshape({-1}), want_y, 0)
+        H.assert_close(xa.grad:reshape({-1}), want_dx, 0)
+      end
+    end)
+  end)
+end
+
 describe("conv2d_maxpool errors", function()
   it("name the op and the bad value", function()
     local x, w = np.ones({2, 1, 20, 20}), np.ones({1, 1, 2, 2})
