@@ -536,8 +536,9 @@ void lu_unpack(luon_tensor *t, const void *buf);
  * path; lu_set_ref_kernels switches it (the C tests, testutil.h). */
 bool lu_ref_kernels(void);
 /* conv2d forwards, input gradients and weight gradients oneDNN ran
- * (core/ops/conv_dnnl.c), for the tests */
-extern int64_t lu_dnnl_runs, lu_dnnl_gin_runs, lu_dnnl_gw_runs;
+ * (core/ops/conv_dnnl.c), and calls whose parts shared one reordered
+ * input, for the tests */
+extern int64_t lu_dnnl_runs, lu_dnnl_gin_runs, lu_dnnl_gw_runs, lu_dnnl_shared_runs;
 void lu_set_ref_kernels(int on);
 /* Byte strides of t broadcast to (ndim, shape), for lu_foreach_row. */
 void lu_byte_strides(const luon_tensor *t, int ndim, const int64_t *shape, int64_t *out);

@@ -23,7 +23,10 @@
  * Each part's operands are views of the caller's dense NCHW / OIHW arrays
  * (strides where a part is a slice of channels). oneDNN chooses its own
  * blocked layouts; reorders to and from them run in the parts (a thread
- * reorders an input once for all its parts that share it). The forward's
+ * reorders an input once for all its parts that share it), except where
+ * every part reads the same input (parts over the output channels: the
+ * forward at batch 1, the weight gradient), which is reordered once, in a
+ * band of rows a thread, before the parts run (share_make). The forward's
  * weights seen before are kept reordered (kept_*: per storage, offset and
  * layout, the storage's version when reordered; LUON_CONV_DNNL_WEIGHTS_MB of
  * them, 512 by default, 0 none), and reordered again only after a write
@@ -39,7 +42,7 @@
 #include "conv_internal.h"
 #include "conv_dnnl.h"
 
-int64_t lu_dnnl_runs, lu_dnnl_gin_runs, lu_dnnl_gw_runs;
+int64_t lu_dnnl_runs, lu_dnnl_gin_runs, lu_dnnl_gw_runs, lu_dnnl_shared_runs;
 
 #if __has_include(<oneapi/dnnl/dnnl.h>)
 #include <oneapi/dnnl/dnnl.h>
@@ -49,6 +52,7 @@ int64_t lu_dnnl_runs, lu_dnnl_gin_runs, lu_dnnl_gw_runs;
 
 #define STOP_FLOPS (1.0 * (1 << 28)) /* a part's work, at most (~1-2 ms on one core) */
 #define PLANS 128
+#define MAX_SHARE 64 /* bands of a shared input's reorder (threads) */
 
 /* the functions used, loaded by name */
 #define DNNL_FNS(X)                                                                                          \
@@ -60,7 +64,7 @@ int64_t lu_dnnl_runs, lu_dnnl_gin_runs, lu_dnnl_gw_runs;
   X(dnnl_primitive_desc_query_md) X(dnnl_reorder_primitive_desc_create) X(dnnl_primitive_create)            \
   X(dnnl_primitive_destroy) X(dnnl_primitive_execute) X(dnnl_memory_create) X(dnnl_memory_destroy)          \
   X(dnnl_stream_wait) X(dnnl_dilated_convolution_backward_data_desc_init)                                    \
-  X(dnnl_dilated_convolution_backward_weights_desc_init)
+  X(dnnl_dilated_convolution_backward_weights_desc_init) X(dnnl_memory_desc_init_submemory)
 #define DECL(f) static __typeof__(f) *p_##f;
 DNNL_FNS(DECL)
 #undef DECL
@@ -131,6 +135,11 @@ typedef struct plan {
   dnnl_primitive_t re[3];    /* the inputs into the primitive's layouts, the output back out; NULL: the same layout */
   dnnl_memory_desc_t user[3], prim[3], bias; /* by k (inputs, output) */
   size_t scratchpad;
+  /* input 0's reorder in nshare bands of rows, one a thread, where the
+   * parts share that input (share_ok); made at the first such call */
+  int32_t nshare;
+  dnnl_primitive_t share[MAX_SHARE];
+  dnnl_memory_desc_t share_user[MAX_SHARE], share_prim[MAX_SHARE];
 } plan;
 
 static plan plans[PLANS];
@@ -141,6 +150,8 @@ static void plan_free(plan *p) {
   if (p->conv) p_dnnl_primitive_destroy(p->conv);
   for (int k = 0; k < 3; k++)
     if (p->re[k]) p_dnnl_primitive_destroy(p->re[k]);
+  for (int k = 0; k < p->nshare; k++)
+    if (p->share[k]) p_dnnl_primitive_destroy(p->share[k]);
   memset(p, 0, sizeof *p);
 }
 
@@ -246,6 +257,32 @@ static plan *plan_get(const geom *g, const part *q, bool bias, int dir) {
   }
   oldest->busy++;
   return oldest;
+}
+
+/* Input 0's reorder in nt bands of rows (of every sample and channel), one
+ * a thread, made once per plan (lock held): sub-memories of its user and
+ * primitive layouts. False where not (made for another thread count, or
+ * refused): the parts then reorder their own copies. */
+static bool share_make(plan *p, int nt) {
+  if (p->nshare == nt) return true;
+  if (p->nshare != 0 || nt > MAX_SHARE) return false;
+  int64_t H = p->user[0].dims[2];
+  bool ok = true;
+  for (int k = 0; k < nt && ok; k++) {
+    int64_t h0 = H * k / nt, h1 = H * (k + 1) / nt;
+    if (h1 == h0) continue; /* an empty band: share[k] stays NULL */
+    dnnl_dims_t dims = {p->user[0].dims[0], p->user[0].dims[1], h1 - h0, p->user[0].dims[3]}, at = {0, 0, h0, 0};
+    ok = p_dnnl_memory_desc_init_submemory(&p->share_user[k], &p->user[0], dims, at) == dnnl_success &&
+         p_dnnl_memory_desc_init_submemory(&p->share_prim[k], &p->prim[0], dims, at) == dnnl_success &&
+         make_reorder(&p->share_user[k], &p->share_prim[k], &p->share[k]);
+  }
+  p->nshare = nt; /* set before a failure, so plan_free destroys what was made */
+  if (!ok) {
+    for (int k = 0; k < nt; k++)
+      if (p->share[k]) p_dnnl_primitive_destroy(p->share[k]), p->share[k] = NULL;
+    p->nshare = -1;
+  }
+  return ok;
 }
 
 /* ---- weights kept reordered ---------------------------------------------------- */
@@ -369,6 +406,7 @@ typedef struct run_job {
   /* the kept weights to make first: part make[i]'s into its kept buffer */
   int64_t nmake, make[MAX_PARTS];
   uint64_t version;
+  char *shared;              /* input 0 in the primitive's layout, made in bands first (share_bands); NULL: each part's */
 } run_job;
 
 /* A thread's blocked copies, kept over its parts: a part whose input is the
@@ -413,7 +451,7 @@ static luon_status run_part(const run_job *j, const part *q, const plan *p, held
   if (w && __atomic_load_n(&w->version, __ATOMIC_ACQUIRE) != j->version) w = NULL; /* its reorder failed: this part reorders as before */
   char *buf[4] = {NULL, NULL, NULL, NULL};
   for (int k = 0; k < 4; k++) {
-    size_t bytes = k < 3 ? (p->re[k] && !(k == 1 && w) ? p_dnnl_memory_desc_get_size(&p->prim[k]) : 0)
+    size_t bytes = k < 3 ? (p->re[k] && !(k == 1 && w) && !(k == 0 && j->shared) ? p_dnnl_memory_desc_get_size(&p->prim[k]) : 0)
                          : p->scratchpad;
     if (bytes && !(buf[k] = held_buf(h, k, bytes)))
       return lu_error(LUON_ENOMEM, "%s (oneDNN): out of host memory for %zu bytes of scratch", op, bytes);
@@ -422,14 +460,14 @@ static luon_status run_part(const run_job *j, const part *q, const plan *p, held
   bool ok = true;
   for (int k = 0; k < 3 && ok; k++)
     ok = mem(&um[k], &p->user[k], ptr[k]) &&
-         mem(&pm[k], &p->prim[k], k == 1 && w ? w->buf : p->re[k] ? buf[k] : ptr[k]);
+         mem(&pm[k], &p->prim[k], k == 1 && w ? w->buf : k == 0 && j->shared ? j->shared : p->re[k] ? buf[k] : ptr[k]);
   dnnl_memory_desc_t spmd;
   dnnl_dims_t spd = {(dnnl_dim_t)p->scratchpad};
   if (ok && buf[3])
     ok = p_dnnl_memory_desc_init_by_tag(&spmd, 1, spd, dnnl_u8, dnnl_x) == dnnl_success && mem(&sp, &spmd, buf[3]);
   if (ok && bias) ok = mem(&bm, &p->bias, bias);
   for (int k = 0; k < 2 && ok; k++)
-    if (p->re[k] && !(k == 1 && w) && !(h->from[k] == ptr[k] && h->by[k] == p)) {
+    if (p->re[k] && !(k == 1 && w) && !(k == 0 && j->shared) && !(h->from[k] == ptr[k] && h->by[k] == p)) {
       ok = reorder(s, p->re[k], um[k], pm[k]);
       h->from[k] = ok ? ptr[k] : NULL, h->by[k] = p;
     }
@@ -470,6 +508,26 @@ static void make_kept(void *ctx, int64_t i0, int64_t i1) {
     if (um) p_dnnl_memory_destroy(um);
     if (pm) p_dnnl_memory_destroy(pm);
     if (ok) __atomic_store_n(&e->version, j->version, __ATOMIC_RELEASE); /* read by other calls' takes */
+  }
+}
+
+/* Bands [k0, k1) of input 0 into j->shared (share_make's), the status set
+ * where one fails. */
+static void share_bands(void *ctx, int64_t k0, int64_t k1) {
+  run_job *j = ctx;
+  const plan *p = j->plan[0];
+  dnnl_stream_t s = thread_stream();
+  for (int64_t k = k0; k < k1; k++) {
+    if (!p->share[k]) continue;
+    dnnl_memory_t um = NULL, pm = NULL;
+    bool ok = s && mem(&um, &p->share_user[k], j->ptr[ROLE[j->dir][0]]) && mem(&pm, &p->share_prim[k], j->shared) &&
+              reorder(s, p->share[k], um, pm) && p_dnnl_stream_wait(s) == dnnl_success;
+    if (um) p_dnnl_memory_destroy(um);
+    if (pm) p_dnnl_memory_destroy(pm);
+    if (!ok) {
+      luon_status st = lu_error(LUON_EINTERNAL, "%s (oneDNN): a reorder of the input failed", OP[j->dir]), was = LUON_OK;
+      __atomic_compare_exchange_n(&j->status, &was, st, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+    }
   }
 }
 
@@ -574,7 +632,26 @@ static luon_status run_call(const geom *g, int32_t dt, int dir, float *const ptr
     pthread_mutex_unlock(&kept_lock);
     if (j.nmake) lu_parallel_for(j.nmake, 1, make_kept, &j);
   }
-  if (all) lu_parallel_for(j.nthreads, 1, run_threads, &j);
+  /* parts over the output channels read the same input 0 (the forward's
+   * x, or the weight gradient's): reordered once, in a band of rows a
+   * thread, rather than whole by every thread */
+  char *shared_raw = NULL;
+  int nt = lu_num_threads();
+  bool share = all && dir != BWD_DATA && j.nparts > 1 && j.parts[0].nb == g->N && j.plan[0]->re[0];
+  for (int64_t k = 1; k < j.nparts && share; k++)
+    share = j.plan[k]->re[0] && p_dnnl_memory_desc_equal(&j.plan[k]->prim[0], &j.plan[0]->prim[0]);
+  if (share) {
+    pthread_mutex_lock(&plans_lock);
+    share = share_make(j.plan[0], nt);
+    pthread_mutex_unlock(&plans_lock);
+  }
+  if (share && (shared_raw = lu_scratch_alloc(p_dnnl_memory_desc_get_size(&j.plan[0]->prim[0]) + 64))) {
+    j.shared = (char *)(((uintptr_t)shared_raw + 63) / 64 * 64);
+    lu_parallel_for(nt, 1, share_bands, &j);
+    __atomic_add_fetch(&lu_dnnl_shared_runs, 1, __ATOMIC_RELAXED);
+  }
+  if (all && j.status == LUON_OK) lu_parallel_for(j.nthreads, 1, run_threads, &j);
+  lu_scratch_free(shared_raw);
   kept_give(j.kept, j.nparts);
   pthread_mutex_lock(&plans_lock);
   for (int64_t k = 0; k < got; k++)

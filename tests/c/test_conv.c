@@ -111,12 +111,14 @@ static void conv_ref_cases(void);
 static void test_conv_ref(void) {
   int threads = lu_num_threads();
   luon_set_num_threads(2); /* dnnl_gin and dnnl_gw's rules take the new cases at 2 threads */
-  int64_t runs = lu_dnnl_runs, gin = lu_dnnl_gin_runs, gw = lu_dnnl_gw_runs;
+  int64_t runs = lu_dnnl_runs, gin = lu_dnnl_gin_runs, gw = lu_dnnl_gw_runs, shared = lu_dnnl_shared_runs;
   conv_ref_cases();
 #if __has_include(<oneapi/dnnl/dnnl.h>)
   CHECK(lu_dnnl_runs > runs, "oneDNN ran no convolution (libdnnl.so.2 not found?)");
   CHECK(lu_dnnl_gin_runs > gin, "oneDNN ran no input gradient");
   CHECK(lu_dnnl_gw_runs > gw, "oneDNN ran no weight gradient");
+  /* batch 1's forward and the weight gradients: parts over the channels */
+  CHECK(lu_dnnl_shared_runs > shared, "oneDNN's parts never shared a reordered input");
 #endif
   setenv("LUON_CONV_DNNL", "0", 1);
   runs = lu_dnnl_runs, gin = lu_dnnl_gin_runs, gw = lu_dnnl_gw_runs;
@@ -143,6 +145,7 @@ static void conv_ref_cases(void) {
       {1, 2, 3, 3, 2, 3, 3, 1, 1, 0, 0, 1, 1, 1, 0, LUON_DTYPE_F64},    /* 1x1 output */
       {1, 5, 12, 10, 40, 3, 3, 2, 2, 1, 0, 1, 1, 1, 1, LUON_DTYPE_F32}, /* batch 1: output channels in parts */
       {1, 3, 7, 6, 20, 2, 2, 3, 2, 0, 1, 2, 1, 1, 0, LUON_DTYPE_F32},   /* input rows the stride leaves unread */
+      {1, 16, 1, 20, 32, 1, 3, 1, 1, 0, 1, 1, 1, 1, 1, LUON_DTYPE_F32}, /* one input row, shared in bands: one empty */
       /* the gradients through oneDNN (conv.c's dnnl_gin, dnnl_gw, at 2 threads): */
       {4, 16, 10, 9, 20, 3, 3, 2, 2, 1, 0, 1, 1, 1, 1, LUON_DTYPE_F32}, /* dx: stride 2, 20 output channels */
       {2, 32, 7, 7, 48, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0, LUON_DTYPE_F32},  /* both: a small plane, 48 channels in parts */
