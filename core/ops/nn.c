@@ -558,7 +558,7 @@ static int64_t pick_pos(const char *p, int32_t dt, int64_t L, int mode) {
   default: k = lu_load_int(p, dt, 0); goto integer;
   }
   v = trunc(v);
-  if (isnan(v)) return 0;
+  if (isnan(v) || (mode == PICK_WRAP && isinf(v))) return 0; /* no position to wrap to (fmod: NaN) */
   if (mode == PICK_WRAP) {
     v = fmod(v, (double)L);
     return (int64_t)(v < 0 ? v + (double)L : v) % L;

@@ -150,7 +150,7 @@ __device__ __forceinline__ int64_t pick_pos(const void *p, int32_t dt, int64_t o
   if (dt == LUON_DTYPE_F32 || dt == LUON_DTYPE_F64) {
     double v = dt == LUON_DTYPE_F32 ? (double)((const float *)p)[o] : ((const double *)p)[o];
     v = trunc(v);
-    if (v != v) return 0;
+    if (v != v || (mode == 1 && isinf(v))) return 0; /* no position to wrap to (fmod: NaN), as nn.c */
     if (mode == 1) {
       v = fmod(v, (double)L);
       return (int64_t)(v < 0 ? v + (double)L : v) % L;

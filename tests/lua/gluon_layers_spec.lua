@@ -315,6 +315,15 @@ for _, dev in ipairs(H.devices()) do
       H.check(npx.pick(x, arr({0, 2})), {1, 1})
       H.check(npx.pick(x, arr({2, 0}), {keepdims = true}), {{3}, {1}})
       H.check(npx.pick(x, arr({5, -1}), {mode = "wrap"}), {3, 1})
+      -- an index of NaN or +-inf has no position to wrap to: the first (it
+      -- read and, for the gradient, wrote before the array); clip: the ends
+      local xg = arr({{1, 2, 3}, {4, 5, 6}, {7, 8, 9}})
+      xg:attach_grad()
+      local yg = autograd.record(function() return npx.pick(xg, arr({1 / 0, -1 / 0, 0 / 0}), {mode = "wrap"}) end)
+      H.check(yg, {1, 4, 7})
+      yg:backward()
+      H.check(xg.grad, {{1, 0, 0}, {1, 0, 0}, {1, 0, 0}})
+      H.check(npx.pick(xg, arr({1 / 0, -1 / 0, 0 / 0})), {3, 4, 7})
       -- fix_gamma defaults to true for the op, as MXNet's
       local one = arr({1})
       H.check(npx.batch_norm(arr({{2}}), arr({3}), arr({0}), arr({0}), one, {eps = 0}), {{2}})
