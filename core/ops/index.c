@@ -2,6 +2,7 @@
  * concatenate, stack). Any strides in and out; concatenate and stack promote
  * dtypes and copy each input into its slab of the result with the copy op. */
 #include "internal.h"
+#include <stdio.h>
 #include <stdlib.h>
 
 #define TAKE_FLAT (-999)
@@ -96,12 +97,16 @@ static luon_status read_indices(const luon_tensor *idx, int64_t mode, int64_t le
       v %= len;
       if (v < 0) v += len;
     } else {
-      if (v < -len || v >= len) {
-        if (ax < 0)
-          return lu_error(LUON_EINVAL, "take: index %lld is out of bounds for size %lld", (long long)v,
-                          (long long)len);
-        return lu_error(LUON_EINVAL, "take: index %lld is out of bounds for axis %d with size %lld",
-                        (long long)v, ax, (long long)len);
+      double d = 0; /* a float index as given (NaN, inf, 1e30), not as converted */
+      if (lu_dtype_is_float(dt)) lu_convert(&d, LUON_DTYPE_F64, base + off * (int64_t)es, dt, 1);
+      if (v < -len || v >= len || d != d) {
+        char shown[40];
+        if (d != d) snprintf(shown, sizeof shown, "NaN");
+        else if (lu_dtype_is_float(dt)) snprintf(shown, sizeof shown, "%g", d);
+        else snprintf(shown, sizeof shown, "%lld", (long long)v);
+        if (ax < 0) return lu_error(LUON_EINVAL, "take: index %s is out of bounds for size %lld", shown, (long long)len);
+        return lu_error(LUON_EINVAL, "take: index %s is out of bounds for axis %d with size %lld", shown, ax,
+                        (long long)len);
       }
       if (v < 0) v += len;
     }

@@ -602,7 +602,7 @@ luon_status lu_grad_mean(lu_grad_call *g) {
 
 /* max, min: the gradient goes to the positions equal to the result, split
  * equally among ties (so that it sums to dy, as for a subgradient); a NaN
- * result gives NaN gradients along its reduced axes. */
+ * result equals no position: 0 along its reduced axes (MXNet's too). */
 static luon_status grad_extreme(lu_grad_call *g) {
   BEGIN;
   luon_tensor *at = R2(equal, x, lu_steps_reshape(&e, g->out[0], x->ndim, ks)); /* x == result */

@@ -88,6 +88,11 @@ describe("errors", function()
       fails(function() local r = a:at(2); return r end, {"slice", "index 2", "size 2"})
       fails(function() local r = a:slice(0, 0, 0); return r end, {"slice", "3 indices", "dimension 2"})
       fails(function() local r = np.take(np.ones({3}), {3}, {mode = "raise"}); return r end, {"take", "3"})
+      -- float indices as given: NaN (which converts to 0, in bounds) and inf
+      for _, bad in ipairs({{0 / 0, "index NaN"}, {1 / 0, "index inf"}, {1e30, "index 1e+30"}}) do
+        fails(function() local r = np.take(np.ones({3}), np.array({1, bad[1]}), {mode = "raise"}); return r end,
+              {"take", bad[2], "size 3"})
+      end
       fails(function() local r = a:item(); return r end, {"item", "(2,3)"})
       fails(function() local r = #np.array(1); return r end, {"0-d"})
     end)
