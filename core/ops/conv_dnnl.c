@@ -52,7 +52,6 @@ int64_t lu_dnnl_runs, lu_dnnl_gin_runs, lu_dnnl_gw_runs, lu_dnnl_shared_runs;
 
 #define STOP_FLOPS (1.0 * (1 << 28)) /* a part's work, at most (~1-2 ms on one core) */
 #define PLANS 128
-#define MAX_SHARE 64 /* bands of a shared input's reorder (threads) */
 
 /* the functions used, loaded by name */
 #define DNNL_FNS(X)                                                                                          \
@@ -135,12 +134,26 @@ typedef struct plan {
   dnnl_primitive_t re[3];    /* the inputs into the primitive's layouts, the output back out; NULL: the same layout */
   dnnl_memory_desc_t user[3], prim[3], bias; /* by k (inputs, output) */
   size_t scratchpad;
-  /* input 0's reorder in nshare bands of rows, one a thread, where the
-   * parts share that input (share_ok); made at the first such call */
-  int32_t nshare;
-  dnnl_primitive_t share[MAX_SHARE];
-  dnnl_memory_desc_t share_user[MAX_SHARE], share_prim[MAX_SHARE];
+  struct share *share;       /* input 0's reorder in bands (share_make); NULL: not made yet */
+  bool share_refused;        /* share_make failed: the parts reorder their own */
 } plan;
+
+/* Input 0's reorder in n bands of rows, one a thread (band k: rows
+ * [H k / n, H (k + 1) / n)), for the calls whose parts all read it. */
+typedef struct share {
+  int n;
+  struct band {
+    bool rows;               /* false: an empty band (fewer rows than threads) */
+    dnnl_primitive_t re;
+    dnnl_memory_desc_t user, prim;
+  } band[];
+} share;
+
+static void share_free(share *sh) {
+  for (int k = 0; sh && k < sh->n; k++)
+    if (sh->band[k].re) p_dnnl_primitive_destroy(sh->band[k].re);
+  free(sh);
+}
 
 static plan plans[PLANS];
 static uint64_t tick;
@@ -150,8 +163,7 @@ static void plan_free(plan *p) {
   if (p->conv) p_dnnl_primitive_destroy(p->conv);
   for (int k = 0; k < 3; k++)
     if (p->re[k]) p_dnnl_primitive_destroy(p->re[k]);
-  for (int k = 0; k < p->nshare; k++)
-    if (p->share[k]) p_dnnl_primitive_destroy(p->share[k]);
+  share_free(p->share);
   memset(p, 0, sizeof *p);
 }
 
@@ -259,30 +271,32 @@ static plan *plan_get(const geom *g, const part *q, bool bias, int dir) {
   return oldest;
 }
 
-/* Input 0's reorder in nt bands of rows (of every sample and channel), one
- * a thread, made once per plan (lock held): sub-memories of its user and
- * primitive layouts. False where not (made for another thread count, or
- * refused): the parts then reorder their own copies. */
-static bool share_make(plan *p, int nt) {
-  if (p->nshare == nt) return true;
-  if (p->nshare != 0 || nt > MAX_SHARE) return false;
+/* The plan's bands for nt threads (lock held), made at its first call that
+ * shares: sub-memories of input 0's user and primitive layouts. NULL where
+ * not: refused, or made for another thread count (the parts then reorder
+ * their own copies). */
+static const share *share_make(plan *p, int nt) {
+  if (p->share) return p->share->n == nt ? p->share : NULL;
+  if (p->share_refused) return NULL;
+  share *sh = calloc(1, sizeof *sh + (size_t)nt * sizeof sh->band[0]);
+  bool ok = sh != NULL;
   int64_t H = p->user[0].dims[2];
-  bool ok = true;
   for (int k = 0; k < nt && ok; k++) {
+    struct band *b = &sh->band[k];
     int64_t h0 = H * k / nt, h1 = H * (k + 1) / nt;
-    if (h1 == h0) continue; /* an empty band: share[k] stays NULL */
+    sh->n = k + 1; /* share_free destroys what was made */
+    if (!(b->rows = h1 > h0)) continue;
     dnnl_dims_t dims = {p->user[0].dims[0], p->user[0].dims[1], h1 - h0, p->user[0].dims[3]}, at = {0, 0, h0, 0};
-    ok = p_dnnl_memory_desc_init_submemory(&p->share_user[k], &p->user[0], dims, at) == dnnl_success &&
-         p_dnnl_memory_desc_init_submemory(&p->share_prim[k], &p->prim[0], dims, at) == dnnl_success &&
-         make_reorder(&p->share_user[k], &p->share_prim[k], &p->share[k]);
+    ok = p_dnnl_memory_desc_init_submemory(&b->user, &p->user[0], dims, at) == dnnl_success &&
+         p_dnnl_memory_desc_init_submemory(&b->prim, &p->prim[0], dims, at) == dnnl_success &&
+         make_reorder(&b->user, &b->prim, &b->re) && b->re != NULL; /* NULL: the same layout, where re[0] said not */
   }
-  p->nshare = nt; /* set before a failure, so plan_free destroys what was made */
   if (!ok) {
-    for (int k = 0; k < nt; k++)
-      if (p->share[k]) p_dnnl_primitive_destroy(p->share[k]), p->share[k] = NULL;
-    p->nshare = -1;
+    share_free(sh);
+    p->share_refused = true;
+    return NULL;
   }
-  return ok;
+  return p->share = sh;
 }
 
 /* ---- weights kept reordered ---------------------------------------------------- */
@@ -407,6 +421,7 @@ typedef struct run_job {
   int64_t nmake, make[MAX_PARTS];
   uint64_t version;
   char *shared;              /* input 0 in the primitive's layout, made in bands first (share_bands); NULL: each part's */
+  const share *share;        /* the bands */
 } run_job;
 
 /* A thread's blocked copies, kept over its parts: a part whose input is the
@@ -515,13 +530,13 @@ static void make_kept(void *ctx, int64_t i0, int64_t i1) {
  * where one fails. */
 static void share_bands(void *ctx, int64_t k0, int64_t k1) {
   run_job *j = ctx;
-  const plan *p = j->plan[0];
   dnnl_stream_t s = thread_stream();
   for (int64_t k = k0; k < k1; k++) {
-    if (!p->share[k]) continue;
+    const struct band *b = &j->share->band[k];
+    if (!b->rows) continue;
     dnnl_memory_t um = NULL, pm = NULL;
-    bool ok = s && mem(&um, &p->share_user[k], j->ptr[ROLE[j->dir][0]]) && mem(&pm, &p->share_prim[k], j->shared) &&
-              reorder(s, p->share[k], um, pm) && p_dnnl_stream_wait(s) == dnnl_success;
+    bool ok = s && mem(&um, &b->user, j->ptr[ROLE[j->dir][0]]) && mem(&pm, &b->prim, j->shared) &&
+              reorder(s, b->re, um, pm) && p_dnnl_stream_wait(s) == dnnl_success;
     if (um) p_dnnl_memory_destroy(um);
     if (pm) p_dnnl_memory_destroy(pm);
     if (!ok) {
@@ -637,15 +652,15 @@ static luon_status run_call(const geom *g, int32_t dt, int dir, float *const ptr
    * thread, rather than whole by every thread */
   char *shared_raw = NULL;
   int nt = lu_num_threads();
-  bool share = all && dir != BWD_DATA && j.nparts > 1 && j.parts[0].nb == g->N && j.plan[0]->re[0];
-  for (int64_t k = 1; k < j.nparts && share; k++)
-    share = j.plan[k]->re[0] && p_dnnl_memory_desc_equal(&j.plan[k]->prim[0], &j.plan[0]->prim[0]);
-  if (share) {
+  bool shares = all && dir != BWD_DATA && j.nparts > 1 && j.parts[0].nb == g->N && j.plan[0]->re[0];
+  for (int64_t k = 1; k < j.nparts && shares; k++)
+    shares = j.plan[k]->re[0] && p_dnnl_memory_desc_equal(&j.plan[k]->prim[0], &j.plan[0]->prim[0]);
+  if (shares) {
     pthread_mutex_lock(&plans_lock);
-    share = share_make(j.plan[0], nt);
+    shares = (j.share = share_make(j.plan[0], nt)) != NULL;
     pthread_mutex_unlock(&plans_lock);
   }
-  if (share && (shared_raw = lu_scratch_alloc(p_dnnl_memory_desc_get_size(&j.plan[0]->prim[0]) + 64))) {
+  if (shares && (shared_raw = lu_scratch_alloc(p_dnnl_memory_desc_get_size(&j.plan[0]->prim[0]) + 64))) {
     j.shared = (char *)(((uintptr_t)shared_raw + 63) / 64 * 64);
     lu_parallel_for(nt, 1, share_bands, &j);
     __atomic_add_fetch(&lu_dnnl_shared_runs, 1, __ATOMIC_RELAXED);

@@ -203,7 +203,8 @@ static void transpose_f64(const double *src, int64_t rows, int64_t cols, int64_t
  * input value broadcast from its NCHW row, the tap's weights loaded once
  * for the P). Each pooled row is then taken from the ring with the channels
  * in registers (the first maximum in row-major order, as
- * lu_maxpool_argmax_plane), bias and relu applied after the max, kept
+ * lu_maxpool_argmax_plane; in predict mode, with no indices to keep,
+ * separably: channels_last_max), bias and relu applied after the max, kept
  * channels-last for the whole sample and then transposed into the NCHW
  * planes. No im2col and no GEMM packing. Conv padding and groups, pool
  * padding and windows that run past the conv output take the general path,
@@ -264,7 +265,8 @@ static inline __attribute__((always_inline)) void later_max(v16 *m, const float 
  * row, or (channels_last_max) a column's first, which leaves NaN in vm.
  * nan_mend recomputes pooled row i's outputs j in [j0, j1) of channels
  * [o0, o1) by the rule, where `all` or where the row holds NaN: value (bias
- * and relu after, as POOL_OUT) and window index (idx: NULL, none). */
+ * and relu after, as POOL_OUT) and window index (idx: NULL, none), the
+ * first where a NaN bias made the window all NaN, as apart. */
 static void nan_mend(const geom *g, const lu_pool_win *pl, const float *const *rows, const float *bias,
                      int64_t i, int64_t j0, int64_t j1, int64_t o0, int64_t o1, bool all, float *prow,
                      int32_t *idx) {
@@ -281,6 +283,7 @@ static void nan_mend(const geom *g, const lu_pool_win *pl, const float *const *r
           if (v > best || (best != best && v == v)) best = v, k = (int32_t)(p * pl->KW + q);
         }
       float m = best + (bias ? bias[c] : 0.0f);
+      if (m != m) k = 0; /* a NaN bias: conv2d then max_pool2d saw a window of NaN alone */
       bool off = g->relu && !(m > 0);
       *y = g->relu && m <= 0 ? 0.0f : m;
       if (idx) idx[(i * PW + j) * O + c] = off ? 255 : k;

@@ -606,7 +606,13 @@ static bool no_s2(const lu_pool_win *g) { return false; }
     for (int64_t w = 0; w < g->pw; w++) v[w] = -INFINITY, vr[w] = INT32_MAX;                    \
     for (int64_t w = g->pw + g->W; w < L; w++) v[w] = -INFINITY, vr[w] = INT32_MAX;             \
     int64_t n = (g->OW - 1) * g->sw + 1;                                                        \
-    for (int64_t i = 0; i < g->OH; i++) {                                                       \
+    for (int64_t i = 0; i < g->OH && bias != bias; i++) /* a NaN bias: windows of NaN alone */  \
+      for (int64_t j = 0; j < g->OW; j++) {                                                     \
+        int64_t a = i * g->sh - g->ph, b = j * g->sw - g->pw;                                   \
+        y[i * g->OW + j] = bias; /* apart: NaN, at each window's first position */              \
+        idx[i * g->OW + j] = relu ? 255 : (uint8_t)(((a > 0 ? a : 0) - a) * g->KW + (b > 0 ? b : 0) - b); \
+      }                                                                                         \
+    for (int64_t i = 0; i < g->OH && bias == bias; i++) {                                       \
       int64_t a = i * g->sh - g->ph, h0 = a > 0 ? a : 0, h1 = a + g->KH < g->H ? a + g->KH : g->H; \
       if (VARG(xp, g->W, h0, h1, v + g->pw, vr + g->pw)) { /* a column starts from NaN: the rule */ \
         for (int64_t j = 0; j < g->OW; j++) {                                                   \

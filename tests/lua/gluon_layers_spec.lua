@@ -661,9 +661,11 @@ describe("conv2d_maxpool on NaN", function()
   -- channels-last path without indices for 32 and 64 out channels, the
   -- general one for 5) and while recording, with the same gradients
   it("gives conv2d, relu, max_pool2d's values and gradients", function()
+    -- (the last cases: a NaN bias, which makes every window of its channel
+    -- all NaN apart: NaN, the gradient at each window's first position)
     for _, case in ipairs({{3, 32, "relu", 1}, {3, 32, nil, 2}, {8, 64, "relu", 1}, {2, 5, "relu", 2},
-                           {16, 64, "relu", 2}}) do
-      local C, O, act, n = unpack(case)
+                           {16, 64, "relu", 2}, {3, 16, nil, 2, true}, {2, 5, nil, 1, true}}) do
+      local C, O, act, n, nan_bias = unpack(case)
       np.random.seed(3)
       local x = np.random.uniform(-1, 1, {n, C, 21, 19})
       for _, r in ipairs({1, 3}) do -- every conv output of the first window
@@ -672,6 +674,7 @@ describe("conv2d_maxpool on NaN", function()
       x[{n - 1, C - 1, 9, 12}] = 0 / 0 -- inside other windows
       local w = np.random.uniform(-1, 1, {O, C, 2, 2})
       local b = np.random.uniform(-0.5, 0.5, {O})
+      if nan_bias then b[{0}] = 0 / 0 end
       local pool = {kernel = 4, stride = 2}
       local function both(recording)
         local res = {}
