@@ -179,8 +179,9 @@ static inline uint32_t nan_f64(double x) {
   memcpy(&u, &x, sizeof u);
   return (u & 0x7fffffffffffffffull) > 0x7ff0000000000000ull;
 }
-/* any NaN among p[0..n) */
-TC bool lu_any_nan_f32(const float *p, int64_t n) {
+/* any NaN among p[0..n) (a plain function: clang links no target-clone set
+ * called from another file, conv_maxpool.c here) */
+bool lu_any_nan_f32(const float *p, int64_t n) {
   uint32_t bad = 0;
   for (int64_t i = 0; i < n; i++) bad |= nan_f32(p[i]);
   return bad != 0;
