@@ -449,6 +449,11 @@ luon_status lu_pool_win_make(const char *op, const int64_t a[LU_POOL_CEIL + 1], 
  * where the value is not above 0 (no gradient, NaN included). float32 or
  * float64 (dt). scratch: lu_maxpool_argmax_scratch(w) bytes, 8-byte aligned. */
 size_t lu_maxpool_argmax_scratch(const lu_pool_win *w);
+/* Max pooling's rule (pool.c, conv_maxpool.c, pool.cu): a
+ * later value c takes the best b's place when greater, or when b is NaN and
+ * c is not. NaN is skipped, as MXNet skips it; a window of NaN alone gives
+ * NaN at its first position. */
+#define LU_POOL_TAKES(c, b) ((c) > (b) || ((b) != (b) && (c) == (c)))
 /* any NaN among p[0..n) (max pooling's kernels look where a search starts) */
 bool lu_any_nan_f32(const float *p, int64_t n);
 void lu_maxpool_argmax_plane(const lu_pool_win *w, int32_t dt, const char *x, double bias, char *y,

@@ -434,6 +434,9 @@ typedef struct held {
   const plan *by[2];
 } held;
 
+/* p rounded up to 64 bytes (allocated 64 bytes over); NULL stays NULL */
+static char *align64(char *p) { return p ? (char *)(((uintptr_t)p + 63) / 64 * 64) : NULL; }
+
 static char *held_buf(held *h, int k, size_t bytes) {
   if (h->bytes[k] < bytes) {
     lu_scratch_free(h->raw[k]);
@@ -441,7 +444,7 @@ static char *held_buf(held *h, int k, size_t bytes) {
     h->bytes[k] = h->raw[k] ? bytes : 0;
     if (k < 2) h->from[k] = NULL;
   }
-  return h->raw[k] ? (char *)(((uintptr_t)h->raw[k] + 63) / 64 * 64) : NULL;
+  return align64(h->raw[k]);
 }
 
 static bool mem(dnnl_memory_t *m, const dnnl_memory_desc_t *md, const void *p) {
@@ -464,10 +467,11 @@ static luon_status run_part(const run_job *j, const part *q, const plan *p, held
   const void *bias = j->b ? j->b + q->o0 : NULL;
   const kept *w = j->kept[q - j->parts];
   if (w && __atomic_load_n(&w->version, __ATOMIC_ACQUIRE) != j->version) w = NULL; /* its reorder failed: this part reorders as before */
+  /* the inputs already in the primitive's layout: the shared input, the kept weights */
+  const void *ready[3] = {j->shared, w ? w->buf : NULL, NULL};
   char *buf[4] = {NULL, NULL, NULL, NULL};
   for (int k = 0; k < 4; k++) {
-    size_t bytes = k < 3 ? (p->re[k] && !(k == 1 && w) && !(k == 0 && j->shared) ? p_dnnl_memory_desc_get_size(&p->prim[k]) : 0)
-                         : p->scratchpad;
+    size_t bytes = k < 3 ? (p->re[k] && !ready[k] ? p_dnnl_memory_desc_get_size(&p->prim[k]) : 0) : p->scratchpad;
     if (bytes && !(buf[k] = held_buf(h, k, bytes)))
       return lu_error(LUON_ENOMEM, "%s (oneDNN): out of host memory for %zu bytes of scratch", op, bytes);
   }
@@ -475,14 +479,14 @@ static luon_status run_part(const run_job *j, const part *q, const plan *p, held
   bool ok = true;
   for (int k = 0; k < 3 && ok; k++)
     ok = mem(&um[k], &p->user[k], ptr[k]) &&
-         mem(&pm[k], &p->prim[k], k == 1 && w ? w->buf : k == 0 && j->shared ? j->shared : p->re[k] ? buf[k] : ptr[k]);
+         mem(&pm[k], &p->prim[k], ready[k] ? ready[k] : p->re[k] ? buf[k] : ptr[k]);
   dnnl_memory_desc_t spmd;
   dnnl_dims_t spd = {(dnnl_dim_t)p->scratchpad};
   if (ok && buf[3])
     ok = p_dnnl_memory_desc_init_by_tag(&spmd, 1, spd, dnnl_u8, dnnl_x) == dnnl_success && mem(&sp, &spmd, buf[3]);
   if (ok && bias) ok = mem(&bm, &p->bias, bias);
   for (int k = 0; k < 2 && ok; k++)
-    if (p->re[k] && !(k == 1 && w) && !(k == 0 && j->shared) && !(h->from[k] == ptr[k] && h->by[k] == p)) {
+    if (p->re[k] && !ready[k] && !(h->from[k] == ptr[k] && h->by[k] == p)) {
       ok = reorder(s, p->re[k], um[k], pm[k]);
       h->from[k] = ok ? ptr[k] : NULL, h->by[k] = p;
     }
@@ -661,7 +665,7 @@ static luon_status run_call(const geom *g, int32_t dt, int dir, float *const ptr
     pthread_mutex_unlock(&plans_lock);
   }
   if (shares && (shared_raw = lu_scratch_alloc(p_dnnl_memory_desc_get_size(&j.plan[0]->prim[0]) + 64))) {
-    j.shared = (char *)(((uintptr_t)shared_raw + 63) / 64 * 64);
+    j.shared = align64(shared_raw);
     lu_parallel_for(nt, 1, share_bands, &j);
     __atomic_add_fetch(&lu_dnnl_shared_runs, 1, __ATOMIC_RELAXED);
   }

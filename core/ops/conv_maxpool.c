@@ -203,8 +203,7 @@ static void transpose_f64(const double *src, int64_t rows, int64_t cols, int64_t
  * input value broadcast from its NCHW row, the tap's weights loaded once
  * for the P). Each pooled row is then taken from the ring with the channels
  * in registers (the first maximum in row-major order, as
- * lu_maxpool_argmax_plane; in predict mode, with no indices to keep,
- * separably: channels_last_max), bias and relu applied after the max, kept
+ * lu_maxpool_argmax_plane), bias and relu applied after the max, kept
  * channels-last for the whole sample and then transposed into the NCHW
  * planes. No im2col and no GEMM packing. Conv padding and groups, pool
  * padding and windows that run past the conv output take the general path,
@@ -217,9 +216,9 @@ static bool channels_last_ok(const geom *g, const lu_pool_win *pl, int32_t dt) {
 }
 
 /* the ring, then the sample's pooled values and indices (int32), (PH*PW,O)
- * each, then a row's maxima over the window's rows, (OW, 64) */
+ * each */
 static int64_t channels_last_scratch(const geom *g, const lu_pool_win *pl) {
-  return pl->KH * g->OW * g->O + 2 * pl->OH * pl->OW * g->O + g->OW * 64;
+  return pl->KH * g->OW * g->O + 2 * pl->OH * pl->OW * g->O;
 }
 
 /* X(b) for each vector b of the OB */
@@ -250,37 +249,25 @@ static int64_t channels_last_scratch(const geom *g, const lu_pool_win *pl) {
     nan += m - m;                                                                                      \
   }
 
-/* *m = the 16 floats at `later` where greater (> alone, as POOL_STEP) */
-static inline __attribute__((always_inline)) void later_max(v16 *m, const float *later) {
-  v16 v;
-  memcpy(&v, later, sizeof v);
-  vi16 gt = v > *m;
-  *m = (v16)(((vi16)v & gt) | ((vi16)*m & ~gt));
-}
-
-/* Max pooling skips NaN (pool.c's rule, TAKES: a later value takes the
- * best's place when greater, or when the best is NaN and it is not). The
- * kernels here compare with > alone, which differs only where a search
- * starts from NaN: a window's first value, which leaves NaN in the pooled
- * row, or (channels_last_max) a column's first, which leaves NaN in vm.
- * nan_mend recomputes pooled row i's outputs j in [j0, j1) of channels
- * [o0, o1) by the rule, where `all` or where the row holds NaN: value (bias
- * and relu after, as POOL_OUT) and window index (idx: NULL, none), the
- * first where a NaN bias made the window all NaN, as apart. */
+/* Max pooling skips NaN (LU_POOL_TAKES). The kernels here compare with >
+ * alone, which differs only where a window's first value is NaN: that
+ * leaves NaN in the pooled row (any_nan16 finds it). nan_mend recomputes
+ * the NaN outputs of pooled row i, channels [o0, o1), by the rule: value
+ * (bias and relu after, as POOL_OUT) and window index (idx: NULL, none),
+ * the first where a NaN bias made the window all NaN, as apart. */
 static void nan_mend(const geom *g, const lu_pool_win *pl, const float *const *rows, const float *bias,
-                     int64_t i, int64_t j0, int64_t j1, int64_t o0, int64_t o1, bool all, float *prow,
-                     int32_t *idx) {
+                     int64_t i, int64_t o0, int64_t o1, float *prow, int32_t *idx) {
   const int64_t O = g->O, PW = pl->OW;
-  for (int64_t j = j0; j < j1; j++)
+  for (int64_t j = 0; j < PW; j++)
     for (int64_t c = o0; c < o1; c++) {
       float *y = prow + (i * PW + j) * O + c;
-      if (!all && *y == *y) continue;
+      if (*y == *y) continue;
       float best = rows[0][j * pl->sw * O + c];
       int32_t k = 0;
       for (int64_t p = 0; p < pl->KH; p++)
         for (int64_t q = 0; q < pl->KW; q++) {
           float v = rows[p][(j * pl->sw + q) * O + c];
-          if (v > best || (best != best && v == v)) best = v, k = (int32_t)(p * pl->KW + q);
+          if (LU_POOL_TAKES(v, best)) best = v, k = (int32_t)(p * pl->KW + q);
         }
       float m = best + (bias ? bias[c] : 0.0f);
       if (m != m) k = 0; /* a NaN bias: conv2d then max_pool2d saw a window of NaN alone */
@@ -288,6 +275,13 @@ static void nan_mend(const geom *g, const lu_pool_win *pl, const float *const *r
       *y = g->relu && m <= 0 ? 0.0f : m;
       if (idx) idx[(i * PW + j) * O + c] = off ? 255 : k;
     }
+}
+
+/* any NaN among v's lanes */
+static inline __attribute__((always_inline)) bool any_nan16(v16 v) {
+  float lanes[16];
+  memcpy(lanes, &v, sizeof lanes);
+  return lu_any_nan_f32(lanes, 16);
 }
 
 #define GEN_CHANNELS_LAST(OB, P)                                                                       \
@@ -323,54 +317,6 @@ static void nan_mend(const geom *g, const lu_pool_win *pl, const float *const *r
     }                                                                                                  \
   }                                                                                                    \
                                                                                                        \
-  /* Pooled row i without indices (inference), separable as pool.c's max pooling: vm (OW, 16 OB)   \
-   * the maxima over the window's rows, then each window's over vm's columns; bias and relu after,  \
-   * into prow (PW, O). No chain of compares through the window's taps, as POOL_STEP has (it keeps  \
-   * the index); a column that starts from NaN sends the block to nan_mend. */                      \
-  static TC void channels_last_max_##OB(const geom *g, const lu_pool_win *pl, const float *const *rows, \
-                                        const float *bias, int64_t i, int64_t o0, int64_t o1,          \
-                                        float *vm, float *prow) {                                      \
-    const int64_t O = g->O, PW = pl->OW, ncol = (PW - 1) * pl->sw + pl->KW;                            \
-    float *yrow = prow + i * PW * O;                                                                   \
-    for (int64_t ob = o0; ob < o1; ob += 16 * OB) {                                                    \
-      v16 nan = {0}; /* NaN where a column's maximum is NaN (or inf: x - x) */                         \
-      for (int64_t w = 0; w < ncol; w++) {                                                             \
-        v16 m[OB];                                                                                     \
-        memcpy(m, rows[0] + w * O + ob, sizeof m);                                                     \
-        for (int64_t p = 1; p < pl->KH; p++)                                                           \
-          _Pragma("GCC unroll 4") for (int b = 0; b < OB; b++) later_max(&m[b], rows[p] + w * O + ob + 16 * b); \
-        _Pragma("GCC unroll 4") for (int b = 0; b < OB; b++) nan += m[b] - m[b];                       \
-        memcpy(vm + w * 16 * OB, m, sizeof m);                                                         \
-      }                                                                                                \
-      float lanes[16];                                                                                 \
-      memcpy(lanes, &nan, sizeof lanes);                                                               \
-      if (lu_any_nan_f32(lanes, 16)) { /* a column starts from NaN: the rule itself */                 \
-        nan_mend(g, pl, rows, bias, i, 0, PW, ob, ob + 16 * OB, true, prow, NULL);                     \
-        continue;                                                                                      \
-      }                                                                                                \
-      v16 bv[OB];                                                                                      \
-      for (int b = 0; b < OB; b++) {                                                                   \
-        bv[b] = (v16){0};                                                                              \
-        if (bias) memcpy(&bv[b], bias + ob + 16 * b, sizeof bv[b]);                                    \
-      }                                                                                                \
-      for (int64_t j = 0; j < PW; j++) {                                                               \
-        const float *v = vm + j * pl->sw * 16 * OB;                                                    \
-        v16 m[OB];                                                                                     \
-        memcpy(m, v, sizeof m);                                                                        \
-        for (int64_t q = 1; q < pl->KW; q++)                                                           \
-          _Pragma("GCC unroll 4") for (int b = 0; b < OB; b++) later_max(&m[b], v + (q * OB + b) * 16); \
-        _Pragma("GCC unroll 4") for (int b = 0; b < OB; b++) {                                         \
-          v16 y = m[b] + bv[b];                                                                        \
-          if (g->relu) { /* at most 0: 0; NaN kept (as relu) */                                        \
-            vi16 le = y <= 0;                                                                          \
-            y = (v16)(((vi16)y & ~le) | ((vi16){0} & le));                                             \
-          }                                                                                            \
-          memcpy(yrow + j * O + ob + 16 * b, &y, sizeof y);                                            \
-        }                                                                                              \
-      }                                                                                                \
-    }                                                                                                  \
-  }                                                                                                    \
-                                                                                                       \
   /* the pooling; idx_on false (a constant in each caller): no indices, `in` unread */                  \
   static inline __attribute__((always_inline)) void channels_last_pool_##OB(                           \
       const geom *g, const lu_pool_win *pl, const float *xn, const float *wr, const float *bias,       \
@@ -379,7 +325,6 @@ static void nan_mend(const geom *g, const lu_pool_win *pl, const float *const *r
     const int64_t O = g->O, RB = pl->KH, PW = pl->OW, PP = pl->OH * PW;                                \
     float *ring = scratch, *prow = ring + RB * g->OW * O;                                              \
     int32_t *pidx = (int32_t *)(prow + PP * O);                                                        \
-    float *vm = (float *)(pidx + PP * O);                                                              \
     const float *rows[256];                                                                            \
     int64_t next = 0; /* the next conv-output row to make */                                           \
     for (int64_t i = i0; i < i1; i++) {                                                                \
@@ -390,10 +335,6 @@ static void nan_mend(const geom *g, const lu_pool_win *pl, const float *const *r
         for (int64_t ob = o0; ob < o1; ob += 16 * OB)                                                  \
           channels_last_row_##OB(g, xn, wr, next, ob, ring + next % RB * g->OW * O);                   \
       for (int64_t p = 0; p < pl->KH; p++) rows[p] = ring + (h0 + p) % RB * g->OW * O;                 \
-      if (!idx_on) {                                                                                   \
-        channels_last_max_##OB(g, pl, rows, bias, i, o0, o1, vm, prow);                                \
-        continue;                                                                                      \
-      }                                                                                                \
       for (int64_t ob = o0; ob < o1; ob += 16 * OB) {                                                  \
         v16 bv[OB];                                                                                    \
         for (int b = 0; b < OB; b++) {                                                                 \
@@ -413,10 +354,8 @@ static void nan_mend(const geom *g, const lu_pool_win *pl, const float *const *r
           EACH_VEC##OB(POOL_OUT)                                                                       \
         }                                                                                              \
       }                                                                                                \
-      float lanes[16];                                                                                 \
-      memcpy(lanes, &nan, sizeof lanes);                                                               \
-      if (lu_any_nan_f32(lanes, 16)) /* a window that starts from NaN (or an inf: x - x) */            \
-        nan_mend(g, pl, rows, bias, i, 0, PW, o0, o1, false, prow, pidx);                              \
+      if (any_nan16(nan)) /* a window that starts from NaN (or an inf: x - x) */                       \
+        nan_mend(g, pl, rows, bias, i, o0, o1, prow, idx_on ? pidx : NULL);                            \
     }                                                                                                  \
     int64_t r0 = i0 * PW, nr = (i1 - i0) * PW;                                                         \
     transpose_f32(prow + r0 * O + o0, nr, o1 - o0, O, yn + o0 * PP + r0, PP, true);                    \

@@ -156,16 +156,13 @@ static void span(int64_t off, int64_t s, int64_t W, int64_t OW, int64_t *lo, int
 
 /* ---- NaN in max pooling ---------------------------------------------------------- */
 
-/* Max pooling skips NaN, as MXNet's does: a later value c takes the place of
- * the best so far b when greater, or when b is NaN and c is not (TAKES); a
- * window of NaN alone gives NaN, at its first position, and the first
- * maximum wins a tie. So the value and its position do not depend on the
- * order of the search. The fast kernels compare with > alone (vmaxps), which
+/* Max pooling skips NaN, as MXNet's does (LU_POOL_TAKES, internal.h); the
+ * first maximum wins a tie. So the value and its position do not depend on
+ * the order of the search. The fast kernels compare with > alone (vmaxps), which
  * gives the same unless a search starts from NaN (a window's first value, or
  * a column's in the separable kernels: a NaN that comes later loses every
  * compare); they look for NaN there and hand those rows to win_max, the rule
  * itself. pool.cu and conv_maxpool.c keep the same rule. */
-#define TAKES(c, b) ((c) > (b) || ((b) != (b) && (c) == (c)))
 
 /* 1 where x is NaN, from its bits (a test gcc vectorises, where x != x in
  * a loop with others is compared lane by lane) */
@@ -187,7 +184,7 @@ bool lu_any_nan_f32(const float *p, int64_t n) {
   return bad != 0;
 }
 
-/* The window [h0,h1) x [w0,w1) of plane x (row length W) by TAKES, in
+/* The window [h0,h1) x [w0,w1) of plane x (row length W) by LU_POOL_TAKES, in
  * row-major order: its value, and *at its offset in the plane. */
 #define GEN_WIN_MAX(T, S)                                                                          \
   static T win_max_##S(const T *x, int64_t W, int64_t h0, int64_t h1, int64_t w0, int64_t w1,      \
@@ -196,7 +193,7 @@ bool lu_any_nan_f32(const float *p, int64_t n) {
     *at = h0 * W + w0;                                                                             \
     for (int64_t h = h0; h < h1; h++)                                                              \
       for (int64_t w = w0; w < w1; w++)                                                            \
-        if (TAKES(x[h * W + w], best)) best = x[h * W + w], *at = h * W + w;                       \
+        if (LU_POOL_TAKES(x[h * W + w], best)) best = x[h * W + w], *at = h * W + w;               \
     return best;                                                                                   \
   }
 GEN_WIN_MAX(float, f32)
@@ -230,7 +227,7 @@ static void pool_ref(const pgeom *g, int32_t dt, bool is_max, const char *x, cha
           for (int64_t w = w0; w < w1; w++) {
             int64_t k = (pl * g->H + h) * g->W + w;
             double v = ld(x, dt, k);
-            if (arg < 0 || TAKES(v, best)) best = v, arg = k;
+            if (arg < 0 || LU_POOL_TAKES(v, best)) best = v, arg = k;
             sum += v;
           }
         int64_t o = (pl * g->OH + i) * g->OW + j;
@@ -854,7 +851,7 @@ typedef struct pjob3 {
                 for (int64_t w = w0; w < w1; w++) {                                              \
                   int64_t k = (d * g->H + h) * g->W + w;                                         \
                   T v = xp[k];                                                                   \
-                  if (arg < 0 || TAKES(v, best)) best = v, arg = k;                              \
+                  if (arg < 0 || LU_POOL_TAKES(v, best)) best = v, arg = k;                              \
                   sum += v;                                                                      \
                 }                                                                                \
             if (!dyp) {                                                                          \

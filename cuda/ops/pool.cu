@@ -76,7 +76,7 @@ template <class T> __global__ void k_pool(pgeom g, bool is_max, const T *x, T *y
         for (int64_t w = w0; w < w1; w++) {
           int64_t k = ((pl * g.n[0] + d) * g.n[1] + h) * g.n[2] + w;
           double v = (double)x[k];
-          if (arg < 0 || v > best || (best != best && v == v)) best = v, arg = k; /* NaN skipped, as pool.c */
+          if (arg < 0 || LU_POOL_TAKES(v, best)) best = v, arg = k;
           sum += v;
         }
     if (!dx) {
